@@ -1,0 +1,230 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/forgedev/forged/failure"
+)
+
+// MaxDispatchBytes bounds an encoded dispatch.
+const MaxDispatchBytes = 256 * 1024
+
+// Resource bounds a dispatch may request.
+const (
+	MinWorkerMemoryBytes   = 64 << 20
+	MaxWorkerMemoryBytes   = 256 << 30
+	MinCPUMillis           = 100
+	MaxCPUMillis           = 256_000
+	MinPIDs                = 16
+	MaxPIDs                = 65_536
+	MaxServiceMemoryBytes  = 256 << 30
+	MaxRuntimeOverhead     = 64 << 30
+	MaxTaskArgs            = 256
+	MaxTaskArgBytes        = 64 * 1024
+	MaxTaskTimeoutSeconds  = 8 * 60 * 60
+	DefaultTaskTimeoutSecs = 60 * 60
+)
+
+var (
+	fullUUID   = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	fullSHA    = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+	repoName   = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,120}$`)
+	branchName = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,200}$`)
+	hostName   = regexp.MustCompile(`^(\*\.)?[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$`)
+)
+
+// IsFullUUID reports whether s is a lowercase, hyphenated, full UUID.
+func IsFullUUID(s string) bool { return fullUUID.MatchString(s) }
+
+// IsFullSHA reports whether s is a full lowercase SHA-1 or SHA-256 object id.
+func IsFullSHA(s string) bool { return fullSHA.MatchString(s) }
+
+// DecodeDispatch strictly decodes and validates one dispatch. Unknown
+// fields, trailing data, non-UUID ids, bad timestamps and out-of-range
+// resources are refused with failure.DispatchInvalid and a message naming
+// the field.
+func DecodeDispatch(r io.Reader) (*Dispatch, error) {
+	raw, err := io.ReadAll(io.LimitReader(r, MaxDispatchBytes+1))
+	if err != nil {
+		return nil, failure.Wrap(failure.DispatchInvalid, err, "read dispatch")
+	}
+	if len(raw) > MaxDispatchBytes {
+		return nil, failure.New(failure.DispatchInvalid, "dispatch exceeds %d bytes", MaxDispatchBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var d Dispatch
+	if err := dec.Decode(&d); err != nil {
+		return nil, failure.Wrap(failure.DispatchInvalid, err, "%s", describeJSONError(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, failure.New(failure.DispatchInvalid, "trailing data after the dispatch document")
+	}
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+func describeJSONError(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	var timeErr *time.ParseError
+	switch {
+	case errors.As(err, &typeErr):
+		return fmt.Sprintf("field %s: expected %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return fmt.Sprintf("malformed JSON at offset %d: %v", syntaxErr.Offset, syntaxErr)
+	case errors.As(err, &timeErr):
+		return fmt.Sprintf("bad timestamp %q: must be RFC 3339", timeErr.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return "unknown " + strings.TrimPrefix(err.Error(), "json: ")
+	default:
+		return err.Error()
+	}
+}
+
+func fieldError(field, format string, args ...any) error {
+	return failure.New(failure.DispatchInvalid, "field %s: %s", field, fmt.Sprintf(format, args...))
+}
+
+// Validate checks every field of the dispatch. It is called by
+// DecodeDispatch and may be called on dispatches built in code.
+func (d *Dispatch) Validate() error {
+	ids := []struct{ field, value string }{
+		{"session.id", d.Session.ID},
+		{"execution.runnerId", d.Execution.RunnerID},
+		{"lease.fencingToken", d.Lease.FencingToken},
+		{"sandbox.dispatchAttemptId", d.Sandbox.DispatchAttemptID},
+		{"sandbox.executionLeaseId", d.Sandbox.ExecutionLeaseID},
+		{"sandbox.runnerInstanceId", d.Sandbox.RunnerInstanceID},
+	}
+	for _, id := range ids {
+		if !IsFullUUID(id.value) {
+			return fieldError(id.field, "must be a full lowercase UUID, got %q", truncate(id.value, 64))
+		}
+	}
+	if !repoName.MatchString(d.Repo.Name) {
+		return fieldError("repo.name", "must be 1-120 characters of [A-Za-z0-9._/-]")
+	}
+	if d.Repo.LocalPath == "" || !filepath.IsAbs(d.Repo.LocalPath) || filepath.Clean(d.Repo.LocalPath) != d.Repo.LocalPath {
+		return fieldError("repo.localPath", "must be a clean absolute path")
+	}
+	if err := validateBranch("repo.defaultBranch", d.Repo.DefaultBranch); err != nil {
+		return err
+	}
+	if d.BaseBranch != "" {
+		if err := validateBranch("baseBranch", d.BaseBranch); err != nil {
+			return err
+		}
+	}
+	if err := validateBranch("lease.worktreeKey", d.Lease.WorktreeKey); err != nil {
+		return err
+	}
+	if d.Lease.ExpiresAt.IsZero() {
+		return fieldError("lease.expiresAt", "is required (RFC 3339)")
+	}
+	switch d.Sandbox.ExecutionPolicy {
+	case PolicySandboxRequired, PolicyAdoption:
+	default:
+		return fieldError("sandbox.executionPolicy", "must be %q or %q", PolicySandboxRequired, PolicyAdoption)
+	}
+	if sha := d.Sandbox.SandboxConfigCommitSHA; sha != "" && !IsFullSHA(sha) {
+		return fieldError("sandbox.sandboxConfigCommitSha", "must be a full lowercase object id")
+	}
+	if err := d.Sandbox.NetworkPolicy.validate(); err != nil {
+		return err
+	}
+	if err := d.Sandbox.RequestedResources.validate(); err != nil {
+		return err
+	}
+	switch d.Sandbox.PublicationMode {
+	case PublicationNone, PublicationBridgePush:
+	default:
+		return fieldError("sandbox.publicationMode", "must be %q or %q", PublicationNone, PublicationBridgePush)
+	}
+	return d.Task.validate()
+}
+
+func validateBranch(field, name string) error {
+	if !branchName.MatchString(name) || strings.Contains(name, "..") || strings.HasPrefix(name, "-") ||
+		strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".lock") ||
+		strings.Contains(name, "//") || strings.Contains(name, "@{") {
+		return fieldError(field, "is not a valid branch name")
+	}
+	return nil
+}
+
+func (p NetworkPolicy) validate() error {
+	switch p.Mode {
+	case NetworkNone, NetworkOpenPublic:
+		if len(p.AllowedHosts) != 0 {
+			return fieldError("sandbox.networkPolicy.allowedHosts", "must be empty for mode %q", p.Mode)
+		}
+	case NetworkPublicAllowlist:
+		if len(p.AllowedHosts) == 0 || len(p.AllowedHosts) > 128 {
+			return fieldError("sandbox.networkPolicy.allowedHosts", "must list 1-128 hosts")
+		}
+		for i, h := range p.AllowedHosts {
+			if !hostName.MatchString(h) {
+				return fieldError(fmt.Sprintf("sandbox.networkPolicy.allowedHosts[%d]", i), "is not a host name")
+			}
+		}
+	default:
+		return fieldError("sandbox.networkPolicy.mode", "must be %q, %q or %q", NetworkNone, NetworkPublicAllowlist, NetworkOpenPublic)
+	}
+	return nil
+}
+
+func (r RequestedResources) validate() error {
+	checks := []struct {
+		field    string
+		value    int64
+		min, max int64
+	}{
+		{"sandbox.requestedResources.workerMemoryLimitBytes", r.WorkerMemoryLimitBytes, MinWorkerMemoryBytes, MaxWorkerMemoryBytes},
+		{"sandbox.requestedResources.cpuMillis", r.CPUMillis, MinCPUMillis, MaxCPUMillis},
+		{"sandbox.requestedResources.pids", r.PIDs, MinPIDs, MaxPIDs},
+		{"sandbox.requestedResources.serviceMemoryLimitBytes", r.ServiceMemoryLimitBytes, 0, MaxServiceMemoryBytes},
+		{"sandbox.requestedResources.runtimeOverheadBytes", r.RuntimeOverheadBytes, 0, MaxRuntimeOverhead},
+	}
+	for _, c := range checks {
+		if c.value < c.min || c.value > c.max {
+			return fieldError(c.field, "%d is outside [%d, %d]", c.value, c.min, c.max)
+		}
+	}
+	return nil
+}
+
+func (t Task) validate() error {
+	if len(t.Argv) == 0 || len(t.Argv) > MaxTaskArgs {
+		return fieldError("task.argv", "must have 1-%d arguments", MaxTaskArgs)
+	}
+	for i, a := range t.Argv {
+		if len(a) > MaxTaskArgBytes || strings.ContainsRune(a, 0) {
+			return fieldError(fmt.Sprintf("task.argv[%d]", i), "must be at most %d bytes without NUL", MaxTaskArgBytes)
+		}
+	}
+	if t.Argv[0] == "" {
+		return fieldError("task.argv[0]", "must not be empty")
+	}
+	if t.TimeoutSeconds < 0 || t.TimeoutSeconds > MaxTaskTimeoutSeconds {
+		return fieldError("task.timeoutSeconds", "%d is outside [0, %d]", t.TimeoutSeconds, MaxTaskTimeoutSeconds)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

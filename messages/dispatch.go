@@ -1,0 +1,99 @@
+// Package messages holds the typed messages exchanged by forged's actors,
+// the dispatch that starts an attempt (with its strict decoder), the
+// attempt's event type, and the documents that cross the sandbox boundary
+// (start packet, manifest, result packet).
+package messages
+
+import "time"
+
+// Execution policies.
+const (
+	PolicySandboxRequired = "sandbox_required"
+	PolicyAdoption        = "adoption"
+)
+
+// Network policy modes.
+const (
+	NetworkNone            = "none"
+	NetworkPublicAllowlist = "public_allowlist"
+	NetworkOpenPublic      = "open_public"
+)
+
+// Publication modes.
+const (
+	PublicationNone       = "none"
+	PublicationBridgePush = "bridge_push"
+)
+
+// Dispatch is one sandbox attempt as the server hands it to a runner.
+type Dispatch struct {
+	Session    SessionRef   `json:"session"`
+	Execution  ExecutionRef `json:"execution"`
+	Repo       RepoRef      `json:"repo"`
+	BaseBranch string       `json:"baseBranch"`
+	Lease      Lease        `json:"lease"`
+	Sandbox    SandboxSpec  `json:"sandbox"`
+	Task       Task         `json:"task"`
+}
+
+// SessionRef names the agent session the attempt belongs to.
+type SessionRef struct {
+	ID string `json:"id"`
+}
+
+// ExecutionRef names the runner the attempt was dispatched to.
+type ExecutionRef struct {
+	RunnerID string `json:"runnerId"`
+}
+
+// RepoRef is the host repository the attempt works on.
+type RepoRef struct {
+	Name          string `json:"name"`
+	LocalPath     string `json:"localPath"`
+	DefaultBranch string `json:"defaultBranch"`
+}
+
+// Lease is the attempt's execution lease: the managed branch (worktree key),
+// its expiry and the fencing token that orders attempts on it.
+type Lease struct {
+	WorktreeKey  string    `json:"worktreeKey"`
+	ExpiresAt    time.Time `json:"expiresAt"`
+	FencingToken string    `json:"fencingToken"`
+}
+
+// SandboxSpec is the sandbox part of the dispatch.
+type SandboxSpec struct {
+	DispatchAttemptID      string             `json:"dispatchAttemptId"`
+	ExecutionLeaseID       string             `json:"executionLeaseId"`
+	RunnerInstanceID       string             `json:"runnerInstanceId"`
+	ExecutionPolicy        string             `json:"executionPolicy"`
+	SandboxConfigCommitSHA string             `json:"sandboxConfigCommitSha,omitempty"`
+	NetworkPolicy          NetworkPolicy      `json:"networkPolicy"`
+	RequestedResources     RequestedResources `json:"requestedResources"`
+	PublicationMode        string             `json:"publicationMode"`
+}
+
+// NetworkPolicy says what the sandbox may reach.
+type NetworkPolicy struct {
+	Mode         string   `json:"mode"`
+	AllowedHosts []string `json:"allowedHosts,omitempty"`
+}
+
+// RequestedResources is what one attempt reserves on the host.
+type RequestedResources struct {
+	WorkerMemoryLimitBytes  int64 `json:"workerMemoryLimitBytes"`
+	CPUMillis               int64 `json:"cpuMillis"`
+	PIDs                    int64 `json:"pids"`
+	ServiceMemoryLimitBytes int64 `json:"serviceMemoryLimitBytes"`
+	RuntimeOverheadBytes    int64 `json:"runtimeOverheadBytes"`
+}
+
+// Task is what the worker runs inside the sandbox, in the contract's
+// working directory.
+type Task struct {
+	Argv           []string `json:"argv"`
+	TimeoutSeconds int      `json:"timeoutSeconds,omitempty"`
+}
+
+// AttemptID returns the dispatch attempt id, the attempt's identity.
+func (d *Dispatch) AttemptID() string { return d.Sandbox.DispatchAttemptID }

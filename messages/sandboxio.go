@@ -1,0 +1,94 @@
+package messages
+
+import "time"
+
+// The types in this file cross the sandbox boundary: the host writes a
+// StartPacket to the worker's stdin; the worker writes a Manifest, a
+// ResultPacket and (when it committed) a git bundle into /control/output and
+// streams RunnerEventLine JSON lines on stdout. Everything the worker
+// produces is untrusted and validated on the host.
+
+// Paths inside the worker container.
+const (
+	WorkspaceDir     = "/workspace"
+	ControlDir       = "/control"
+	InputBundlePath  = "/control/input/repo.bundle"
+	OutputDir        = "/control/output"
+	LeaseUpdatePath  = "/run/forge/lease-update.json"
+	WorkerBinaryPath = "/opt/forge/forged"
+	WorkerUID        = 10001
+	WorkerGID        = 10001
+)
+
+// Output file names written by the worker into OutputDir.
+const (
+	ManifestFile     = "manifest.json"
+	ResultFile       = "result.json"
+	ResultBundleFile = "result.bundle"
+)
+
+// StartPacketSchema is the version of StartPacket.
+const StartPacketSchema = 1
+
+// SandboxIdentity is the identity and fence of one attempt, as the worker
+// must echo it in its manifest.
+type SandboxIdentity struct {
+	DispatchAttemptID string `json:"dispatchAttemptId"`
+	ExecutionLeaseID  string `json:"executionLeaseId"`
+	FencingToken      string `json:"fencingToken"`
+	RunnerInstanceID  string `json:"runnerInstanceId"`
+	InputCommitSHA    string `json:"inputCommitSha"`
+	Branch            string `json:"branch"`
+	ContractDigest    string `json:"contractDigest"`
+	ImageDigest       string `json:"imageDigest"`
+}
+
+// StartPacket is what the host writes to the worker's stdin (one JSON
+// document, then EOF).
+type StartPacket struct {
+	SchemaVersion int             `json:"schemaVersion"`
+	Identity      SandboxIdentity `json:"identity"`
+	Task          Task            `json:"task"`
+	// WorkingDirectory is the contract's working directory (absolute, under
+	// WorkspaceDir); the task runs there.
+	WorkingDirectory string    `json:"workingDirectory"`
+	LeaseExpiresAt   time.Time `json:"leaseExpiresAt"`
+	LeaseControlKey  string    `json:"leaseControlKey"`
+	// TaskTimeoutSeconds bounds the task's run time inside the worker.
+	TaskTimeoutSeconds int `json:"taskTimeoutSeconds"`
+}
+
+// OutputFile describes one file in OutputDir: a bare file name, its size and
+// its lowercase hex sha256.
+type OutputFile struct {
+	Path   string `json:"path"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// Manifest is the worker's account of its output. ResultCommitSHA and Bundle
+// are both nil when the task changed nothing.
+type Manifest struct {
+	SandboxIdentity
+	ResultCommitSHA *string     `json:"resultCommitSha"`
+	Bundle          *OutputFile `json:"bundle"`
+	Result          OutputFile  `json:"result"`
+}
+
+// ResultPacket is the worker's result.json.
+type ResultPacket struct {
+	SchemaVersion   int     `json:"schemaVersion"`
+	ExitCode        int     `json:"exitCode"`
+	TaskExitCode    int     `json:"taskExitCode"`
+	Summary         string  `json:"summary"`
+	ResultCommitSHA *string `json:"resultCommitSha"`
+}
+
+// RunnerEventLine is one stdout line of the worker: {"type":"runner_event","event":{...}}.
+type RunnerEventLine struct {
+	Type  string `json:"type"`
+	Event Event  `json:"event"`
+}
+
+// RunnerEventType is the Type of a RunnerEventLine.
+const RunnerEventType = "runner_event"
