@@ -1,0 +1,128 @@
+package messages
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/failure"
+)
+
+const validDispatch = `{
+  "session": {"id": "0b0f7c9e-6d0e-4a55-9a53-6f3d0b8e2c11"},
+  "execution": {"runnerId": "1c1f7c9e-6d0e-4a55-9a53-6f3d0b8e2c12"},
+  "repo": {"name": "example", "localPath": "/srv/repos/example", "defaultBranch": "main"},
+  "baseBranch": "main",
+  "lease": {"worktreeKey": "forge/task-1", "expiresAt": "2030-01-01T00:00:00Z", "fencingToken": "2d2f7c9e-6d0e-4a55-9a53-6f3d0b8e2c13"},
+  "sandbox": {
+    "dispatchAttemptId": "3e3f7c9e-6d0e-4a55-9a53-6f3d0b8e2c14",
+    "executionLeaseId": "4f4f7c9e-6d0e-4a55-9a53-6f3d0b8e2c15",
+    "runnerInstanceId": "5a5f7c9e-6d0e-4a55-9a53-6f3d0b8e2c16",
+    "executionPolicy": "adoption",
+    "networkPolicy": {"mode": "none"},
+    "requestedResources": {"workerMemoryLimitBytes": 536870912, "cpuMillis": 1000, "pids": 256, "serviceMemoryLimitBytes": 0, "runtimeOverheadBytes": 134217728},
+    "publicationMode": "none"
+  },
+  "task": {"argv": ["/bin/sh", "-c", "echo hi > hello.txt"]}
+}`
+
+func TestDecodeDispatchValid(t *testing.T) {
+	d, err := DecodeDispatch(strings.NewReader(validDispatch))
+	require.NoError(t, err)
+	assert.Equal(t, "3e3f7c9e-6d0e-4a55-9a53-6f3d0b8e2c14", d.AttemptID())
+	assert.Equal(t, int64(1000), d.Sandbox.RequestedResources.CPUMillis)
+	assert.Equal(t, 2030, d.Lease.ExpiresAt.Year())
+}
+
+// mutate decodes validDispatch into a generic map, applies f and re-encodes.
+func mutate(t *testing.T, f func(m map[string]any)) string {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(validDispatch), &m))
+	f(m)
+	out, err := json.Marshal(m)
+	require.NoError(t, err)
+	return string(out)
+}
+
+func sub(m map[string]any, key string) map[string]any { return m[key].(map[string]any) }
+
+func TestDecodeDispatchRefusals(t *testing.T) {
+	cases := []struct {
+		name  string
+		doc   string
+		field string
+	}{
+		{"unknown top-level field", mutate(t, func(m map[string]any) { m["extra"] = 1 }), "extra"},
+		{"unknown nested field", mutate(t, func(m map[string]any) { sub(m, "sandbox")["image"] = "x" }), "image"},
+		{"short attempt id", mutate(t, func(m map[string]any) { sub(m, "sandbox")["dispatchAttemptId"] = "3e3f7c9e" }), "sandbox.dispatchAttemptId"},
+		{"uppercase uuid", mutate(t, func(m map[string]any) {
+			sub(m, "lease")["fencingToken"] = "2D2F7C9E-6D0E-4A55-9A53-6F3D0B8E2C13"
+		}), "lease.fencingToken"},
+		{"runner id", mutate(t, func(m map[string]any) { sub(m, "execution")["runnerId"] = "" }), "execution.runnerId"},
+		{"runner instance", mutate(t, func(m map[string]any) { sub(m, "sandbox")["runnerInstanceId"] = "nope" }), "sandbox.runnerInstanceId"},
+		{"session", mutate(t, func(m map[string]any) { sub(m, "session")["id"] = "x" }), "session.id"},
+		{"execution lease", mutate(t, func(m map[string]any) { sub(m, "sandbox")["executionLeaseId"] = "x" }), "sandbox.executionLeaseId"},
+		{"bad timestamp", mutate(t, func(m map[string]any) { sub(m, "lease")["expiresAt"] = "tomorrow" }), "timestamp"},
+		{"missing expiry", mutate(t, func(m map[string]any) { delete(sub(m, "lease"), "expiresAt") }), "lease.expiresAt"},
+		{"memory too small", mutate(t, func(m map[string]any) {
+			sub(sub(m, "sandbox"), "requestedResources")["workerMemoryLimitBytes"] = 1024
+		}), "workerMemoryLimitBytes"},
+		{"negative cpu", mutate(t, func(m map[string]any) { sub(sub(m, "sandbox"), "requestedResources")["cpuMillis"] = -1 }), "cpuMillis"},
+		{"pids too large", mutate(t, func(m map[string]any) { sub(sub(m, "sandbox"), "requestedResources")["pids"] = 1 << 20 }), "pids"},
+		{"fractional pids", mutate(t, func(m map[string]any) { sub(sub(m, "sandbox"), "requestedResources")["pids"] = 1.5 }), "pids"},
+		{"policy", mutate(t, func(m map[string]any) { sub(m, "sandbox")["executionPolicy"] = "yolo" }), "sandbox.executionPolicy"},
+		{"network mode", mutate(t, func(m map[string]any) { sub(sub(m, "sandbox"), "networkPolicy")["mode"] = "host" }), "sandbox.networkPolicy.mode"},
+		{"allowlist without hosts", mutate(t, func(m map[string]any) {
+			sub(sub(m, "sandbox"), "networkPolicy")["mode"] = "public_allowlist"
+		}), "allowedHosts"},
+		{"publication", mutate(t, func(m map[string]any) { sub(m, "sandbox")["publicationMode"] = "push" }), "sandbox.publicationMode"},
+		{"config sha short", mutate(t, func(m map[string]any) { sub(m, "sandbox")["sandboxConfigCommitSha"] = "abc" }), "sandboxConfigCommitSha"},
+		{"relative repo path", mutate(t, func(m map[string]any) { sub(m, "repo")["localPath"] = "repo" }), "repo.localPath"},
+		{"branch with dots", mutate(t, func(m map[string]any) { sub(m, "lease")["worktreeKey"] = "a..b" }), "lease.worktreeKey"},
+		{"empty argv", mutate(t, func(m map[string]any) { sub(m, "task")["argv"] = []string{} }), "task.argv"},
+		{"trailing data", validDispatch + "{}", "trailing"},
+		{"not json", "nope", "malformed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := DecodeDispatch(strings.NewReader(c.doc))
+			require.Error(t, err)
+			assert.Equal(t, failure.DispatchInvalid, failure.CodeOf(err))
+			assert.Contains(t, err.Error(), c.field)
+		})
+	}
+}
+
+func TestDecodeDispatchOversized(t *testing.T) {
+	_, err := DecodeDispatch(strings.NewReader(strings.Repeat(" ", MaxDispatchBytes+1)))
+	assert.Equal(t, failure.DispatchInvalid, failure.CodeOf(err))
+}
+
+func FuzzDecodeDispatch(f *testing.F) {
+	f.Add([]byte(validDispatch))
+	f.Add([]byte(`{"session":{}}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		d, err := DecodeDispatch(strings.NewReader(string(doc)))
+		if err != nil {
+			if failure.CodeOf(err) != failure.DispatchInvalid {
+				t.Fatalf("error without dispatch_invalid: %v", err)
+			}
+			return
+		}
+		if d.Validate() != nil {
+			t.Fatal("decoded dispatch does not validate")
+		}
+	})
+}
+
+func TestRunnerEventKind(t *testing.T) {
+	assert.Equal(t, KindError, RunnerEvent("sandbox_worker_failed", "x", nil).Kind)
+	assert.Equal(t, KindCheckpoint, RunnerEvent("sandbox_started", "x", nil).Kind)
+	ev := RunnerEvent("sandbox_metadata", "x", map[string]string{"a": "b"})
+	require.NotNil(t, ev.Data)
+	assert.JSONEq(t, `{"a":"b"}`, *ev.Data)
+}
