@@ -1,0 +1,30 @@
+// Package dockerops is forged's only door to the Docker Engine. It talks to
+// the engine through its HTTP API (github.com/docker/docker/client), never
+// the docker CLI, and provides the operations one sandbox attempt needs:
+//
+//   - naming and labelling an attempt's resources (NamesFor, Labels,
+//     Ownership) so that they can later be found and removed by exact
+//     identity;
+//   - provisioning an internal network and the attempt's volumes, and
+//     creating the hardened worker container (WorkerContainerConfig,
+//     CreateWorker);
+//   - copying the input in and the output out (CopyFileInto, CopyDirOut),
+//     the latter with a strict, bounded tar extractor;
+//   - running the worker attached (RunAttached), with bounded stdout and
+//     stderr capture, line streaming and stop-on-cancel;
+//   - inspecting exit state and memory use, and classifying resource
+//     failures from trusted Docker state (ClassifyResourceFailure);
+//   - label-driven teardown with a cleanup report (Teardown);
+//   - building the project image and the agent overlay with the classic
+//     builder (BuildImage, OverlayContext) and the image cache key.
+//
+// Every engine call runs under its own deadline (Options.Timeouts).
+// Transient failures (connection errors, 503, per-call deadline, and 500 for
+// read-only calls) are retried with bounded exponential backoff; permanent
+// ones (not found, invalid parameter, conflict, forbidden, unauthorised...)
+// are returned at once. Removal treats "not found" as success. Cleanup paths
+// run on a context detached from the caller's cancellation.
+//
+// Failures that forged reports carry a failure.Code (see package failure);
+// the wrapped Docker error stays reachable with errors.Is / errors.As.
+package dockerops

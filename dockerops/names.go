@@ -1,0 +1,53 @@
+package dockerops
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+)
+
+// Names are the Docker object names of one attempt. They derive from the
+// dispatch attempt id alone, so a crashed runner's leftovers can be named
+// again; ownership is nevertheless decided by labels, never by names.
+type Names struct {
+	AttemptHex      string // the attempt id without hyphens
+	Prefix          string // forge-<hex>
+	Container       string // forge-agent-<hex>
+	Network         string // forge-<hex>
+	WorkspaceVolume string // forge-<hex>-workspace
+	ControlVolume   string // forge-<hex>-control
+	SecretsVolume   string // forge-<hex>-secrets
+}
+
+// NamesFor returns the resource names of the attempt. attemptID must be a
+// full lowercase UUID; anything else is failure.SandboxIdentityInvalid.
+func NamesFor(attemptID string) (Names, error) {
+	if !messages.IsFullUUID(attemptID) {
+		return Names{}, failure.New(failure.SandboxIdentityInvalid,
+			"dispatch attempt id %q is not a full lowercase UUID", clip(attemptID, 64))
+	}
+	hex := strings.ReplaceAll(attemptID, "-", "")
+	prefix := "forge-" + hex
+	return Names{
+		AttemptHex:      hex,
+		Prefix:          prefix,
+		Container:       "forge-agent-" + hex,
+		Network:         prefix,
+		WorkspaceVolume: prefix + "-workspace",
+		ControlVolume:   prefix + "-control",
+		SecretsVolume:   prefix + "-secrets",
+	}, nil
+}
+
+// clip shortens s to at most n bytes without splitting a UTF-8 sequence.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,75 @@
+package dockerops
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/forgedev/forged/failure"
+)
+
+// provisionAPI is the part of the engine API that provisions networks and
+// volumes.
+type provisionAPI interface {
+	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
+	NetworkInspect(ctx context.Context, network string, options network.InspectOptions) (network.Inspect, error)
+	VolumeCreate(ctx context.Context, options volume.CreateOptions) (volume.Volume, error)
+}
+
+// CreateInternalNetwork creates the attempt's bridge network with
+// Internal set: containers on it reach each other but nothing outside the
+// host. It returns the network id. Failures carry
+// failure.SandboxCreateFailed.
+func (c *Client) CreateInternalNetwork(ctx context.Context, name string, labels map[string]string) (string, error) {
+	attempt := 0
+	id, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (string, error) {
+		attempt++
+		resp, err := c.provisioner.NetworkCreate(ctx, name, network.CreateOptions{
+			Driver:   "bridge",
+			Internal: true,
+			Labels:   maps.Clone(labels),
+		})
+		if err == nil {
+			return resp.ID, nil
+		}
+		if attempt > 1 && cerrdefs.IsConflict(err) {
+			// An earlier attempt may have succeeded without us hearing the
+			// answer: adopt the network only if it is exactly ours.
+			if existing, ierr := c.provisioner.NetworkInspect(ctx, name, network.InspectOptions{}); ierr == nil &&
+				existing.Internal && maps.Equal(existing.Labels, labels) {
+				return existing.ID, nil
+			}
+		}
+		return "", err
+	})
+	if err != nil {
+		return "", opError(ctx, failure.SandboxCreateFailed, err, "network create %s", name)
+	}
+	return id, nil
+}
+
+// CreateVolume creates a local volume with the given labels. An existing
+// volume of that name is accepted only when its labels are exactly these.
+// Failures carry failure.SandboxCreateFailed.
+func (c *Client) CreateVolume(ctx context.Context, name string, labels map[string]string) error {
+	v, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (volume.Volume, error) {
+		return c.provisioner.VolumeCreate(ctx, volume.CreateOptions{
+			Name:   name,
+			Driver: "local",
+			Labels: maps.Clone(labels),
+		})
+	})
+	if err == nil && !maps.Equal(v.Labels, labels) {
+		// The engine hands back an existing volume of the same name as if
+		// it had created it; one that is not exactly ours must not be used.
+		err = fmt.Errorf("volume %s already exists with other labels: %w", name, cerrdefs.ErrConflict)
+	}
+	if err != nil {
+		return opError(ctx, failure.SandboxCreateFailed, err, "volume create %s", name)
+	}
+	return nil
+}

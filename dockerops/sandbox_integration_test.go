@@ -1,0 +1,244 @@
+package dockerops
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+)
+
+func TestIntegrationWorkerHardening(t *testing.T) {
+	s := provision(t, "true", nil)
+	ctx := testCtx(t)
+	info, err := s.c.raw.ContainerInspect(ctx, s.container)
+	require.NoError(t, err)
+	h, cfg := info.HostConfig, info.Config
+	r := s.d.Sandbox.RequestedResources
+
+	assert.True(t, h.ReadonlyRootfs)
+	assert.Equal(t, []string{"ALL"}, []string(h.CapDrop))
+	assert.Empty(t, h.CapAdd)
+	assert.False(t, h.Privileged)
+	assert.Contains(t, h.SecurityOpt, "no-new-privileges")
+	require.NotNil(t, h.PidsLimit)
+	assert.Equal(t, r.PIDs, *h.PidsLimit)
+	assert.Equal(t, r.WorkerMemoryLimitBytes, h.Memory)
+	assert.Equal(t, h.Memory, h.MemorySwap)
+	assert.Equal(t, r.CPUMillis*1_000_000, h.NanoCPUs)
+	require.NotNil(t, h.Init)
+	assert.True(t, *h.Init)
+	assert.Equal(t, "none", h.LogConfig.Type)
+	assert.Equal(t, s.names.Network, string(h.NetworkMode))
+	assert.Equal(t, tmpTmpfsOptions, h.Tmpfs["/tmp"])
+	assert.Equal(t, runForgeTmpfsOptions, h.Tmpfs["/run/forge"])
+	assert.Len(t, h.Ulimits, 2)
+	assert.Equal(t, "10001:10001", cfg.User)
+	assert.Equal(t, messages.WorkspaceDir, cfg.WorkingDir)
+	assert.True(t, cfg.OpenStdin && cfg.StdinOnce && cfg.AttachStdin && cfg.AttachStdout && cfg.AttachStderr)
+	assert.False(t, cfg.Tty)
+	require.NotNil(t, cfg.StopTimeout)
+	assert.Equal(t, 10, *cfg.StopTimeout)
+	for k, v := range s.labels { // the image's own labels are merged in
+		assert.Equal(t, v, cfg.Labels[k], k)
+	}
+
+	// Only the attempt's internal network.
+	require.NotNil(t, info.NetworkSettings)
+	assert.Len(t, info.NetworkSettings.Networks, 1)
+	assert.Contains(t, info.NetworkSettings.Networks, s.names.Network)
+	net, err := s.c.raw.NetworkInspect(ctx, s.networkID, network.InspectOptions{})
+	require.NoError(t, err)
+	assert.True(t, net.Internal)
+	assert.Equal(t, "bridge", net.Driver)
+	assert.Equal(t, s.labels, net.Labels)
+
+	// Exactly the three volumes, secrets read-only.
+	mounts := map[string]bool{}
+	for _, m := range info.Mounts {
+		assert.Equal(t, mount.TypeVolume, m.Type)
+		mounts[m.Destination+":"+m.Name] = m.RW
+	}
+	assert.Equal(t, map[string]bool{
+		"/workspace:" + s.names.WorkspaceVolume:       true,
+		"/control:" + s.names.ControlVolume:           true,
+		"/run/forge-secrets:" + s.names.SecretsVolume: false,
+	}, mounts)
+}
+
+func TestIntegrationCopyDirOut(t *testing.T) {
+	s := provision(t, strings.Join([]string{
+		"mkdir -p /control/output/logs/deep",
+		"echo manifest > /control/output/manifest.json",
+		"echo log > /control/output/logs/deep/run.log",
+		"chmod 777 /control/output/manifest.json",
+		"mkdir -p /workspace/linky && echo x > /workspace/linky/a && ln -s /etc/passwd /workspace/linky/evil",
+		"mkdir -p /workspace/many && for i in 1 2 3 4 5; do echo $i > /workspace/many/f$i; done",
+	}, "\n"), nil)
+	ctx := testCtx(t)
+	_, res, err := s.run(t, ctx, "", RunLimits{})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+
+	t.Run("regular tree", func(t *testing.T) {
+		dst := filepath.Join(t.TempDir(), "output")
+		require.NoError(t, s.c.CopyDirOut(ctx, s.container, messages.OutputDir, dst, 1<<20, 100))
+		data, err := os.ReadFile(filepath.Join(dst, "manifest.json"))
+		require.NoError(t, err)
+		assert.Equal(t, "manifest\n", string(data))
+		data, err = os.ReadFile(filepath.Join(dst, "logs/deep/run.log"))
+		require.NoError(t, err)
+		assert.Equal(t, "log\n", string(data))
+		for path, mode := range map[string]os.FileMode{
+			"":                  0o700 | os.ModeDir,
+			"manifest.json":     0o600,
+			"logs":              0o700 | os.ModeDir,
+			"logs/deep":         0o700 | os.ModeDir,
+			"logs/deep/run.log": 0o600,
+		} {
+			fi, err := os.Lstat(filepath.Join(dst, path))
+			require.NoError(t, err)
+			assert.Equal(t, mode, fi.Mode(), path)
+		}
+	})
+	t.Run("symlink rejected", func(t *testing.T) {
+		err := s.c.CopyDirOut(ctx, s.container, "/workspace/linky", t.TempDir(), 1<<20, 100)
+		require.Error(t, err)
+		assert.Equal(t, failure.SandboxOutputInvalid, failure.CodeOf(err), err)
+	})
+	t.Run("file count bounded", func(t *testing.T) {
+		err := s.c.CopyDirOut(ctx, s.container, "/workspace/many", t.TempDir(), 1<<20, 4)
+		assert.Equal(t, failure.SandboxOutputInvalid, failure.CodeOf(err), err)
+		require.NoError(t, s.c.CopyDirOut(ctx, s.container, "/workspace/many", t.TempDir(), 1<<20, 5))
+	})
+	t.Run("bytes bounded", func(t *testing.T) {
+		err := s.c.CopyDirOut(ctx, s.container, "/workspace/many", t.TempDir(), 9, 100)
+		assert.Equal(t, failure.SandboxOutputInvalid, failure.CodeOf(err), err)
+		require.NoError(t, s.c.CopyDirOut(ctx, s.container, "/workspace/many", t.TempDir(), 10, 100))
+	})
+	t.Run("missing directory", func(t *testing.T) {
+		err := s.c.CopyDirOut(ctx, s.container, "/control/nothing-here", t.TempDir(), 1<<20, 100)
+		assert.Equal(t, failure.SandboxOutputMissing, failure.CodeOf(err), err)
+	})
+}
+
+func TestIntegrationTeardown(t *testing.T) {
+	s := provision(t, "true", nil)
+	ctx := testCtx(t)
+	_, _, err := s.run(t, ctx, "", RunLimits{})
+	require.NoError(t, err)
+
+	report, err := s.c.Teardown(ctx, s.owner, "teardown")
+	require.NoError(t, err)
+	assert.True(t, messages.IsFullUUID(report.ReportID))
+	assert.Equal(t, "teardown", report.Source)
+	assert.Zero(t, report.Remaining)
+	var removed []string
+	for _, a := range report.Actions {
+		assert.Equal(t, OutcomeRemoved, a.Outcome)
+		assert.Equal(t, s.owner.AttemptID, a.DispatchAttemptID)
+		assert.Equal(t, s.owner.FencingToken, a.FencingToken)
+		assert.Equal(t, s.owner.RunnerInstanceID, a.RunnerInstanceID)
+		assert.False(t, a.OccurredAt.IsZero())
+		removed = append(removed, a.ResourceType+":"+a.ResourceID)
+	}
+	slices.Sort(removed)
+	want := []string{
+		"container:" + s.container,
+		"network:" + s.networkID,
+		"volume:" + s.names.ControlVolume,
+		"volume:" + s.names.SecretsVolume,
+		"volume:" + s.names.WorkspaceVolume,
+	}
+	slices.Sort(want)
+	assert.Equal(t, want, removed)
+	assert.Zero(t, labelledCount(t, s.c, LabelAttemptID+"="+s.owner.AttemptID))
+
+	again, err := s.c.Teardown(ctx, s.owner, "reaper")
+	require.NoError(t, err)
+	assert.Empty(t, again.Actions)
+	assert.NotEqual(t, report.ReportID, again.ReportID)
+}
+
+func TestIntegrationTeardownLeavesForeignOwner(t *testing.T) {
+	s := provision(t, "true", nil)
+	ctx := testCtx(t)
+
+	// Same attempt, another runner instance: not ours to remove.
+	foreign := s.owner
+	foreign.RunnerInstanceID = newUUID()
+	foreignLabels := map[string]string{}
+	for k, v := range s.labels {
+		foreignLabels[k] = v
+	}
+	foreignLabels[LabelRunnerInstanceID] = foreign.RunnerInstanceID
+	foreignVolume := s.names.Prefix + "-foreign"
+	require.NoError(t, s.c.CreateVolume(ctx, foreignVolume, foreignLabels))
+	t.Cleanup(func() {
+		_, err := s.c.Teardown(ctx, foreign, "reaper")
+		assert.NoError(t, err)
+	})
+
+	report, err := s.c.Teardown(ctx, s.owner, "teardown")
+	require.Error(t, err)
+	assert.Equal(t, failure.SandboxTeardownFailed, failure.CodeOf(err))
+	assert.Equal(t, 1, report.Remaining)
+	removed, failed := 0, 0
+	for _, a := range report.Actions {
+		switch a.Outcome {
+		case OutcomeRemoved:
+			removed++
+			assert.NotEqual(t, foreignVolume, a.ResourceID)
+		case OutcomeFailed:
+			failed++
+			assert.Equal(t, foreignVolume, a.ResourceID)
+			assert.Equal(t, msgForeignRemains, a.Message)
+		}
+	}
+	assert.Equal(t, 5, removed)
+	assert.Equal(t, 1, failed)
+
+	v, err := s.c.raw.VolumeInspect(ctx, foreignVolume)
+	require.NoError(t, err, "the foreign volume must survive")
+	assert.Equal(t, foreign.RunnerInstanceID, v.Labels[LabelRunnerInstanceID])
+
+	owners, err := s.c.ManagedOwnerships(ctx, s.owner.RunnerID)
+	require.NoError(t, err)
+	assert.Equal(t, []Ownership{foreign}, owners)
+	assert.True(t, MayReap(v.Labels, s.owner.RunnerID, nil))
+	assert.False(t, MayReap(v.Labels, s.owner.RunnerID, func(id string) bool { return id == s.owner.AttemptID }))
+}
+
+func TestIntegrationCreateVolumeRefusesForeignLabels(t *testing.T) {
+	c := requireEngine(t)
+	ctx := testCtx(t)
+	d := testDispatch()
+	labels, err := Labels(d, "img", "contract")
+	require.NoError(t, err)
+	requireNoLeftovers(t, c, d.AttemptID())
+	t.Cleanup(func() { _, _ = c.Teardown(ctx, OwnershipOf(d), "teardown") })
+	names, err := NamesFor(d.AttemptID())
+	require.NoError(t, err)
+	require.NoError(t, c.CreateVolume(ctx, names.WorkspaceVolume, labels))
+	require.NoError(t, c.CreateVolume(ctx, names.WorkspaceVolume, labels), "same labels: idempotent")
+	other := map[string]string{}
+	for k, v := range labels {
+		other[k] = v
+	}
+	other[LabelFencingToken] = newUUID()
+	err = c.CreateVolume(ctx, names.WorkspaceVolume, other)
+	assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err), err)
+
+	_, err = c.CreateInternalNetwork(ctx, names.Network, labels)
+	require.NoError(t, err)
+	_, err = c.CreateInternalNetwork(ctx, names.Network, labels)
+	assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err), "a first-attempt name conflict is not adopted")
+}

@@ -1,0 +1,262 @@
+package dockerops
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/forgedev/forged/failure"
+)
+
+// teardownAPI is the part of the engine API that finds and removes an
+// attempt's objects.
+type teardownAPI interface {
+	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ContainerStop(ctx context.Context, container string, options container.StopOptions) error
+	ContainerRemove(ctx context.Context, container string, options container.RemoveOptions) error
+	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
+	NetworkRemove(ctx context.Context, network string) error
+	VolumeList(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
+	VolumeRemove(ctx context.Context, volumeID string, force bool) error
+}
+
+// Resource types and outcomes of cleanup actions.
+const (
+	ResourceContainer = "container"
+	ResourceNetwork   = "network"
+	ResourceVolume    = "volume"
+
+	OutcomeRemoved = "removed"
+	OutcomeFailed  = "failed"
+)
+
+// Messages of resources found after teardown.
+const (
+	msgRemained       = "exact-labelled resource remained after teardown"
+	msgForeignRemains = "resource labelled with this attempt but another owner was left in place"
+)
+
+// CleanupAction is one removal (or failure to remove) during teardown.
+type CleanupAction struct {
+	DispatchAttemptID string    `json:"dispatchAttemptId"`
+	FencingToken      string    `json:"fencingToken"`
+	RunnerInstanceID  string    `json:"runnerInstanceId"`
+	ResourceType      string    `json:"resourceType"`
+	ResourceID        string    `json:"resourceId"`
+	Outcome           string    `json:"outcome"`
+	Message           string    `json:"message,omitempty"`
+	OccurredAt        time.Time `json:"occurredAt"`
+}
+
+// CleanupReport is the account of one teardown. Remaining counts the
+// objects still labelled with the attempt afterwards.
+type CleanupReport struct {
+	ReportID  string          `json:"reportId"`
+	Source    string          `json:"source"`
+	Actions   []CleanupAction `json:"actions"`
+	Remaining int             `json:"remaining"`
+}
+
+// labelled is one engine object found by label.
+type labelled struct {
+	kind, id string
+	labels   map[string]string
+}
+
+// Teardown removes every container, network and volume labelled with the
+// owner's attempt whose labels match owner exactly: containers first
+// (stopped with Options.StopGrace, then force-removed keeping volumes),
+// then networks, then volumes. "Not found" counts as removed. It then
+// lists again: anything still labelled with the attempt (including objects
+// of another owner, which are never touched) is reported as failed. The
+// error (failure.SandboxTeardownFailed) is returned with the report when
+// anything failed or remains. Tearing down nothing succeeds with no
+// actions.
+//
+// Teardown runs on a context detached from ctx's cancellation and bounded
+// by Options.TeardownTimeout, each engine call under its own deadline, so
+// that an attempt cancelled by its caller is still cleaned up. source is
+// recorded in the report ("teardown" or "reaper").
+func (c *Client) Teardown(ctx context.Context, owner Ownership, source string) (CleanupReport, error) {
+	report := CleanupReport{ReportID: newUUID(), Source: source, Actions: []CleanupAction{}}
+	if err := owner.Validate(); err != nil {
+		return report, err
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.TeardownTimeout)
+	defer cancel()
+	record := func(obj labelled, err error, message string) {
+		action := CleanupAction{
+			DispatchAttemptID: owner.AttemptID,
+			FencingToken:      owner.FencingToken,
+			RunnerInstanceID:  owner.RunnerInstanceID,
+			ResourceType:      obj.kind,
+			ResourceID:        clip(obj.id, 255),
+			Outcome:           OutcomeRemoved,
+			OccurredAt:        time.Now().UTC(),
+		}
+		if err != nil || message != "" {
+			action.Outcome = OutcomeFailed
+			action.Message = message
+			if err != nil {
+				action.Message = cleanupMessage(err)
+			}
+		}
+		report.Actions = append(report.Actions, action)
+	}
+
+	for _, kind := range []string{ResourceContainer, ResourceNetwork, ResourceVolume} {
+		objs, err := c.listLabelled(tctx, kind, LabelAttemptID+"="+owner.AttemptID)
+		if err != nil {
+			return report, failure.Wrap(failure.SandboxTeardownFailed, err, "list %ss of attempt %s: %v", kind, owner.AttemptID, err)
+		}
+		for _, obj := range objs {
+			if owner.Matches(obj.labels) {
+				record(obj, c.removeObject(tctx, obj), "")
+			}
+		}
+	}
+
+	failed := map[string]bool{}
+	for _, a := range report.Actions {
+		if a.Outcome == OutcomeFailed {
+			failed[a.ResourceType+"\x00"+a.ResourceID] = true
+		}
+	}
+	for _, kind := range []string{ResourceContainer, ResourceNetwork, ResourceVolume} {
+		objs, err := c.listLabelled(tctx, kind, LabelAttemptID+"="+owner.AttemptID)
+		if err != nil {
+			return report, failure.Wrap(failure.SandboxTeardownFailed, err, "list %ss of attempt %s: %v", kind, owner.AttemptID, err)
+		}
+		report.Remaining += len(objs)
+		for _, obj := range objs {
+			if failed[obj.kind+"\x00"+clip(obj.id, 255)] {
+				continue
+			}
+			msg := msgRemained
+			if !owner.Matches(obj.labels) {
+				msg = msgForeignRemains
+			}
+			record(obj, nil, msg)
+		}
+	}
+	if report.Remaining > 0 || len(failed) > 0 {
+		return report, failure.New(failure.SandboxTeardownFailed,
+			"%d Docker objects labelled with attempt %s remain after teardown", report.Remaining, owner.AttemptID)
+	}
+	return report, nil
+}
+
+// listLabelled lists the objects of one kind carrying every given label
+// ("key=value" or "key").
+func (c *Client) listLabelled(ctx context.Context, kind string, labels ...string) ([]labelled, error) {
+	args := filters.NewArgs()
+	for _, l := range labels {
+		args.Add("label", l)
+	}
+	return call(ctx, c, c.opts.Timeouts.List, readCall, func(ctx context.Context) ([]labelled, error) {
+		var out []labelled
+		switch kind {
+		case ResourceContainer:
+			list, err := c.cleaner.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
+			if err != nil {
+				return nil, err
+			}
+			for _, s := range list {
+				out = append(out, labelled{kind, s.ID, s.Labels})
+			}
+		case ResourceNetwork:
+			list, err := c.cleaner.NetworkList(ctx, network.ListOptions{Filters: args})
+			if err != nil {
+				return nil, err
+			}
+			for _, n := range list {
+				out = append(out, labelled{kind, n.ID, n.Labels})
+			}
+		case ResourceVolume:
+			list, err := c.cleaner.VolumeList(ctx, volume.ListOptions{Filters: args})
+			if err != nil {
+				return nil, err
+			}
+			for _, v := range list.Volumes {
+				if v != nil {
+					out = append(out, labelled{kind, v.Name, v.Labels})
+				}
+			}
+		default:
+			return nil, fmt.Errorf("unknown resource type %q", kind)
+		}
+		return out, nil
+	})
+}
+
+// removeObject removes one object; "not found" is success. A container is
+// first given StopGrace to stop.
+func (c *Client) removeObject(ctx context.Context, obj labelled) error {
+	api := c.cleaner
+	var remove func(ctx context.Context) error
+	switch obj.kind {
+	case ResourceContainer:
+		seconds := int(math.Ceil(c.opts.StopGrace.Seconds()))
+		_ = callErr(ctx, c, c.opts.StopGrace+c.opts.Timeouts.Stop, writeCall, func(ctx context.Context) error {
+			return api.ContainerStop(ctx, obj.id, container.StopOptions{Timeout: &seconds})
+		})
+		remove = func(ctx context.Context) error {
+			return api.ContainerRemove(ctx, obj.id, container.RemoveOptions{Force: true, RemoveVolumes: false})
+		}
+	case ResourceNetwork:
+		remove = func(ctx context.Context) error { return api.NetworkRemove(ctx, obj.id) }
+	case ResourceVolume:
+		remove = func(ctx context.Context) error { return api.VolumeRemove(ctx, obj.id, true) }
+	default:
+		return fmt.Errorf("unknown resource type %q", obj.kind)
+	}
+	err := callErr(ctx, c, c.opts.Timeouts.Remove, writeCall, func(ctx context.Context) error {
+		if err := remove(ctx); err != nil && !cerrdefs.IsNotFound(err) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s remove %s: %w", obj.kind, clip(obj.id, 64), err)
+	}
+	return nil
+}
+
+// cleanupMessage is a bounded single-line rendering of a removal error.
+func cleanupMessage(err error) string {
+	msg := clip(strings.TrimSpace(blankRuns.ReplaceAllString(err.Error(), " ")), 1000)
+	if msg == "" {
+		return "Docker object removal failed"
+	}
+	return msg
+}
+
+// ManagedOwnerships lists the distinct ownerships recorded on the managed
+// containers, networks and volumes of runnerID, for a reaper to decide
+// (with MayReap) and tear down. Objects whose labels do not form a
+// complete ownership are skipped.
+func (c *Client) ManagedOwnerships(ctx context.Context, runnerID string) ([]Ownership, error) {
+	seen := map[Ownership]bool{}
+	var out []Ownership
+	for _, kind := range []string{ResourceContainer, ResourceNetwork, ResourceVolume} {
+		objs, err := c.listLabelled(ctx, kind, LabelManaged+"=true", LabelRunnerID+"="+runnerID)
+		if err != nil {
+			return nil, opError(ctx, "", err, "list managed %ss", kind)
+		}
+		for _, obj := range objs {
+			if o, ok := OwnershipFromLabels(obj.labels); ok && o.RunnerID == runnerID && !seen[o] {
+				seen[o] = true
+				out = append(out, o)
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,196 @@
+package dockerops
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+)
+
+// workerAPI is the part of the engine API that creates the worker.
+type workerAPI interface {
+	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig,
+		networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
+	ContainerInspect(ctx context.Context, container string) (container.InspectResponse, error)
+}
+
+// Mount points and limits of the worker container.
+const (
+	SecretsDir = "/run/forge-secrets"
+
+	workerStopTimeoutSeconds = 10
+	workerNoFile             = 4096
+	tmpTmpfsOptions          = "rw,nosuid,nodev,size=1g,uid=10001,gid=10001"
+	runForgeTmpfsOptions     = "rw,nosuid,nodev,noexec,size=32m,uid=10001,gid=10001"
+	runForgeDir              = "/run/forge"
+)
+
+// WorkerSpec describes the worker container of one attempt.
+type WorkerSpec struct {
+	Name, Image, Network, WorkingDir string
+	Labels                           map[string]string
+	Resources                        messages.RequestedResources
+	Env                              []string
+	// SecurityOpts are extra operator options in Engine API form
+	// ("seccomp=<profile JSON>", "apparmor=<profile>"); see
+	// ResolveSecurityOptions. no-new-privileges is always set.
+	SecurityOpts                                  []string
+	WorkspaceVolume, ControlVolume, SecretsVolume string
+	// Entrypoint is the worker command, e.g. ["/opt/forge/forged", "worker"].
+	Entrypoint []string
+}
+
+// WorkerContainerConfig returns the hardened create configuration of the
+// worker: attached interactive stdio without a TTY (the start packet goes
+// to stdin once), read-only root filesystem, every capability dropped,
+// no-new-privileges, PID/memory/CPU/ulimit bounds with swap disabled,
+// private tmpfs for /tmp and /run/forge, an unprivileged numeric user,
+// docker-init as PID 1, no log driver, only the attempt's internal network,
+// and the workspace, control and (read-only) secrets volumes.
+//
+// /workspace is mounted without volume-nocopy on purpose: the agent image
+// carries /workspace, /control/input and /control/output owned by the
+// worker user, and the engine's copy-up on first mount is what gives the
+// empty volumes that owner.
+func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
+	r := spec.Resources
+	pids := r.PIDs
+	initProcess := true
+	stopTimeout := workerStopTimeoutSeconds
+	cfg := &container.Config{
+		Image:        spec.Image,
+		User:         fmt.Sprintf("%d:%d", messages.WorkerUID, messages.WorkerGID),
+		WorkingDir:   spec.WorkingDir,
+		Env:          slices.Clone(spec.Env),
+		Labels:       maps.Clone(spec.Labels),
+		Entrypoint:   slices.Clone(spec.Entrypoint),
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+		OpenStdin:    true,
+		StdinOnce:    true,
+		Tty:          false,
+		StopTimeout:  &stopTimeout,
+	}
+	host := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(spec.Network),
+		ReadonlyRootfs: true,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    append([]string{"no-new-privileges"}, spec.SecurityOpts...),
+		Init:           &initProcess,
+		LogConfig:      container.LogConfig{Type: "none"},
+		Tmpfs: map[string]string{
+			"/tmp":      tmpTmpfsOptions,
+			runForgeDir: runForgeTmpfsOptions,
+		},
+		Mounts: []mount.Mount{
+			{Type: mount.TypeVolume, Source: spec.WorkspaceVolume, Target: messages.WorkspaceDir},
+			{Type: mount.TypeVolume, Source: spec.ControlVolume, Target: messages.ControlDir},
+			{Type: mount.TypeVolume, Source: spec.SecretsVolume, Target: SecretsDir, ReadOnly: true},
+		},
+		Resources: container.Resources{
+			Memory:     r.WorkerMemoryLimitBytes,
+			MemorySwap: r.WorkerMemoryLimitBytes,
+			NanoCPUs:   r.CPUMillis * 1_000_000,
+			PidsLimit:  &pids,
+			Ulimits: []*container.Ulimit{
+				{Name: "nofile", Soft: workerNoFile, Hard: workerNoFile},
+				{Name: "core", Soft: 0, Hard: 0},
+			},
+		},
+	}
+	net := &network.NetworkingConfig{
+		EndpointsConfig: map[string]*network.EndpointSettings{spec.Network: {}},
+	}
+	return cfg, host, net
+}
+
+func (s WorkerSpec) validate() error {
+	switch {
+	case s.Name == "", s.Image == "", s.Network == "":
+		return fmt.Errorf("worker spec needs a name, an image and a network")
+	case s.WorkspaceVolume == "", s.ControlVolume == "", s.SecretsVolume == "":
+		return fmt.Errorf("worker spec needs workspace, control and secrets volumes")
+	case s.WorkingDir == "" || !path.IsAbs(s.WorkingDir):
+		return fmt.Errorf("worker working directory %q is not absolute", s.WorkingDir)
+	case s.Resources.WorkerMemoryLimitBytes <= 0, s.Resources.CPUMillis <= 0, s.Resources.PIDs <= 0:
+		return fmt.Errorf("worker memory, CPU and PID limits must be positive")
+	}
+	return nil
+}
+
+// CreateWorker creates (does not start) the worker container and returns
+// its id. Failures carry failure.SandboxCreateFailed.
+func (c *Client) CreateWorker(ctx context.Context, spec WorkerSpec) (string, error) {
+	if err := spec.validate(); err != nil {
+		return "", failure.Wrap(failure.SandboxCreateFailed, err, "container create: %v", err)
+	}
+	attempt := 0
+	id, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (string, error) {
+		attempt++
+		cfg, host, net := WorkerContainerConfig(spec)
+		resp, err := c.creator.ContainerCreate(ctx, cfg, host, net, nil, spec.Name)
+		if err == nil {
+			return resp.ID, nil
+		}
+		if attempt > 1 && cerrdefs.IsConflict(err) {
+			// A previous attempt may have created it unheard: adopt the
+			// container only if it carries all our labels (the engine
+			// merges the image's labels in).
+			if existing, ierr := c.creator.ContainerInspect(ctx, spec.Name); ierr == nil &&
+				existing.Config != nil && hasLabels(existing.Config.Labels, spec.Labels) {
+				return existing.ID, nil
+			}
+		}
+		return "", err
+	})
+	if err != nil {
+		return "", opError(ctx, failure.SandboxCreateFailed, err, "container create %s", spec.Name)
+	}
+	return id, nil
+}
+
+// WorkerEnv returns the worker's environment for the dispatch (the seed's
+// list without proxy variables).
+func WorkerEnv(d *messages.Dispatch, inputCommitSHA string) []string {
+	attempt := d.Sandbox.DispatchAttemptID
+	lease := d.Sandbox.ExecutionLeaseID
+	return []string{
+		"FORGE_SESSION_ID=" + d.Session.ID,
+		"FORGE_DISPATCH_ATTEMPT_ID=" + attempt,
+		"FORGE_RESOURCE_LEASE_ID=" + lease,
+		"FORGE_EXECUTION_LEASE_ID=" + lease,
+		"FORGE_FENCING_TOKEN=" + d.Lease.FencingToken,
+		"FORGE_RUNTIME_MODE=docker",
+		"FORGE_SANDBOX_ID=" + attempt,
+		"FORGE_WORKSPACE=" + messages.WorkspaceDir,
+		"FORGE_WORKTREE_PATH=" + messages.WorkspaceDir,
+		"FORGE_TMPDIR=/tmp",
+		"FORGE_LOG_DIR=" + messages.OutputDir + "/logs",
+		"FORGE_BROWSER_PROFILE_DIR=/tmp/forge-browser-profile",
+		"FORGE_INPUT_COMMIT_SHA=" + inputCommitSHA,
+		"FORGE_INPUT_BUNDLE=" + messages.InputBundlePath,
+		"HOME=/home/forge",
+		"TMPDIR=/tmp",
+	}
+}
+
+// hasLabels reports whether actual carries every label of want.
+func hasLabels(actual, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := actual[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,191 @@
+package dockerops
+
+import (
+	"context"
+	"testing"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+)
+
+func testSpec() WorkerSpec {
+	return WorkerSpec{
+		Name:            "forge-agent-x",
+		Image:           "forge/agent:key",
+		Network:         "forge-x",
+		WorkingDir:      "/workspace/app",
+		Labels:          map[string]string{"dev.forge.managed": "true"},
+		Resources:       messages.RequestedResources{WorkerMemoryLimitBytes: 512 << 20, CPUMillis: 1500, PIDs: 256},
+		Env:             []string{"A=1", "B=2"},
+		SecurityOpts:    []string{"seccomp={}", "apparmor=forge"},
+		WorkspaceVolume: "forge-x-workspace",
+		ControlVolume:   "forge-x-control",
+		SecretsVolume:   "forge-x-secrets",
+		Entrypoint:      []string{"/opt/forge/forged", "worker"},
+	}
+}
+
+func TestWorkerContainerConfig(t *testing.T) {
+	spec := testSpec()
+	cfg, host, net := WorkerContainerConfig(spec)
+
+	// Container config.
+	assert.Equal(t, "forge/agent:key", cfg.Image)
+	assert.Equal(t, "10001:10001", cfg.User)
+	assert.Equal(t, "/workspace/app", cfg.WorkingDir)
+	assert.Equal(t, []string{"A=1", "B=2"}, cfg.Env)
+	assert.Equal(t, spec.Labels, cfg.Labels)
+	assert.Equal(t, []string{"/opt/forge/forged", "worker"}, []string(cfg.Entrypoint))
+	assert.Empty(t, cfg.Cmd)
+	assert.True(t, cfg.AttachStdin)
+	assert.True(t, cfg.AttachStdout)
+	assert.True(t, cfg.AttachStderr)
+	assert.True(t, cfg.OpenStdin)
+	assert.True(t, cfg.StdinOnce)
+	assert.False(t, cfg.Tty)
+	require.NotNil(t, cfg.StopTimeout)
+	assert.Equal(t, 10, *cfg.StopTimeout)
+	assert.False(t, cfg.NetworkDisabled)
+
+	// Host config.
+	assert.True(t, host.ReadonlyRootfs)
+	assert.Equal(t, []string{"ALL"}, []string(host.CapDrop))
+	assert.Empty(t, host.CapAdd)
+	assert.False(t, host.Privileged)
+	assert.Equal(t, []string{"no-new-privileges", "seccomp={}", "apparmor=forge"}, host.SecurityOpt)
+	require.NotNil(t, host.PidsLimit)
+	assert.Equal(t, int64(256), *host.PidsLimit)
+	assert.Equal(t, int64(512<<20), host.Memory)
+	assert.Equal(t, int64(512<<20), host.MemorySwap)
+	assert.Equal(t, int64(1_500_000_000), host.NanoCPUs)
+	assert.Equal(t, []*container.Ulimit{
+		{Name: "nofile", Soft: 4096, Hard: 4096},
+		{Name: "core", Soft: 0, Hard: 0},
+	}, host.Ulimits)
+	assert.Equal(t, map[string]string{
+		"/tmp":       "rw,nosuid,nodev,size=1g,uid=10001,gid=10001",
+		"/run/forge": "rw,nosuid,nodev,noexec,size=32m,uid=10001,gid=10001",
+	}, host.Tmpfs)
+	require.NotNil(t, host.Init)
+	assert.True(t, *host.Init)
+	assert.Equal(t, container.LogConfig{Type: "none"}, host.LogConfig)
+	assert.Equal(t, container.NetworkMode("forge-x"), host.NetworkMode)
+	assert.Empty(t, host.Binds)
+	assert.Empty(t, host.PortBindings)
+	assert.False(t, host.AutoRemove)
+	assert.Equal(t, []mount.Mount{
+		{Type: mount.TypeVolume, Source: "forge-x-workspace", Target: "/workspace"},
+		{Type: mount.TypeVolume, Source: "forge-x-control", Target: "/control"},
+		{Type: mount.TypeVolume, Source: "forge-x-secrets", Target: "/run/forge-secrets", ReadOnly: true},
+	}, host.Mounts)
+	for _, m := range host.Mounts {
+		assert.Nil(t, m.VolumeOptions, "no volume-nocopy: copy-up sets the owner")
+	}
+
+	// Only the internal network.
+	require.Len(t, net.EndpointsConfig, 1)
+	assert.Contains(t, net.EndpointsConfig, "forge-x")
+
+	// The spec's slices and maps are not shared.
+	cfg.Env[0] = "changed"
+	cfg.Labels["x"] = "y"
+	host.SecurityOpt[1] = "changed"
+	assert.Equal(t, "A=1", spec.Env[0])
+	assert.NotContains(t, spec.Labels, "x")
+	assert.Equal(t, "seccomp={}", spec.SecurityOpts[0])
+}
+
+func TestWorkerEnv(t *testing.T) {
+	d := fixedDispatch()
+	sha := "0123456789abcdef0123456789abcdef01234567"
+	assert.Equal(t, []string{
+		"FORGE_SESSION_ID=00000000-0000-4000-8000-000000000001",
+		"FORGE_DISPATCH_ATTEMPT_ID=0123abcd-0000-4000-8000-00000000abcd",
+		"FORGE_RESOURCE_LEASE_ID=00000000-0000-4000-8000-000000000005",
+		"FORGE_EXECUTION_LEASE_ID=00000000-0000-4000-8000-000000000005",
+		"FORGE_FENCING_TOKEN=00000000-0000-4000-8000-000000000003",
+		"FORGE_RUNTIME_MODE=docker",
+		"FORGE_SANDBOX_ID=0123abcd-0000-4000-8000-00000000abcd",
+		"FORGE_WORKSPACE=/workspace",
+		"FORGE_WORKTREE_PATH=/workspace",
+		"FORGE_TMPDIR=/tmp",
+		"FORGE_LOG_DIR=/control/output/logs",
+		"FORGE_BROWSER_PROFILE_DIR=/tmp/forge-browser-profile",
+		"FORGE_INPUT_COMMIT_SHA=" + sha,
+		"FORGE_INPUT_BUNDLE=/control/input/repo.bundle",
+		"HOME=/home/forge",
+		"TMPDIR=/tmp",
+	}, WorkerEnv(d, sha))
+}
+
+// fakeCreator is a workerAPI whose answers are scripted per call.
+type fakeCreator struct {
+	creates  int
+	errs     []error // returned by successive creates; nil means success
+	existing container.InspectResponse
+}
+
+func (f *fakeCreator) ContainerCreate(_ context.Context, cfg *container.Config, _ *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
+	f.creates++
+	if f.creates <= len(f.errs) && f.errs[f.creates-1] != nil {
+		return container.CreateResponse{}, f.errs[f.creates-1]
+	}
+	return container.CreateResponse{ID: "created-id"}, nil
+}
+
+func (f *fakeCreator) ContainerInspect(context.Context, string) (container.InspectResponse, error) {
+	if f.existing.ContainerJSONBase == nil {
+		return container.InspectResponse{}, cerrdefs.ErrNotFound
+	}
+	return f.existing, nil
+}
+
+func TestCreateWorkerValidatesSpec(t *testing.T) {
+	c := newClient(fastOptions(), &fakeCreator{})
+	for name, mutate := range map[string]func(*WorkerSpec){
+		"no name":      func(s *WorkerSpec) { s.Name = "" },
+		"no volume":    func(s *WorkerSpec) { s.SecretsVolume = "" },
+		"relative dir": func(s *WorkerSpec) { s.WorkingDir = "workspace" },
+		"no memory":    func(s *WorkerSpec) { s.Resources.WorkerMemoryLimitBytes = 0 },
+	} {
+		spec := testSpec()
+		mutate(&spec)
+		_, err := c.CreateWorker(context.Background(), spec)
+		assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err), name)
+	}
+}
+
+func TestCreateWorkerAdoptsOwnContainerAfterRetry(t *testing.T) {
+	spec := testSpec()
+	existing := container.InspectResponse{
+		ContainerJSONBase: &container.ContainerJSONBase{ID: "earlier-id"},
+		Config:            &container.Config{Labels: map[string]string{"dev.forge.managed": "true", "from.image": "x"}},
+	}
+	f := &fakeCreator{errs: []error{cerrdefs.ErrUnavailable, cerrdefs.ErrConflict}, existing: existing}
+	id, err := newClient(fastOptions(), f).CreateWorker(context.Background(), spec)
+	require.NoError(t, err)
+	assert.Equal(t, "earlier-id", id)
+	assert.Equal(t, 2, f.creates)
+
+	// A conflict on the first attempt is someone else's container.
+	f = &fakeCreator{errs: []error{cerrdefs.ErrConflict}, existing: existing}
+	_, err = newClient(fastOptions(), f).CreateWorker(context.Background(), spec)
+	assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err))
+	assert.True(t, cerrdefs.IsConflict(err))
+	assert.Equal(t, 1, f.creates)
+
+	// A retried conflict with foreign labels is not adopted.
+	existing.Config.Labels = map[string]string{"dev.forge.managed": "false"}
+	f = &fakeCreator{errs: []error{cerrdefs.ErrUnavailable, cerrdefs.ErrConflict}, existing: existing}
+	_, err = newClient(fastOptions(), f).CreateWorker(context.Background(), spec)
+	assert.True(t, cerrdefs.IsConflict(err))
+	assert.Equal(t, 2, f.creates)
+}
