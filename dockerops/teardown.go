@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
 )
 
 // teardownAPI is the part of the engine API that finds and removes an
@@ -44,26 +45,12 @@ const (
 	msgForeignRemains = "resource labelled with this attempt but another owner was left in place"
 )
 
-// CleanupAction is one removal (or failure to remove) during teardown.
-type CleanupAction struct {
-	DispatchAttemptID string    `json:"dispatchAttemptId"`
-	FencingToken      string    `json:"fencingToken"`
-	RunnerInstanceID  string    `json:"runnerInstanceId"`
-	ResourceType      string    `json:"resourceType"`
-	ResourceID        string    `json:"resourceId"`
-	Outcome           string    `json:"outcome"`
-	Message           string    `json:"message,omitempty"`
-	OccurredAt        time.Time `json:"occurredAt"`
-}
+// CleanupAction is one removal in a teardown report.
+type CleanupAction = messages.CleanupAction
 
 // CleanupReport is the account of one teardown. Remaining counts the
 // objects still labelled with the attempt afterwards.
-type CleanupReport struct {
-	ReportID  string          `json:"reportId"`
-	Source    string          `json:"source"`
-	Actions   []CleanupAction `json:"actions"`
-	Remaining int             `json:"remaining"`
-}
+type CleanupReport = messages.CleanupReport
 
 // labelled is one engine object found by label.
 type labelled struct {

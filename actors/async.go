@@ -1,0 +1,8 @@
+package actors
+
+import "github.com/forgedev/forged/internal/actorkit"
+
+// runAsync and asyncPanic are the actors' names for the shared helpers.
+var runAsync = actorkit.Go
+
+type asyncPanic = actorkit.Panic

@@ -1,0 +1,517 @@
+package actors
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/forgedev/forged/contract"
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/messages"
+)
+
+const kindAttempt = "attempt"
+
+// AttemptProps returns the props of one attempt actor. subscriber (may be
+// nil) receives the attempt's events and its AttemptFinished; supervisor
+// grants the build permit.
+func AttemptProps(d *messages.Dispatch, subscriber, supervisor *actor.PID, cfg AttemptConfig, deps Deps) *actor.Props {
+	cfg = cfg.withDefaults()
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &attemptActor{cfg: cfg, deps: deps, d: d, subscriber: subscriber, supervisor: supervisor}
+	}, actor.WithSupervisor(NewSpecStrategy(ChildSpecs)))
+}
+
+// attemptActor drives one attempt from admission to teardown. At most one
+// host step runs at a time (inflight); children report with messages.
+type attemptActor struct {
+	cfg        AttemptConfig
+	deps       Deps
+	d          *messages.Dispatch
+	subscriber *actor.PID
+	supervisor *actor.PID
+
+	phase    string
+	runCtx   context.Context
+	cancel   context.CancelFunc
+	fence    *fence
+	workDir  string
+	inflight string // the host step in flight, "" when none
+
+	prepared *gitops.Prepared
+	contract *contract.Parsed
+	security []string // resolved worker security options
+	imageID  string
+	names    dockerops.Names
+	labels   map[string]string
+	network  string
+
+	watchdog, build, worker, sampler *actor.PID
+	containerID                      string
+	workerExit                       *WorkerExited
+	peak                             PeakMemory
+	trusted                          error // a trusted host failure (OOM, PIDs...) from inspected state
+	result                           string
+
+	failure     error
+	cancelled   bool
+	tearingDown bool
+	finished    bool
+}
+
+// childGone is the attempt's own, mailbox-ordered notice of a child's
+// termination.
+type childGone struct{ who *actor.PID }
+
+// Internal step results.
+type (
+	prepareDone struct {
+		prepared *gitops.Prepared
+		contract *contract.Parsed
+		security []string
+		err      error
+	}
+	provisionDone struct {
+		network string
+		err     error
+	}
+	collectDone struct {
+		output *gitops.Output
+		err    error
+	}
+	importDone struct {
+		result  string
+		summary string // the worker's own summary: evidence, never a code
+		err     error
+	}
+	teardownDone struct {
+		report dockerops.CleanupReport
+		err    error
+	}
+)
+
+func (a *attemptActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		a.start(ctx)
+	case *actor.Stopping:
+		if a.cancel != nil {
+			a.cancel()
+		}
+
+	// Control.
+	case messages.CancelAttempt:
+		reason := msg.Reason
+		if reason == "" {
+			reason = "cancelled by request"
+		}
+		a.cancelled = true
+		a.abort(ctx, failure.New(failure.SandboxCancelled, "%s", reason))
+	case LeaseExpired:
+		a.abort(ctx, failure.New(failure.SandboxLeaseExpired, "the lease expired at %s", msg.ExpiresAt.UTC().Format(time.RFC3339)))
+
+	// Host steps.
+	case prepareDone:
+		a.inflight = ""
+		a.onPrepared(ctx, msg)
+	case provisionDone:
+		a.inflight = ""
+		a.onProvisioned(ctx, msg)
+	case collectDone:
+		a.inflight = ""
+		a.onCollected(ctx, msg)
+	case importDone:
+		a.inflight = ""
+		a.onImported(ctx, msg)
+	case teardownDone:
+		a.inflight = ""
+		a.onTornDown(ctx, msg)
+	case asyncPanic:
+		a.inflight = ""
+		a.fail(failure.New(failure.SandboxRuntimeFailed, "%s", msg.Error()))
+		a.advance(ctx)
+
+	// Children.
+	case BuildLog:
+		a.emit(ctx, messages.RunnerEvent("sandbox_build_log", msg.Line, nil))
+	case BuildDone:
+		a.onBuilt(ctx, msg)
+	case BuildFailed:
+		a.fail(msg.Err)
+		a.advance(ctx)
+	case WorkerCreated:
+		a.onWorkerCreated(ctx, msg)
+	case WorkerOutput:
+		a.emit(ctx, msg.Event)
+	case WorkerExited:
+		a.onWorkerExited(ctx, msg)
+	case *actor.Terminated:
+		// Terminated is a system message: it can overtake the last user
+		// messages the child sent (BuildDone, WorkerExited). Queue a user
+		// message behind them before drawing conclusions.
+		ctx.Send(ctx.Self(), childGone{who: msg.Who})
+	case childGone:
+		a.onChildTerminated(ctx, msg.who)
+
+	case messages.Inspect:
+		ctx.Respond(a.inspect(ctx))
+	}
+}
+
+func (a *attemptActor) start(ctx actor.Context) {
+	a.runCtx, a.cancel = context.WithCancel(context.Background())
+	a.fence = newFence(a.cfg.Clock, a.d.Lease.FencingToken, a.d.Lease.ExpiresAt)
+	a.watchdog = ctx.SpawnPrefix(newLeaseWatchdogProps(a.fence, a.cfg.Clock), kindWatchdog)
+	a.setPhase(ctx, messages.PhasePreparing)
+	a.emit(ctx, messages.RunnerEvent("sandbox_preparing", fmt.Sprintf("Preparing Docker sandbox attempt %s.", a.d.AttemptID()), nil))
+	if err := checkDispatchSupported(a.d); err != nil {
+		a.fail(err)
+		a.advance(ctx)
+		return
+	}
+	names, err := dockerops.NamesFor(a.d.AttemptID())
+	if err != nil {
+		a.fail(err)
+		a.advance(ctx)
+		return
+	}
+	a.names = names
+	a.workDir = attemptWorkDir(a.cfg.StateRoot, names.AttemptHex)
+	a.step(ctx, "prepare", a.prepare)
+}
+
+// step runs one host step off the mailbox under the step timeout.
+func (a *attemptActor) step(ctx actor.Context, name string, work func(context.Context) any) {
+	a.inflight = name
+	runAsync(ctx, a.runCtx, name, func(runCtx context.Context) any {
+		stepCtx, cancel := context.WithTimeout(runCtx, a.cfg.StepTimeout)
+		defer cancel()
+		return work(stepCtx)
+	})
+}
+
+func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
+	if msg.err != nil {
+		a.fail(msg.err)
+	}
+	if a.failure != nil {
+		a.advance(ctx)
+		return
+	}
+	a.prepared, a.contract, a.security = msg.prepared, msg.contract, msg.security
+	a.emit(ctx, messages.RunnerEvent("sandbox_input_prepared", "Prepared the input bundle and build context.", map[string]string{
+		"inputCommitSha": msg.prepared.InputCommitSHA, "sandboxConfigCommitSha": msg.prepared.ConfigCommitSHA,
+		"contractDigest": msg.contract.Digest, "contextDigest": msg.prepared.ContextDigest,
+	}))
+	a.setPhase(ctx, messages.PhaseBuilding)
+	key := dockerops.ImageCacheKey(dockerops.ImageKeyInputs{
+		ContextDigest:  msg.prepared.ContextDigest,
+		ContractDigest: msg.contract.Digest,
+		WorkerDigest:   a.cfg.WorkerDigest,
+		Platform:       a.cfg.Platform,
+		Policy:         a.d.Sandbox.ExecutionPolicy,
+	})
+	job := sandboxImageJob{
+		attemptID:      a.d.AttemptID(),
+		key:            key,
+		project:        a.d.Repo.Name,
+		contextTarPath: msg.prepared.ContextTarPath,
+		labels:         imageLabels(a.d.Repo.Name, key),
+	}
+	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary}
+	a.build = ctx.SpawnPrefix(newBuildProps(builder, job, a.supervisor), kindBuild)
+}
+
+func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
+	if a.failure != nil {
+		return // teardown proceeds once the build actor terminates
+	}
+	a.imageID = msg.ImageID
+	eventType := "sandbox_image_built"
+	if msg.CacheHit {
+		eventType = "sandbox_image_cache_hit"
+	}
+	a.emit(ctx, messages.RunnerEvent(eventType, fmt.Sprintf("Using sandbox image %s.", msg.ImageID), map[string]any{
+		"imageDigest": msg.ImageID, "cacheKey": msg.Key, "cacheHit": msg.CacheHit,
+	}))
+	labels, err := dockerops.Labels(a.d, a.imageID, a.contract.Digest)
+	if err != nil {
+		a.fail(err)
+		a.advance(ctx)
+		return
+	}
+	a.labels = labels
+	a.setPhase(ctx, messages.PhaseProvisioning)
+	a.step(ctx, "provision", a.provision)
+}
+
+func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
+	a.network = msg.network
+	if msg.err != nil {
+		a.fail(msg.err)
+	}
+	if a.failure != nil {
+		a.advance(ctx)
+		return
+	}
+	job, err := a.workerJob()
+	if err != nil {
+		a.fail(err)
+		a.advance(ctx)
+		return
+	}
+	a.setPhase(ctx, messages.PhaseRunning)
+	a.worker = ctx.SpawnPrefix(newWorkerProps(a.deps.Docker, job), kindWorker)
+}
+
+func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
+	a.containerID = msg.ContainerID
+	a.emit(ctx, messages.RunnerEvent("sandbox_started", fmt.Sprintf("Docker sandbox %s started.", a.names.AttemptHex), map[string]any{
+		"agentContainer": map[string]string{"id": msg.ContainerID, "name": a.names.Container, "role": "agent"},
+		"networks":       []map[string]string{{"id": a.network, "name": a.names.Network, "role": "internal"}},
+		"volumes":        []string{a.names.WorkspaceVolume, a.names.ControlVolume, a.names.SecretsVolume},
+	}))
+	if a.failure == nil {
+		a.sampler = ctx.SpawnPrefix(newMemorySamplerProps(a.deps.Docker, a.cfg.Clock, a.cfg.SampleInterval, msg.ContainerID), kindSampler)
+	}
+}
+
+func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
+	a.workerExit = &msg
+	if msg.Err != nil {
+		a.fail(msg.Err)
+		a.advance(ctx)
+		return
+	}
+	a.emit(ctx, messages.RunnerEvent("sandbox_agent_exited", fmt.Sprintf("Sandbox worker exited with code %d.", msg.ExitCode), map[string]int{"workerExitCode": msg.ExitCode}))
+	// Docker's inspected state is trusted host telemetry; the worker's own
+	// output is evidence only and never chooses a machine failure code.
+	if msg.State.OOMKilled {
+		a.trusted = failure.New(failure.SandboxOOMKilled, "Docker terminated the sandbox after it exceeded its memory limit")
+	} else if msg.ExitCode != 0 {
+		if code, text, ok := dockerops.ClassifyResourceFailure(msg.State.Error); ok {
+			a.trusted = failure.New(code, "%s", text)
+		}
+	}
+	if a.failure != nil {
+		a.advance(ctx)
+		return
+	}
+	a.setPhase(ctx, messages.PhaseCollecting)
+	if a.sampler == nil {
+		a.step(ctx, "collect", a.collect)
+		return
+	}
+	a.inflight = "peak memory"
+	future := ctx.RequestFuture(a.sampler, PeakMemoryRequest{}, 5*time.Second)
+	ctx.ReenterAfter(future, func(res any, err error) {
+		a.inflight = ""
+		if peak, ok := res.(PeakMemory); ok && err == nil {
+			a.recordPeak(ctx, peak)
+		}
+		a.stopChild(ctx, a.sampler)
+		if a.failure != nil {
+			a.advance(ctx)
+			return
+		}
+		a.step(ctx, "collect", a.collect)
+	})
+}
+
+func (a *attemptActor) recordPeak(ctx actor.Context, peak PeakMemory) {
+	a.peak = peak
+	a.emit(ctx, messages.RunnerEvent("sandbox_peak_memory_observed",
+		fmt.Sprintf("Observed sandbox peak memory %d bytes from %d samples.", peak.PeakBytes, peak.Samples),
+		map[string]any{"peakMemoryBytes": peak.PeakBytes, "sampleCount": peak.Samples, "failedSampleCount": peak.FailedSamples}))
+}
+
+func (a *attemptActor) onCollected(ctx actor.Context, msg collectDone) {
+	exit := a.workerExit
+	switch {
+	case a.failure != nil:
+	case a.trusted != nil:
+		a.fail(a.trusted)
+	case msg.err != nil && exit.ExitCode != 0 && failure.Is(msg.err, failure.SandboxOutputMissing):
+		a.fail(failure.Wrap(failure.SandboxWorkerFailed, msg.err, "%s", dockerops.WorkerFailureMessage(exit.ExitCode, exit.Stderr, exit.State.Error)))
+	case msg.err != nil:
+		a.fail(msg.err)
+	}
+	if a.failure != nil {
+		a.advance(ctx)
+		return
+	}
+	a.setPhase(ctx, messages.PhaseImporting)
+	output := msg.output
+	a.step(ctx, "import", func(stepCtx context.Context) any {
+		summary := readSummary(output.ResultPath)
+		if output.Manifest.ResultCommitSHA == nil {
+			return importDone{summary: summary}
+		}
+		err := a.deps.Git.ImportResult(stepCtx, a.d, output, func() error { return a.fence.assertCurrent(a.d.Lease.FencingToken) })
+		if err != nil {
+			return importDone{summary: summary, err: err}
+		}
+		return importDone{result: *output.Manifest.ResultCommitSHA, summary: summary}
+	})
+}
+
+func (a *attemptActor) onImported(ctx actor.Context, msg importDone) {
+	a.result = msg.result
+	if msg.err != nil {
+		a.fail(msg.err)
+	} else if a.result != "" {
+		a.emit(ctx, messages.RunnerEvent("sandbox_output_imported", "Validated and imported sandbox output.", map[string]string{
+			"resultCommitSha": a.result, "branch": a.d.Lease.WorktreeKey,
+		}))
+	} else {
+		a.emit(ctx, messages.RunnerEvent("sandbox_output_unchanged", "The task changed nothing; the managed branch is unchanged.", nil))
+	}
+	if a.failure == nil && a.workerExit.ExitCode != 0 {
+		a.fail(failure.New(failure.SandboxWorkerFailed, "%s", strings.TrimSpace(fmt.Sprintf(
+			"Sandbox worker exited with code %d; its output was validated and imported. %s %s",
+			a.workerExit.ExitCode, boundedText(msg.summary, 500), diagnostic(a.workerExit)))))
+	}
+	a.advance(ctx)
+}
+
+func diagnostic(exit *WorkerExited) string {
+	d := boundedText(exit.State.Error+" "+exit.Stderr, 1000)
+	if d == "" {
+		return ""
+	}
+	return "Worker diagnostic: " + d
+}
+
+// boundedText collapses whitespace (including newlines) and bounds s.
+func boundedText(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n]
+	}
+	return s
+}
+
+// readSummary returns the summary of the worker's validated result.json,
+// or "" when it cannot be read.
+func readSummary(path string) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	var result messages.ResultPacket
+	if json.Unmarshal(raw, &result) != nil {
+		return ""
+	}
+	return result.Summary
+}
+
+// fail records the attempt's first failure; later ones are consequences.
+func (a *attemptActor) fail(err error) {
+	if a.failure == nil && err != nil {
+		a.failure = err
+	}
+}
+
+// abort cancels whatever runs and leads to teardown as soon as the step in
+// flight and the active children have reported.
+func (a *attemptActor) abort(ctx actor.Context, err error) {
+	if a.tearingDown {
+		return
+	}
+	a.fail(err)
+	a.fence.cancel()
+	a.cancel()
+	if a.build != nil {
+		ctx.Send(a.build, CancelBuild{})
+	}
+	if a.worker != nil {
+		ctx.Send(a.worker, CancelWorker{})
+	}
+	a.advance(ctx)
+}
+
+// advance moves a failed attempt to teardown once nothing is in flight; a
+// successful attempt goes to teardown after its import. Teardown starts
+// exactly once.
+func (a *attemptActor) advance(ctx actor.Context) {
+	if a.tearingDown || a.inflight != "" || a.build != nil || a.worker != nil {
+		return
+	}
+	if a.failure == nil && a.phase != messages.PhaseImporting {
+		return
+	}
+	a.beginTeardown(ctx)
+}
+
+func (a *attemptActor) onChildTerminated(ctx actor.Context, who *actor.PID) {
+	switch {
+	case who.Equal(a.build):
+		a.build = nil
+		if a.imageID == "" {
+			a.fail(failure.New(failure.SandboxBuildFailed, "the build actor stopped before the image was ready"))
+		}
+		a.advance(ctx)
+	case who.Equal(a.worker):
+		a.worker = nil
+		if a.workerExit == nil {
+			a.fail(failure.New(failure.SandboxRuntimeFailed, "the worker actor stopped before the worker exited"))
+		}
+		a.advance(ctx)
+	case who.Equal(a.watchdog):
+		a.watchdog = nil
+		if !a.finished {
+			a.abort(ctx, failure.New(failure.SandboxRuntimeFailed, "the lease watchdog failed; the lease can no longer be enforced"))
+		}
+	case who.Equal(a.sampler):
+		a.sampler = nil
+	}
+}
+
+func (a *attemptActor) stopChild(ctx actor.Context, pid *actor.PID) {
+	if pid != nil {
+		ctx.Stop(pid)
+	}
+}
+
+func (a *attemptActor) setPhase(ctx actor.Context, phase string) {
+	a.phase = phase
+	if a.supervisor != nil {
+		ctx.Send(a.supervisor, messages.AttemptPhaseChanged{AttemptID: a.d.AttemptID(), Phase: phase})
+	}
+}
+
+func (a *attemptActor) emit(ctx actor.Context, ev messages.Event) {
+	if a.subscriber != nil {
+		ctx.Send(a.subscriber, messages.AttemptEvent{AttemptID: a.d.AttemptID(), Event: ev})
+	}
+}
+
+func newControlKey() (string, error) {
+	var key [32]byte
+	if _, err := rand.Read(key[:]); err != nil {
+		return "", fmt.Errorf("lease control key: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(key[:]), nil
+}
+
+// failureCode returns err's code, or sandbox_runtime_failed for uncoded
+// errors (which are never trusted to choose a code).
+func failureCode(err error) failure.Code {
+	if code := failure.CodeOf(err); code != "" {
+		return code
+	}
+	if errors.Is(err, context.Canceled) {
+		return failure.SandboxCancelled
+	}
+	return failure.SandboxRuntimeFailed
+}

@@ -1,0 +1,266 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/forgedev/forged/contract"
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+)
+
+// Bounds of the output copied out of the sandbox.
+const (
+	maxOutputBytes   = 600 << 20
+	maxOutputFiles   = 64
+	provisionTimeout = 30 * time.Second
+	copyOutTimeout   = 2 * time.Minute
+)
+
+func attemptWorkDir(stateRoot, attemptHex string) string {
+	return filepath.Join(stateRoot, "attempts", attemptHex)
+}
+
+func imageLabels(project, key string) map[string]string {
+	return map[string]string{
+		"dev.forge.managed-image": "true",
+		"dev.forge.project":       dockerops.LabelValue(project),
+		"dev.forge.image-key":     key,
+	}
+}
+
+// prepare reads the input from the host repository and validates the
+// contract and the runner policy; nothing in Docker exists yet.
+func (a *attemptActor) prepare(ctx context.Context) any {
+	if err := os.MkdirAll(a.workDir, 0o700); err != nil {
+		return prepareDone{err: failure.Wrap(failure.SandboxInputFailed, err, "create attempt directory")}
+	}
+	prepared, err := a.deps.Git.Prepare(ctx, a.d, a.workDir)
+	if err != nil {
+		return prepareDone{err: err}
+	}
+	parsed, err := contract.Parse(prepared.ContractSource)
+	if err != nil {
+		return prepareDone{err: err}
+	}
+	if err := checkContractSupported(a.d, parsed.Contract); err != nil {
+		return prepareDone{err: err}
+	}
+	security, err := dockerops.ResolveSecurityOptions(a.d.Sandbox.ExecutionPolicy, a.cfg.SeccompProfile, a.cfg.LSMOption)
+	if err != nil {
+		return prepareDone{err: err}
+	}
+	return prepareDone{prepared: prepared, contract: parsed, security: security}
+}
+
+// provision creates the attempt's internal network and volumes, each
+// labelled with the attempt's ownership.
+func (a *attemptActor) provision(ctx context.Context) any {
+	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, provisionTimeout) }
+	callCtx, cancel := call()
+	network, err := a.deps.Docker.CreateInternalNetwork(callCtx, a.names.Network, a.labels)
+	cancel()
+	if err != nil {
+		return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "create internal network")}
+	}
+	for _, volume := range []string{a.names.WorkspaceVolume, a.names.ControlVolume, a.names.SecretsVolume} {
+		callCtx, cancel := call()
+		err := a.deps.Docker.CreateVolume(callCtx, volume, a.labels)
+		cancel()
+		if err != nil {
+			return provisionDone{network: network, err: failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)}
+		}
+	}
+	return provisionDone{network: network}
+}
+
+// workerJob assembles the hardened worker container and its start packet.
+func (a *attemptActor) workerJob() (workerJob, error) {
+	key, err := newControlKey()
+	if err != nil {
+		return workerJob{}, err
+	}
+	timeout := a.d.Task.TimeoutSeconds
+	if timeout == 0 {
+		timeout = messages.DefaultTaskTimeoutSecs
+	}
+	packet := messages.StartPacket{
+		SchemaVersion:      messages.StartPacketSchema,
+		Identity:           a.identity(),
+		Task:               a.d.Task,
+		WorkingDirectory:   a.contract.Contract.WorkingDirectory,
+		LeaseExpiresAt:     a.d.Lease.ExpiresAt,
+		LeaseControlKey:    key,
+		TaskTimeoutSeconds: timeout,
+	}
+	raw, err := json.Marshal(packet)
+	if err != nil {
+		return workerJob{}, fmt.Errorf("start packet: %w", err)
+	}
+	return workerJob{
+		spec: dockerops.WorkerSpec{
+			Name:            a.names.Container,
+			Image:           a.imageID,
+			Network:         a.names.Network,
+			WorkingDir:      a.contract.Contract.WorkingDirectory,
+			Labels:          a.labels,
+			Resources:       a.d.Sandbox.RequestedResources,
+			Env:             dockerops.WorkerEnv(a.d, a.prepared.InputCommitSHA),
+			SecurityOpts:    a.security,
+			WorkspaceVolume: a.names.WorkspaceVolume,
+			ControlVolume:   a.names.ControlVolume,
+			SecretsVolume:   a.names.SecretsVolume,
+			Entrypoint:      []string{messages.WorkerBinaryPath, "worker"},
+		},
+		bundlePath:  a.prepared.BundlePath,
+		startPacket: append(raw, '\n'),
+		runTimeout:  time.Duration(timeout)*time.Second + runMargin,
+		limits:      dockerops.RunLimits{},
+	}, nil
+}
+
+// identity is what the worker must echo in its manifest.
+func (a *attemptActor) identity() messages.SandboxIdentity {
+	return messages.SandboxIdentity{
+		DispatchAttemptID: a.d.Sandbox.DispatchAttemptID,
+		ExecutionLeaseID:  a.d.Sandbox.ExecutionLeaseID,
+		FencingToken:      a.d.Lease.FencingToken,
+		RunnerInstanceID:  a.d.Sandbox.RunnerInstanceID,
+		InputCommitSHA:    a.prepared.InputCommitSHA,
+		Branch:            a.d.Lease.WorktreeKey,
+		ContractDigest:    a.contract.Digest,
+		ImageDigest:       a.imageID,
+	}
+}
+
+// collect copies /control/output out of the stopped worker and validates it.
+func (a *attemptActor) collect(ctx context.Context) any {
+	outputDir := filepath.Join(a.workDir, "output")
+	if err := os.RemoveAll(outputDir); err != nil {
+		return collectDone{err: fmt.Errorf("clear output directory: %w", err)}
+	}
+	callCtx, cancel := context.WithTimeout(ctx, copyOutTimeout)
+	defer cancel()
+	if err := a.deps.Docker.CopyDirOut(callCtx, a.containerID, messages.OutputDir, outputDir, maxOutputBytes, maxOutputFiles); err != nil {
+		return collectDone{err: err}
+	}
+	output, err := a.deps.Git.ValidateOutput(outputDir, a.identity())
+	return collectDone{output: output, err: err}
+}
+
+func (a *attemptActor) beginTeardown(ctx actor.Context) {
+	a.tearingDown = true
+	a.stopChild(ctx, a.sampler)
+	a.setPhase(ctx, messages.PhaseTearingDown)
+	a.emit(ctx, messages.RunnerEvent("sandbox_teardown_started", fmt.Sprintf("Removing Docker resources for attempt %s.", a.d.AttemptID()), nil))
+	owner := dockerops.OwnershipOf(a.d)
+	a.inflight = "teardown"
+	// Teardown must survive the attempt's cancellation: it runs on a
+	// context detached from runCtx, bounded by its own timeout.
+	teardownCtx := context.WithoutCancel(a.runCtx)
+	runAsync(ctx, teardownCtx, "teardown", func(base context.Context) any {
+		callCtx, cancel := context.WithTimeout(base, a.cfg.TeardownTimeout)
+		defer cancel()
+		report, err := a.deps.Docker.Teardown(callCtx, owner, "teardown")
+		return teardownDone{report: report, err: err}
+	})
+}
+
+func (a *attemptActor) onTornDown(ctx actor.Context, msg teardownDone) {
+	report := msg.report
+	degraded := msg.err != nil
+	if degraded {
+		a.emit(ctx, messages.RunnerEvent("teardown_failed", fmt.Sprintf("Docker resources for attempt %s require reaping: %v", a.d.AttemptID(), msg.err), report))
+	} else {
+		a.emit(ctx, messages.RunnerEvent("sandbox_teardown_completed", fmt.Sprintf("Removed Docker resources for attempt %s.", a.d.AttemptID()), report))
+		if a.workDir != "" {
+			_ = os.RemoveAll(a.workDir) // the attempt's private copies; nothing else refers to them
+		}
+	}
+	outcome := a.outcome(report, degraded)
+	if outcome.Status != messages.StatusSucceeded {
+		a.emit(ctx, messages.RunnerEvent(outcome.Code, outcome.Message, map[string]string{"phase": outcome.Phase}))
+	}
+	a.finished = true
+	a.setPhase(ctx, messages.PhaseFinished)
+	finished := messages.AttemptFinished{Outcome: outcome}
+	if a.subscriber != nil {
+		ctx.Send(a.subscriber, finished)
+	}
+	if a.supervisor != nil {
+		ctx.Send(a.supervisor, finished)
+	}
+	ctx.Stop(ctx.Self())
+}
+
+func (a *attemptActor) outcome(report messages.CleanupReport, degraded bool) messages.AttemptOutcome {
+	out := messages.AttemptOutcome{
+		AttemptID:       a.d.AttemptID(),
+		Status:          messages.StatusSucceeded,
+		ResultCommitSHA: a.result,
+		PeakMemoryBytes: a.peak.PeakBytes,
+		Degraded:        degraded,
+		Cleanup:         &report,
+		FinishedAt:      time.Now().UTC(),
+	}
+	if a.workerExit != nil && a.workerExit.Err == nil {
+		code := a.workerExit.ExitCode
+		out.WorkerExitCode = &code
+	}
+	if a.failure != nil {
+		out.Status = messages.StatusFailed
+		if a.cancelled {
+			out.Status = messages.StatusCancelled
+		}
+		out.Code = string(failureCode(a.failure))
+		out.Message = a.failure.Error()
+		out.Phase = a.failedPhase()
+	}
+	return out
+}
+
+// failedPhase is the phase the attempt was in when it failed (the teardown
+// phase itself is not interesting).
+func (a *attemptActor) failedPhase() string {
+	switch {
+	case a.workerExit != nil:
+		return messages.PhaseCollecting
+	case a.containerID != "" || a.worker != nil:
+		return messages.PhaseRunning
+	case a.imageID != "":
+		return messages.PhaseProvisioning
+	case a.prepared != nil:
+		return messages.PhaseBuilding
+	default:
+		return messages.PhasePreparing
+	}
+}
+
+func (a *attemptActor) inspect(ctx actor.Context) messages.InspectReply {
+	facts := map[string]string{
+		"attemptId":   a.d.AttemptID(),
+		"branch":      a.d.Lease.WorktreeKey,
+		"expiresAt":   a.d.Lease.ExpiresAt.Format(time.RFC3339),
+		"inflight":    a.inflight,
+		"image":       a.imageID,
+		"container":   a.containerID,
+		"network":     a.network,
+		"tearingDown": strconv.FormatBool(a.tearingDown),
+	}
+	if a.failure != nil {
+		facts["failure"] = string(failureCode(a.failure))
+	}
+	var children []string
+	for _, pid := range ctx.Children() {
+		children = append(children, pid.GetId())
+	}
+	return messages.InspectReply{PID: ctx.Self().GetId(), Kind: kindAttempt, Phase: a.phase, Facts: facts, Children: children}
+}

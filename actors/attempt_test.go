@@ -1,0 +1,319 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/supervisor"
+)
+
+const within = 10 * time.Second
+
+var idCounter atomic.Int64
+
+func testDispatch(expires time.Time) *messages.Dispatch {
+	n := idCounter.Add(1)
+	id := func(k int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", n*10+int64(k)) }
+	return &messages.Dispatch{
+		Session: messages.SessionRef{ID: id(1)}, Execution: messages.ExecutionRef{RunnerID: id(2)},
+		Repo:       messages.RepoRef{Name: "r", LocalPath: "/srv/r", DefaultBranch: "main"},
+		BaseBranch: "main",
+		Lease:      messages.Lease{WorktreeKey: "forge/t", ExpiresAt: expires, FencingToken: id(3)},
+		Sandbox: messages.SandboxSpec{DispatchAttemptID: id(4), ExecutionLeaseID: id(5), RunnerInstanceID: id(6),
+			ExecutionPolicy: messages.PolicyAdoption, NetworkPolicy: messages.NetworkPolicy{Mode: messages.NetworkNone},
+			RequestedResources: messages.RequestedResources{WorkerMemoryLimitBytes: 256 << 20, CPUMillis: 1000, PIDs: 128, RuntimeOverheadBytes: 128 << 20},
+			PublicationMode:    messages.PublicationNone},
+		Task: messages.Task{Argv: []string{"true"}},
+	}
+}
+
+type harness struct {
+	system *actor.ActorSystem
+	root   *actor.PID
+	host   *fakeHost
+	clock  Clock
+}
+
+func newHarness(t *testing.T, host *fakeHost, clock Clock) *harness {
+	t.Helper()
+	if clock == nil {
+		clock = SystemClock{}
+	}
+	h := &harness{system: actor.NewActorSystem(), host: host, clock: clock}
+	t.Cleanup(h.system.Shutdown)
+	cfg := AttemptConfig{StateRoot: t.TempDir(), WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clock, SampleInterval: 10 * time.Millisecond}
+	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
+		Slots: 4, QueueLimit: 4, Cleaner: host,
+		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
+			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host})
+		},
+	}))
+	return h
+}
+
+func (h *harness) submit(t *testing.T, d *messages.Dispatch) *actortest.Probe {
+	t.Helper()
+	probe := actortest.NewProbe(t, h.system)
+	res, err := h.system.Root.RequestFuture(h.root, messages.SubmitAttempt{Dispatch: d, Subscriber: probe.PID()}, within).Result()
+	require.NoError(t, err)
+	require.True(t, res.(messages.SubmitReply).Accepted, "%+v", res)
+	return probe
+}
+
+func (h *harness) run(t *testing.T, d *messages.Dispatch) messages.AttemptOutcome {
+	t.Helper()
+	probe := h.submit(t, d)
+	return actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+}
+
+func eventTypes(p *actortest.Probe) []string {
+	var out []string
+	for _, ev := range actortest.All[messages.AttemptEvent](p) {
+		out = append(out, ev.Event.EventType)
+	}
+	return out
+}
+
+func TestAttemptHappyPath(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.lines = []string{`{"type":"runner_event","event":{"role":"agent","kind":"checkpoint","content":"hello","eventType":"task_output"}}`, "noise"}
+	h := newHarness(t, host, nil)
+	d := testDispatch(time.Now().Add(time.Hour))
+	probe := h.submit(t, d)
+	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+
+	assert.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+	assert.Equal(t, "3333333333333333333333333333333333333333", out.ResultCommitSHA)
+	require.NotNil(t, out.WorkerExitCode)
+	assert.Equal(t, 0, *out.WorkerExitCode)
+	assert.False(t, out.Degraded)
+	assert.Equal(t, 1, host.teardowns)
+	assert.Equal(t, 0, host.called("build"), "a cache hit must not build")
+	assert.NoError(t, host.assertErr, "the import ran while the attempt was current")
+	types := eventTypes(probe)
+	assert.Contains(t, types, "task_output")
+	assert.Contains(t, types, "sandbox_output_imported")
+	assert.Contains(t, types, "sandbox_teardown_completed")
+}
+
+func TestTeardownIsReachedFromEveryFailurePath(t *testing.T) {
+	boom := errors.New("injected failure")
+	cases := []struct {
+		step string
+		err  error
+		code failure.Code
+	}{
+		{"prepare", failure.New(failure.SandboxInputFailed, "no input ref"), failure.SandboxInputFailed},
+		{"lookup", boom, failure.SandboxBuildFailed},
+		{"build", boom, failure.SandboxBuildFailed},
+		{"network", boom, failure.SandboxCreateFailed},
+		{"volume", boom, failure.SandboxCreateFailed},
+		{"create", boom, failure.SandboxCreateFailed},
+		{"copyin", boom, failure.SandboxCreateFailed},
+		{"run", boom, failure.SandboxRuntimeFailed},
+		{"inspect", boom, failure.SandboxRuntimeFailed},
+		{"copyout", boom, failure.SandboxRuntimeFailed},
+		{"validate", failure.New(failure.SandboxOutputInvalid, "manifest identity or fence mismatch"), failure.SandboxOutputInvalid},
+		{"import", failure.New(failure.SandboxOutputConflict, "branch moved"), failure.SandboxOutputConflict},
+	}
+	for _, c := range cases {
+		t.Run(c.step, func(t *testing.T) {
+			host := newFakeHost(t.TempDir())
+			host.imageFound = c.step != "build"
+			host.fail[c.step] = c.err
+			h := newHarness(t, host, nil)
+			out := h.run(t, testDispatch(time.Now().Add(time.Hour)))
+			assert.Equal(t, messages.StatusFailed, out.Status)
+			assert.Equal(t, string(c.code), out.Code, out.Message)
+			assert.Equal(t, 1, host.teardowns, "teardown runs exactly once")
+			assert.Equal(t, 0, host.called("import")-boolInt(c.step == "import"), "nothing is imported after a failure")
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestFailedTeardownMarksTheAttemptDegraded(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.fail["teardown"] = failure.New(failure.SandboxTeardownFailed, "a volume remained")
+	h := newHarness(t, host, nil)
+	probe := h.submit(t, testDispatch(time.Now().Add(time.Hour)))
+	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+	assert.True(t, out.Degraded)
+	assert.Contains(t, eventTypes(probe), "teardown_failed")
+	require.Eventually(t, func() bool {
+		res, err := h.system.Root.RequestFuture(h.root, messages.SnapshotRequest{}, within).Result()
+		return err == nil && res.(messages.Snapshot).Degraded == 1
+	}, within, 10*time.Millisecond)
+}
+
+func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
+	t.Run("services", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.contract = "version: 1\nservices:\n  - type: postgres\n"
+		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
+		assert.Equal(t, string(failure.SandboxServicesUnsupported), out.Code)
+		assert.Zero(t, host.called("lookup")+host.called("network")+host.called("volume")+host.called("create"))
+	})
+	t.Run("egress", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		d := testDispatch(time.Now().Add(time.Hour))
+		d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkPublicAllowlist, AllowedHosts: []string{"example.com"}}
+		out := newHarness(t, host, nil).run(t, d)
+		assert.Equal(t, string(failure.SandboxEgressUnsupported), out.Code)
+		assert.Zero(t, host.called("prepare")+host.called("network"))
+	})
+	t.Run("invalid contract", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.contract = "version: 1\nworkingDirectory: /etc\n"
+		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
+		assert.Equal(t, string(failure.SandboxContractInvalid), out.Code)
+		assert.Zero(t, host.called("network"))
+	})
+	t.Run("sandbox_required without security profiles", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		d := testDispatch(time.Now().Add(time.Hour))
+		d.Sandbox.ExecutionPolicy = messages.PolicySandboxRequired
+		out := newHarness(t, host, nil).run(t, d)
+		assert.Equal(t, string(failure.SandboxSecurityUnavailable), out.Code)
+		assert.Zero(t, host.called("network"))
+	})
+}
+
+func TestTrustedHostFailureClassification(t *testing.T) {
+	t.Run("oom from inspected state, not from exit code", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.exitCode = 137
+		host.state = dockerops.ContainerState{OOMKilled: true, ExitCode: 137}
+		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
+		assert.Equal(t, string(failure.SandboxOOMKilled), out.Code)
+		assert.Zero(t, host.called("import"), "a trusted failure is not imported")
+	})
+	t.Run("exit 137 alone is not an OOM", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.exitCode = 137
+		host.missing = true
+		host.state = dockerops.ContainerState{ExitCode: 137}
+		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
+		assert.Equal(t, string(failure.SandboxWorkerFailed), out.Code)
+		assert.Contains(t, out.Message, "137")
+	})
+	t.Run("non-zero exit with output is imported but failed", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.exitCode = 1
+		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
+		assert.Equal(t, string(failure.SandboxWorkerFailed), out.Code)
+		assert.Equal(t, 1, host.called("import"))
+	})
+}
+
+func TestCancellationMidRunTearsDown(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.blockRun = true
+	h := newHarness(t, host, nil)
+	d := testDispatch(time.Now().Add(time.Hour))
+	probe := h.submit(t, d)
+	select {
+	case <-host.runEntered:
+	case <-time.After(within):
+		t.Fatal("the worker never ran")
+	}
+	res, err := h.system.Root.RequestFuture(h.root, messages.CancelAttempt{AttemptID: d.AttemptID(), Reason: "operator"}, within).Result()
+	require.NoError(t, err)
+	require.True(t, res.(messages.CancelReply).Found)
+	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+	assert.Equal(t, messages.StatusCancelled, out.Status)
+	assert.Equal(t, string(failure.SandboxCancelled), out.Code)
+	assert.Equal(t, 1, host.teardowns)
+	assert.Zero(t, host.called("import"))
+}
+
+func TestLeaseExpiryAbortsTheAttempt(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.blockRun = true
+	clock := NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	h := newHarness(t, host, clock)
+	d := testDispatch(clock.Now().Add(time.Hour))
+	probe := h.submit(t, d)
+	select {
+	case <-host.runEntered:
+	case <-time.After(within):
+		t.Fatal("the worker never ran")
+	}
+	clock.Advance(59 * time.Minute)
+	actortest.ShouldReceiveNothing[messages.AttemptFinished](t, probe, 50*time.Millisecond)
+	clock.Advance(time.Minute)
+	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+	assert.Equal(t, string(failure.SandboxLeaseExpired), out.Code)
+	assert.Equal(t, 1, host.teardowns)
+}
+
+func TestBuildMissTakesThePermitAndSharesTheImage(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.imageFound = false
+	h := newHarness(t, host, nil)
+	first := h.submit(t, testDispatch(time.Now().Add(time.Hour)))
+	second := h.submit(t, testDispatch(time.Now().Add(time.Hour)))
+	for _, p := range []*actortest.Probe{first, second} {
+		out := actortest.Expect[messages.AttemptFinished](t, p, within).Outcome
+		assert.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+	}
+	assert.Equal(t, 2, host.called("build"), "one build of two stages (project, agent) for both attempts")
+	res, err := h.system.Root.RequestFuture(h.root, messages.SnapshotRequest{}, within).Result()
+	require.NoError(t, err)
+	assert.Zero(t, res.(messages.Snapshot).BuildQueue)
+}
+
+func TestStaleFenceAtImportMovesNothing(t *testing.T) {
+	f := newFence(SystemClock{}, "token-a", time.Now().Add(time.Hour))
+	require.NoError(t, f.assertCurrent("token-a"))
+	assert.Equal(t, failure.SandboxOutputStale, failure.CodeOf(f.assertCurrent("token-b")))
+	expired := newFence(SystemClock{}, "token-a", time.Now().Add(-time.Second))
+	assert.Equal(t, failure.SandboxOutputStale, failure.CodeOf(expired.assertCurrent("token-a")))
+	f.cancel()
+	assert.Equal(t, failure.SandboxOutputStale, failure.CodeOf(f.assertCurrent("token-a")))
+}
+
+func TestEveryActorAnswersInspect(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.blockRun = true
+	h := newHarness(t, host, nil)
+	d := testDispatch(time.Now().Add(time.Hour))
+	probe := h.submit(t, d)
+	<-host.runEntered
+	kinds := map[string]string{}
+	queue := []*actor.PID{h.root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		res, err := h.system.Root.RequestFuture(pid, messages.Inspect{}, within).Result()
+		require.NoError(t, err, pid.GetId())
+		reply := res.(messages.InspectReply)
+		kinds[reply.Kind] = reply.Phase
+		for _, child := range reply.Children {
+			queue = append(queue, actor.NewPID(h.system.Address(), child))
+		}
+	}
+	assert.Equal(t, messages.PhaseRunning, kinds["attempt"])
+	for _, kind := range []string{"supervisor", "attempt", kindWatchdog, kindWorker} {
+		assert.Contains(t, kinds, kind)
+	}
+	h.system.Root.Send(h.root, messages.CancelAttempt{AttemptID: d.AttemptID()})
+	actortest.Expect[messages.AttemptFinished](t, probe, within)
+}

@@ -1,0 +1,202 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/messages"
+)
+
+// fakeHost is a fake Git and Docker with injectable failures, recording
+// the calls it receives. Steps: prepare, lookup, build, network, volume,
+// create, copyin, run, inspect, copyout, validate, import, teardown.
+type fakeHost struct {
+	dir string
+
+	mu         sync.Mutex
+	calls      []string
+	fail       map[string]error
+	imageFound bool
+	contract   string
+	exitCode   int
+	state      dockerops.ContainerState
+	lines      []string
+	blockRun   bool
+	runEntered chan struct{}
+	noResult   bool
+	missing    bool // ValidateOutput reports the manifest missing
+	assertErr  error
+	teardowns  int
+}
+
+func newFakeHost(dir string) *fakeHost {
+	return &fakeHost{dir: dir, fail: map[string]error{}, imageFound: true, runEntered: make(chan struct{}, 1),
+		contract: "version: 1\nworkingDirectory: /workspace\n"}
+}
+
+func (f *fakeHost) record(step string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, step)
+	if step == "teardown" {
+		f.teardowns++
+	}
+	return f.fail[step]
+}
+
+func (f *fakeHost) called(step string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if c == step {
+			n++
+		}
+	}
+	return n
+}
+
+// Git.
+
+func (f *fakeHost) Prepare(_ context.Context, d *messages.Dispatch, workDir string) (*gitops.Prepared, error) {
+	if err := f.record("prepare"); err != nil {
+		return nil, err
+	}
+	bundle := filepath.Join(workDir, "repo.bundle")
+	if err := os.WriteFile(bundle, []byte("# v2 git bundle\n"), 0o600); err != nil {
+		return nil, err
+	}
+	return &gitops.Prepared{
+		InputCommitSHA: "1111111111111111111111111111111111111111", ConfigCommitSHA: "2222222222222222222222222222222222222222",
+		ContractSource: []byte(f.contract), Dockerfile: []byte("FROM scratch\n"),
+		BundlePath: bundle, ContextTarPath: bundle, ContextDigest: "abc",
+	}, nil
+}
+
+func (f *fakeHost) ValidateOutput(_ string, expected messages.SandboxIdentity) (*gitops.Output, error) {
+	if err := f.record("validate"); err != nil {
+		return nil, err
+	}
+	if f.missing {
+		return nil, failure.New(failure.SandboxOutputMissing, "sandbox worker did not produce manifest.json")
+	}
+	out := &gitops.Output{Manifest: messages.Manifest{SandboxIdentity: expected}}
+	if !f.noResult {
+		sha := "3333333333333333333333333333333333333333"
+		out.Manifest.ResultCommitSHA = &sha
+	}
+	return out, nil
+}
+
+func (f *fakeHost) ImportResult(_ context.Context, _ *messages.Dispatch, _ *gitops.Output, assertCurrent func() error) error {
+	if err := f.record("import"); err != nil {
+		return err
+	}
+	err := assertCurrent()
+	f.mu.Lock()
+	f.assertErr = err
+	f.mu.Unlock()
+	return err
+}
+
+// Docker.
+
+func (f *fakeHost) ImageID(context.Context, string) (string, bool, error) {
+	if err := f.record("lookup"); err != nil {
+		return "", false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.imageFound {
+		return "sha256:cached", true, nil
+	}
+	return "", false, nil
+}
+
+func (f *fakeHost) BuildImage(_ context.Context, req dockerops.BuildRequest) (string, error) {
+	if err := f.record("build"); err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(io.Discard, req.ContextTar); err != nil {
+		return "", err
+	}
+	if req.OnLog != nil {
+		req.OnLog("Step 1/1 : FROM scratch")
+	}
+	f.mu.Lock()
+	f.imageFound = true
+	f.mu.Unlock()
+	return "sha256:built", nil
+}
+
+func (f *fakeHost) CreateInternalNetwork(context.Context, string, map[string]string) (string, error) {
+	return "net1", f.record("network")
+}
+
+func (f *fakeHost) CreateVolume(context.Context, string, map[string]string) error {
+	return f.record("volume")
+}
+
+func (f *fakeHost) CreateWorker(context.Context, dockerops.WorkerSpec) (string, error) {
+	return "container1", f.record("create")
+}
+
+func (f *fakeHost) CopyFileInto(_ context.Context, _, _, _ string, src io.Reader, _ int64, _, _ int, _ int64) error {
+	if _, err := io.Copy(io.Discard, src); err != nil {
+		return err
+	}
+	return f.record("copyin")
+}
+
+func (f *fakeHost) RunAttached(ctx context.Context, _ string, _ []byte, onLine func([]byte) error, _ dockerops.RunLimits) (dockerops.RunResult, error) {
+	err := f.record("run")
+	select {
+	case f.runEntered <- struct{}{}:
+	default:
+	}
+	if err != nil {
+		return dockerops.RunResult{}, err
+	}
+	for _, line := range f.lines {
+		if err := onLine([]byte(line)); err != nil {
+			return dockerops.RunResult{}, err
+		}
+	}
+	if f.blockRun {
+		<-ctx.Done()
+		return dockerops.RunResult{}, ctx.Err()
+	}
+	return dockerops.RunResult{ExitCode: f.exitCode, Stderr: "task stderr"}, nil
+}
+
+func (f *fakeHost) InspectState(context.Context, string) (dockerops.ContainerState, error) {
+	if err := f.record("inspect"); err != nil {
+		return dockerops.ContainerState{}, err
+	}
+	return f.state, nil
+}
+
+func (f *fakeHost) MemoryUsage(context.Context, string) (uint64, error) {
+	return 42 << 20, f.record("stats")
+}
+
+func (f *fakeHost) CopyDirOut(context.Context, string, string, string, int64, int) error {
+	return f.record("copyout")
+}
+
+func (f *fakeHost) Teardown(_ context.Context, owner dockerops.Ownership, source string) (dockerops.CleanupReport, error) {
+	if err := f.record("teardown"); err != nil {
+		return dockerops.CleanupReport{Source: source, Remaining: 1}, err
+	}
+	if owner.AttemptID == "" {
+		return dockerops.CleanupReport{}, errors.New("teardown without an owner")
+	}
+	return dockerops.CleanupReport{ReportID: "00000000-0000-4000-8000-000000000000", Source: source}, nil
+}

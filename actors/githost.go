@@ -1,0 +1,61 @@
+package actors
+
+import (
+	"context"
+
+	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/messages"
+)
+
+// GitHost is the production Git: gitops on the host repository, holding
+// the per-repository coordinator lock around preparation and import so
+// that no two attempts (in this or another forged process) interleave
+// their ref updates.
+type GitHost struct {
+	Runner    *gitops.Runner
+	StateRoot string
+}
+
+// Prepare bundles the input and archives the build context.
+func (g GitHost) Prepare(ctx context.Context, d *messages.Dispatch, workDir string) (*gitops.Prepared, error) {
+	release, err := gitops.AcquireRepoLock(ctx, g.StateRoot, d.Repo.LocalPath)
+	if err != nil {
+		return nil, err
+	}
+	defer release() //nolint:errcheck // unlocking a held flock cannot meaningfully fail
+	return gitops.Prepare(ctx, g.Runner, gitops.PrepareRequest{
+		RepoPath:          d.Repo.LocalPath,
+		AttemptID:         d.AttemptID(),
+		WorktreeKey:       d.Lease.WorktreeKey,
+		BaseBranch:        d.BaseBranch,
+		DefaultBranch:     d.Repo.DefaultBranch,
+		ExecutionPolicy:   d.Sandbox.ExecutionPolicy,
+		ApprovedConfigSHA: d.Sandbox.SandboxConfigCommitSHA,
+		WorkDir:           workDir,
+	})
+}
+
+// ValidateOutput validates the worker's output directory.
+func (g GitHost) ValidateOutput(outputDir string, expected messages.SandboxIdentity) (*gitops.Output, error) {
+	return gitops.ValidateOutput(outputDir, expected)
+}
+
+// ImportResult imports the result through the quarantine and moves the
+// managed branch, fenced by assertCurrent.
+func (g GitHost) ImportResult(ctx context.Context, d *messages.Dispatch, out *gitops.Output, assertCurrent func() error) error {
+	release, err := gitops.AcquireRepoLock(ctx, g.StateRoot, d.Repo.LocalPath)
+	if err != nil {
+		return err
+	}
+	defer release() //nolint:errcheck // unlocking a held flock cannot meaningfully fail
+	return gitops.ImportResult(ctx, g.Runner, gitops.ImportRequest{
+		RepoPath:        d.Repo.LocalPath,
+		StateRoot:       g.StateRoot,
+		AttemptID:       d.AttemptID(),
+		WorktreeKey:     d.Lease.WorktreeKey,
+		InputCommitSHA:  out.Manifest.InputCommitSHA,
+		ResultCommitSHA: *out.Manifest.ResultCommitSHA,
+		BundlePath:      out.BundlePath,
+		AssertCurrent:   assertCurrent,
+	})
+}

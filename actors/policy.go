@@ -1,0 +1,50 @@
+package actors
+
+import (
+	"github.com/forgedev/forged/contract"
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+)
+
+// Memory every sandbox reserves beyond its worker, as the seed requires.
+const (
+	serviceMemoryPerService = 1 << 30
+	minRuntimeOverhead      = 128 << 20
+	egressRuntimeOverhead   = 256 << 20
+)
+
+// checkDispatchSupported refuses, before anything is created, what this
+// runner cannot honour yet or may not run.
+func checkDispatchSupported(d *messages.Dispatch) error {
+	switch d.Sandbox.NetworkPolicy.Mode {
+	case messages.NetworkPublicAllowlist:
+		return failure.New(failure.SandboxEgressUnsupported, "public_allowlist egress needs the egress proxy, which this runner does not provide yet")
+	case messages.NetworkOpenPublic:
+		return failure.New(failure.PolicyMismatch, "open_public sandbox networking is not permitted by this runner policy")
+	}
+	if d.Sandbox.PublicationMode == messages.PublicationBridgePush {
+		return failure.New(failure.SandboxOutputPublishForbid, "bridge publication is not available on this runner yet")
+	}
+	return nil
+}
+
+// checkContractSupported refuses contracts this runner cannot honour, and
+// checks the dispatch reserved enough memory for the contract (as the
+// seed's validateSandboxMemoryReservation).
+func checkContractSupported(d *messages.Dispatch, c contract.Contract) error {
+	if len(c.Services) > 0 {
+		return failure.New(failure.SandboxServicesUnsupported, "the contract declares %d service(s); sandbox services are not available on this runner yet", len(c.Services))
+	}
+	r := d.Sandbox.RequestedResources
+	needService := int64(len(c.Services)) * serviceMemoryPerService
+	needOverhead := int64(minRuntimeOverhead)
+	if d.Sandbox.NetworkPolicy.Mode == messages.NetworkPublicAllowlist {
+		needOverhead += egressRuntimeOverhead
+	}
+	if r.ServiceMemoryLimitBytes < needService || r.RuntimeOverheadBytes < needOverhead {
+		return failure.New(failure.SandboxCapacityProfile,
+			"reserved %d service bytes and %d runtime overhead bytes; the contract requires at least %d and %d",
+			r.ServiceMemoryLimitBytes, r.RuntimeOverheadBytes, needService, needOverhead)
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+)
+
+const kindWorker = "worker"
+
+// Deadlines of the worker's Docker calls. The run itself is bounded by the
+// task timeout plus a margin, and by the attempt's cancellation.
+const (
+	createTimeout  = 60 * time.Second
+	copyInTimeout  = 60 * time.Second
+	inspectTimeout = 15 * time.Second
+	runMargin      = 2 * time.Minute
+)
+
+// WorkerCreated tells the attempt the worker container exists.
+type WorkerCreated struct {
+	ContainerID string
+}
+
+// WorkerOutput carries one event the worker streamed on stdout.
+type WorkerOutput struct {
+	Event messages.Event
+}
+
+// WorkerExited is the worker actor's final report. Err is set when the run
+// could not complete (create, copy or attach failed, cancellation, an
+// invalid event); otherwise ExitCode and State describe how it ended.
+type WorkerExited struct {
+	ContainerID string
+	ExitCode    int
+	Stderr      string
+	State       dockerops.ContainerState
+	Err         error
+}
+
+// CancelWorker asks the worker to stop its container and report.
+type CancelWorker struct{}
+
+// workerJob is everything the worker actor needs.
+type workerJob struct {
+	spec        dockerops.WorkerSpec
+	bundlePath  string
+	startPacket []byte
+	runTimeout  time.Duration
+	limits      dockerops.RunLimits
+}
+
+// workerActor runs the hardened worker container once. It is never
+// restarted: a sandbox run is not idempotent.
+type workerActor struct {
+	docker WorkerDocker
+	job    workerJob
+
+	runCtx      context.Context
+	cancel      context.CancelFunc
+	phase       string
+	containerID string
+	events      int
+}
+
+type workerContainerCreated struct{ id string }
+
+func newWorkerProps(docker WorkerDocker, job workerJob) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &workerActor{docker: docker, job: job} })
+}
+
+func (w *workerActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		w.runCtx, w.cancel = context.WithCancel(context.Background())
+		w.phase = "creating"
+		w.start(ctx)
+	case workerContainerCreated:
+		w.containerID = msg.id
+		w.phase = "running"
+		ctx.Send(ctx.Parent(), WorkerCreated{ContainerID: msg.id})
+	case WorkerOutput:
+		w.events++
+		ctx.Send(ctx.Parent(), msg)
+	case WorkerExited:
+		w.phase = "exited"
+		ctx.Send(ctx.Parent(), msg)
+		ctx.Stop(ctx.Self())
+	case asyncPanic:
+		ctx.Send(ctx.Parent(), WorkerExited{ContainerID: w.containerID, Err: failure.New(failure.SandboxRuntimeFailed, "%s", msg.Error())})
+		ctx.Stop(ctx.Self())
+	case CancelWorker:
+		w.phase = "cancelling"
+		w.cancel()
+	case *actor.Stopping:
+		if w.cancel != nil {
+			w.cancel()
+		}
+	case messages.Inspect:
+		ctx.Respond(messages.InspectReply{PID: ctx.Self().GetId(), Kind: kindWorker, Phase: w.phase, Facts: map[string]string{
+			"container": w.job.spec.Name, "containerId": w.containerID, "image": w.job.spec.Image,
+		}})
+	}
+}
+
+// start runs the whole container lifecycle on one owned goroutine; progress
+// comes back to the actor as messages.
+func (w *workerActor) start(ctx actor.Context) {
+	system, self := ctx.ActorSystem(), ctx.Self()
+	runAsync(ctx, w.runCtx, "worker", func(runCtx context.Context) any {
+		id, err := w.create(runCtx)
+		if err != nil {
+			return WorkerExited{Err: err}
+		}
+		system.Root.Send(self, workerContainerCreated{id: id})
+		if err := w.copyBundle(runCtx, id); err != nil {
+			return WorkerExited{ContainerID: id, Err: err}
+		}
+		runCtx, cancel := context.WithTimeout(runCtx, w.job.runTimeout)
+		defer cancel()
+		result, runErr := w.docker.RunAttached(runCtx, id, w.job.startPacket, func(line []byte) error {
+			ev, err := messages.ParseRunnerEventLine(line)
+			if err != nil {
+				return err
+			}
+			if ev != nil {
+				system.Root.Send(self, WorkerOutput{Event: *ev})
+			}
+			return nil
+		}, w.job.limits)
+		if runErr != nil {
+			if errors.Is(runErr, context.DeadlineExceeded) && w.runCtxAlive() {
+				runErr = failure.Wrap(failure.SandboxWorkerFailed, runErr, "worker exceeded its run time of %s", w.job.runTimeout)
+			}
+			return WorkerExited{ContainerID: id, Stderr: result.Stderr, Err: runErr}
+		}
+		inspectCtx, cancelInspect := context.WithTimeout(context.WithoutCancel(runCtx), inspectTimeout)
+		defer cancelInspect()
+		state, err := w.docker.InspectState(inspectCtx, id)
+		if err != nil {
+			return WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, Err: err}
+		}
+		return WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, State: state}
+	})
+}
+
+func (w *workerActor) runCtxAlive() bool { return w.runCtx.Err() == nil }
+
+func (w *workerActor) create(ctx context.Context) (string, error) {
+	callCtx, cancel := context.WithTimeout(ctx, createTimeout)
+	defer cancel()
+	id, err := w.docker.CreateWorker(callCtx, w.job.spec)
+	if err != nil {
+		return "", failure.Wrap(failure.SandboxCreateFailed, err, "create worker container")
+	}
+	return id, nil
+}
+
+func (w *workerActor) copyBundle(ctx context.Context, id string) error {
+	f, err := os.Open(w.job.bundlePath)
+	if err != nil {
+		return failure.Wrap(failure.SandboxInputFailed, err, "open input bundle")
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return failure.Wrap(failure.SandboxInputFailed, err, "stat input bundle")
+	}
+	callCtx, cancel := context.WithTimeout(ctx, copyInTimeout)
+	defer cancel()
+	if err := w.docker.CopyFileInto(callCtx, id, "/control/input", "repo.bundle", f, info.Size(), messages.WorkerUID, messages.WorkerGID, 0o400); err != nil {
+		return failure.Wrap(failure.SandboxCreateFailed, err, "copy input bundle into the worker")
+	}
+	return nil
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/forgedev/forged/httpapi"
+	"github.com/forgedev/forged/runner"
+)
+
+func daemonCommand() *cobra.Command {
+	var flags runnerFlags
+	var socket string
+	cmd := &cobra.Command{
+		Use:   "daemon",
+		Short: "Serve the forged HTTP API on a unix socket",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger := newLogger(flags.logLevel())
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			r, err := runner.New(ctx, flags.config(logger))
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			if socket == "" {
+				socket = filepath.Join(flags.stateRoot, "forged.sock")
+			}
+			l, err := httpapi.Listen(socket)
+			if err != nil {
+				return err
+			}
+			logger.Warn("forged daemon listening", "socket", socket)
+			fmt.Fprintf(os.Stderr, "forged: listening on %s\n", socket)
+			return httpapi.Serve(ctx, l, httpapi.Handler(r, logger), 10*time.Second)
+		},
+	}
+	flags.register(cmd)
+	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default STATE_ROOT/forged.sock)")
+	return cmd
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/example"
+)
+
+func exampleCommand() *cobra.Command {
+	var dir, busybox string
+	cmd := &cobra.Command{
+		Use:   "example",
+		Short: "Create a sample repository, its busybox base image and a dispatch (nothing from the internet)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Minute)
+			defer cancel()
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				return err
+			}
+			repo := filepath.Join(abs, "repo")
+			if _, err := os.Stat(repo); err == nil {
+				return fmt.Errorf("%s already exists; choose another --dir", repo)
+			}
+			docker, err := dockerops.Connect(ctx, dockerops.Options{})
+			if err != nil {
+				return err
+			}
+			defer docker.Close()
+			id, err := example.BuildBaseImage(ctx, docker, busybox)
+			if err != nil {
+				return fmt.Errorf("base image: %w", err)
+			}
+			if err := example.CreateRepo(ctx, repo, example.RepoOptions{}); err != nil {
+				return fmt.Errorf("sample repository: %w", err)
+			}
+			d, err := example.NewDispatch(example.DispatchOptions{RepoPath: repo})
+			if err != nil {
+				return err
+			}
+			path := filepath.Join(abs, "dispatch.json")
+			if err := example.WriteDispatch(path, d); err != nil {
+				return err
+			}
+			fmt.Printf("base image:  %s (%s)\nrepository:  %s\ndispatch:    %s\nbranch:      %s\n", example.BaseImage, id, repo, path, example.Branch)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "forged-example", "directory to create the example in")
+	cmd.Flags().StringVar(&busybox, "busybox", "/bin/busybox", "static busybox binary (Debian package busybox-static)")
+	return cmd
+}

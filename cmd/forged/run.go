@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/runner"
+)
+
+// Exit statuses of `forged run`.
+const (
+	exitSucceeded = 0
+	exitFailed    = 1
+	exitInvalid   = 2
+	exitCancelled = 3
+	exitDegraded  = 4
+)
+
+func runCommand() *cobra.Command {
+	var flags runnerFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "run DISPATCH.json",
+		Short: "Run one sandbox attempt in-process and print its events",
+		Long: "Run one sandbox attempt with an embedded actor system, printing its live events.\n" +
+			"Exit status: 0 succeeded, 1 failed, 2 invalid dispatch or set-up, 3 cancelled, 4 teardown left resources behind.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := readDispatch(args[0])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "forged:", err)
+				return exitError{exitInvalid}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			r, err := runner.New(ctx, flags.config(newLogger(flags.logLevel())))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "forged:", err)
+				return exitError{exitInvalid}
+			}
+			defer r.Close()
+			reply, err := r.Submit(d)
+			if err != nil {
+				return err
+			}
+			if !reply.Accepted {
+				fmt.Fprintf(os.Stderr, "forged: refused: %s: %s\n", reply.Code, reply.Message)
+				return exitError{exitFailed}
+			}
+			log, _ := r.Logs().Get(d.AttemptID())
+			outcome := follow(ctx, r, d.AttemptID(), log, os.Stdout, asJSON)
+			return exitError{exitStatus(outcome)}
+		},
+	}
+	flags.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print events and the outcome as NDJSON")
+	return cmd
+}
+
+func readDispatch(path string) (*messages.Dispatch, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return messages.DecodeDispatch(f)
+}
+
+// follow prints the attempt's events until it finishes. The first signal
+// cancels the attempt (teardown still runs); the outcome is returned.
+func follow(ctx context.Context, r *runner.Runner, attemptID string, log *runner.Log, out io.Writer, asJSON bool) messages.AttemptOutcome {
+	next := 0
+	cancelled := false
+	for {
+		events, outcome, end, changed := log.Read(next)
+		for _, ev := range events {
+			printEvent(out, ev, asJSON)
+		}
+		next = end
+		if outcome != nil {
+			printOutcome(out, *outcome, asJSON)
+			return *outcome
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			if !cancelled {
+				cancelled = true
+				fmt.Fprintln(os.Stderr, "forged: cancelling the attempt; tearing down")
+				if _, err := r.Cancel(attemptID, "interrupted"); err != nil {
+					fmt.Fprintln(os.Stderr, "forged:", err)
+				}
+			}
+			select {
+			case <-changed:
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func printEvent(out io.Writer, ev messages.Event, asJSON bool) {
+	if asJSON {
+		_ = json.NewEncoder(out).Encode(map[string]any{"type": "event", "event": ev})
+		return
+	}
+	marker := " "
+	if ev.Kind == messages.KindError {
+		marker = "!"
+	}
+	fmt.Fprintf(out, "%s %s %-6s %-32s %s\n", ev.OccurredAt.Local().Format("15:04:05.000"), marker, ev.Role, ev.EventType, strings.TrimRight(ev.Content, "\n"))
+}
+
+func printOutcome(out io.Writer, o messages.AttemptOutcome, asJSON bool) {
+	if asJSON {
+		_ = json.NewEncoder(out).Encode(map[string]any{"type": "finished", "outcome": o})
+		return
+	}
+	fmt.Fprintf(out, "\nattempt %s %s", o.AttemptID, o.Status)
+	if o.Code != "" {
+		fmt.Fprintf(out, " (%s)", o.Code)
+	}
+	fmt.Fprintln(out)
+	if o.Message != "" {
+		fmt.Fprintf(out, "  %s\n", o.Message)
+	}
+	if o.ResultCommitSHA != "" {
+		fmt.Fprintf(out, "  result commit: %s\n", o.ResultCommitSHA)
+	}
+	if o.PeakMemoryBytes > 0 {
+		fmt.Fprintf(out, "  peak memory:   %.1f MiB\n", float64(o.PeakMemoryBytes)/(1<<20))
+	}
+	if o.Cleanup != nil {
+		removed := 0
+		for _, a := range o.Cleanup.Actions {
+			if a.Outcome == "removed" {
+				removed++
+			}
+		}
+		fmt.Fprintf(out, "  teardown:      %d resources removed, %d remaining\n", removed, o.Cleanup.Remaining)
+	}
+}
+
+func exitStatus(o messages.AttemptOutcome) int {
+	switch {
+	case o.Degraded:
+		return exitDegraded
+	case o.Status == messages.StatusSucceeded:
+		return exitSucceeded
+	case o.Status == messages.StatusCancelled:
+		return exitCancelled
+	default:
+		return exitFailed
+	}
+}

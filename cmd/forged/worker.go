@@ -1,0 +1,28 @@
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/forgedev/forged/worker"
+)
+
+func workerCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "worker",
+		Short:  "Run inside a sandbox: read the start packet on stdin, run the task, write the output",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if code := worker.Main(ctx, os.Stdin, os.Stdout, os.Stderr, worker.DefaultConfig()); code != 0 {
+				return exitError{code}
+			}
+			return nil
+		},
+	}
+}

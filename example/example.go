@@ -1,0 +1,182 @@
+// Package example creates, with nothing from the internet, everything the
+// README's main command needs to run one sandbox attempt end to end: a
+// busybox base image built locally from Debian's busybox-static, a sample
+// git repository with a .forge/ contract and Dockerfile, and a dispatch
+// whose task changes a file.
+package example
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/messages"
+)
+
+// BaseImage is the tag of the locally built busybox base image.
+const BaseImage = "forged-example/busybox:1"
+
+// Branch is the managed branch the example's attempt works on.
+const Branch = "forge/example-task"
+
+// BuildBaseImage builds BaseImage FROM scratch with a static busybox (Debian
+// package busybox-static) and its applet links. It needs no registry.
+func BuildBaseImage(ctx context.Context, docker *dockerops.Client, busybox string) (string, error) {
+	if id, found, err := docker.ImageID(ctx, BaseImage); err != nil {
+		return "", err
+	} else if found {
+		return id, nil
+	}
+	bin, err := os.ReadFile(busybox)
+	if err != nil {
+		return "", fmt.Errorf("read %s (install Debian's busybox-static): %w", busybox, err)
+	}
+	dockerfile := "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct {
+		name string
+		mode int64
+		data []byte
+	}{{"Dockerfile", 0o644, []byte(dockerfile)}, {"busybox", 0o755, bin}} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: time.Unix(0, 0)}); err != nil {
+			return "", err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return "", err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	return docker.BuildImage(ctx, dockerops.BuildRequest{ContextTar: &buf, Dockerfile: "Dockerfile", Tags: []string{BaseImage}})
+}
+
+// RepoOptions shape the sample repository.
+type RepoOptions struct {
+	// Dockerfile overrides the project Dockerfile (default: FROM BaseImage).
+	Dockerfile string
+	// Contract overrides .forge/forge.sandbox.yml.
+	Contract string
+}
+
+// CreateRepo initialises a git repository at dir with a main branch holding
+// a README, the contract and the Dockerfile, using the host's git.
+func CreateRepo(ctx context.Context, dir string, opts RepoOptions) error {
+	if opts.Dockerfile == "" {
+		opts.Dockerfile = "FROM " + BaseImage + "\nLABEL dev.forge.example=true\n"
+	}
+	if opts.Contract == "" {
+		opts.Contract = "version: 1\nworkingDirectory: /workspace\nservices: []\ncaches: []\n"
+	}
+	files := map[string]string{
+		"README.md":                "# sample project\n\nA repository prepared by `forged example`.\n",
+		".forge/forge.sandbox.yml": opts.Contract,
+		".forge/Dockerfile":        opts.Dockerfile,
+	}
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"},
+		{"add", "-A"},
+		{"-c", "user.name=forged example", "-c", "user.email=example@forge.invalid", "commit", "-q", "-m", "sample project with a forge sandbox contract"},
+	} {
+		if err := git(ctx, dir, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func git(ctx context.Context, dir string, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// DispatchOptions shape the sample dispatch.
+type DispatchOptions struct {
+	RepoPath    string
+	Argv        []string
+	MemoryBytes int64
+	Lease       time.Duration
+	Timeout     int
+}
+
+// NewDispatch returns a dispatch for the sample repository with fresh ids.
+func NewDispatch(opts DispatchOptions) (*messages.Dispatch, error) {
+	if len(opts.Argv) == 0 {
+		opts.Argv = []string{"/bin/sh", "-c", "echo 'hello from the sandbox' > hello.txt && echo \"task ran as $(id -u):$(id -g)\""}
+	}
+	if opts.MemoryBytes == 0 {
+		opts.MemoryBytes = 256 << 20
+	}
+	if opts.Lease == 0 {
+		opts.Lease = time.Hour
+	}
+	d := &messages.Dispatch{
+		Session:    messages.SessionRef{ID: NewUUID()},
+		Execution:  messages.ExecutionRef{RunnerID: NewUUID()},
+		Repo:       messages.RepoRef{Name: "sample", LocalPath: opts.RepoPath, DefaultBranch: "main"},
+		BaseBranch: "main",
+		Lease:      messages.Lease{WorktreeKey: Branch, ExpiresAt: time.Now().Add(opts.Lease).UTC().Truncate(time.Second), FencingToken: NewUUID()},
+		Sandbox: messages.SandboxSpec{
+			DispatchAttemptID: NewUUID(),
+			ExecutionLeaseID:  NewUUID(),
+			RunnerInstanceID:  NewUUID(),
+			ExecutionPolicy:   messages.PolicyAdoption,
+			NetworkPolicy:     messages.NetworkPolicy{Mode: messages.NetworkNone},
+			RequestedResources: messages.RequestedResources{
+				WorkerMemoryLimitBytes: opts.MemoryBytes,
+				CPUMillis:              1000,
+				PIDs:                   256,
+				RuntimeOverheadBytes:   128 << 20,
+			},
+			PublicationMode: messages.PublicationNone,
+		},
+		Task: messages.Task{Argv: opts.Argv, TimeoutSeconds: opts.Timeout},
+	}
+	return d, d.Validate()
+}
+
+// WriteDispatch writes d as indented JSON.
+func WriteDispatch(path string, d *messages.Dispatch) error {
+	raw, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(raw, '\n'), 0o600)
+}
+
+// NewUUID returns a random (version 4) UUID in lowercase.
+func NewUUID() string {
+	var b [16]byte
+	if _, err := io.ReadFull(rand.Reader, b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // the kernel's CSPRNG does not fail
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

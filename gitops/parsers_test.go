@@ -1,0 +1,94 @@
+package gitops
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestParseWorktreeList(t *testing.T) {
+	t.Parallel()
+	a, b := oid('a'), oid('b')
+	tests := []struct {
+		name string
+		in   string
+		want []worktree
+	}{
+		{"empty", "", nil},
+		{
+			"main and linked",
+			"worktree /src/repo\x00HEAD " + a + "\x00branch refs/heads/main\x00\x00" +
+				"worktree /src/wt\x00HEAD " + b + "\x00branch refs/heads/forge/task\x00locked\x00\x00",
+			[]worktree{
+				{Path: "/src/repo", Head: a, Branch: "refs/heads/main"},
+				{Path: "/src/wt", Head: b, Branch: "refs/heads/forge/task"},
+			},
+		},
+		{
+			"bare and detached",
+			"worktree /src/bare.git\x00bare\x00\x00worktree /src/d\x00HEAD " + a + "\x00detached\x00\x00",
+			[]worktree{{Path: "/src/bare.git", Bare: true}, {Path: "/src/d", Head: a, Detached: true}},
+		},
+		{
+			"path with spaces and newline",
+			"worktree /src/my tree\nx\x00HEAD " + a + "\x00branch refs/heads/x\x00\x00",
+			[]worktree{{Path: "/src/my tree\nx", Head: a, Branch: "refs/heads/x"}},
+		},
+		{
+			"relative path dropped, missing separator tolerated",
+			"worktree rel\x00branch refs/heads/r\x00worktree /abs\x00branch refs/heads/a\x00",
+			[]worktree{{Path: "/abs", Branch: "refs/heads/a"}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, parseWorktreeList(tc.in))
+		})
+	}
+}
+
+func TestBundleHeadFor(t *testing.T) {
+	t.Parallel()
+	a, b := oid('a'), oid('b')
+	heads := b + " refs/heads/other\n" + a + " refs/forge/results/x\n" + a + " refs/heads/dup\n"
+	assert.Equal(t, "refs/forge/results/x", bundleHeadFor(heads, a))
+	assert.Equal(t, "refs/heads/other", bundleHeadFor(heads, b))
+	assert.Equal(t, "HEAD", bundleHeadFor(a+" HEAD\n", a))
+	assert.Equal(t, "", bundleHeadFor(heads, oid('c')))
+	for _, bad := range []string{"refs/heads/a:refs/heads/b", "+refs/heads/x", "refs/heads/*", "refs/../x", "refs//x", "refs/x/", "heads/x", "refs/a b", "refs/x^"} {
+		assert.Equal(t, "", bundleHeadFor(a+" "+bad+"\n", a), bad)
+	}
+}
+
+func TestValidBranch(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"main", "forge/task-1", "a.b/c_d", "v1.0"} {
+		assert.True(t, validBranch(ok), ok)
+	}
+	for _, bad := range []string{"", "-x", "a..b", "a//b", "/a", "a/", "a.", ".a", "a/.b", "x.lock", "a/b.lock/c", "a b", "a:b", "a~1", "a^", "a@{1}" + "x", strings.Repeat("a", 201)} {
+		assert.False(t, validBranch(bad), bad)
+	}
+}
+
+func TestAttemptHex(t *testing.T) {
+	t.Parallel()
+	got, ok := attemptHex(testAttemptID)
+	assert.True(t, ok)
+	assert.Equal(t, testAttemptHex, got)
+	for _, bad := range []string{"", testAttemptHex, strings.ToUpper(testAttemptID), "../" + testAttemptID} {
+		_, ok := attemptHex(bad)
+		assert.False(t, ok, bad)
+	}
+}
+
+func TestParseTreeListing(t *testing.T) {
+	t.Parallel()
+	a, b := oid('a'), oid('b')
+	got := parseTreeListing("100644 blob " + a + "\t.forge/forge.sandbox.yml\x00120000 blob " + b + "\t.forge/Dockerfile\x00")
+	assert.Equal(t, map[string]treeEntry{
+		".forge/forge.sandbox.yml": {"100644", "blob", a},
+		".forge/Dockerfile":        {"120000", "blob", b},
+	}, got)
+	assert.Empty(t, parseTreeListing(""))
+}

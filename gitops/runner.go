@@ -1,0 +1,312 @@
+package gitops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/forgedev/forged/failure"
+)
+
+// Runner defaults.
+const (
+	DefaultTimeout   = 2 * time.Minute
+	DefaultMaxOutput = 4 << 20
+	// stderrTail is how much of the end of stderr is kept for diagnostics.
+	stderrTail = 4 << 10
+	// excerptLen bounds the stderr excerpt carried in errors.
+	excerptLen = 300
+	// waitDelay bounds how long Run waits for I/O after the process is gone.
+	waitDelay = 2 * time.Second
+)
+
+// errOutputLimit is returned by the stdout writer once the cap is exceeded.
+var errOutputLimit = errors.New("git output limit exceeded")
+
+// Runner runs the git binary with a per-call timeout and an output cap. The
+// zero value is not useful; use NewRunner. A Runner is safe for concurrent
+// use as long as its fields are not modified.
+type Runner struct {
+	// GitPath is the git executable, looked up in PATH when it has no slash.
+	GitPath string
+	// Timeout applies to calls whose RunOpts.Timeout is zero.
+	Timeout time.Duration
+	// MaxOutput caps stdout for calls whose RunOpts.MaxOutput is zero.
+	MaxOutput int64
+}
+
+// RunOpts tunes one Run call. Zero fields take the Runner's defaults.
+type RunOpts struct {
+	// Timeout bounds the call; the process group is killed when it expires.
+	Timeout time.Duration
+	// MaxOutput caps stdout; exceeding it kills git and fails the call.
+	MaxOutput int64
+	// Env is appended to the sanitised environment (later entries win).
+	Env []string
+	// Code is the failure code of errors from this call
+	// (failure.SandboxRuntimeFailed when empty).
+	Code failure.Code
+	// Stdin feeds git's standard input (empty when nil). Run returns when
+	// git exits even if a Read on Stdin is still blocked.
+	Stdin io.Reader
+}
+
+// NewRunner returns a Runner using "git" from PATH, DefaultTimeout and
+// DefaultMaxOutput.
+func NewRunner() *Runner {
+	return &Runner{GitPath: "git", Timeout: DefaultTimeout, MaxOutput: DefaultMaxOutput}
+}
+
+// Run runs `git -C dir args...` (without -C when dir is empty) and returns
+// its stdout. git runs in its own session, so it has no controlling
+// terminal, and with prompts disabled; the whole process group is killed on
+// timeout, on cancellation of ctx and when stdout exceeds the cap. Every
+// error is a *failure.Error with opts.Code whose message names the git
+// subcommand and carries a bounded single-line excerpt of stderr; it wraps
+// the *exec.ExitError (see ExitCode) or the context error.
+func (r *Runner) Run(ctx context.Context, dir string, opts RunOpts, args ...string) (string, error) {
+	timeout, limit, code := r.Timeout, r.MaxOutput, opts.Code
+	if opts.Timeout > 0 {
+		timeout = opts.Timeout
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if opts.MaxOutput > 0 {
+		limit = opts.MaxOutput
+	}
+	if limit <= 0 {
+		limit = DefaultMaxOutput
+	}
+	if code == "" {
+		code = failure.SandboxRuntimeFailed
+	}
+	gitPath := r.GitPath
+	if gitPath == "" {
+		gitPath = "git"
+	}
+	sub := subcommand(args)
+
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	argv := make([]string, 0, len(args)+2)
+	if dir != "" {
+		argv = append(argv, "-C", dir)
+	}
+	argv = append(argv, args...)
+
+	stdout := &capWriter{limit: limit, onOverflow: cancel}
+	stderr := &tailWriter{max: stderrTail}
+	cmd := exec.CommandContext(runCtx, gitPath, argv...)
+	cmd.Env = gitEnv(opts.Env)
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Cancel = func() error {
+		// Setsid made git the leader of its own process group: kill the
+		// group so helpers (index-pack, ssh, ...) die with it.
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+			return cmd.Process.Kill()
+		}
+		return nil
+	}
+	cmd.WaitDelay = waitDelay
+
+	err := start(cmd, opts.Stdin)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	out, overflow := stdout.result()
+	switch {
+	case overflow:
+		return "", failure.Wrap(code, errOutputLimit, "git %s: output exceeds %d bytes", sub, limit)
+	case err == nil:
+		return out, nil
+	case ctx.Err() != nil:
+		return "", failure.Wrap(code, ctx.Err(), "git %s: %v", sub, ctx.Err())
+	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
+		return "", failure.Wrap(code, context.DeadlineExceeded, "git %s: timed out after %s", sub, timeout)
+	default:
+		return "", failure.Wrap(code, err, "git %s: %s%s", sub, describeExit(err), excerpt(stderr.String()))
+	}
+}
+
+// start starts cmd and feeds it stdin from a goroutine that Wait does not
+// await: exec would otherwise wait for a blocked reader forever after git
+// is gone. The pipe is closed by Wait, which ends the copy once git exits.
+func start(cmd *exec.Cmd, stdin io.Reader) error {
+	if stdin == nil {
+		return cmd.Start()
+	}
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() {
+		_, _ = io.Copy(w, stdin)
+		_ = w.Close()
+	}()
+	return nil
+}
+
+// ExitCode returns git's exit status carried by err, or -1 when err did not
+// come from git exiting on its own (timeout, cancellation, start failure).
+func ExitCode(err error) int {
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		return exitErr.ExitCode()
+	}
+	return -1
+}
+
+func describeExit(err error) string {
+	if code := ExitCode(err); code >= 0 {
+		return fmt.Sprintf("exit status %d", code)
+	}
+	return err.Error()
+}
+
+// unsafeEnv are inherited variables that would point git at another
+// repository, object store or history than the one named with -C.
+var unsafeEnv = map[string]bool{
+	"GIT_DIR":                          true,
+	"GIT_WORK_TREE":                    true,
+	"GIT_IMPLICIT_WORK_TREE":           true,
+	"GIT_COMMON_DIR":                   true,
+	"GIT_INDEX_FILE":                   true,
+	"GIT_OBJECT_DIRECTORY":             true,
+	"GIT_ALTERNATE_OBJECT_DIRECTORIES": true,
+	"GIT_QUARANTINE_PATH":              true,
+	"GIT_NAMESPACE":                    true,
+	"GIT_GRAFT_FILE":                   true,
+	"GIT_SHALLOW_FILE":                 true,
+	"GIT_REPLACE_REF_BASE":             true,
+	"GIT_PREFIX":                       true,
+}
+
+// gitEnv is the inherited environment without repository-locating
+// variables, with prompting disabled and the C locale, then extra.
+func gitEnv(extra []string) []string {
+	parent := os.Environ()
+	env := make([]string, 0, len(parent)+6+len(extra))
+	for _, kv := range parent {
+		name, _, _ := strings.Cut(kv, "=")
+		if !unsafeEnv[name] {
+			env = append(env, kv)
+		}
+	}
+	env = append(env,
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_ASKPASS=", // set but empty: git asks no helper and, with prompts off, fails
+		"SSH_ASKPASS=",
+		"GCM_INTERACTIVE=never",
+		"LC_ALL=C",
+		"LANGUAGE=",
+	)
+	return append(env, extra...)
+}
+
+// subcommand names the git subcommand in args for messages, skipping
+// global options such as -c key=value.
+func subcommand(args []string) string {
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-c" || a == "-C":
+			i++
+		case strings.HasPrefix(a, "-"):
+		default:
+			return a
+		}
+	}
+	return "(none)"
+}
+
+// excerpt renders stderr as ": <one line>" bounded to excerptLen bytes,
+// keeping the end where git puts its fatal message; "" when stderr is empty.
+func excerpt(stderr string) string {
+	s := strings.ToValidUTF8(stderr, "?")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || !unicode.IsPrint(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	s = strings.Join(strings.Fields(s), " ")
+	if s == "" {
+		return ""
+	}
+	if len(s) > excerptLen {
+		cut := len(s) - excerptLen
+		for cut < len(s) && !utf8.RuneStart(s[cut]) {
+			cut++
+		}
+		s = "…" + s[cut:]
+	}
+	return ": " + s
+}
+
+// capWriter buffers up to limit bytes and reports overflow once. It is
+// locked because exec may give up on its copying goroutine (WaitDelay).
+type capWriter struct {
+	mu         sync.Mutex
+	buf        strings.Builder
+	limit      int64
+	overflow   bool
+	onOverflow func()
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.overflow {
+		return 0, errOutputLimit
+	}
+	if int64(w.buf.Len())+int64(len(p)) > w.limit {
+		w.overflow = true
+		w.onOverflow()
+		return 0, errOutputLimit
+	}
+	return w.buf.Write(p)
+}
+
+func (w *capWriter) result() (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String(), w.overflow
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	if over := len(w.buf) - w.max; over > 0 {
+		w.buf = append(w.buf[:0], w.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (w *tailWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.buf)
+}

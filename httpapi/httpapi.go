@@ -1,0 +1,194 @@
+// Package httpapi is the daemon's HTTP API, served on a unix socket (mode
+// 0600): submit a dispatch, follow its events as NDJSON, cancel it, and read
+// the supervisor's snapshot or the live actor tree (the debug console).
+//
+//	POST   /v1/attempts             body: dispatch JSON → 202 {attemptId, queued} | 4xx {code, message}
+//	GET    /v1/attempts/{id}/events NDJSON: {"type":"event","event":{...}} … {"type":"finished","outcome":{...}}
+//	DELETE /v1/attempts/{id}        cancel → 202 | 404
+//	GET    /v1/snapshot             {slots, queued, starting, active, degraded, ...}
+//	GET    /v1/inspect              [{pid, kind, phase, facts, children}, …]
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/runner"
+)
+
+// Runner is what the API needs from an embedded forged.
+type Runner interface {
+	Submit(d *messages.Dispatch) (messages.SubmitReply, error)
+	Cancel(attemptID, reason string) (bool, error)
+	Snapshot() (messages.Snapshot, error)
+	Inspect() []messages.InspectReply
+	Logs() *runner.Logs
+}
+
+// Handler returns the API's handler.
+func Handler(r Runner, logger *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	api := &api{runner: r, logger: logger}
+	mux.HandleFunc("POST /v1/attempts", api.submit)
+	mux.HandleFunc("GET /v1/attempts/{id}/events", api.events)
+	mux.HandleFunc("DELETE /v1/attempts/{id}", api.cancel)
+	mux.HandleFunc("GET /v1/snapshot", api.snapshot)
+	mux.HandleFunc("GET /v1/inspect", api.inspect)
+	return mux
+}
+
+// Listen opens the unix socket at path with mode 0600, replacing a stale
+// socket file.
+func Listen(path string) (net.Listener, error) {
+	if info, err := os.Lstat(path); err == nil {
+		if info.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("listen: %s exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("listen: remove stale socket: %w", err)
+		}
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("listen: chmod socket: %w", err)
+	}
+	return l, nil
+}
+
+type api struct {
+	runner Runner
+	logger *slog.Logger
+}
+
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (a *api) submit(w http.ResponseWriter, r *http.Request) {
+	d, err := messages.DecodeDispatch(r.Body)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, errorBody{Code: string(failure.CodeOf(err)), Message: err.Error()})
+		return
+	}
+	reply, err := a.runner.Submit(d)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: string(failure.SandboxRuntimeFailed), Message: err.Error()})
+		return
+	}
+	if !reply.Accepted {
+		status := http.StatusConflict
+		if reply.Code == string(failure.CapacityExhausted) {
+			status = http.StatusTooManyRequests
+		}
+		writeJSON(w, status, errorBody{Code: reply.Code, Message: reply.Message})
+		return
+	}
+	a.logger.Info("attempt admitted", "attempt", reply.AttemptID, "queued", reply.Queued)
+	writeJSON(w, http.StatusAccepted, map[string]any{"attemptId": reply.AttemptID, "queued": reply.Queued})
+}
+
+// StreamLine is one NDJSON line of the events stream.
+type StreamLine struct {
+	Type    string                   `json:"type"`
+	Event   *messages.Event          `json:"event,omitempty"`
+	Outcome *messages.AttemptOutcome `json:"outcome,omitempty"`
+}
+
+func (a *api) events(w http.ResponseWriter, r *http.Request) {
+	log, ok := a.runner.Logs().Get(r.PathValue("id"))
+	if !ok {
+		writeJSON(w, http.StatusNotFound, errorBody{Code: string(failure.AttemptNotFound), Message: "no such attempt"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	next := 0
+	for {
+		events, outcome, end, changed := log.Read(next)
+		for i := range events {
+			if enc.Encode(StreamLine{Type: "event", Event: &events[i]}) != nil {
+				return
+			}
+		}
+		next = end
+		if outcome != nil {
+			_ = enc.Encode(StreamLine{Type: "finished", Outcome: outcome})
+			return
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		select {
+		case <-changed:
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
+	found, err := a.runner.Cancel(r.PathValue("id"), "cancelled through the daemon API")
+	switch {
+	case err != nil:
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: string(failure.SandboxRuntimeFailed), Message: err.Error()})
+	case !found:
+		writeJSON(w, http.StatusNotFound, errorBody{Code: string(failure.AttemptNotFound), Message: "no such attempt"})
+	default:
+		writeJSON(w, http.StatusAccepted, map[string]string{"attemptId": r.PathValue("id")})
+	}
+}
+
+func (a *api) snapshot(w http.ResponseWriter, _ *http.Request) {
+	s, err := a.runner.Snapshot()
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: string(failure.SandboxRuntimeFailed), Message: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, s)
+}
+
+func (a *api) inspect(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, a.runner.Inspect())
+}
+
+// Serve serves the API on l until ctx is cancelled, then shuts down
+// gracefully within the grace period.
+func Serve(ctx context.Context, l net.Listener, h http.Handler, grace time.Duration) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+		defer cancel()
+		err := srv.Shutdown(shutdownCtx)
+		if serveErr := <-errc; serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+			return serveErr
+		}
+		return err
+	}
+}

@@ -1,0 +1,110 @@
+// Package enginetest helps tests that need the real Docker engine: they run
+// whenever an engine answers, fail (never skip) under CI=true when none
+// does, and can assert that nothing labelled for an attempt remains.
+package enginetest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+)
+
+// Client returns an Engine API client, skipping the test when no engine
+// answers, or failing it when CI=true.
+func Client(t testing.TB) *client.Client {
+	t.Helper()
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = c.Ping(ctx)
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but no Docker engine answers: %v", err)
+		}
+		t.Skipf("no Docker engine answers (run scripts/ensure-docker.sh): %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Labelled lists the containers, networks and volumes carrying label
+// (key=value).
+func Labelled(t testing.TB, c *client.Client, label string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	args := filters.NewArgs(filters.Arg("label", label))
+	var out []string
+	containers, err := c.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
+	if err != nil {
+		t.Fatalf("list containers: %v", err)
+	}
+	for _, ct := range containers {
+		out = append(out, "container "+ct.ID[:12])
+	}
+	networks, err := c.NetworkList(ctx, network.ListOptions{Filters: args})
+	if err != nil {
+		t.Fatalf("list networks: %v", err)
+	}
+	for _, n := range networks {
+		out = append(out, "network "+n.Name)
+	}
+	volumes, err := c.VolumeList(ctx, volume.ListOptions{Filters: args})
+	if err != nil {
+		t.Fatalf("list volumes: %v", err)
+	}
+	for _, v := range volumes.Volumes {
+		out = append(out, "volume "+v.Name)
+	}
+	return out
+}
+
+// AssertNoneLabelled fails the test if anything carries the attempt's label.
+func AssertNoneLabelled(t testing.TB, c *client.Client, attemptID string) {
+	t.Helper()
+	if left := Labelled(t, c, "dev.forge.dispatch-attempt-id="+attemptID); len(left) > 0 {
+		t.Errorf("resources of attempt %s remain: %v", attemptID, left)
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+// ForgedBinary builds the static forged binary once per test process
+// (CGO_ENABLED=0, as the sandbox image needs it) and returns its path.
+func ForgedBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "forged-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "forged")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", binary, "github.com/forgedev/forged/cmd/forged")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = err
+			binary = string(out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build forged: %v: %s", buildErr, binary)
+	}
+	return binary
+}

@@ -1,0 +1,175 @@
+package messages
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// This file lists the messages actors exchange. Requests answered with
+// ctx.Respond are paired with their reply type.
+
+// --- Submitting and controlling attempts (clients → root supervisor) ---
+
+// SubmitAttempt asks the root supervisor to admit a dispatch. Subscriber,
+// when not nil, receives the attempt's AttemptEvent and AttemptFinished
+// messages. Replied with SubmitReply.
+type SubmitAttempt struct {
+	Dispatch   *Dispatch
+	Subscriber *actor.PID
+}
+
+// SubmitReply answers SubmitAttempt. When Accepted is false, Code and
+// Message say why (for example capacity_exhausted).
+type SubmitReply struct {
+	AttemptID string
+	Accepted  bool
+	Queued    bool
+	Code      string
+	Message   string
+}
+
+// CancelAttempt asks for an attempt to be cancelled, queued or running.
+// Replied with CancelReply.
+type CancelAttempt struct {
+	AttemptID string
+	Reason    string
+}
+
+// CancelReply answers CancelAttempt.
+type CancelReply struct {
+	AttemptID string
+	Found     bool
+}
+
+// SnapshotRequest asks the root supervisor for its counts. Replied with
+// Snapshot.
+type SnapshotRequest struct{}
+
+// Snapshot is the supervisor's view of its attempts.
+type Snapshot struct {
+	Slots      int      `json:"slots"`
+	Queued     int      `json:"queued"`
+	Starting   int      `json:"starting"`
+	Active     int      `json:"active"`
+	Degraded   int      `json:"degraded"`
+	BuildQueue int      `json:"buildQueue"`
+	Attempts   []string `json:"attempts"`
+}
+
+// --- Attempt → subscriber ---
+
+// AttemptEvent carries one event of an attempt's stream.
+type AttemptEvent struct {
+	AttemptID string
+	Event     Event
+}
+
+// Outcome statuses.
+const (
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)
+
+// AttemptOutcome is the final account of one attempt.
+type AttemptOutcome struct {
+	AttemptID       string         `json:"attemptId"`
+	Status          string         `json:"status"`
+	Code            string         `json:"code,omitempty"`
+	Message         string         `json:"message,omitempty"`
+	Phase           string         `json:"phase,omitempty"`
+	ResultCommitSHA string         `json:"resultCommitSha,omitempty"`
+	WorkerExitCode  *int           `json:"workerExitCode,omitempty"`
+	PeakMemoryBytes uint64         `json:"peakMemoryBytes,omitempty"`
+	Degraded        bool           `json:"degraded"`
+	Cleanup         *CleanupReport `json:"cleanup,omitempty"`
+	FinishedAt      time.Time      `json:"finishedAt"`
+}
+
+// CleanupReport is the account of one teardown: what was removed or failed,
+// and how many labelled resources were still there afterwards.
+type CleanupReport struct {
+	ReportID  string          `json:"reportId"`
+	Source    string          `json:"source"`
+	Actions   []CleanupAction `json:"actions"`
+	Remaining int             `json:"remaining"`
+}
+
+// CleanupAction is one removal in a CleanupReport.
+type CleanupAction struct {
+	DispatchAttemptID string    `json:"dispatchAttemptId"`
+	FencingToken      string    `json:"fencingToken"`
+	RunnerInstanceID  string    `json:"runnerInstanceId"`
+	ResourceType      string    `json:"resourceType"`
+	ResourceID        string    `json:"resourceId"`
+	Outcome           string    `json:"outcome"`
+	Message           string    `json:"message,omitempty"`
+	OccurredAt        time.Time `json:"occurredAt"`
+}
+
+// AttemptFinished is sent by an attempt to its parent (the supervisor) and
+// to its subscriber once teardown has completed.
+type AttemptFinished struct {
+	Outcome AttemptOutcome
+}
+
+// --- Attempt → root supervisor ---
+
+// AttemptPhaseChanged reports an attempt's new phase.
+type AttemptPhaseChanged struct {
+	AttemptID string
+	Phase     string
+}
+
+// AcquireBuildPermit asks the root supervisor for the global build permit.
+// The permit is granted FIFO with BuildPermitGranted sent to the requester,
+// and released with ReleaseBuildPermit or when the holder terminates.
+type AcquireBuildPermit struct {
+	AttemptID string
+	Key       string
+}
+
+// BuildPermitGranted tells a requester it now holds the build permit.
+type BuildPermitGranted struct{}
+
+// ReleaseBuildPermit gives the build permit back. Send it with
+// ctx.Request so that the supervisor knows the sender.
+type ReleaseBuildPermit struct{}
+
+// --- Inspection (debug console) ---
+
+// Inspect asks any forged actor for its state. Replied with InspectReply.
+type Inspect struct{}
+
+// InspectReply describes one actor: its kind, phase and key facts.
+type InspectReply struct {
+	PID      string            `json:"pid"`
+	Kind     string            `json:"kind"`
+	Phase    string            `json:"phase"`
+	Facts    map[string]string `json:"facts,omitempty"`
+	Children []string          `json:"children,omitempty"`
+}
+
+// Attempt phases, in order.
+const (
+	PhaseAdmitted     = "admitted"
+	PhasePreparing    = "preparing"
+	PhaseBuilding     = "building"
+	PhaseProvisioning = "provisioning"
+	PhaseRunning      = "running"
+	PhaseCollecting   = "collecting"
+	PhaseImporting    = "importing"
+	PhaseTearingDown  = "tearing_down"
+	PhaseFinished     = "finished"
+)
+
+// IsStartingPhase reports whether an attempt in phase counts as starting
+// (admitted but its worker not yet running) rather than active.
+func IsStartingPhase(phase string) bool {
+	switch phase {
+	case PhaseAdmitted, PhasePreparing, PhaseBuilding, PhaseProvisioning:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,137 @@
+package runner
+
+import (
+	"context"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/forgedev/forged/messages"
+)
+
+// DefaultLogLimit bounds the events kept per attempt.
+const DefaultLogLimit = 10_000
+
+// Logs keeps each attempt's events and outcome so that clients can follow
+// an attempt from its start even if they attach late.
+type Logs struct {
+	mu    sync.Mutex
+	limit int
+	byID  map[string]*Log
+}
+
+// NewLogs returns an empty set of logs keeping at most limit events each
+// (0 means DefaultLogLimit).
+func NewLogs(limit int) *Logs {
+	if limit <= 0 {
+		limit = DefaultLogLimit
+	}
+	return &Logs{limit: limit, byID: map[string]*Log{}}
+}
+
+// Get returns an attempt's log.
+func (l *Logs) Get(attemptID string) (*Log, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	log, ok := l.byID[attemptID]
+	return log, ok
+}
+
+func (l *Logs) open(attemptID string) *Log {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	log := &Log{limit: l.limit, changed: make(chan struct{})}
+	if _, exists := l.byID[attemptID]; !exists {
+		l.byID[attemptID] = log
+	}
+	return log
+}
+
+func (l *Logs) discard(attemptID string, log *Log) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byID[attemptID] == log {
+		delete(l.byID, attemptID)
+	}
+}
+
+// Log is one attempt's events and, once finished, its outcome.
+type Log struct {
+	mu      sync.Mutex
+	limit   int
+	events  []messages.Event
+	dropped int
+	outcome *messages.AttemptOutcome
+	changed chan struct{} // closed and replaced on every change
+}
+
+// Read returns the events from index from on, the outcome if finished, and
+// a channel closed at the next change. Events dropped by the bound are
+// skipped.
+func (l *Log) Read(from int) ([]messages.Event, *messages.AttemptOutcome, int, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	start := max(from-l.dropped, 0)
+	events := append([]messages.Event(nil), l.events[min(start, len(l.events)):]...)
+	return events, l.outcome, l.dropped + len(l.events), l.changed
+}
+
+func (l *Log) append(ev messages.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.events) >= l.limit {
+		l.events = l.events[1:]
+		l.dropped++
+	}
+	l.events = append(l.events, ev)
+	l.notifyLocked()
+}
+
+func (l *Log) finish(out messages.AttemptOutcome) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.outcome == nil {
+		l.outcome = &out
+		l.notifyLocked()
+	}
+}
+
+func (l *Log) notifyLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// subscriberProps returns an actor that records an attempt's events into
+// log and stops once the attempt has finished.
+func subscriberProps(log *Log) *actor.Props {
+	return actor.PropsFromFunc(func(ctx actor.Context) {
+		switch msg := ctx.Message().(type) {
+		case messages.AttemptEvent:
+			log.append(msg.Event)
+		case messages.AttemptFinished:
+			log.finish(msg.Outcome)
+			ctx.Stop(ctx.Self())
+		}
+	})
+}
+
+// Wait blocks until the attempt has finished or ctx ends.
+func (l *Log) Wait(ctx context.Context) (messages.AttemptOutcome, error) {
+	for {
+		_, outcome, _, changed := l.Read(0)
+		if outcome != nil {
+			return *outcome, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return messages.AttemptOutcome{}, ctx.Err()
+		}
+	}
+}
+
+// Events returns a copy of the events recorded so far.
+func (l *Log) Events() []messages.Event {
+	events, _, _, _ := l.Read(0)
+	return events
+}

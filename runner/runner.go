@@ -1,0 +1,221 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/forgedev/forged/actors"
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/supervisor"
+)
+
+// requestTimeout bounds a request to the root supervisor.
+const requestTimeout = 10 * time.Second
+
+// Config configures an embedded forged.
+type Config struct {
+	// Slots and QueueLimit size admission.
+	Slots      int
+	QueueLimit int
+	// StateRoot is forged's private state directory (created 0700).
+	StateRoot string
+	// WorkerBinary is the static forged binary put into sandbox images;
+	// empty means the running executable, which must then be static.
+	WorkerBinary string
+	// SeccompProfile and LSMOption are passed to every worker.
+	SeccompProfile string
+	LSMOption      string
+	Logger         *slog.Logger
+	// WrapDocker, when set, wraps the Docker client the attempts use. It
+	// exists for fault-injection tests against the real engine.
+	WrapDocker func(actors.Docker) actors.Docker
+}
+
+// Runner is an embedded forged: an actor system with its root supervisor.
+type Runner struct {
+	system *actor.ActorSystem
+	root   *actor.PID
+	docker *dockerops.Client
+	logs   *Logs
+}
+
+// New connects to Docker and starts the actor system.
+func New(ctx context.Context, cfg Config) (*Runner, error) {
+	if cfg.Slots <= 0 {
+		cfg.Slots = 1
+	}
+	if cfg.QueueLimit < 0 {
+		cfg.QueueLimit = 0
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.StateRoot == "" {
+		return nil, errors.New("runner: a state root is required")
+	}
+	stateRoot, err := filepath.Abs(cfg.StateRoot)
+	if err != nil {
+		return nil, fmt.Errorf("runner: state root: %w", err)
+	}
+	if err := os.MkdirAll(stateRoot, 0o700); err != nil {
+		return nil, fmt.Errorf("runner: state root: %w", err)
+	}
+	worker, digest, err := resolveWorkerBinary(cfg.WorkerBinary)
+	if err != nil {
+		return nil, err
+	}
+	docker, err := dockerops.Connect(ctx, dockerops.Options{})
+	if err != nil {
+		return nil, err
+	}
+	attemptCfg := actors.AttemptConfig{
+		StateRoot:      stateRoot,
+		WorkerBinary:   worker,
+		WorkerDigest:   digest,
+		Platform:       runtime.GOOS + "/" + runtime.GOARCH,
+		SeccompProfile: cfg.SeccompProfile,
+		LSMOption:      cfg.LSMOption,
+	}
+	var attemptDocker actors.Docker = docker
+	if cfg.WrapDocker != nil {
+		attemptDocker = cfg.WrapDocker(docker)
+	}
+	deps := actors.Deps{Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot}, Docker: attemptDocker}
+	logger := cfg.Logger
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "actor") }))
+	root, err := system.Root.SpawnNamed(supervisor.Props(supervisor.Config{
+		Slots:      cfg.Slots,
+		QueueLimit: cfg.QueueLimit,
+		Cleaner:    docker,
+		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
+			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
+		},
+	}), "supervisor")
+	if err != nil {
+		docker.Close()
+		return nil, fmt.Errorf("runner: spawn supervisor: %w", err)
+	}
+	return &Runner{system: system, root: root, docker: docker, logs: NewLogs(0)}, nil
+}
+
+// Logs returns the runner's per-attempt event logs.
+func (r *Runner) Logs() *Logs { return r.logs }
+
+// Submit admits a dispatch. Its events and outcome are recorded in Logs.
+func (r *Runner) Submit(d *messages.Dispatch) (messages.SubmitReply, error) {
+	log := r.logs.open(d.AttemptID())
+	subscriber := r.system.Root.Spawn(subscriberProps(log))
+	res, err := r.system.Root.RequestFuture(r.root, messages.SubmitAttempt{Dispatch: d, Subscriber: subscriber}, requestTimeout).Result()
+	if err != nil {
+		r.system.Root.Stop(subscriber)
+		r.logs.discard(d.AttemptID(), log)
+		return messages.SubmitReply{}, fmt.Errorf("submit: %w", err)
+	}
+	reply := res.(messages.SubmitReply)
+	if !reply.Accepted {
+		r.system.Root.Stop(subscriber)
+		r.logs.discard(d.AttemptID(), log)
+	}
+	return reply, nil
+}
+
+// Cancel asks for an attempt to be cancelled.
+func (r *Runner) Cancel(attemptID, reason string) (bool, error) {
+	res, err := r.system.Root.RequestFuture(r.root, messages.CancelAttempt{AttemptID: attemptID, Reason: reason}, requestTimeout).Result()
+	if err != nil {
+		return false, fmt.Errorf("cancel: %w", err)
+	}
+	return res.(messages.CancelReply).Found, nil
+}
+
+// Snapshot returns the supervisor's counts.
+func (r *Runner) Snapshot() (messages.Snapshot, error) {
+	res, err := r.system.Root.RequestFuture(r.root, messages.SnapshotRequest{}, requestTimeout).Result()
+	if err != nil {
+		return messages.Snapshot{}, fmt.Errorf("snapshot: %w", err)
+	}
+	return res.(messages.Snapshot), nil
+}
+
+// Inspect walks the actor tree from the root supervisor and returns every
+// actor's InspectReply, parents before children. Actors that stop during
+// the walk are skipped.
+func (r *Runner) Inspect() []messages.InspectReply {
+	var out []messages.InspectReply
+	queue := []*actor.PID{r.root}
+	for len(queue) > 0 && len(out) < 1024 {
+		pid := queue[0]
+		queue = queue[1:]
+		res, err := r.system.Root.RequestFuture(pid, messages.Inspect{}, 2*time.Second).Result()
+		if err != nil {
+			continue
+		}
+		reply, ok := res.(messages.InspectReply)
+		if !ok {
+			continue
+		}
+		out = append(out, reply)
+		for _, child := range reply.Children {
+			queue = append(queue, actor.NewPID(r.system.Address(), child))
+		}
+	}
+	return out
+}
+
+// Close stops the actor system and the Docker client. Running attempts are
+// not torn down by Close; cancel them first.
+func (r *Runner) Close() error {
+	r.system.Root.Stop(r.root)
+	r.system.Shutdown()
+	return r.docker.Close()
+}
+
+// Docker exposes the Docker client (for the example's base image).
+func (r *Runner) Docker() *dockerops.Client { return r.docker }
+
+// resolveWorkerBinary returns the worker binary's path and sha256, refusing
+// a dynamically linked binary: the sandbox image has no libc to offer it.
+func resolveWorkerBinary(path string) (string, string, error) {
+	if path == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return "", "", fmt.Errorf("worker binary: %w", err)
+		}
+		path = self
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return "", "", fmt.Errorf("worker binary %s: %w", path, err)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			f.Close()
+			return "", "", fmt.Errorf("worker binary %s is dynamically linked: build forged with CGO_ENABLED=0 or pass --worker-binary", path)
+		}
+	}
+	f.Close()
+	file, err := os.Open(path)
+	if err != nil {
+		return "", "", fmt.Errorf("worker binary: %w", err)
+	}
+	defer file.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, file); err != nil {
+		return "", "", fmt.Errorf("worker binary digest: %w", err)
+	}
+	return path, hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The main job: one sandbox attempt end to end on a real Docker engine.
+# Sets up Docker if needed, builds forged (static), creates a sample
+# repository, its busybox base image and a dispatch (nothing from the
+# internet), runs the attempt, and shows the result commit on the managed
+# branch and that no labelled Docker resource remains.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+
+bash scripts/ensure-docker.sh
+
+mkdir -p bin
+CGO_ENABLED=0 go build -trimpath -o bin/forged ./cmd/forged
+
+work="${FORGED_EXAMPLE_DIR:-$(mktemp -d /tmp/forged-example.XXXXXX)}"
+bin/forged example --dir "$work"
+echo
+status=0
+bin/forged run --state-root "$work/state" "$work/dispatch.json" || status=$?
+
+echo
+echo "== managed branch forge/example-task in $work/repo"
+git -C "$work/repo" log --format='%h %an: %s' -n 2 forge/example-task || true
+git -C "$work/repo" show --stat --format= forge/example-task || true
+echo "hello.txt: $(git -C "$work/repo" show forge/example-task:hello.txt 2>/dev/null || echo '(missing)')"
+
+echo
+leftover=$( { docker ps -aq --filter label=dev.forge.managed=true; docker network ls -q --filter label=dev.forge.managed=true; docker volume ls -q --filter label=dev.forge.managed=true; } | wc -l)
+echo "== labelled Docker resources remaining: $leftover"
+[ "$leftover" -eq 0 ] || status=1
+exit "$status"

@@ -1,0 +1,297 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/actorkit"
+	"github.com/forgedev/forged/messages"
+)
+
+// AttemptFactory returns the props of one attempt actor.
+type AttemptFactory func(d *messages.Dispatch, subscriber, supervisor *actor.PID) *actor.Props
+
+// Cleaner removes a crashed attempt's resources by their labels.
+type Cleaner interface {
+	Teardown(ctx context.Context, owner dockerops.Ownership, source string) (dockerops.CleanupReport, error)
+}
+
+// Config configures the root supervisor.
+type Config struct {
+	// Slots is how many attempts may run at once.
+	Slots int
+	// QueueLimit is how many admitted-but-waiting attempts may queue.
+	QueueLimit int
+	// NewAttempt builds an attempt's props.
+	NewAttempt AttemptFactory
+	// Cleaner tears down crashed attempts.
+	Cleaner Cleaner
+	// CleanupTimeout bounds a crashed attempt's teardown.
+	CleanupTimeout time.Duration
+}
+
+// Props returns the root supervisor's props.
+func Props(cfg Config) *actor.Props {
+	if cfg.CleanupTimeout <= 0 {
+		cfg.CleanupTimeout = 2 * time.Minute
+	}
+	never := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
+	return actor.PropsFromProducer(func() actor.Actor { return newRoot(cfg) }, actor.WithSupervisor(never))
+}
+
+type pending struct {
+	dispatch   *messages.Dispatch
+	subscriber *actor.PID
+}
+
+type running struct {
+	dispatch   *messages.Dispatch
+	subscriber *actor.PID
+	pid        *actor.PID
+	phase      string
+	crashed    bool
+}
+
+type root struct {
+	cfg      Config
+	queue    []pending
+	running  map[string]*running // by attempt id
+	byPID    map[string]string   // attempt actor id → attempt id
+	degraded int
+
+	permit  *permit
+	runCtx  context.Context
+	cancel  context.CancelFunc
+	stopped bool
+}
+
+type crashCleanupDone struct {
+	attemptID string
+	report    dockerops.CleanupReport
+	err       error
+}
+
+func newRoot(cfg Config) *root {
+	return &root{cfg: cfg, running: map[string]*running{}, byPID: map[string]string{}, permit: &permit{}}
+}
+
+func (r *root) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		r.runCtx, r.cancel = context.WithCancel(context.Background())
+	case *actor.Stopping:
+		r.stopped = true
+		r.cancel()
+	case messages.SubmitAttempt:
+		ctx.Respond(r.submit(ctx, msg))
+	case messages.CancelAttempt:
+		ctx.Respond(r.cancelAttempt(ctx, msg))
+	case messages.SnapshotRequest:
+		ctx.Respond(r.snapshot())
+	case messages.AttemptPhaseChanged:
+		if att, ok := r.running[msg.AttemptID]; ok {
+			att.phase = msg.Phase
+		}
+	case messages.AttemptFinished:
+		r.finish(ctx, msg.Outcome.AttemptID, msg.Outcome.Degraded)
+	case messages.AcquireBuildPermit:
+		r.permit.acquire(ctx, ctx.Sender())
+	case messages.ReleaseBuildPermit:
+		r.permit.release(ctx, ctx.Sender())
+	case *actor.Terminated:
+		// A system message that can overtake the child's last user
+		// messages (AttemptFinished): permits are released at once, but an
+		// attempt is judged crashed only once its queued messages are in.
+		r.permit.forget(ctx, msg.Who)
+		ctx.Send(ctx.Self(), attemptGone{who: msg.Who})
+	case attemptGone:
+		r.onAttemptGone(ctx, msg.who)
+	case crashCleanupDone:
+		r.onCrashCleaned(ctx, msg)
+	case actorkit.Panic:
+		ctx.Logger().Error("supervisor step panicked", "step", msg.Step, "panic", fmt.Sprint(msg.Value))
+	case messages.Inspect:
+		ctx.Respond(r.inspect(ctx))
+	}
+}
+
+func (r *root) submit(ctx actor.Context, msg messages.SubmitAttempt) messages.SubmitReply {
+	d := msg.Dispatch
+	if d == nil {
+		return refuse("", failure.DispatchInvalid, "no dispatch")
+	}
+	id := d.AttemptID()
+	if err := d.Validate(); err != nil {
+		return refuse(id, failure.CodeOf(err), err.Error())
+	}
+	if r.stopped {
+		return refuse(id, failure.SupervisorShuttingDown, "the supervisor is stopping")
+	}
+	if _, ok := r.running[id]; ok || r.queued(id) >= 0 {
+		return refuse(id, failure.AttemptDuplicate, fmt.Sprintf("attempt %s is already admitted", id))
+	}
+	if len(r.running) < r.cfg.Slots {
+		r.spawn(ctx, pending{dispatch: d, subscriber: msg.Subscriber})
+		return messages.SubmitReply{AttemptID: id, Accepted: true}
+	}
+	if len(r.queue) < r.cfg.QueueLimit {
+		r.queue = append(r.queue, pending{dispatch: d, subscriber: msg.Subscriber})
+		return messages.SubmitReply{AttemptID: id, Accepted: true, Queued: true}
+	}
+	return refuse(id, failure.CapacityExhausted, fmt.Sprintf("all %d slots are busy and the queue of %d is full", r.cfg.Slots, r.cfg.QueueLimit))
+}
+
+func refuse(id string, code failure.Code, message string) messages.SubmitReply {
+	return messages.SubmitReply{AttemptID: id, Code: string(code), Message: message}
+}
+
+func (r *root) queued(id string) int {
+	for i, p := range r.queue {
+		if p.dispatch.AttemptID() == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (r *root) spawn(ctx actor.Context, p pending) {
+	id := p.dispatch.AttemptID()
+	pid, err := ctx.SpawnNamed(r.cfg.NewAttempt(p.dispatch, p.subscriber, ctx.Self()), "attempt-"+strings.ReplaceAll(id, "-", ""))
+	if err != nil {
+		// Only a name clash can fail here; report it as the attempt's outcome.
+		notify(ctx, p.subscriber, failedOutcome(id, failure.AttemptDuplicate, err.Error(), false))
+		return
+	}
+	r.running[id] = &running{dispatch: p.dispatch, subscriber: p.subscriber, pid: pid, phase: messages.PhaseAdmitted}
+	r.byPID[pid.GetId()] = id
+}
+
+// admit fills free slots from the queue, FIFO.
+func (r *root) admit(ctx actor.Context) {
+	for len(r.running) < r.cfg.Slots && len(r.queue) > 0 && !r.stopped {
+		next := r.queue[0]
+		r.queue = r.queue[1:]
+		r.spawn(ctx, next)
+	}
+}
+
+func (r *root) finish(ctx actor.Context, attemptID string, degraded bool) {
+	att, ok := r.running[attemptID]
+	if !ok {
+		return
+	}
+	delete(r.running, attemptID)
+	delete(r.byPID, att.pid.GetId())
+	if degraded {
+		r.degraded++
+	}
+	r.admit(ctx)
+}
+
+func (r *root) cancelAttempt(ctx actor.Context, msg messages.CancelAttempt) messages.CancelReply {
+	if i := r.queued(msg.AttemptID); i >= 0 {
+		p := r.queue[i]
+		r.queue = append(r.queue[:i], r.queue[i+1:]...)
+		out := failedOutcome(msg.AttemptID, failure.SandboxCancelled, "cancelled while queued", false)
+		out.Status = messages.StatusCancelled
+		notify(ctx, p.subscriber, out)
+		return messages.CancelReply{AttemptID: msg.AttemptID, Found: true}
+	}
+	if att, ok := r.running[msg.AttemptID]; ok {
+		ctx.Send(att.pid, msg)
+		return messages.CancelReply{AttemptID: msg.AttemptID, Found: true}
+	}
+	return messages.CancelReply{AttemptID: msg.AttemptID}
+}
+
+// attemptGone is the supervisor's mailbox-ordered notice that an actor it
+// knows terminated.
+type attemptGone struct{ who *actor.PID }
+
+func (r *root) onAttemptGone(ctx actor.Context, who *actor.PID) {
+	id, ok := r.byPID[who.GetId()]
+	if !ok {
+		return
+	}
+	att := r.running[id]
+	if att == nil || att.crashed {
+		return
+	}
+	// The attempt stopped without reporting: it crashed. Tear its resources
+	// down by label before the slot is reused.
+	att.crashed = true
+	owner := dockerops.OwnershipOf(att.dispatch)
+	timeout := r.cfg.CleanupTimeout
+	actorkit.Go(ctx, context.WithoutCancel(r.runCtx), "crashed attempt cleanup", func(base context.Context) any {
+		callCtx, cancel := context.WithTimeout(base, timeout)
+		defer cancel()
+		report, err := r.cfg.Cleaner.Teardown(callCtx, owner, "teardown")
+		return crashCleanupDone{attemptID: id, report: report, err: err}
+	})
+}
+
+func (r *root) onCrashCleaned(ctx actor.Context, msg crashCleanupDone) {
+	att, ok := r.running[msg.attemptID]
+	if !ok {
+		return
+	}
+	degraded := msg.err != nil
+	out := failedOutcome(msg.attemptID, failure.SandboxRuntimeFailed, "the attempt actor crashed; its resources were removed by label", degraded)
+	if degraded {
+		out.Message = fmt.Sprintf("the attempt actor crashed and its resources could not all be removed: %v", msg.err)
+	}
+	out.Cleanup = &msg.report
+	notify(ctx, att.subscriber, out)
+	r.finish(ctx, msg.attemptID, degraded)
+}
+
+func failedOutcome(id string, code failure.Code, message string, degraded bool) messages.AttemptOutcome {
+	return messages.AttemptOutcome{AttemptID: id, Status: messages.StatusFailed, Code: string(code), Message: message,
+		Degraded: degraded, FinishedAt: time.Now().UTC()}
+}
+
+func notify(ctx actor.Context, subscriber *actor.PID, out messages.AttemptOutcome) {
+	if subscriber != nil {
+		ctx.Send(subscriber, messages.AttemptFinished{Outcome: out})
+	}
+}
+
+func (r *root) snapshot() messages.Snapshot {
+	s := messages.Snapshot{Slots: r.cfg.Slots, Queued: len(r.queue), Degraded: r.degraded, BuildQueue: r.permit.queueLength(), Attempts: []string{}}
+	for id, att := range r.running {
+		s.Attempts = append(s.Attempts, id)
+		if messages.IsStartingPhase(att.phase) {
+			s.Starting++
+		} else {
+			s.Active++
+		}
+	}
+	return s
+}
+
+func (r *root) inspect(ctx actor.Context) messages.InspectReply {
+	s := r.snapshot()
+	facts := map[string]string{
+		"slots": strconv.Itoa(s.Slots), "queued": strconv.Itoa(s.Queued), "starting": strconv.Itoa(s.Starting),
+		"active": strconv.Itoa(s.Active), "degraded": strconv.Itoa(s.Degraded), "buildQueue": strconv.Itoa(s.BuildQueue),
+	}
+	if h := r.permit.holder; h != nil {
+		facts["buildPermitHolder"] = h.String()
+	}
+	var children []string
+	for _, pid := range ctx.Children() {
+		children = append(children, pid.GetId())
+	}
+	phase := "running"
+	if r.stopped {
+		phase = "stopping"
+	}
+	return messages.InspectReply{PID: ctx.Self().GetId(), Kind: "supervisor", Phase: phase, Facts: facts, Children: children}
+}

@@ -1,0 +1,295 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/messages"
+)
+
+const within = 5 * time.Second
+
+// fakeAttempt reports itself running and then waits to be told how to end.
+type fakeAttempt struct {
+	d          *messages.Dispatch
+	subscriber *actor.PID
+}
+
+type finishNow struct{}
+type crashNow struct{}
+
+func (f *fakeAttempt) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.Send(ctx.Parent(), messages.AttemptPhaseChanged{AttemptID: f.d.AttemptID(), Phase: messages.PhaseRunning})
+	case finishNow:
+		f.finish(ctx, messages.StatusSucceeded)
+	case messages.CancelAttempt:
+		f.finish(ctx, messages.StatusCancelled)
+	case crashNow:
+		panic(fmt.Sprintf("attempt %s crashed on purpose", msg))
+	}
+}
+
+func (f *fakeAttempt) finish(ctx actor.Context, status string) {
+	out := messages.AttemptFinished{Outcome: messages.AttemptOutcome{AttemptID: f.d.AttemptID(), Status: status}}
+	ctx.Send(f.subscriber, out)
+	ctx.Send(ctx.Parent(), out)
+	ctx.Stop(ctx.Self())
+}
+
+type fakeCleaner struct {
+	mu     sync.Mutex
+	owners []dockerops.Ownership
+}
+
+func (c *fakeCleaner) Teardown(_ context.Context, owner dockerops.Ownership, source string) (dockerops.CleanupReport, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.owners = append(c.owners, owner)
+	return dockerops.CleanupReport{ReportID: "r", Source: source}, nil
+}
+
+func (c *fakeCleaner) calls() []dockerops.Ownership {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]dockerops.Ownership(nil), c.owners...)
+}
+
+type fixture struct {
+	system  *actor.ActorSystem
+	root    *actor.PID
+	cleaner *fakeCleaner
+	pids    sync.Map // attempt id → *actor.PID
+}
+
+func newFixture(t *testing.T, slots, queue int) *fixture {
+	t.Helper()
+	f := &fixture{system: actor.NewActorSystem(), cleaner: &fakeCleaner{}}
+	t.Cleanup(f.system.Shutdown)
+	f.root = f.system.Root.Spawn(Props(Config{
+		Slots: slots, QueueLimit: queue, Cleaner: f.cleaner,
+		NewAttempt: func(d *messages.Dispatch, subscriber, _ *actor.PID) *actor.Props {
+			return actor.PropsFromProducer(func() actor.Actor { return &fakeAttempt{d: d, subscriber: subscriber} })
+		},
+	}))
+	return f
+}
+
+var counter int
+
+func dispatch() *messages.Dispatch {
+	counter++
+	id := func(n int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", counter*10+n) }
+	return &messages.Dispatch{
+		Session: messages.SessionRef{ID: id(1)}, Execution: messages.ExecutionRef{RunnerID: id(2)},
+		Repo:       messages.RepoRef{Name: "r", LocalPath: "/srv/r", DefaultBranch: "main"},
+		BaseBranch: "main",
+		Lease:      messages.Lease{WorktreeKey: "forge/t", ExpiresAt: time.Now().Add(time.Hour), FencingToken: id(3)},
+		Sandbox: messages.SandboxSpec{DispatchAttemptID: id(4), ExecutionLeaseID: id(5), RunnerInstanceID: id(6),
+			ExecutionPolicy: messages.PolicyAdoption, NetworkPolicy: messages.NetworkPolicy{Mode: messages.NetworkNone},
+			RequestedResources: messages.RequestedResources{WorkerMemoryLimitBytes: 256 << 20, CPUMillis: 1000, PIDs: 128, RuntimeOverheadBytes: 128 << 20},
+			PublicationMode:    messages.PublicationNone},
+		Task: messages.Task{Argv: []string{"true"}},
+	}
+}
+
+func (f *fixture) submit(t *testing.T, d *messages.Dispatch, subscriber *actor.PID) messages.SubmitReply {
+	t.Helper()
+	res, err := f.system.Root.RequestFuture(f.root, messages.SubmitAttempt{Dispatch: d, Subscriber: subscriber}, within).Result()
+	require.NoError(t, err)
+	return res.(messages.SubmitReply)
+}
+
+func (f *fixture) snapshot(t *testing.T) messages.Snapshot {
+	t.Helper()
+	res, err := f.system.Root.RequestFuture(f.root, messages.SnapshotRequest{}, within).Result()
+	require.NoError(t, err)
+	return res.(messages.Snapshot)
+}
+
+// attemptPID finds the attempt actor the supervisor spawned for d.
+func (f *fixture) attemptPID(t *testing.T, d *messages.Dispatch) *actor.PID {
+	t.Helper()
+	res, err := f.system.Root.RequestFuture(f.root, messages.Inspect{}, within).Result()
+	require.NoError(t, err)
+	for _, child := range res.(messages.InspectReply).Children {
+		pid := actor.NewPID(f.system.Address(), child)
+		if child == f.root.GetId()+"/attempt-"+hex(d.AttemptID()) {
+			return pid
+		}
+	}
+	t.Fatalf("no attempt actor for %s", d.AttemptID())
+	return nil
+}
+
+func hex(id string) string {
+	out := make([]byte, 0, 32)
+	for i := 0; i < len(id); i++ {
+		if id[i] != '-' {
+			out = append(out, id[i])
+		}
+	}
+	return string(out)
+}
+
+func TestAdmissionQueueAndRefusal(t *testing.T) {
+	f := newFixture(t, 1, 1)
+	probe := actortest.NewProbe(t, f.system)
+	a, b, c := dispatch(), dispatch(), dispatch()
+
+	assert.Equal(t, messages.SubmitReply{AttemptID: a.AttemptID(), Accepted: true}, f.submit(t, a, probe.PID()))
+	assert.Equal(t, messages.SubmitReply{AttemptID: b.AttemptID(), Accepted: true, Queued: true}, f.submit(t, b, probe.PID()))
+	refused := f.submit(t, c, probe.PID())
+	assert.False(t, refused.Accepted)
+	assert.Equal(t, "capacity_exhausted", refused.Code)
+	dup := f.submit(t, a, probe.PID())
+	assert.Equal(t, "attempt_duplicate", dup.Code)
+
+	require.Eventually(t, func() bool { s := f.snapshot(t); return s.Active == 1 && s.Queued == 1 }, within, 10*time.Millisecond)
+
+	// Finishing the running attempt admits the queued one, FIFO.
+	f.system.Root.Send(f.attemptPID(t, a), finishNow{})
+	actortest.ExpectWhere(t, probe, within, func(m messages.AttemptFinished) bool { return m.Outcome.AttemptID == a.AttemptID() })
+	require.Eventually(t, func() bool {
+		s := f.snapshot(t)
+		return s.Queued == 0 && s.Active == 1 && len(s.Attempts) == 1 && s.Attempts[0] == b.AttemptID()
+	}, within, 10*time.Millisecond)
+}
+
+func TestCancelQueuedAndRunning(t *testing.T) {
+	f := newFixture(t, 1, 4)
+	probe := actortest.NewProbe(t, f.system)
+	a, b := dispatch(), dispatch()
+	f.submit(t, a, probe.PID())
+	f.submit(t, b, probe.PID())
+
+	res, err := f.system.Root.RequestFuture(f.root, messages.CancelAttempt{AttemptID: b.AttemptID()}, within).Result()
+	require.NoError(t, err)
+	assert.True(t, res.(messages.CancelReply).Found)
+	got := actortest.ExpectWhere(t, probe, within, func(m messages.AttemptFinished) bool { return m.Outcome.AttemptID == b.AttemptID() })
+	assert.Equal(t, messages.StatusCancelled, got.Outcome.Status)
+
+	res, err = f.system.Root.RequestFuture(f.root, messages.CancelAttempt{AttemptID: a.AttemptID()}, within).Result()
+	require.NoError(t, err)
+	assert.True(t, res.(messages.CancelReply).Found)
+	got = actortest.ExpectWhere(t, probe, within, func(m messages.AttemptFinished) bool { return m.Outcome.AttemptID == a.AttemptID() })
+	assert.Equal(t, messages.StatusCancelled, got.Outcome.Status)
+
+	res, err = f.system.Root.RequestFuture(f.root, messages.CancelAttempt{AttemptID: "nope"}, within).Result()
+	require.NoError(t, err)
+	assert.False(t, res.(messages.CancelReply).Found)
+}
+
+func TestCrashedAttemptIsTornDownByLabelAndFreesItsSlot(t *testing.T) {
+	f := newFixture(t, 1, 1)
+	probe := actortest.NewProbe(t, f.system)
+	a, b := dispatch(), dispatch()
+	f.submit(t, a, probe.PID())
+	f.submit(t, b, probe.PID())
+
+	f.system.Root.Send(f.attemptPID(t, a), crashNow{})
+	got := actortest.ExpectWhere(t, probe, within, func(m messages.AttemptFinished) bool { return m.Outcome.AttemptID == a.AttemptID() })
+	assert.Equal(t, messages.StatusFailed, got.Outcome.Status)
+	assert.Equal(t, "sandbox_runtime_failed", got.Outcome.Code)
+	require.NotNil(t, got.Outcome.Cleanup)
+	calls := f.cleaner.calls()
+	require.Len(t, calls, 1)
+	assert.Equal(t, dockerops.OwnershipOf(a), calls[0])
+
+	require.Eventually(t, func() bool {
+		s := f.snapshot(t)
+		return len(s.Attempts) == 1 && s.Attempts[0] == b.AttemptID()
+	}, within, 10*time.Millisecond)
+}
+
+// permitUser asks for the build permit and records the grant.
+func permitUser(root *actor.PID, granted chan<- string, name string) *actor.Props {
+	return actor.PropsFromFunc(func(ctx actor.Context) {
+		switch ctx.Message().(type) {
+		case *actor.Started:
+			ctx.Request(root, messages.AcquireBuildPermit{Key: name})
+		case messages.BuildPermitGranted:
+			granted <- name
+		case finishNow:
+			ctx.Request(root, messages.ReleaseBuildPermit{})
+		case crashNow:
+			panic("builder crashed while holding the permit")
+		}
+	})
+}
+
+// spawnStopSupervised spawns props under a parent that stops (never
+// restarts) failing children, as the attempt does with its build actor.
+func spawnStopSupervised(system *actor.ActorSystem, props *actor.Props) *actor.PID {
+	child := make(chan *actor.PID, 1)
+	stop := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
+	system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*actor.Started); ok {
+			child <- ctx.Spawn(props)
+		}
+	}, actor.WithSupervisor(stop)))
+	return <-child
+}
+
+func TestBuildPermitIsFIFOAndReleasedWhenItsHolderCrashes(t *testing.T) {
+	f := newFixture(t, 1, 1)
+	granted := make(chan string, 8)
+	first := spawnStopSupervised(f.system, permitUser(f.root, granted, "first"))
+	require.Equal(t, "first", <-granted)
+	second := f.system.Root.Spawn(permitUser(f.root, granted, "second"))
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 1 }, within, 10*time.Millisecond)
+	third := f.system.Root.Spawn(permitUser(f.root, granted, "third"))
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 2 }, within, 10*time.Millisecond)
+
+	select {
+	case name := <-granted:
+		t.Fatalf("%s was granted the permit while it was held", name)
+	case <-time.After(50 * time.Millisecond):
+	}
+
+	// The holder crashes and is stopped by its parent: the permit passes to
+	// the next waiter in order.
+	f.system.Root.Send(first, crashNow{})
+	select {
+	case name := <-granted:
+		assert.Equal(t, "second", name)
+	case <-time.After(within):
+		t.Fatal("the permit was not released when its holder crashed")
+	}
+	f.system.Root.Send(second, finishNow{})
+	select {
+	case name := <-granted:
+		assert.Equal(t, "third", name)
+	case <-time.After(within):
+		t.Fatal("the permit was not passed on after release")
+	}
+	f.system.Root.Stop(third)
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 0 }, within, 10*time.Millisecond)
+}
+
+func TestWaiterThatStopsLeavesTheQueue(t *testing.T) {
+	f := newFixture(t, 1, 1)
+	granted := make(chan string, 8)
+	holder := f.system.Root.Spawn(permitUser(f.root, granted, "holder"))
+	require.Equal(t, "holder", <-granted)
+	waiter := f.system.Root.Spawn(permitUser(f.root, granted, "waiter"))
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 1 }, within, 10*time.Millisecond)
+	f.system.Root.Stop(waiter)
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 0 }, within, 10*time.Millisecond)
+	f.system.Root.Send(holder, finishNow{})
+	select {
+	case name := <-granted:
+		t.Fatalf("permit granted to %s after its waiter stopped", name)
+	case <-time.After(100 * time.Millisecond):
+	}
+}

@@ -1,0 +1,97 @@
+package worker
+
+import (
+	"encoding/json"
+	"io"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/forgedev/forged/messages"
+)
+
+// Task output events.
+const (
+	// MaxEventLineBytes bounds the content of one task_output event; longer
+	// lines are truncated.
+	MaxEventLineBytes = 16 << 10
+	taskOutputEvent   = "task_output"
+	agentRole         = "agent"
+)
+
+// emitter writes runner events as JSON lines on the worker's stdout. It is
+// safe for concurrent use; write errors are remembered and further events
+// dropped (the host sees the stream end).
+type emitter struct {
+	mu        sync.Mutex
+	w         io.Writer
+	err       error
+	maxOutput int64 // total task output content forwarded; negative: unlimited
+	output    int64
+	dropped   bool
+}
+
+func newEmitter(w io.Writer, maxOutput int64) *emitter {
+	return &emitter{w: w, maxOutput: maxOutput}
+}
+
+// lifecycle emits a worker lifecycle event (role "runner").
+func (e *emitter) lifecycle(eventType, content string, data any) {
+	e.emit(messages.RunnerEvent(eventType, content, data))
+}
+
+// taskOutput emits one line of task output (role "agent"). It returns
+// false when the line was dropped because the output budget is spent; the
+// first such line reports true for firstDrop.
+func (e *emitter) taskOutput(stream, line string) (sent, firstDrop bool) {
+	content := boundLine(line, MaxEventLineBytes)
+	e.mu.Lock()
+	if e.maxOutput >= 0 && e.output+int64(len(content)) > e.maxOutput {
+		first := !e.dropped
+		e.dropped = true
+		e.mu.Unlock()
+		return false, first
+	}
+	e.output += int64(len(content))
+	e.mu.Unlock()
+	data := `{"stream":"` + stream + `"}`
+	e.emit(messages.Event{
+		Role:       agentRole,
+		Kind:       messages.KindCheckpoint,
+		EventType:  taskOutputEvent,
+		Content:    content,
+		Data:       &data,
+		OccurredAt: time.Now().UTC(),
+	})
+	return true, false
+}
+
+// emit writes one {"type":"runner_event","event":{...}} line.
+func (e *emitter) emit(ev messages.Event) {
+	raw, err := json.Marshal(messages.RunnerEventLine{Type: messages.RunnerEventType, Event: ev})
+	if err != nil {
+		return
+	}
+	raw = append(raw, '\n')
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return
+	}
+	_, e.err = e.w.Write(raw)
+}
+
+// boundLine makes line valid UTF-8 and cuts it to at most max bytes on a
+// rune boundary.
+func boundLine(line string, max int) string {
+	line = strings.ToValidUTF8(line, "\uFFFD")
+	if len(line) <= max {
+		return line
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(line[cut]) {
+		cut--
+	}
+	return line[:cut]
+}

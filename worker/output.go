@@ -1,0 +1,153 @@
+package worker
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+)
+
+// outputFileMode is the mode of the files written into the output
+// directory; the host copies them out through the Docker API.
+const outputFileMode = 0o600
+
+// clearOutputs creates the output directory when missing and removes
+// output files left there (by an earlier run or by anything else), so that
+// a manifest exists only when this run wrote it.
+func clearOutputs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return failure.Wrap(failure.SandboxWorkerFailed, err, "create output directory")
+	}
+	for _, name := range []string{messages.ManifestFile, messages.ResultFile, messages.ResultBundleFile} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return failure.Wrap(failure.SandboxWorkerFailed, err, "remove stale %s", name)
+		}
+	}
+	return nil
+}
+
+// writeOutputs writes the result bundle (when there is a result commit),
+// result.json and, last, manifest.json, after removing whatever the task
+// may have planted under those names.
+func writeOutputs(dir string, ws *workspace, id messages.SandboxIdentity, result plumbing.Hash, res messages.ResultPacket) error {
+	if err := clearOutputs(dir); err != nil {
+		return err
+	}
+	var bundle *messages.OutputFile
+	if !result.IsZero() {
+		f, err := ws.writeBundle(dir, id.DispatchAttemptID, result)
+		if err != nil {
+			return failure.Wrap(failure.SandboxWorkerFailed, err, "write %s: %v", messages.ResultBundleFile, err)
+		}
+		bundle = &f
+	}
+	resFile, err := writeJSONFile(dir, messages.ResultFile, res)
+	if err != nil {
+		return failure.Wrap(failure.SandboxWorkerFailed, err, "write %s: %v", messages.ResultFile, err)
+	}
+	manifest := messages.Manifest{
+		SandboxIdentity: id,
+		ResultCommitSHA: res.ResultCommitSHA,
+		Bundle:          bundle,
+		Result:          resFile,
+	}
+	if _, err := writeJSONFile(dir, messages.ManifestFile, manifest); err != nil {
+		return failure.Wrap(failure.SandboxWorkerFailed, err, "write %s: %v", messages.ManifestFile, err)
+	}
+	return nil
+}
+
+// writeBundle writes the result bundle of result into dir.
+func (ws *workspace) writeBundle(dir, attemptID string, result plumbing.Hash) (messages.OutputFile, error) {
+	resultCommit, err := ws.repo.CommitObject(result)
+	if err != nil {
+		return messages.OutputFile{}, err
+	}
+	inputCommit, err := ws.repo.CommitObject(ws.input)
+	if err != nil {
+		return messages.OutputFile{}, err
+	}
+	objs, err := resultObjects(ws.storage, inputCommit.TreeHash, result, resultCommit.TreeHash)
+	if err != nil {
+		return messages.OutputFile{}, err
+	}
+	return writeFileAtomic(dir, messages.ResultBundleFile, func(w io.Writer) error {
+		return writeResultBundle(w, ws.storage, ws.input, result, resultRefName(attemptID), objs)
+	})
+}
+
+// writeJSONFile writes v as one JSON document and a newline.
+func writeJSONFile(dir, name string, v any) (messages.OutputFile, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return messages.OutputFile{}, err
+	}
+	return writeFileAtomic(dir, name, func(w io.Writer) error {
+		_, err := w.Write(append(raw, '\n'))
+		return err
+	})
+}
+
+// writeFileAtomic writes dir/name through a temporary file in dir that is
+// synced and renamed into place, and returns the file's size and sha256.
+func writeFileAtomic(dir, name string, fill func(io.Writer) error) (out messages.OutputFile, err error) {
+	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return out, err
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+		}
+	}()
+	sum := sha256.New()
+	counter := &countingWriter{}
+	bw := bufio.NewWriterSize(io.MultiWriter(f, sum, counter), 64<<10)
+	if err = fill(bw); err != nil {
+		return out, err
+	}
+	if err = bw.Flush(); err != nil {
+		return out, err
+	}
+	if err = f.Chmod(outputFileMode); err != nil {
+		return out, err
+	}
+	if err = f.Sync(); err != nil {
+		return out, err
+	}
+	if err = f.Close(); err != nil {
+		return out, err
+	}
+	if err = os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
+		return out, err
+	}
+	syncDir(dir)
+	return messages.OutputFile{Path: name, Bytes: counter.n, SHA256: hex.EncodeToString(sum.Sum(nil))}, nil
+}
+
+// syncDir makes a rename in dir durable, best effort.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct{ n int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
+}

@@ -1,0 +1,181 @@
+package worker
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"unicode"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+)
+
+// MaxStartPacketBytes bounds the start packet read from stdin.
+const MaxStartPacketBytes = 1 << 20
+
+// Bounds of the free-form identity fields the worker only echoes.
+const (
+	maxDigestBytes     = 512
+	maxControlKeyBytes = 1024
+)
+
+var (
+	sha1Hex        = regexp.MustCompile(`^[0-9a-f]{40}$`)
+	branchNameChar = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,200}$`)
+)
+
+// readStartPacket reads, strictly decodes and validates the start packet.
+// Unknown fields, trailing data and out-of-range values are refused.
+func readStartPacket(r io.Reader, cfg Config) (*messages.StartPacket, error) {
+	raw, err := io.ReadAll(io.LimitReader(r, MaxStartPacketBytes+1))
+	if err != nil {
+		return nil, failure.Wrap(failure.SandboxWorkerFailed, err, "read start packet")
+	}
+	if len(raw) > MaxStartPacketBytes {
+		return nil, failure.New(failure.SandboxWorkerFailed, "start packet exceeds %d bytes", MaxStartPacketBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var p messages.StartPacket
+	if err := dec.Decode(&p); err != nil {
+		return nil, failure.Wrap(failure.SandboxWorkerFailed, err, "decode start packet: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, failure.New(failure.SandboxWorkerFailed, "trailing data after the start packet")
+	}
+	if err := validateStartPacket(&p, cfg.WorkspaceDir); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// validateStartPacket checks every field the worker relies on.
+func validateStartPacket(p *messages.StartPacket, workspace string) error {
+	if p.SchemaVersion != messages.StartPacketSchema {
+		return failure.New(failure.SandboxWorkerFailed, "start packet schemaVersion %d is not %d",
+			p.SchemaVersion, messages.StartPacketSchema)
+	}
+	if err := validateIdentity(p.Identity); err != nil {
+		return err
+	}
+	if err := validateTask(p.Task); err != nil {
+		return err
+	}
+	if p.TaskTimeoutSeconds < 0 || p.TaskTimeoutSeconds > messages.MaxTaskTimeoutSeconds {
+		return contractError("taskTimeoutSeconds", "%d is outside [0, %d]", p.TaskTimeoutSeconds, messages.MaxTaskTimeoutSeconds)
+	}
+	if p.LeaseExpiresAt.IsZero() {
+		return contractError("leaseExpiresAt", "is required (RFC 3339)")
+	}
+	if len(p.LeaseControlKey) > maxControlKeyBytes {
+		return contractError("leaseControlKey", "exceeds %d bytes", maxControlKeyBytes)
+	}
+	if _, err := workingDirRel(workspace, p.WorkingDirectory); err != nil {
+		return err
+	}
+	return nil
+}
+
+func validateIdentity(id messages.SandboxIdentity) error {
+	uuids := []struct{ field, value string }{
+		{"identity.dispatchAttemptId", id.DispatchAttemptID},
+		{"identity.executionLeaseId", id.ExecutionLeaseID},
+		{"identity.fencingToken", id.FencingToken},
+		{"identity.runnerInstanceId", id.RunnerInstanceID},
+	}
+	for _, u := range uuids {
+		if !messages.IsFullUUID(u.value) {
+			return identityError(u.field, "must be a full lowercase UUID")
+		}
+	}
+	if !sha1Hex.MatchString(id.InputCommitSHA) {
+		return identityError("identity.inputCommitSha", "must be a full lowercase SHA-1 object id")
+	}
+	if !validBranch(id.Branch) {
+		return identityError("identity.branch", "is not a valid branch name")
+	}
+	for _, f := range []struct{ field, value string }{
+		{"identity.contractDigest", id.ContractDigest},
+		{"identity.imageDigest", id.ImageDigest},
+	} {
+		if len(f.value) > maxDigestBytes || strings.IndexFunc(f.value, func(r rune) bool {
+			return r > unicode.MaxASCII || !unicode.IsPrint(r) || r == ' '
+		}) >= 0 {
+			return identityError(f.field, "must be at most %d printable ASCII characters", maxDigestBytes)
+		}
+	}
+	return nil
+}
+
+// validBranch applies the dispatch's branch-name rules and git's reference
+// name rules to a short branch name.
+func validBranch(name string) bool {
+	if !branchNameChar.MatchString(name) || strings.Contains(name, "..") || strings.HasPrefix(name, "-") ||
+		strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".lock") ||
+		strings.Contains(name, "//") || strings.Contains(name, "@{") {
+		return false
+	}
+	return plumbing.NewBranchReferenceName(name).Validate() == nil
+}
+
+func validateTask(t messages.Task) error {
+	if len(t.Argv) == 0 || len(t.Argv) > messages.MaxTaskArgs {
+		return contractError("task.argv", "must have 1-%d arguments", messages.MaxTaskArgs)
+	}
+	for i, a := range t.Argv {
+		if len(a) > messages.MaxTaskArgBytes || strings.ContainsRune(a, 0) {
+			return contractError(fmt.Sprintf("task.argv[%d]", i), "must be at most %d bytes without NUL", messages.MaxTaskArgBytes)
+		}
+	}
+	if t.Argv[0] == "" {
+		return contractError("task.argv[0]", "must not be empty")
+	}
+	if t.TimeoutSeconds < 0 || t.TimeoutSeconds > messages.MaxTaskTimeoutSeconds {
+		return contractError("task.timeoutSeconds", "%d is outside [0, %d]", t.TimeoutSeconds, messages.MaxTaskTimeoutSeconds)
+	}
+	return nil
+}
+
+// workingDirRel checks that dir is a clean absolute path inside workspace
+// (and not inside its .git) and returns it relative to the workspace.
+func workingDirRel(workspace, dir string) (string, error) {
+	if dir == "" || !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+		return "", contractError("workingDirectory", "must be a clean absolute path")
+	}
+	rel, err := filepath.Rel(filepath.Clean(workspace), dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return "", contractError("workingDirectory", "must be inside the workspace %s", workspace)
+	}
+	if first, _, _ := strings.Cut(rel, "/"); first == ".git" {
+		return "", contractError("workingDirectory", "must not be inside the workspace's .git")
+	}
+	return rel, nil
+}
+
+// taskTimeoutSeconds is the task's time budget: the packet's
+// TaskTimeoutSeconds, else the task's own TimeoutSeconds, else the default.
+func taskTimeoutSeconds(p *messages.StartPacket) int {
+	switch {
+	case p.TaskTimeoutSeconds > 0:
+		return p.TaskTimeoutSeconds
+	case p.Task.TimeoutSeconds > 0:
+		return p.Task.TimeoutSeconds
+	default:
+		return messages.DefaultTaskTimeoutSecs
+	}
+}
+
+func identityError(field, format string, args ...any) error {
+	return failure.New(failure.SandboxIdentityInvalid, "start packet field %s: %s", field, fmt.Sprintf(format, args...))
+}
+
+func contractError(field, format string, args ...any) error {
+	return failure.New(failure.SandboxContractInvalid, "start packet field %s: %s", field, fmt.Sprintf(format, args...))
+}

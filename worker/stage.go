@@ -1,0 +1,252 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// The worker stages the result itself instead of going through go-git's
+// worktree status and index (Worktree.AddWithOptions): that path fails on
+// gitlinks without a matching .gitmodules, buffers every file in memory,
+// and reads FIFOs. Staging here walks the working tree once, like
+// "git add --all" would see it, and writes the tree objects directly:
+//
+//   - ".git" entries (at any depth) and a top-level lost+found are skipped;
+//   - untracked paths ignored by .gitignore or .git/info/exclude are
+//     skipped (tracked files are staged even when ignored);
+//   - regular files become blobs (mode 100755 when the owner may execute
+//     them), symlinks become link blobs, empty directories vanish;
+//   - a directory where the input commit has a gitlink keeps the gitlink;
+//   - FIFOs, sockets and devices are skipped;
+//   - names git refuses in trees (".git" look-alikes for HFS+ and NTFS,
+//     a symlinked .gitmodules) are skipped and reported.
+//
+// Blobs are hashed by streaming the file and stored only when missing, so
+// memory stays bounded whatever the file sizes.
+
+// stager builds the result tree of a workspace.
+type stager struct {
+	ws      *workspace
+	matcher gitignore.Matcher
+	// skipped lists the paths left out because git refuses their names.
+	skipped []string
+}
+
+// stageTree writes the tree of the working tree and returns its hash and
+// the paths that were left out because git refuses their names.
+func (ws *workspace) stageTree() (plumbing.Hash, []string, error) {
+	input, err := ws.repo.CommitObject(ws.input)
+	if err != nil {
+		return plumbing.ZeroHash, nil, err
+	}
+	inputTree, err := input.Tree()
+	if err != nil {
+		return plumbing.ZeroHash, nil, err
+	}
+	// Unreadable .gitignore files are the task's own doing; stage with
+	// whatever patterns could be read.
+	patterns, _ := gitignore.ReadPatterns(ws.fs, nil)
+	s := &stager{ws: ws, matcher: gitignore.NewMatcher(patterns)}
+	h, _, err := s.tree(nil, inputTree, false, true)
+	return h, s.skipped, err
+}
+
+// tree stages the directory at path (components below the workspace).
+// input is the input commit's tree at that path (nil when there is none);
+// ignored says the directory itself is ignored (only tracked entries are
+// then kept). It returns the tree hash, or empty when the directory has no
+// committable entries (the root is written even when empty).
+func (s *stager) tree(path []string, input *object.Tree, ignored, root bool) (plumbing.Hash, bool, error) {
+	dir := filepath.Join(append([]string{s.ws.dir}, path...)...)
+	dirents, err := os.ReadDir(dir)
+	if err != nil {
+		return plumbing.ZeroHash, false, fmt.Errorf("read %s: %w", displayPath(path), err)
+	}
+	tracked := map[string]object.TreeEntry{}
+	if input != nil {
+		for _, e := range input.Entries {
+			tracked[e.Name] = e
+		}
+	}
+	var entries []object.TreeEntry
+	for _, d := range dirents {
+		name := d.Name()
+		if name == gitDirName || (root && name == lostAndFound) {
+			continue
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return plumbing.ZeroHash, false, err
+		}
+		mode := info.Mode()
+		if !committable(mode) {
+			continue
+		}
+		p := append(append([]string{}, path...), name)
+		prev, isTracked := tracked[name]
+		entIgnored := ignored || s.matcher.Match(p, mode.IsDir())
+		if entIgnored && !isTracked {
+			continue
+		}
+		if !validTreeName(name, mode) {
+			s.skipped = append(s.skipped, displayPath(p))
+			continue
+		}
+		entry, ok, err := s.entry(p, name, info, prev, isTracked, entIgnored)
+		if err != nil {
+			return plumbing.ZeroHash, false, err
+		}
+		if ok {
+			entries = append(entries, entry)
+		}
+	}
+	if len(entries) == 0 && !root {
+		return plumbing.ZeroHash, true, nil
+	}
+	sortTreeEntries(entries)
+	h, err := writeObject(s.ws, &object.Tree{Entries: entries})
+	return h, false, err
+}
+
+// entry stages one directory entry; ok is false when it has nothing to
+// commit (an empty directory).
+func (s *stager) entry(p []string, name string, info fs.FileInfo, prev object.TreeEntry, tracked, ignored bool) (object.TreeEntry, bool, error) {
+	abs := filepath.Join(append([]string{s.ws.dir}, p...)...)
+	mode := info.Mode()
+	switch {
+	case mode.IsDir() && tracked && prev.Mode == filemode.Submodule:
+		return prev, true, nil
+	case mode.IsDir():
+		var sub *object.Tree
+		if tracked && prev.Mode == filemode.Dir {
+			t, err := s.ws.repo.TreeObject(prev.Hash)
+			if err != nil {
+				return object.TreeEntry{}, false, err
+			}
+			sub = t
+		}
+		h, empty, err := s.tree(p, sub, ignored, false)
+		if err != nil || empty {
+			return object.TreeEntry{}, false, err
+		}
+		return object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h}, true, nil
+	case mode&fs.ModeSymlink != 0:
+		target, err := os.Readlink(abs)
+		if err != nil {
+			return object.TreeEntry{}, false, err
+		}
+		obj := s.ws.storage.NewEncodedObject()
+		obj.SetType(plumbing.BlobObject)
+		w, err := obj.Writer()
+		if err != nil {
+			return object.TreeEntry{}, false, err
+		}
+		if _, err := io.WriteString(w, target); err != nil {
+			return object.TreeEntry{}, false, err
+		}
+		if err := w.Close(); err != nil {
+			return object.TreeEntry{}, false, err
+		}
+		h, err := s.ws.storage.SetEncodedObject(obj)
+		return object.TreeEntry{Name: name, Mode: filemode.Symlink, Hash: h}, err == nil, err
+	default:
+		h, err := s.blob(abs, info.Size())
+		fm := filemode.Regular
+		if mode.Perm()&0o100 != 0 {
+			fm = filemode.Executable
+		}
+		return object.TreeEntry{Name: name, Mode: fm, Hash: h}, err == nil, err
+	}
+}
+
+// blob hashes the file at abs and stores it as a loose object unless the
+// repository already has it. Both passes stream the file.
+func (s *stager) blob(abs string, size int64) (plumbing.Hash, error) {
+	f, err := os.Open(abs)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	defer f.Close()
+	hasher := plumbing.NewHasher(plumbing.BlobObject, size)
+	if n, err := io.Copy(hasher, io.LimitReader(f, size+1)); err != nil {
+		return plumbing.ZeroHash, err
+	} else if n != size {
+		return plumbing.ZeroHash, fmt.Errorf("%s changed while it was staged", abs)
+	}
+	h := hasher.Sum()
+	if s.ws.storage.HasEncodedObject(h) == nil {
+		return h, nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	w, writeHeader, err := s.ws.storage.LazyWriter()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if err := writeHeader(plumbing.BlobObject, size); err != nil {
+		_ = w.Close()
+		return plumbing.ZeroHash, err
+	}
+	if _, err := io.CopyN(w, f, size); err != nil {
+		_ = w.Close()
+		return plumbing.ZeroHash, err
+	}
+	hashed, ok := w.(interface{ Hash() plumbing.Hash })
+	if !ok {
+		_ = w.Close()
+		return plumbing.ZeroHash, errors.New("object writer does not report hashes")
+	}
+	written := hashed.Hash()
+	if err := w.Close(); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if written != h {
+		return plumbing.ZeroHash, fmt.Errorf("%s changed while it was staged", abs)
+	}
+	return h, nil
+}
+
+// writeObject encodes and stores a tree or commit.
+func writeObject(ws *workspace, o interface {
+	Encode(plumbing.EncodedObject) error
+}) (plumbing.Hash, error) {
+	obj := ws.storage.NewEncodedObject()
+	if err := o.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return ws.storage.SetEncodedObject(obj)
+}
+
+// sortTreeEntries sorts entries in git's tree order: by name, with trees
+// compared as if their name ended in "/".
+func sortTreeEntries(entries []object.TreeEntry) {
+	key := func(e object.TreeEntry) string {
+		if e.Mode == filemode.Dir {
+			return e.Name + "/"
+		}
+		return e.Name
+	}
+	sort.Slice(entries, func(i, j int) bool { return key(entries[i]) < key(entries[j]) })
+}
+
+func displayPath(p []string) string {
+	if len(p) == 0 {
+		return "."
+	}
+	return strings.Join(p, "/")
+}

@@ -1,0 +1,298 @@
+package worker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// TaskPath is the PATH of the task, also used to resolve an argv[0]
+// without a slash.
+const TaskPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// drainGrace is how long the output pumps may keep reading after the task
+// and its process group are gone before the pipes are closed under them.
+const drainGrace = 2 * time.Second
+
+// Reasons a task ended.
+const (
+	reasonExited       = "exited"
+	reasonTimeout      = "timeout"
+	reasonLeaseExpired = "lease_expired"
+	reasonCancelled    = "cancelled"
+	reasonStartFailed  = "start_failed"
+)
+
+// taskOutcome is how the task ended.
+type taskOutcome struct {
+	// ExitCode is the task's exit status, 128+signal when it was killed by
+	// a signal, 126/127 when it could not be started.
+	ExitCode int
+	// Reason is one of the reason* constants.
+	Reason string
+	// Timeout is the task's time budget (for the summary).
+	Timeout time.Duration
+	// StartErr is why the task could not start.
+	StartErr error
+}
+
+func (o taskOutcome) succeeded() bool { return o.Reason == reasonExited && o.ExitCode == 0 }
+
+// describe is a one-line account of how the task ended.
+func (o taskOutcome) describe() string {
+	switch o.Reason {
+	case reasonTimeout:
+		return fmt.Sprintf("task timed out after %s and was stopped (code %d)", o.Timeout, o.ExitCode)
+	case reasonLeaseExpired:
+		return fmt.Sprintf("task stopped at lease expiry (code %d)", o.ExitCode)
+	case reasonCancelled:
+		return fmt.Sprintf("task cancelled (code %d)", o.ExitCode)
+	case reasonStartFailed:
+		return fmt.Sprintf("task could not start (code %d): %v", o.ExitCode, o.StartErr)
+	}
+	if o.ExitCode == 0 {
+		return "task succeeded"
+	}
+	return fmt.Sprintf("task failed with code %d", o.ExitCode)
+}
+
+// summary is the result packet's summary.
+func (o taskOutcome) summary(resultSHA *string) string {
+	if resultSHA == nil {
+		return o.describe() + "; no changes"
+	}
+	return o.describe() + "; result committed as " + *resultSHA
+}
+
+// runTask runs the task in dir and streams its output as events. It
+// enforces the time budget and the lease deadline (SIGTERM to the process
+// group, SIGKILL after the grace) and reports how the task ended.
+func (r *run) runTask(ctx context.Context, dir string) taskOutcome {
+	timeout := time.Duration(taskTimeoutSeconds(r.pkt)) * time.Second
+	argv := r.pkt.Task.Argv
+	outcome := r.startAndWait(ctx, argv, dir, timeout)
+	outcome.Timeout = timeout
+	r.events.lifecycle("task_exited", outcome.describe(),
+		map[string]any{"exitCode": outcome.ExitCode, "reason": outcome.Reason})
+	return outcome
+}
+
+func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeout time.Duration) taskOutcome {
+	path, err := lookPath(argv[0])
+	if err != nil {
+		return taskOutcome{ExitCode: 127, Reason: reasonStartFailed, StartErr: err}
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return taskOutcome{ExitCode: 126, Reason: reasonStartFailed, StartErr: err}
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(outR, outW)
+		return taskOutcome{ExitCode: 126, Reason: reasonStartFailed, StartErr: err}
+	}
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        argv,
+		Dir:         dir,
+		Env:         taskEnv(r.cfg),
+		Stdout:      outW,
+		Stderr:      errW,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	err = cmd.Start()
+	closeAll(outW, errW)
+	if err != nil {
+		closeAll(outR, errR)
+		code := 126
+		if errors.Is(err, fs.ErrNotExist) {
+			code = 127
+		}
+		return taskOutcome{ExitCode: code, Reason: reasonStartFailed, StartErr: err}
+	}
+	pgid := cmd.Process.Pid
+	r.events.lifecycle("task_started", "task started: "+boundLine(argv[0], 256),
+		map[string]any{"workingDirectory": r.pkt.WorkingDirectory, "timeoutSeconds": int(timeout / time.Second)})
+
+	var pumps sync.WaitGroup
+	pumps.Add(2)
+	go r.pump(&pumps, outR, "stdout")
+	go r.pump(&pumps, errR, "stderr")
+
+	waitC := make(chan error, 1)
+	go func() { waitC <- cmd.Wait() }()
+
+	reason := r.supervise(ctx, pgid, timeout, waitC)
+
+	// Stragglers left in the task's process group would keep the pipes
+	// open and keep changing the workspace: kill them all.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	drained := make(chan struct{})
+	go func() { pumps.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainGrace):
+		closeAll(outR, errR)
+		<-drained
+	}
+	closeAll(outR, errR)
+	return taskOutcome{ExitCode: exitCode(cmd.ProcessState), Reason: reason}
+}
+
+// supervise waits for the task to exit, stopping it on timeout, lease
+// expiry (unless a lease update moved the deadline) or cancellation. It
+// returns the reason the task ended.
+func (r *run) supervise(ctx context.Context, pgid int, timeout time.Duration, waitC <-chan error) string {
+	timeoutT := time.NewTimer(timeout)
+	defer timeoutT.Stop()
+	lease := r.pkt.LeaseExpiresAt
+	leaseT := time.NewTimer(time.Until(lease))
+	defer leaseT.Stop()
+	done := ctx.Done()
+	var killC <-chan time.Time
+	reason := reasonExited
+	stop := func(why string) {
+		if reason != reasonExited {
+			return
+		}
+		reason = why
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		killC = time.After(r.cfg.KillGrace)
+	}
+	for {
+		select {
+		case <-waitC:
+			return reason
+		case <-timeoutT.C:
+			stop(reasonTimeout)
+		case <-leaseT.C:
+			if next, ok := readLeaseUpdate(r.cfg.LeaseUpdatePath, r.pkt.LeaseControlKey); ok && next.After(lease) && time.Until(next) > 0 {
+				lease = next
+				leaseT.Reset(time.Until(next))
+				r.note("lease extended to %s", next.UTC().Format(time.RFC3339))
+				continue
+			}
+			stop(reasonLeaseExpired)
+		case <-done:
+			done = nil
+			stop(reasonCancelled)
+		case <-killC:
+			killC = nil
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+}
+
+// pump forwards the lines read from rd as task_output events.
+func (r *run) pump(wg *sync.WaitGroup, rd io.Reader, stream string) {
+	defer wg.Done()
+	readLines(rd, MaxEventLineBytes, func(line string) {
+		if _, first := r.events.taskOutput(stream, line); first {
+			r.note("task output exceeds %d bytes; further lines are dropped", r.cfg.MaxOutputBytes)
+		}
+	})
+}
+
+// readLines calls fn for each line of rd (without the line terminator and
+// a trailing carriage return), keeping at most max bytes of each line and
+// discarding the rest. A final line without terminator is reported too.
+func readLines(rd io.Reader, max int, fn func(string)) {
+	br := bufio.NewReaderSize(rd, 64<<10)
+	var line []byte
+	partial := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 {
+			partial = true
+		}
+		if room := max + 2 - len(line); room > 0 {
+			line = append(line, chunk[:min(room, len(chunk))]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if partial {
+			s := strings.TrimSuffix(string(line), "\n")
+			s = strings.TrimSuffix(s, "\r")
+			if len(s) > max {
+				s = s[:max]
+			}
+			fn(s)
+		}
+		line, partial = line[:0], false
+		if err != nil {
+			return
+		}
+	}
+}
+
+// lookPath resolves argv[0]: a name with a slash is used as is (relative
+// to the working directory), any other name is searched in TaskPath.
+func lookPath(name string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	for _, dir := range filepath.SplitList(TaskPath) {
+		candidate := filepath.Join(dir, name)
+		if fi, err := os.Stat(candidate); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return candidate, nil
+		}
+	}
+	return "", fmt.Errorf("%q: executable file not found in %s", name, TaskPath)
+}
+
+// taskEnv is the task's environment: PATH, HOME, TMPDIR and the FORGE_*
+// variables of the worker's own environment.
+func taskEnv(cfg Config) []string {
+	env := []string{"PATH=" + TaskPath, "HOME=" + cfg.HomeDir, "TMPDIR=" + cfg.TempDir}
+	src := cfg.Environ
+	if src == nil {
+		src = os.Environ()
+	}
+	seen := map[string]bool{}
+	for _, kv := range src {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, "FORGE_") || !validEnvName(k) || seen[k] {
+			continue
+		}
+		seen[k] = true
+		env = append(env, kv)
+	}
+	return env
+}
+
+func validEnvName(k string) bool {
+	for _, c := range k {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// exitCode is the task's exit status, 128+signal when a signal ended it.
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}

@@ -1,0 +1,65 @@
+package worker
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestReadLines(t *testing.T) {
+	collect := func(in string, max int) []string {
+		var lines []string
+		readLines(strings.NewReader(in), max, func(s string) { lines = append(lines, s) })
+		return lines
+	}
+	assert.Nil(t, collect("", 10))
+	assert.Equal(t, []string{"a", "", "b"}, collect("a\n\nb\n", 10))
+	assert.Equal(t, []string{"a", "tail"}, collect("a\r\ntail", 10))
+	assert.Equal(t, []string{"abc", "d"}, collect("abcdefgh\nd\n", 3))
+	long := strings.Repeat("x", 200<<10)
+	assert.Equal(t, []string{long[:1000], "y"}, collect(long+"\ny\n", 1000), "lines longer than the reader's buffer")
+}
+
+func TestBoundLine(t *testing.T) {
+	assert.Equal(t, "abc", boundLine("abc", 10))
+	assert.Equal(t, "ab", boundLine("abc", 2))
+	s := boundLine(strings.Repeat("é", 10), 5) // 2 bytes each
+	assert.Equal(t, "éé", s)
+	invalid := boundLine(string([]byte{0xff, 0xfe, 'a'}), 100)
+	assert.True(t, utf8.ValidString(invalid))
+	cut := boundLine(strings.Repeat("\xff", 100), 16)
+	assert.True(t, utf8.ValidString(cut))
+	assert.LessOrEqual(t, len(cut), 16)
+}
+
+func TestLookPath(t *testing.T) {
+	p, err := lookPath("sh")
+	require.NoError(t, err)
+	assert.True(t, strings.HasSuffix(p, "/sh"))
+	p, err = lookPath("./local/tool")
+	require.NoError(t, err)
+	assert.Equal(t, "./local/tool", p)
+	_, err = lookPath("definitely-not-a-command-forge")
+	assert.Error(t, err)
+}
+
+func TestTaskEnv(t *testing.T) {
+	env := taskEnv(Config{HomeDir: "/h", TempDir: "/t", Environ: []string{
+		"FORGE_A=1", "FORGE_A=2", "FORGE_lower=x", "FORGE_B=has=equals", "PATH=/evil", "HOME=/evil", "OTHER=y", "FORGE_NOVALUE",
+	}})
+	assert.Equal(t, []string{"PATH=" + TaskPath, "HOME=/h", "TMPDIR=/t", "FORGE_A=1", "FORGE_B=has=equals"}, env)
+}
+
+func TestTaskTimeoutSeconds(t *testing.T) {
+	f := newFixture(t, "true")
+	f.pkt.TaskTimeoutSeconds = 5
+	f.pkt.Task.TimeoutSeconds = 7
+	assert.Equal(t, 5, taskTimeoutSeconds(&f.pkt))
+	f.pkt.TaskTimeoutSeconds = 0
+	assert.Equal(t, 7, taskTimeoutSeconds(&f.pkt))
+	f.pkt.Task.TimeoutSeconds = 0
+	assert.Equal(t, 3600, taskTimeoutSeconds(&f.pkt))
+}

@@ -1,0 +1,260 @@
+// Package worker is the program that runs inside the sandbox container
+// ("forged worker"), as an unprivileged user on a read-only root filesystem,
+// with no git binary and no shell available.
+//
+// One run of the worker handles one attempt:
+//
+//  1. it reads a messages.StartPacket from stdin (strictly decoded);
+//  2. it materialises the input git bundle into the workspace with go-git,
+//     verifies the input commit and checks it out on the attempt's branch;
+//  3. it runs the task (argv, working directory, minimal environment,
+//     timeout and lease deadline), streaming its output lines as runner
+//     events on stdout;
+//  4. it stages the whole working tree much like "git add --all" (honouring
+//     .gitignore, keeping gitlinks, skipping names git refuses), commits the
+//     result on top of the input commit when the tree changed, and writes a
+//     result bundle holding the new objects;
+//  5. it writes result.json and then manifest.json into the output
+//     directory.
+//
+// Only messages.RunnerEventLine JSON lines are written to stdout;
+// diagnostics go to stderr. Everything the worker produces is untrusted and
+// validated again on the host.
+package worker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+)
+
+// Worker exit codes.
+const (
+	// ExitOK means the task exited 0 and the output was written.
+	ExitOK = 0
+	// ExitTaskFailed means the task failed (non-zero exit, timeout, lease
+	// expiry, cancellation or could not start) but the output was written.
+	ExitTaskFailed = 1
+	// ExitInternal means the worker itself failed (bad start packet,
+	// invalid bundle, unusable workspace, output not writable); no manifest
+	// was written.
+	ExitInternal = 2
+)
+
+// Defaults used by DefaultConfig.
+const (
+	DefaultKillGrace      = 10 * time.Second
+	DefaultMaxOutputBytes = 8 << 20
+	defaultHomeDir        = "/tmp"
+	defaultTempDir        = "/tmp"
+)
+
+// Config holds the worker's paths and tunables. DefaultConfig returns the
+// in-container values; tests point the paths at temporary directories.
+type Config struct {
+	// WorkspaceDir is where the input is checked out (".git" inside it) and
+	// where the task works. It may exist but must be empty except for a
+	// "lost+found" directory.
+	WorkspaceDir string
+	// InputBundlePath is the host-provided v2 git bundle.
+	InputBundlePath string
+	// OutputDir receives result.bundle, result.json and manifest.json.
+	OutputDir string
+	// LeaseUpdatePath is where the host may write a LeaseUpdate to move the
+	// lease deadline; it is read when the current deadline is reached.
+	LeaseUpdatePath string
+	// HomeDir and TempDir are the task's HOME and TMPDIR.
+	HomeDir string
+	TempDir string
+	// Environ is the worker's own environment, the source of the FORGE_*
+	// variables passed to the task. Nil means os.Environ().
+	Environ []string
+	// KillGrace is the time between SIGTERM and SIGKILL when the task is
+	// stopped. Zero means DefaultKillGrace.
+	KillGrace time.Duration
+	// MaxOutputBytes bounds the total task output forwarded as events;
+	// further lines are dropped (with a diagnostic on stderr). Zero means
+	// DefaultMaxOutputBytes; negative means unlimited.
+	MaxOutputBytes int64
+}
+
+// DefaultConfig returns the configuration of the worker inside the sandbox
+// container: the paths from package messages, HOME and TMPDIR in /tmp.
+func DefaultConfig() Config {
+	return Config{
+		WorkspaceDir:    messages.WorkspaceDir,
+		InputBundlePath: messages.InputBundlePath,
+		OutputDir:       messages.OutputDir,
+		LeaseUpdatePath: messages.LeaseUpdatePath,
+		HomeDir:         defaultHomeDir,
+		TempDir:         defaultTempDir,
+		KillGrace:       DefaultKillGrace,
+		MaxOutputBytes:  DefaultMaxOutputBytes,
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.WorkspaceDir == "" {
+		c.WorkspaceDir = d.WorkspaceDir
+	}
+	if c.InputBundlePath == "" {
+		c.InputBundlePath = d.InputBundlePath
+	}
+	if c.OutputDir == "" {
+		c.OutputDir = d.OutputDir
+	}
+	if c.LeaseUpdatePath == "" {
+		c.LeaseUpdatePath = d.LeaseUpdatePath
+	}
+	if c.HomeDir == "" {
+		c.HomeDir = d.HomeDir
+	}
+	if c.TempDir == "" {
+		c.TempDir = d.TempDir
+	}
+	if c.KillGrace <= 0 {
+		c.KillGrace = d.KillGrace
+	}
+	if c.MaxOutputBytes == 0 {
+		c.MaxOutputBytes = d.MaxOutputBytes
+	}
+	return c
+}
+
+// Main runs one attempt: it reads the start packet from stdin, streams
+// runner events on stdout, writes diagnostics on stderr and returns the
+// process exit code (ExitOK, ExitTaskFailed or ExitInternal). Cancelling
+// ctx stops the task like a timeout; the result is still committed and
+// written.
+func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, cfg Config) int {
+	protectProcess()
+	cfg = cfg.withDefaults()
+	r := &run{cfg: cfg, stderr: &lockedWriter{w: stderr}, events: newEmitter(stdout, cfg.MaxOutputBytes)}
+	pkt, err := readStartPacket(stdin, cfg)
+	if err != nil {
+		r.diag(err)
+		return ExitInternal
+	}
+	r.pkt = pkt
+	code, err := r.execute(ctx)
+	if err != nil {
+		r.diag(err)
+		return ExitInternal
+	}
+	return code
+}
+
+// run is the state of one worker run.
+type run struct {
+	cfg    Config
+	pkt    *messages.StartPacket
+	events *emitter
+	stderr io.Writer
+}
+
+// diag writes one diagnostic line to stderr, prefixed with the failure
+// code when err carries one.
+func (r *run) diag(err error) {
+	if failure.CodeOf(err) == "" {
+		err = failure.Wrap(failure.SandboxWorkerFailed, err, "%v", err)
+	}
+	fmt.Fprintf(r.stderr, "forged worker: %v\n", err)
+}
+
+// note writes an informational line to stderr.
+func (r *run) note(format string, args ...any) {
+	fmt.Fprintf(r.stderr, "forged worker: "+format+"\n", args...)
+}
+
+// execute runs the attempt after the start packet was accepted. It returns
+// the worker exit code, or an error when the worker failed internally (the
+// caller then exits ExitInternal).
+func (r *run) execute(ctx context.Context) (int, error) {
+	id := r.pkt.Identity
+	if err := clearOutputs(r.cfg.OutputDir); err != nil {
+		return 0, err
+	}
+	r.events.lifecycle("worker_started", "worker started for attempt "+id.DispatchAttemptID,
+		map[string]any{"dispatchAttemptId": id.DispatchAttemptID})
+
+	ws, err := materialize(r.cfg, id)
+	if err != nil {
+		return 0, err
+	}
+	r.events.lifecycle("workspace_materialized",
+		fmt.Sprintf("input %s checked out on %s", id.InputCommitSHA, id.Branch),
+		map[string]any{"inputCommitSha": id.InputCommitSHA, "branch": id.Branch})
+
+	dir, err := ws.resolveWorkingDir(r.cfg.WorkspaceDir, r.pkt.WorkingDirectory)
+	if err != nil {
+		return 0, err
+	}
+	if !r.pkt.LeaseExpiresAt.After(time.Now()) {
+		return 0, failure.New(failure.SandboxLeaseExpired, "lease expired at %s before the task started",
+			r.pkt.LeaseExpiresAt.UTC().Format(time.RFC3339))
+	}
+
+	outcome := r.runTask(ctx, dir)
+	killStragglers()
+
+	result, skipped, err := ws.commitResult(id.DispatchAttemptID)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range skipped {
+		r.note("not committed: git refuses the name %q", p)
+	}
+	var resultSHA *string
+	if result.IsZero() {
+		r.events.lifecycle("result_unchanged", "the task changed nothing", nil)
+	} else {
+		s := result.String()
+		resultSHA = &s
+		r.events.lifecycle("result_committed", "result committed as "+s,
+			map[string]any{"resultCommitSha": s})
+	}
+
+	code := ExitOK
+	if !outcome.succeeded() {
+		code = ExitTaskFailed
+	}
+	res := messages.ResultPacket{
+		SchemaVersion:   1,
+		ExitCode:        code,
+		TaskExitCode:    outcome.ExitCode,
+		Summary:         outcome.summary(resultSHA) + skippedSummary(skipped),
+		ResultCommitSHA: resultSHA,
+	}
+	if err := writeOutputs(r.cfg.OutputDir, ws, r.pkt.Identity, result, res); err != nil {
+		return 0, err
+	}
+	r.events.lifecycle("output_written", "manifest written", map[string]any{"exitCode": code})
+	return code, nil
+}
+
+// skippedSummary mentions the paths left out of the result commit.
+func skippedSummary(skipped []string) string {
+	if len(skipped) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d path(s) not committed because git refuses their names", len(skipped))
+}
+
+// lockedWriter serialises writes to the diagnostics stream, which the
+// output pumps share with the main goroutine.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
