@@ -308,23 +308,33 @@ func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
 		return
 	}
 	a.setPhase(ctx, messages.PhaseCollecting)
-	if a.sampler == nil {
-		a.step(ctx, "collect", a.collect)
-		return
-	}
-	a.inflight = "peak memory"
-	future := ctx.RequestFuture(a.sampler, PeakMemoryRequest{}, 5*time.Second)
-	ctx.ReenterAfter(future, func(res any, err error) {
-		a.inflight = ""
-		if peak, ok := res.(PeakMemory); ok && err == nil {
-			a.recordPeak(ctx, peak)
-		}
-		a.stopChild(ctx, a.sampler)
+	a.collectPeak(ctx, func() {
 		if a.failure != nil {
 			a.advance(ctx)
 			return
 		}
 		a.step(ctx, "collect", a.collect)
+	})
+}
+
+// collectPeak asks the memory sampler for its record (without blocking the
+// mailbox), records it, stops the sampler and continues with then.
+func (a *attemptActor) collectPeak(ctx actor.Context, then func()) {
+	if a.sampler == nil {
+		then()
+		return
+	}
+	sampler := a.sampler
+	a.sampler = nil
+	a.inflight = "peak memory"
+	future := ctx.RequestFuture(sampler, PeakMemoryRequest{}, 5*time.Second)
+	ctx.ReenterAfter(future, func(res any, err error) {
+		a.inflight = ""
+		if peak, ok := res.(PeakMemory); ok && err == nil {
+			a.recordPeak(ctx, peak)
+		}
+		ctx.Stop(sampler)
+		then()
 	})
 }
 
@@ -474,12 +484,6 @@ func (a *attemptActor) onChildTerminated(ctx actor.Context, who *actor.PID) {
 		}
 	case who.Equal(a.sampler):
 		a.sampler = nil
-	}
-}
-
-func (a *attemptActor) stopChild(ctx actor.Context, pid *actor.PID) {
-	if pid != nil {
-		ctx.Stop(pid)
 	}
 }
 

@@ -158,7 +158,10 @@ func (a *attemptActor) collect(ctx context.Context) any {
 
 func (a *attemptActor) beginTeardown(ctx actor.Context) {
 	a.tearingDown = true
-	a.stopChild(ctx, a.sampler)
+	a.collectPeak(ctx, func() { a.teardown(ctx) })
+}
+
+func (a *attemptActor) teardown(ctx actor.Context) {
 	a.setPhase(ctx, messages.PhaseTearingDown)
 	a.emit(ctx, messages.RunnerEvent("sandbox_teardown_started", fmt.Sprintf("Removing Docker resources for attempt %s.", a.d.AttemptID()), nil))
 	owner := dockerops.OwnershipOf(a.d)

@@ -33,7 +33,7 @@ type AttemptConfig struct {
 
 func (c AttemptConfig) withDefaults() AttemptConfig {
 	if c.SampleInterval <= 0 {
-		c.SampleInterval = time.Second
+		c.SampleInterval = 250 * time.Millisecond
 	}
 	if c.TeardownTimeout <= 0 {
 		c.TeardownTimeout = 2 * time.Minute
