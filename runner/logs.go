@@ -47,6 +47,19 @@ func (l *Logs) open(attemptID string) *Log {
 	return log
 }
 
+// unfinished returns the ids of the attempts whose logs have no outcome.
+func (l *Logs) unfinished() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ids []string
+	for id, log := range l.byID {
+		if _, outcome, _, _ := log.Read(0); outcome == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 func (l *Logs) discard(attemptID string, log *Log) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

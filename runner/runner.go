@@ -219,3 +219,39 @@ func resolveWorkerBinary(path string) (string, string, error) {
 	}
 	return path, hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// Drain cancels every admitted attempt and waits until all have torn down,
+// or ctx ends. Attempts that are queued are cancelled without running.
+func (r *Runner) Drain(ctx context.Context, reason string) error {
+	cancelled := map[string]bool{}
+	for {
+		snap, err := r.Snapshot()
+		if err != nil {
+			return err
+		}
+		if len(snap.Attempts) == 0 && snap.Queued == 0 {
+			return nil
+		}
+		for _, id := range snap.Attempts {
+			if !cancelled[id] {
+				cancelled[id] = true
+				if _, err := r.Cancel(id, reason); err != nil {
+					return err
+				}
+			}
+		}
+		for _, id := range r.logs.unfinished() {
+			if !cancelled[id] {
+				cancelled[id] = true
+				if _, err := r.Cancel(id, reason); err != nil {
+					return err
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("drain: %w (%d attempts still running)", ctx.Err(), len(snap.Attempts))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

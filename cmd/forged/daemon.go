@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/signal"
@@ -38,7 +39,15 @@ func daemonCommand() *cobra.Command {
 			}
 			logger.Warn("forged daemon listening", "socket", socket)
 			fmt.Fprintf(os.Stderr, "forged: listening on %s\n", socket)
-			return httpapi.Serve(ctx, l, httpapi.Handler(r, logger), 10*time.Second)
+			serveErr := httpapi.Serve(ctx, l, httpapi.Handler(r, logger), 10*time.Second)
+			// Stop admitting (the API is closed), cancel what runs and let
+			// every attempt tear down before the actor system stops.
+			drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+			defer cancel()
+			if err := r.Drain(drainCtx, "the daemon is shutting down"); err != nil {
+				logger.Error("drain incomplete; the next start's reaper removes what remains", "err", err)
+			}
+			return serveErr
 		},
 	}
 	flags.register(cmd)
