@@ -25,6 +25,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(runCommand(), daemonCommand(), workerCommand(), exampleCommand())
+	root.AddCommand(preflightCommand())
 	if err := root.Execute(); err != nil {
 		var exit exitError
 		if errors.As(err, &exit) {
