@@ -1,0 +1,163 @@
+package ledger
+
+import (
+	"time"
+	"unicode/utf8"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+)
+
+// SchemaVersion is the version of the ledger format this package writes
+// and the only one it reads.
+const SchemaVersion = 1
+
+// Bounds of a ledger's content.
+const (
+	maxResources   = 64
+	maxNameBytes   = 255
+	maxRoleBytes   = 64
+	maxWorktreeKey = 255
+)
+
+// Resource types a ledger records (the same words as cleanup reports).
+const (
+	ResourceContainer = "container"
+	ResourceNetwork   = "network"
+	ResourceVolume    = "volume"
+)
+
+// Resource is one Docker object of an attempt: planned (Name and Role
+// known, ID empty) or created (ID known).
+type Resource struct {
+	Type string `json:"type"`
+	Name string `json:"name"`
+	ID   string `json:"id,omitempty"`
+	Role string `json:"role,omitempty"`
+}
+
+// PeakMemory is the attempt's memory record: the highest usage observed
+// over how many samples, and how many samples failed.
+type PeakMemory struct {
+	PeakBytes     uint64    `json:"peakBytes"`
+	Samples       int       `json:"samples"`
+	FailedSamples int       `json:"failedSamples"`
+	RecordedAt    time.Time `json:"recordedAt,omitzero"`
+}
+
+// Entry is one attempt's ledger: who owns its Docker objects, until when
+// its lease runs, in which lease state it is, and which objects it planned
+// and created. The five identities are full lowercase UUIDs.
+type Entry struct {
+	SchemaVersion    int         `json:"schemaVersion"`
+	AttemptID        string      `json:"attemptId"`
+	ExecutionLeaseID string      `json:"executionLeaseId"`
+	FencingToken     string      `json:"fencingToken"`
+	RunnerID         string      `json:"runnerId"`
+	RunnerInstanceID string      `json:"runnerInstanceId"`
+	WorktreeKey      string      `json:"worktreeKey"`
+	ExpiresAt        time.Time   `json:"expiresAt"`
+	State            State       `json:"state"`
+	Planned          []Resource  `json:"planned"`
+	Created          []Resource  `json:"created"`
+	PeakMemory       *PeakMemory `json:"peakMemory,omitempty"`
+	UpdatedAt        time.Time   `json:"updatedAt"`
+}
+
+// Validate reports CodeLedgerInvalid, naming the field, when e does not
+// satisfy the ledger schema. A zero SchemaVersion is read as the current
+// one only by Store.Write, which fills it in before validating.
+func (e Entry) Validate() error {
+	if e.SchemaVersion != SchemaVersion {
+		return invalid("schemaVersion %d is not %d", e.SchemaVersion, SchemaVersion)
+	}
+	ids := []struct{ field, value string }{
+		{"attemptId", e.AttemptID},
+		{"executionLeaseId", e.ExecutionLeaseID},
+		{"fencingToken", e.FencingToken},
+		{"runnerId", e.RunnerID},
+		{"runnerInstanceId", e.RunnerInstanceID},
+	}
+	for _, id := range ids {
+		if !messages.IsFullUUID(id.value) {
+			return invalid("%s %q is not a full lowercase UUID", id.field, clip(id.value, 64))
+		}
+	}
+	if !boundedText(e.WorktreeKey, 1, maxWorktreeKey) {
+		return invalid("worktreeKey is empty, too long or has control characters")
+	}
+	if e.ExpiresAt.IsZero() {
+		return invalid("expiresAt is missing")
+	}
+	if !e.State.Known() {
+		return invalid("state %q is unknown", clip(string(e.State), 32))
+	}
+	if err := validResources("planned", e.Planned); err != nil {
+		return err
+	}
+	if err := validResources("created", e.Created); err != nil {
+		return err
+	}
+	if p := e.PeakMemory; p != nil && (p.Samples < 0 || p.FailedSamples < 0) {
+		return invalid("peakMemory sample counts are negative")
+	}
+	return nil
+}
+
+// validResources checks one resource list.
+func validResources(field string, list []Resource) error {
+	if len(list) > maxResources {
+		return invalid("%s lists %d resources, more than %d", field, len(list), maxResources)
+	}
+	for i, r := range list {
+		switch {
+		case !knownResourceType(r.Type):
+			return invalid("%s[%d].type %q is unknown", field, i, clip(r.Type, 32))
+		case !boundedText(r.Name, 1, maxNameBytes):
+			return invalid("%s[%d].name is empty, too long or has control characters", field, i)
+		case !boundedText(r.ID, 0, maxNameBytes):
+			return invalid("%s[%d].id is too long or has control characters", field, i)
+		case !boundedText(r.Role, 0, maxRoleBytes):
+			return invalid("%s[%d].role is too long or has control characters", field, i)
+		}
+	}
+	return nil
+}
+
+// knownResourceType reports whether t is container, network or volume.
+func knownResourceType(t string) bool {
+	return t == ResourceContainer || t == ResourceNetwork || t == ResourceVolume
+}
+
+// boundedText reports whether s has between min and max bytes and no
+// control characters.
+func boundedText(s string, min, max int) bool {
+	return len(s) >= min && len(s) <= max && !hasControl(s)
+}
+
+// hasControl reports whether s contains a C0 control character or DEL.
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// clip shortens s to at most n bytes, without splitting a UTF-8
+// sequence, for an error message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// invalid is a CodeLedgerInvalid error.
+func invalid(format string, args ...any) error {
+	return failure.New(CodeLedgerInvalid, format, args...)
+}
