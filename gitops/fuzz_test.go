@@ -1,8 +1,11 @@
 package gitops
 
 import (
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/forgedev/forged/failure"
 )
@@ -46,6 +49,76 @@ func FuzzParseCommitDepth(f *testing.F) {
 		}
 		if depth < 0 || depth > budget.withDefaults().MaxCommitDepth {
 			t.Fatalf("accepted depth %d outside budget %d", depth, budget.withDefaults().MaxCommitDepth)
+		}
+	})
+}
+
+// fuzzRepoPath is the independent oracle for an accepted remote's path.
+var fuzzRepoPath = regexp.MustCompile(`^/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\.git$`)
+
+func FuzzValidateCredential(f *testing.F) {
+	for _, seed := range []struct {
+		remote, user, secret string
+		ttl                  int64
+	}{
+		{testGitHubRemote, testPublishUser, testPublishSecret, 60},
+		{"HTTPS://GitHub.com/a/b.git", "u", "s", 1},
+		{"https://github.com:443/a/b.git", "u", "s", 1},
+		{"https://u:p@github.com/a/b.git", "u", "s", 1},
+		{"https://github.com/a/b.git?", "u", "s", 1},
+		{"https://github.com/../b.git", "u", "s", 1},
+		{"https://github.com/a/b.git#", "u", "s", 1},
+		{"https://github.com/a/%2e.git", "u", "s", 1},
+		{"https://github.com/a/b.git", "ſ", "s", 1},
+		{"https://github.com/a/b.git", "u", "line\nbreak", 1},
+		{"https://github.com/a/b.git", "u", "s", 0},
+		{"https://github.com/a/b.git", "u", "s", -5},
+		{"", "", "", 0},
+	} {
+		f.Add(seed.remote, seed.user, seed.secret, seed.ttl)
+	}
+	// Every message ValidateCredential can produce.
+	var reasons strings.Builder
+	for _, reason := range []string{reasonRemote, reasonUsername, reasonSecret, reasonExpired} {
+		reasons.WriteString(failure.New(failure.SandboxOutputPublishForbid, "publication credential refused: %s", reason).Error() + "\n")
+	}
+	f.Fuzz(func(t *testing.T, remote, user, secret string, ttl int64) {
+		c := Credential{RemoteURL: remote, Username: user, Secret: secret, ExpiresAt: testNow.Add(time.Duration(ttl))}
+		err := ValidateCredential(c, testNow, nil)
+		if err != nil {
+			if !failure.Is(err, failure.SandboxOutputPublishForbid) {
+				t.Fatalf("error without the publish-forbidden code: %v", err)
+			}
+			// The message is one of the fixed texts: the secret can only
+			// appear in it by coinciding with a piece of those texts.
+			if secret != "" && strings.Contains(err.Error(), secret) && !strings.Contains(reasons.String(), secret) {
+				t.Fatalf("error %q carries the secret", err)
+			}
+			return
+		}
+		// Accepted: every rule holds, checked independently.
+		const origin = "https://github.com"
+		u, perr := url.Parse(remote)
+		switch {
+		case perr != nil:
+			t.Fatalf("accepted unparsable remote %q: %v", remote, perr)
+		case u.Scheme != "https" || !strings.EqualFold(u.Host, "github.com") || u.User != nil ||
+			u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(remote, "#%"):
+			t.Fatalf("accepted remote %q outside https://github.com or with port, userinfo, query, fragment or escapes", remote)
+		case len(remote) < len(origin) || !strings.EqualFold(remote[:len(origin)], origin) || remote[len(origin):] != u.Path:
+			t.Fatalf("accepted remote %q that is not origin plus path", remote)
+		case !fuzzRepoPath.MatchString(u.Path):
+			t.Fatalf("accepted remote %q with path %q", remote, u.Path)
+		case strings.Split(u.Path, "/")[1] == "." || strings.Split(u.Path, "/")[1] == "..":
+			t.Fatalf("accepted remote %q with a dot-segment owner", remote)
+		case len(user) < 1 || len(user) > 64 || strings.IndexFunc(user, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+		}) >= 0:
+			t.Fatalf("accepted username %q", user)
+		case secret == "" || len(secret) > MaxCredentialSecretBytes || strings.ContainsAny(secret, "\r\n\x00"):
+			t.Fatalf("accepted a secret of %d bytes breaking the rules", len(secret))
+		case ttl <= 0:
+			t.Fatalf("accepted a credential expiring %dns from now", ttl)
 		}
 	})
 }

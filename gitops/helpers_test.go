@@ -117,3 +117,11 @@ func cloneRepo(t *testing.T, src string) string {
 	gitT(t, "", "clone", "--quiet", src, dst)
 	return dst
 }
+
+// allRefs lists every ref of the repository with its value, HEAD included,
+// to compare before and after an operation that must not move anything.
+func allRefs(t *testing.T, dir string) string {
+	t.Helper()
+	head, _ := gitTry(t, dir, "rev-parse", "--verify", "--quiet", "HEAD")
+	return "HEAD " + head + "\n" + gitT(t, dir, "for-each-ref", "--format=%(refname) %(objectname)")
+}

@@ -1,6 +1,7 @@
 package gitops
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -131,32 +132,71 @@ func TestImportConflictWhenBranchMoved(t *testing.T) {
 	elsewhere := gitT(t, f.repo, "commit-tree", "-p", f.input, "-m", "someone else", f.input+"^{tree}")
 	gitT(t, f.repo, "branch", testKey, elsewhere)
 	result := f.work(t, 1)
+	before := allRefs(t, f.repo)
 	err := ImportResult(testCtx(t), NewRunner(), f.request(result, f.bundle(t, f.input, result)))
 	requireCode(t, err, failure.SandboxOutputConflict, "changed after the sandbox input was captured")
 	assert.Equal(t, elsewhere, refOf(t, f.repo, "refs/heads/"+testKey))
+	assert.Equal(t, before, allRefs(t, f.repo), "the host's refs are unchanged")
 	f.assertTidy(t)
 }
 
 func TestImportAssertCurrentFailureMovesNothing(t *testing.T) {
 	t.Parallel()
+	for _, code := range []failure.Code{failure.SandboxOutputStale, failure.SandboxLeaseExpired, failure.SandboxCancelled} {
+		for _, existing := range []bool{false, true} {
+			f := newImportFixture(t)
+			if existing {
+				gitT(t, f.repo, "branch", testKey, f.input)
+			}
+			result := f.work(t, 1)
+			stale := failure.New(code, "attempt no longer current")
+			req := f.request(result, f.bundle(t, f.input, result))
+			req.AssertCurrent = func() error { return stale }
+			before := allRefs(t, f.repo)
+			err := ImportResult(testCtx(t), NewRunner(), req)
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, stale), "the error is returned as is: %v", err)
+			want := ""
+			if existing {
+				want = f.input
+			}
+			assert.Equal(t, want, refOf(t, f.repo, "refs/heads/"+testKey))
+			assert.Equal(t, before, allRefs(t, f.repo), "the host's refs are unchanged")
+			f.assertTidy(t)
+		}
+	}
+}
+
+// TestImportBranchMovedDuringAttempt moves the managed branch at the last
+// moment, from the fence check right before the move: the compare-and-swap
+// must refuse and keep the concurrent value.
+func TestImportBranchMovedDuringAttempt(t *testing.T) {
+	t.Parallel()
 	for _, existing := range []bool{false, true} {
-		f := newImportFixture(t)
-		if existing {
-			gitT(t, f.repo, "branch", testKey, f.input)
-		}
-		result := f.work(t, 1)
-		stale := failure.New(failure.SandboxOutputStale, "lease superseded")
-		req := f.request(result, f.bundle(t, f.input, result))
-		req.AssertCurrent = func() error { return stale }
-		err := ImportResult(testCtx(t), NewRunner(), req)
-		require.Error(t, err)
-		assert.True(t, errors.Is(err, stale), "the error is returned as is: %v", err)
-		want := ""
-		if existing {
-			want = f.input
-		}
-		assert.Equal(t, want, refOf(t, f.repo, "refs/heads/"+testKey))
-		f.assertTidy(t)
+		t.Run(map[bool]string{false: "created meanwhile", true: "moved meanwhile"}[existing], func(t *testing.T) {
+			t.Parallel()
+			f := newImportFixture(t)
+			if existing {
+				gitT(t, f.repo, "branch", testKey, f.input)
+			}
+			result := f.work(t, 1)
+			elsewhere := gitT(t, f.repo, "commit-tree", "-p", f.input, "-m", "someone else", f.input+"^{tree}")
+			req := f.request(result, f.bundle(t, f.input, result))
+			var before string
+			req.AssertCurrent = func() error {
+				gitT(t, f.repo, "update-ref", "refs/heads/"+testKey, elsewhere)
+				// The temporary import ref exists now and is gone afterwards
+				// (assertTidy); every other ref must stay.
+				before = strings.ReplaceAll(allRefs(t, f.repo),
+					"\n"+importRefPrefix+testAttemptHex+" "+result, "")
+				return nil
+			}
+			err := ImportResult(testCtx(t), NewRunner(), req)
+			requireCode(t, err, failure.SandboxOutputConflict, "changed after the sandbox input was captured")
+			assert.Equal(t, elsewhere, refOf(t, f.repo, "refs/heads/"+testKey))
+			assert.Equal(t, before, allRefs(t, f.repo), "nothing moved after the concurrent update")
+			f.assertTidy(t)
+		})
 	}
 }
 
@@ -194,6 +234,23 @@ func TestImportRejectsInvalidResults(t *testing.T) {
 			result := commitZeroPaddedTree(t, f.sandbox, f.input)
 			return f.request(result, f.bundle(t, f.input, result))
 		}, "zeroPaddedFilemode"},
+		{"corrupted pack data", func(t *testing.T, f *importFixture) ImportRequest {
+			result := f.work(t, 1)
+			path := f.bundle(t, f.input, result)
+			raw, err := os.ReadFile(path)
+			require.NoError(t, err)
+			pack := bytes.Index(raw, []byte("\n\nPACK")) + 2
+			require.Greater(t, pack, 2)
+			raw[pack+(len(raw)-pack)/2] ^= 0xff
+			require.NoError(t, os.WriteFile(path, raw, 0o600))
+			return f.request(result, path)
+		}, ""},
+		{"malformed commit", func(t *testing.T, f *importFixture) ImportRequest {
+			result := gitStdin(t, f.sandbox, "tree "+gitT(t, f.sandbox, "rev-parse", f.input+"^{tree}")+"\nparent "+f.input+
+				"\ncommitter Forge Test <test@forge.invalid> 0 +0000\n\nno author\n",
+				"hash-object", "-t", "commit", "-w", "--stdin", "--literally")
+			return f.request(result, f.bundle(t, f.input, result))
+		}, "missingAuthor"},
 		{"object budget", func(t *testing.T, f *importFixture) ImportRequest {
 			result := f.work(t, 1)
 			req := f.request(result, f.bundle(t, f.input, result))
@@ -226,6 +283,7 @@ func TestImportRejectsInvalidResults(t *testing.T) {
 			t.Parallel()
 			f := newImportFixture(t)
 			req := tc.build(t, f)
+			before := allRefs(t, f.repo)
 			called := false
 			req.AssertCurrent = func() error { called = true; return nil }
 			err := ImportResult(testCtx(t), NewRunner(), req)
@@ -233,6 +291,7 @@ func TestImportRejectsInvalidResults(t *testing.T) {
 			requireCode(t, err, failure.SandboxOutputInvalid, tc.wantMsg)
 			assert.False(t, called, "AssertCurrent runs only after validation")
 			assert.Empty(t, refOf(t, f.repo, "refs/heads/"+testKey))
+			assert.Equal(t, before, allRefs(t, f.repo), "the host's refs are unchanged")
 			f.assertTidy(t)
 		})
 	}
@@ -277,6 +336,7 @@ func TestImportCheckedOutWorktree(t *testing.T) {
 				tc.mutate(t, f, wt)
 			}
 			before := refOf(t, f.repo, "refs/heads/"+testKey)
+			refsBefore := allRefs(t, f.repo)
 			status := gitT(t, wt, "status", "--porcelain")
 			result := f.work(t, 1)
 
@@ -285,6 +345,7 @@ func TestImportCheckedOutWorktree(t *testing.T) {
 			if tc.wantCode != "" {
 				requireCode(t, err, tc.wantCode, "managed worktree")
 				assert.Equal(t, before, refOf(t, f.repo, "refs/heads/"+testKey))
+				assert.Equal(t, refsBefore, allRefs(t, f.repo), "the host's refs are unchanged")
 				assert.Equal(t, status, gitT(t, wt, "status", "--porcelain"), "the worktree is untouched")
 				return
 			}

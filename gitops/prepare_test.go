@@ -206,10 +206,13 @@ func TestPrepareConfigSelection(t *testing.T) {
 			req := prepareRequest(t, repo)
 			req.ExecutionPolicy = tc.policy
 			req.ApprovedConfigSHA = tc.approved
+			before := allRefs(t, repo)
 			p, err := Prepare(testCtx(t), NewRunner(), req)
+			assert.Equal(t, before, allRefs(t, repo), "the host's refs are unchanged")
 			if tc.wantCode != "" {
 				require.Error(t, err)
 				assert.Equal(t, tc.wantCode, failure.CodeOf(err), "%v", err)
+				assert.NoFileExists(t, filepath.Join(req.WorkDir, "input", "repo.bundle"))
 				return
 			}
 			require.NoError(t, err)

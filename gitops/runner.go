@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,6 +59,12 @@ type RunOpts struct {
 	// Stdin feeds git's standard input (empty when nil). Run returns when
 	// git exits even if a Read on Stdin is still blocked.
 	Stdin io.Reader
+	// Redact lists secrets that must never reach an error. Each non-empty
+	// entry is replaced in stderr before the excerpt is taken, longest
+	// first. When stderr was longer than the kept tail, the tail's leading
+	// partial line is dropped too, so a secret cut by the truncation cannot
+	// survive as a fragment; this relies on secrets holding no CR or LF.
+	Redact []string
 }
 
 // NewRunner returns a Runner using "git" from PATH, DefaultTimeout and
@@ -137,7 +144,7 @@ func (r *Runner) Run(ctx context.Context, dir string, opts RunOpts, args ...stri
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
 		return "", failure.Wrap(code, context.DeadlineExceeded, "git %s: timed out after %s", sub, timeout)
 	default:
-		return "", failure.Wrap(code, err, "git %s: %s%s", sub, describeExit(err), excerpt(stderr.String()))
+		return "", failure.Wrap(code, err, "git %s: %s%s", sub, describeExit(err), excerpt(redact(stderr, opts.Redact)))
 	}
 }
 
@@ -258,6 +265,38 @@ func excerpt(stderr string) string {
 	return ": " + s
 }
 
+// redactMark replaces secrets in stderr excerpts.
+const redactMark = "[redacted]"
+
+// redact returns w's tail with every secret replaced by redactMark. With
+// no secrets it is w.String(). Otherwise, if the tail lost its beginning,
+// everything up to the first line break is dropped: a secret without line
+// breaks that straddled the cut lies entirely in that dropped prefix.
+func redact(w *tailWriter, secrets []string) string {
+	s, truncated := w.snapshot()
+	live := make([]string, 0, len(secrets))
+	for _, secret := range secrets {
+		if secret != "" {
+			live = append(live, secret)
+		}
+	}
+	if len(live) == 0 {
+		return s
+	}
+	if truncated {
+		if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+			s = s[i+1:]
+		} else {
+			s = ""
+		}
+	}
+	sort.SliceStable(live, func(i, j int) bool { return len(live[i]) > len(live[j]) })
+	for _, secret := range live {
+		s = strings.ReplaceAll(s, secret, redactMark)
+	}
+	return s
+}
+
 // capWriter buffers up to limit bytes and reports overflow once. It is
 // locked because exec may give up on its copying goroutine (WaitDelay).
 type capWriter struct {
@@ -290,9 +329,10 @@ func (w *capWriter) result() (string, bool) {
 
 // tailWriter keeps the last max bytes written to it.
 type tailWriter struct {
-	mu  sync.Mutex
-	buf []byte
-	max int
+	mu        sync.Mutex
+	buf       []byte
+	max       int
+	truncated bool // bytes were dropped from the front
 }
 
 func (w *tailWriter) Write(p []byte) (int, error) {
@@ -301,12 +341,19 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 	w.buf = append(w.buf, p...)
 	if over := len(w.buf) - w.max; over > 0 {
 		w.buf = append(w.buf[:0], w.buf[over:]...)
+		w.truncated = true
 	}
 	return len(p), nil
 }
 
 func (w *tailWriter) String() string {
+	s, _ := w.snapshot()
+	return s
+}
+
+// snapshot returns the kept tail and whether bytes were dropped before it.
+func (w *tailWriter) snapshot() (string, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return string(w.buf)
+	return string(w.buf), w.truncated
 }
