@@ -21,6 +21,7 @@ import (
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/preflight"
 )
 
 // BaseImage is the tag of the locally built busybox base image.
@@ -179,4 +180,11 @@ func NewUUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// SmallHostCapacity is the admission policy for small test machines (two
+// cores are common): no core is kept for the host, an attempt needs 500
+// CPU millis, and the worker memory matches the example's dispatch.
+func SmallHostCapacity() preflight.CapacityPolicy {
+	return preflight.CapacityPolicy{HostReservedCores: -1, CPUMillisPerAttempt: 500, WorkerMemoryBytes: 256 << 20, HostReserveBytes: 512 << 20}
 }

@@ -32,7 +32,10 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 	engine := enginetest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	r, err := runner.New(ctx, runner.Config{StateRoot: t.TempDir(), WorkerBinary: enginetest.ForgedBinary(t), Slots: 1})
+	r, err := runner.New(ctx, runner.Config{
+		StateRoot: t.TempDir(), LockRoot: t.TempDir(), WorkerBinary: enginetest.ForgedBinary(t), Slots: 1,
+		AllowRootful: true, Capacity: example.SmallHostCapacity(),
+	})
 	require.NoError(t, err)
 	defer r.Close()
 	_, err = example.BuildBaseImage(ctx, r.Docker(), "/bin/busybox")

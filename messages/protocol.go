@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/forgedev/forged/preflight"
 )
 
 // This file lists the messages actors exchange. Requests answered with
@@ -55,6 +57,9 @@ type Snapshot struct {
 	Degraded   int      `json:"degraded"`
 	BuildQueue int      `json:"buildQueue"`
 	Attempts   []string `json:"attempts"`
+	// Preflight is the host report the slots come from (nil when the
+	// supervisor runs with a fixed number of slots).
+	Preflight *preflight.Report `json:"preflight,omitempty"`
 }
 
 // --- Attempt → subscriber ---

@@ -44,12 +44,11 @@ func (p CapacityPolicy) withDefaults() CapacityPolicy {
 	if p.CPUMillisPerAttempt <= 0 {
 		p.CPUMillisPerAttempt = 2000
 	}
-	switch {
-	case p.HostReservedCores == 0:
+	if p.HostReservedCores == 0 {
 		p.HostReservedCores = 1
-	case p.HostReservedCores < 0:
-		p.HostReservedCores = 0
 	}
+	// A negative value (keep no core) stays negative so that applying the
+	// defaults twice cannot turn it into the default of one core.
 	return p
 }
 
@@ -98,7 +97,7 @@ func Capacity(disk DiskState, availableMemoryBytes int64, cores int, policy Capa
 	admissible := max(mem.AvailableBytes-mem.ReserveBytes, 0)
 	mem.Slots = int(admissible / mem.PerAttemptBytes)
 
-	cpu := CPU{Cores: max(cores, 0), ReservedCores: p.HostReservedCores, MillisPerAttempt: p.CPUMillisPerAttempt}
+	cpu := CPU{Cores: max(cores, 0), ReservedCores: max(p.HostReservedCores, 0), MillisPerAttempt: p.CPUMillisPerAttempt}
 	cpu.AvailableMillis = max(int64(cpu.Cores-cpu.ReservedCores), 0) * 1000
 	cpu.Slots = int(cpu.AvailableMillis / cpu.MillisPerAttempt)
 

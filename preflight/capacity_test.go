@@ -87,3 +87,11 @@ func TestFormatBytes(t *testing.T) {
 		assert.Equal(t, want, formatBytes(n))
 	}
 }
+
+func TestCapacityPolicyDefaultsAreIdempotent(t *testing.T) {
+	keepNone := CapacityPolicy{HostReservedCores: -1}.withDefaults().withDefaults()
+	a := Capacity(DiskState{TotalBytes: 100 << 30, FreeBytes: 90 << 30}, 64<<30, 2, keepNone)
+	if a.CPU.ReservedCores != 0 || a.CPU.Slots != 1 {
+		t.Fatalf("keeping no core after defaults applied twice: reserved %d, cpu slots %d", a.CPU.ReservedCores, a.CPU.Slots)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/preflight"
 	"github.com/forgedev/forged/supervisor"
 )
 
@@ -43,14 +44,25 @@ type Config struct {
 	// WrapDocker, when set, wraps the Docker client the attempts use. It
 	// exists for fault-injection tests against the real engine.
 	WrapDocker func(actors.Docker) actors.Docker
+	// AllowRootful accepts a Docker engine that does not run rootless.
+	AllowRootful bool
+	// Capacity sizes one attempt and the host's reserve for the preflight
+	// admission; its MaxSlots is Slots.
+	Capacity preflight.CapacityPolicy
+	// LockRoot holds the one-forged-per-Docker-context lock (default
+	// TMPDIR/forged). Every forged on a host must use the same one.
+	LockRoot string
 }
 
 // Runner is an embedded forged: an actor system with its root supervisor.
 type Runner struct {
-	system *actor.ActorSystem
-	root   *actor.PID
-	docker *dockerops.Client
-	logs   *Logs
+	system    *actor.ActorSystem
+	root      *actor.PID
+	docker    *dockerops.Client
+	engine    io.Closer
+	lock      *preflight.ContextLock
+	preflight *preflight.Cache
+	logs      *Logs
 }
 
 // New connects to Docker and starts the actor system.
@@ -78,10 +90,35 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	docker, err := dockerops.Connect(ctx, dockerops.Options{})
+	engine, err := preflight.NewEngineClient("")
 	if err != nil {
+		return nil, fmt.Errorf("runner: docker client: %w", err)
+	}
+	lockRoot := cfg.LockRoot
+	if lockRoot == "" {
+		lockRoot = filepath.Join(os.TempDir(), "forged")
+	}
+	lock, err := preflight.AcquireContextLock(lockRoot, engine.DaemonHost())
+	if err != nil {
+		engine.Close()
 		return nil, err
 	}
+	docker, err := dockerops.Connect(ctx, dockerops.Options{})
+	if err != nil {
+		lock.Release()
+		engine.Close()
+		return nil, err
+	}
+	policy := cfg.Capacity
+	policy.MaxSlots = cfg.Slots
+	cache := preflight.NewCache(preflight.NewChecker(engine, nil, preflight.Options{
+		AllowRootful: cfg.AllowRootful,
+		Endpoint:     engine.DaemonHost(),
+		StateRoot:    stateRoot,
+		Capacity:     policy,
+	}), 0)
+	// The first report is taken now, so that admission starts from it.
+	cache.Current(ctx)
 	attemptCfg := actors.AttemptConfig{
 		StateRoot:      stateRoot,
 		WorkerBinary:   worker,
@@ -101,15 +138,18 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Slots:      cfg.Slots,
 		QueueLimit: cfg.QueueLimit,
 		Cleaner:    docker,
+		Capacity:   cache,
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
 			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
 		},
 	}), "supervisor")
 	if err != nil {
 		docker.Close()
+		lock.Release()
+		engine.Close()
 		return nil, fmt.Errorf("runner: spawn supervisor: %w", err)
 	}
-	return &Runner{system: system, root: root, docker: docker, logs: NewLogs(0)}, nil
+	return &Runner{system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0)}, nil
 }
 
 // Logs returns the runner's per-attempt event logs.
@@ -181,7 +221,13 @@ func (r *Runner) Inspect() []messages.InspectReply {
 func (r *Runner) Close() error {
 	r.system.Root.Stop(r.root)
 	r.system.Shutdown()
-	return r.docker.Close()
+	return errors.Join(r.docker.Close(), r.engine.Close(), r.lock.Release())
+}
+
+// Preflight returns the latest preflight report, checking when stale.
+func (r *Runner) Preflight(ctx context.Context) preflight.Report {
+	report, _ := r.preflight.Current(ctx)
+	return report
 }
 
 // Docker exposes the Docker client (for the example's base image).

@@ -43,6 +43,9 @@ func newE2E(t *testing.T, cfg runner.Config) *e2e {
 	engine := enginetest.Client(t)
 	cfg.WorkerBinary = enginetest.ForgedBinary(t)
 	cfg.StateRoot = t.TempDir()
+	cfg.LockRoot = t.TempDir()
+	cfg.AllowRootful = true // the test engine runs rootful
+	cfg.Capacity = example.SmallHostCapacity()
 	if cfg.Slots == 0 {
 		cfg.Slots = 2
 	}

@@ -17,7 +17,9 @@ work="${FORGED_EXAMPLE_DIR:-$(mktemp -d /tmp/forged-example.XXXXXX)}"
 bin/forged example --dir "$work"
 echo
 status=0
-bin/forged run --state-root "$work/state" "$work/dispatch.json" || status=$?
+# This machine's engine runs rootful and may have only two cores: accept
+# the rootful engine explicitly and keep no core back for the host.
+bin/forged run --allow-rootful --host-reserved-cores 0 --state-root "$work/state" "$work/dispatch.json" || status=$?
 
 echo
 echo "== managed branch forge/example-task in $work/repo"

@@ -13,6 +13,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/actorkit"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/preflight"
 )
 
 // AttemptFactory returns the props of one attempt actor.
@@ -35,12 +36,25 @@ type Config struct {
 	Cleaner Cleaner
 	// CleanupTimeout bounds a crashed attempt's teardown.
 	CleanupTimeout time.Duration
+	// Capacity, when set, bounds Slots by the host's preflight capacity.
+	// It is refreshed every RefreshInterval and at admission when older
+	// than CapacityTTL; while the host is unavailable, admission is
+	// refused with the preflight code.
+	Capacity        CapacitySource
+	RefreshInterval time.Duration
+	CapacityTTL     time.Duration
 }
 
 // Props returns the root supervisor's props.
 func Props(cfg Config) *actor.Props {
 	if cfg.CleanupTimeout <= 0 {
 		cfg.CleanupTimeout = 2 * time.Minute
+	}
+	if cfg.CapacityTTL <= 0 {
+		cfg.CapacityTTL = preflight.DefaultTTL
+	}
+	if cfg.RefreshInterval <= 0 {
+		cfg.RefreshInterval = cfg.CapacityTTL
 	}
 	never := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
 	return actor.PropsFromProducer(func() actor.Actor { return newRoot(cfg) }, actor.WithSupervisor(never))
@@ -66,10 +80,11 @@ type root struct {
 	byPID    map[string]string   // attempt actor id → attempt id
 	degraded int
 
-	permit  *permit
-	runCtx  context.Context
-	cancel  context.CancelFunc
-	stopped bool
+	permit   *permit
+	capacity *capacity
+	runCtx   context.Context
+	cancel   context.CancelFunc
+	stopped  bool
 }
 
 type crashCleanupDone struct {
@@ -79,16 +94,27 @@ type crashCleanupDone struct {
 }
 
 func newRoot(cfg Config) *root {
-	return &root{cfg: cfg, running: map[string]*running{}, byPID: map[string]string{}, permit: &permit{}}
+	return &root{cfg: cfg, running: map[string]*running{}, byPID: map[string]string{}, permit: &permit{},
+		capacity: &capacity{source: cfg.Capacity, interval: cfg.RefreshInterval, ttl: cfg.CapacityTTL}}
 }
 
 func (r *root) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		r.runCtx, r.cancel = context.WithCancel(context.Background())
+		r.capacity.start(ctx, r.runCtx)
 	case *actor.Stopping:
 		r.stopped = true
+		r.capacity.stop()
 		r.cancel()
+	case refreshTick:
+		r.capacity.refresh(ctx, r.runCtx)
+	case capacityRefreshed:
+		r.capacity.record(ctx, msg.report)
+		if !msg.report.Available {
+			r.refuseQueued(ctx, msg.report)
+		}
+		r.admit(ctx)
 	case messages.SubmitAttempt:
 		ctx.Respond(r.submit(ctx, msg))
 	case messages.CancelAttempt:
@@ -137,7 +163,15 @@ func (r *root) submit(ctx actor.Context, msg messages.SubmitAttempt) messages.Su
 	if _, ok := r.running[id]; ok || r.queued(id) >= 0 {
 		return refuse(id, failure.AttemptDuplicate, fmt.Sprintf("attempt %s is already admitted", id))
 	}
-	if len(r.running) < r.cfg.Slots {
+	if r.capacity.source != nil {
+		if r.capacity.stale(time.Now()) {
+			r.capacity.refresh(ctx, r.runCtx)
+		}
+		if rep := r.capacity.report; rep != nil && !rep.Available {
+			return refuse(id, rep.Code, rep.Reason)
+		}
+	}
+	if len(r.running) < r.slots() {
 		r.spawn(ctx, pending{dispatch: d, subscriber: msg.Subscriber})
 		return messages.SubmitReply{AttemptID: id, Accepted: true}
 	}
@@ -145,7 +179,7 @@ func (r *root) submit(ctx actor.Context, msg messages.SubmitAttempt) messages.Su
 		r.queue = append(r.queue, pending{dispatch: d, subscriber: msg.Subscriber})
 		return messages.SubmitReply{AttemptID: id, Accepted: true, Queued: true}
 	}
-	return refuse(id, failure.CapacityExhausted, fmt.Sprintf("all %d slots are busy and the queue of %d is full", r.cfg.Slots, r.cfg.QueueLimit))
+	return refuse(id, failure.CapacityExhausted, fmt.Sprintf("all %d slots are busy and the queue of %d is full", r.slots(), r.cfg.QueueLimit))
 }
 
 func refuse(id string, code failure.Code, message string) messages.SubmitReply {
@@ -175,11 +209,21 @@ func (r *root) spawn(ctx actor.Context, p pending) {
 
 // admit fills free slots from the queue, FIFO.
 func (r *root) admit(ctx actor.Context) {
-	for len(r.running) < r.cfg.Slots && len(r.queue) > 0 && !r.stopped {
+	for len(r.running) < r.slots() && len(r.queue) > 0 && !r.stopped {
 		next := r.queue[0]
 		r.queue = r.queue[1:]
 		r.spawn(ctx, next)
 	}
+}
+
+// refuseQueued ends every queued attempt with the preflight's code: the
+// host cannot take them, and they have not started, so the server may
+// dispatch them elsewhere. Running attempts are not touched.
+func (r *root) refuseQueued(ctx actor.Context, report preflight.Report) {
+	for _, p := range r.queue {
+		notify(ctx, p.subscriber, failedOutcome(p.dispatch.AttemptID(), report.Code, "refused while queued: "+report.Reason, false))
+	}
+	r.queue = nil
 }
 
 func (r *root) finish(ctx actor.Context, attemptID string, degraded bool) {
@@ -264,7 +308,11 @@ func notify(ctx actor.Context, subscriber *actor.PID, out messages.AttemptOutcom
 }
 
 func (r *root) snapshot() messages.Snapshot {
-	s := messages.Snapshot{Slots: r.cfg.Slots, Queued: len(r.queue), Degraded: r.degraded, BuildQueue: r.permit.queueLength(), Attempts: []string{}}
+	s := messages.Snapshot{Slots: r.slots(), Queued: len(r.queue), Degraded: r.degraded, BuildQueue: r.permit.queueLength(), Attempts: []string{}}
+	if rep := r.capacity.report; rep != nil {
+		copied := *rep
+		s.Preflight = &copied
+	}
 	for id, att := range r.running {
 		s.Attempts = append(s.Attempts, id)
 		if messages.IsStartingPhase(att.phase) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgedev/forged/preflight"
 	"github.com/forgedev/forged/runner"
 )
 
@@ -19,6 +20,28 @@ type runnerFlags struct {
 	seccompProfile string
 	lsmOption      string
 	verbose        bool
+	preflight      preflightFlags
+}
+
+// preflightFlags are the admission settings shared with `forged preflight`.
+type preflightFlags struct {
+	allowRootful      bool
+	hostReservedCores int
+	cpuMillis         int64
+}
+
+func (p *preflightFlags) register(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&p.allowRootful, "allow-rootful", false, "accept a Docker engine that does not run rootless")
+	cmd.Flags().IntVar(&p.hostReservedCores, "host-reserved-cores", 1, "CPU cores kept for the host (0 keeps none)")
+	cmd.Flags().Int64Var(&p.cpuMillis, "cpu-millis-per-attempt", 2000, "CPU share one attempt needs for admission")
+}
+
+func (p *preflightFlags) policy(maxSlots int) preflight.CapacityPolicy {
+	reserved := p.hostReservedCores
+	if reserved == 0 {
+		reserved = -1 // the policy's zero value means the default of one core
+	}
+	return preflight.CapacityPolicy{MaxSlots: maxSlots, HostReservedCores: reserved, CPUMillisPerAttempt: p.cpuMillis}
 }
 
 func (f *runnerFlags) register(cmd *cobra.Command) {
@@ -33,6 +56,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")
 	cmd.Flags().StringVar(&f.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "debug logging")
+	f.preflight.register(cmd)
 }
 
 func (f *runnerFlags) config(logger *slog.Logger) runner.Config {
@@ -44,6 +68,8 @@ func (f *runnerFlags) config(logger *slog.Logger) runner.Config {
 		SeccompProfile: f.seccompProfile,
 		LSMOption:      f.lsmOption,
 		Logger:         logger,
+		AllowRootful:   f.preflight.allowRootful,
+		Capacity:       f.preflight.policy(f.slots),
 	}
 }
 

@@ -35,7 +35,9 @@ func TestExampleThenRun(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &dispatch))
 	defer enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
 
-	cmd := exec.Command(forged, "run", "--json", "--state-root", filepath.Join(dir, "state"), filepath.Join(dir, "dispatch.json"))
+	cmd := exec.Command(forged, "run", "--json", "--allow-rootful", "--host-reserved-cores", "0",
+		"--state-root", filepath.Join(dir, "state"), filepath.Join(dir, "dispatch.json"))
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir()) // a private context lock
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "stderr: %s", stderr.String())

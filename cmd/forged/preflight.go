@@ -16,10 +16,10 @@ import (
 
 func preflightCommand() *cobra.Command {
 	var (
-		asJSON       bool
-		allowRootful bool
-		maxSlots     int
-		stateRoot    string
+		asJSON    bool
+		maxSlots  int
+		stateRoot string
+		admission preflightFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "preflight",
@@ -35,10 +35,10 @@ func preflightCommand() *cobra.Command {
 			}
 			defer cli.Close()
 			checker := preflight.NewChecker(cli, nil, preflight.Options{
-				AllowRootful: allowRootful,
+				AllowRootful: admission.allowRootful,
 				Endpoint:     cli.DaemonHost(),
 				StateRoot:    stateRoot,
-				Capacity:     preflight.CapacityPolicy{MaxSlots: maxSlots},
+				Capacity:     admission.policy(maxSlots),
 			})
 			r := checker.Check(cmd.Context())
 			if asJSON {
@@ -57,7 +57,7 @@ func preflightCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
-	cmd.Flags().BoolVar(&allowRootful, "allow-rootful", false, "accept a Docker engine that does not run rootless")
+	admission.register(cmd)
 	cmd.Flags().IntVar(&maxSlots, "max-slots", 3, "configured maximum of concurrent attempts")
 	cmd.Flags().StringVar(&stateRoot, "state-root", defaultStateRoot(), "forged's state directory (measured when the Docker root directory cannot be)")
 	return cmd

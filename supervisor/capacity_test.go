@@ -1,0 +1,129 @@
+package supervisor
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/preflight"
+)
+
+// fakeCapacity returns whatever report the test sets.
+type fakeCapacity struct {
+	mu     sync.Mutex
+	report preflight.Report
+	calls  int
+}
+
+func (f *fakeCapacity) set(capacity int, code string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.report = preflight.Report{CheckedAt: time.Now(), Available: code == "" && capacity > 0, Capacity: capacity}
+	if code != "" {
+		f.report.Code = preflight.DockerDiskLow
+		f.report.Reason = code
+	}
+}
+
+func (f *fakeCapacity) Refresh(context.Context) (preflight.Report, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	r := f.report
+	r.CheckedAt = time.Now()
+	return r, uint64(f.calls)
+}
+
+func (f *fakeCapacity) Last() (preflight.Report, uint64, bool) { return preflight.Report{}, 0, false }
+
+func newCapacityFixture(t *testing.T, source *fakeCapacity, maxSlots int) *fixture {
+	t.Helper()
+	f := &fixture{system: actor.NewActorSystem(), cleaner: &fakeCleaner{}}
+	t.Cleanup(f.system.Shutdown)
+	f.root = f.system.Root.Spawn(Props(Config{
+		Slots: maxSlots, QueueLimit: 8, Cleaner: f.cleaner, Capacity: source,
+		RefreshInterval: 20 * time.Millisecond, CapacityTTL: time.Hour,
+		NewAttempt: func(d *messages.Dispatch, subscriber, _ *actor.PID) *actor.Props {
+			return actor.PropsFromProducer(func() actor.Actor { return &fakeAttempt{d: d, subscriber: subscriber} })
+		},
+	}))
+	return f
+}
+
+func TestCapacityShrinksByDrainingNeverByKilling(t *testing.T) {
+	source := &fakeCapacity{}
+	source.set(3, "")
+	f := newCapacityFixture(t, source, 5)
+	require.Eventually(t, func() bool { return f.snapshot(t).Slots == 3 }, within, 10*time.Millisecond)
+	probe := actortest.NewProbe(t, f.system)
+	var running []*messages.Dispatch
+	for range 3 {
+		d := dispatch()
+		require.True(t, f.submit(t, d, probe.PID()).Accepted)
+		running = append(running, d)
+	}
+	require.Eventually(t, func() bool { return f.snapshot(t).Active == 3 }, within, 10*time.Millisecond)
+
+	// The host can now hold one attempt: none is stopped, new ones queue.
+	source.set(1, "")
+	require.Eventually(t, func() bool { return f.snapshot(t).Slots == 1 }, within, 10*time.Millisecond)
+	queued := dispatch()
+	reply := f.submit(t, queued, probe.PID())
+	require.True(t, reply.Accepted)
+	assert.True(t, reply.Queued)
+	actortest.ShouldReceiveNothing[messages.AttemptFinished](t, probe, 50*time.Millisecond)
+	assert.Equal(t, 3, f.snapshot(t).Active, "running attempts are never killed by a smaller capacity")
+
+	// Two finish: still at the new size of one, so the queued one waits.
+	for _, d := range running[:2] {
+		f.system.Root.Send(f.attemptPID(t, d), finishNow{})
+	}
+	require.Eventually(t, func() bool { s := f.snapshot(t); return s.Active == 1 && s.Queued == 1 }, within, 10*time.Millisecond)
+	// The last one finishes: the queued attempt is admitted.
+	f.system.Root.Send(f.attemptPID(t, running[2]), finishNow{})
+	require.Eventually(t, func() bool {
+		s := f.snapshot(t)
+		return s.Queued == 0 && len(s.Attempts) == 1 && s.Attempts[0] == queued.AttemptID()
+	}, within, 10*time.Millisecond)
+}
+
+func TestAdmissionRefusedWithThePreflightCodeWhileUnavailable(t *testing.T) {
+	source := &fakeCapacity{}
+	source.set(0, "disk is low")
+	f := newCapacityFixture(t, source, 2)
+	require.Eventually(t, func() bool { return f.snapshot(t).Preflight != nil }, within, 10*time.Millisecond)
+	reply := f.submit(t, dispatch(), nil)
+	assert.False(t, reply.Accepted)
+	assert.Equal(t, string(preflight.DockerDiskLow), reply.Code)
+	assert.Equal(t, "disk is low", reply.Message)
+
+	// Capacity comes back: admission resumes at once.
+	source.set(2, "")
+	require.Eventually(t, func() bool { return f.snapshot(t).Slots == 2 }, within, 10*time.Millisecond)
+	assert.True(t, f.submit(t, dispatch(), nil).Accepted)
+}
+
+func TestQueuedAttemptsAreRefusedWhenTheHostBecomesUnavailable(t *testing.T) {
+	source := &fakeCapacity{}
+	source.set(1, "")
+	f := newCapacityFixture(t, source, 1)
+	require.Eventually(t, func() bool { return f.snapshot(t).Slots == 1 }, within, 10*time.Millisecond)
+	probe := actortest.NewProbe(t, f.system)
+	running, queued := dispatch(), dispatch()
+	require.True(t, f.submit(t, running, probe.PID()).Accepted)
+	require.True(t, f.submit(t, queued, probe.PID()).Queued)
+
+	source.set(0, "disk is low")
+	got := actortest.ExpectWhere(t, probe, within, func(m messages.AttemptFinished) bool { return m.Outcome.AttemptID == queued.AttemptID() })
+	assert.Equal(t, string(preflight.DockerDiskLow), got.Outcome.Code)
+	s := f.snapshot(t)
+	assert.Equal(t, []string{running.AttemptID()}, s.Attempts, "the running attempt carries on")
+	assert.Zero(t, s.Queued)
+}
