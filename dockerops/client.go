@@ -105,6 +105,7 @@ type Client struct {
 	inspector   inspectAPI
 	cleaner     teardownAPI
 	images      imageAPI
+	execs       execAPI
 }
 
 // newClient builds a Client whose operation groups are served by api, for
@@ -118,6 +119,7 @@ func newClient(opts Options, api any) *Client {
 	c.inspector, _ = api.(inspectAPI)
 	c.cleaner, _ = api.(teardownAPI)
 	c.images, _ = api.(imageAPI)
+	c.execs, _ = api.(execAPI)
 	return c
 }
 

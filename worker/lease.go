@@ -1,52 +1,135 @@
 package worker
 
 import (
-	"bytes"
-	"crypto/subtle"
-	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"syscall"
 	"time"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/lease"
 )
 
-// maxLeaseUpdateBytes bounds the lease update document.
-const maxLeaseUpdateBytes = 4 << 10
+// The host renews an attempt's lease by writing a signed lease.Update
+// (atomically, by rename) at Config.LeaseUpdatePath, through
+// "forged worker lease-update" (WriteLeaseUpdateFile) run with docker exec.
+// The worker keeps a lease.Deadline built from its start packet and reads
+// the file only when that deadline is reached: an update for this attempt
+// and fencing token, signed with the start packet's LeaseControlKey and
+// expiring later, moves the deadline and the task keeps running; anything
+// else (no file, a malformed, forged, foreign or stale update) leaves the
+// deadline where it is and the task is stopped. The task shares the
+// worker's user and may write the file too, but it does not know the key.
 
-// LeaseUpdate is the document the host may write (atomically, by rename)
-// at Config.LeaseUpdatePath when it renews the attempt's lease. The worker
-// reads it only when the current lease deadline is reached: when the key
-// equals the start packet's LeaseControlKey and the new expiry is later,
-// the task keeps running until the new deadline; otherwise the task is
-// stopped. Unknown fields make the update invalid.
-type LeaseUpdate struct {
-	LeaseControlKey string    `json:"leaseControlKey"`
-	LeaseExpiresAt  time.Time `json:"leaseExpiresAt"`
+// newLeaseDeadline is the attempt's lease deadline from its start packet,
+// converted to the monotonic clock now.
+func (r *run) newLeaseDeadline() *lease.Deadline {
+	id := r.pkt.Identity
+	return lease.NewDeadline(id.DispatchAttemptID, id.FencingToken, r.pkt.LeaseExpiresAt, r.pkt.LeaseControlKey, nil)
 }
 
-// readLeaseUpdate returns the expiry of a valid lease update at path, or
-// false when there is none (missing, malformed, wrong key, or the packet
-// carries no control key).
-func readLeaseUpdate(path, key string) (time.Time, bool) {
-	if key == "" || path == "" {
-		return time.Time{}, false
+// renewLease reads the lease update file and applies it to the deadline.
+// It reports whether the lease is still running afterwards; why an update
+// was not applied goes to stderr.
+func (r *run) renewLease() bool {
+	if !r.lease.Expired() {
+		return true
 	}
-	f, err := os.Open(path)
+	u, err := readLeaseUpdateFile(r.cfg.LeaseUpdatePath)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return false
+	case err != nil:
+		r.note("lease update ignored: %v", err)
+		return false
+	}
+	if err := r.lease.Apply(u); err != nil {
+		if !failure.Is(err, lease.UpdateStale) {
+			r.note("lease update ignored: %v", err)
+		}
+		return false
+	}
+	if r.lease.Expired() {
+		return false
+	}
+	r.note("lease extended to %s", r.lease.ExpiresAt().UTC().Format(time.RFC3339))
+	return true
+}
+
+// readLeaseUpdateFile reads and decodes the lease update at path. It does
+// not follow a symbolic link, does not block on a FIFO and reads at most
+// lease.MaxUpdateBytes (plus one, to notice more): the task may have put
+// anything there.
+func readLeaseUpdateFile(path string) (lease.Update, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return time.Time{}, false
+		return lease.Update{}, &os.PathError{Op: "open", Path: path, Err: err}
 	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxLeaseUpdateBytes+1))
-	if err != nil || len(raw) > maxLeaseUpdateBytes {
-		return time.Time{}, false
+	fi, err := f.Stat()
+	if err != nil {
+		return lease.Update{}, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	var u LeaseUpdate
-	if err := dec.Decode(&u); err != nil || u.LeaseExpiresAt.IsZero() {
-		return time.Time{}, false
+	if !fi.Mode().IsRegular() {
+		return lease.Update{}, fmt.Errorf("%s is not a regular file", path)
 	}
-	if subtle.ConstantTimeCompare([]byte(u.LeaseControlKey), []byte(key)) != 1 {
-		return time.Time{}, false
+	raw, err := io.ReadAll(io.LimitReader(f, lease.MaxUpdateBytes+1))
+	if err != nil {
+		return lease.Update{}, fmt.Errorf("read %s: %w", path, err)
 	}
-	return u.LeaseExpiresAt, true
+	return lease.DecodeUpdate(raw)
+}
+
+// WriteLeaseUpdateFile reads one encoded lease.Update from stdin (at most
+// lease.MaxUpdateBytes), checks that it decodes (the MAC is the worker's
+// to verify) and installs those exact bytes at path atomically: a
+// temporary file in the same directory, created with mode 0600, written,
+// synced and renamed over path. On any failure path is left as it was and
+// the temporary file is removed.
+//
+// It is the body of "forged worker lease-update", which the host runs
+// inside the sandbox with docker exec to push a renewal (see
+// dockerops.Client.WriteLeaseUpdate).
+func WriteLeaseUpdateFile(stdin io.Reader, path string) error {
+	raw, err := io.ReadAll(io.LimitReader(stdin, lease.MaxUpdateBytes+1))
+	if err != nil {
+		return fmt.Errorf("read lease update: %w", err)
+	}
+	if _, err := lease.DecodeUpdate(raw); err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, ".lease-update-*.tmp")
+	if err != nil {
+		return fmt.Errorf("lease update: %w", err)
+	}
+	installed := false
+	defer func() {
+		if !installed {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if err := tmp.Chmod(0o600); err != nil {
+		return fmt.Errorf("lease update: %w", err)
+	}
+	if _, err := tmp.Write(raw); err != nil {
+		return fmt.Errorf("lease update: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("lease update: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("lease update: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("lease update: %w", err)
+	}
+	installed = true
+	syncDir(dir)
+	return nil
 }

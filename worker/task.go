@@ -150,13 +150,14 @@ func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeo
 }
 
 // supervise waits for the task to exit, stopping it on timeout, lease
-// expiry (unless a lease update moved the deadline) or cancellation. It
-// returns the reason the task ended.
+// expiry or cancellation. The lease timer is armed at the monotonic lease
+// deadline; when it fires, the lease update file is consulted once and the
+// timer re-armed when a valid update moved the deadline (see renewLease).
+// It returns the reason the task ended.
 func (r *run) supervise(ctx context.Context, pgid int, timeout time.Duration, waitC <-chan error) string {
 	timeoutT := time.NewTimer(timeout)
 	defer timeoutT.Stop()
-	lease := r.pkt.LeaseExpiresAt
-	leaseT := time.NewTimer(time.Until(lease))
+	leaseT := time.NewTimer(r.lease.Remaining())
 	defer leaseT.Stop()
 	done := ctx.Done()
 	var killC <-chan time.Time
@@ -176,10 +177,8 @@ func (r *run) supervise(ctx context.Context, pgid int, timeout time.Duration, wa
 		case <-timeoutT.C:
 			stop(reasonTimeout)
 		case <-leaseT.C:
-			if next, ok := readLeaseUpdate(r.cfg.LeaseUpdatePath, r.pkt.LeaseControlKey); ok && next.After(lease) && time.Until(next) > 0 {
-				lease = next
-				leaseT.Reset(time.Until(next))
-				r.note("lease extended to %s", next.UTC().Format(time.RFC3339))
+			if reason == reasonExited && r.renewLease() {
+				leaseT.Reset(r.lease.Remaining())
 				continue
 			}
 			stop(reasonLeaseExpired)

@@ -8,8 +8,8 @@
 //  2. it materialises the input git bundle into the workspace with go-git,
 //     verifies the input commit and checks it out on the attempt's branch;
 //  3. it runs the task (argv, working directory, minimal environment,
-//     timeout and lease deadline), streaming its output lines as runner
-//     events on stdout;
+//     timeout and a monotonic lease deadline that signed lease updates may
+//     move), streaming its output lines as runner events on stdout;
 //  4. it stages the whole working tree much like "git add --all" (honouring
 //     .gitignore, keeping gitlinks, skipping names git refuses), commits the
 //     result on top of the input commit when the tree changed, and writes a
@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/lease"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -65,8 +66,9 @@ type Config struct {
 	InputBundlePath string
 	// OutputDir receives result.bundle, result.json and manifest.json.
 	OutputDir string
-	// LeaseUpdatePath is where the host may write a LeaseUpdate to move the
-	// lease deadline; it is read when the current deadline is reached.
+	// LeaseUpdatePath is where the host may write a signed lease.Update to
+	// move the lease deadline (see WriteLeaseUpdateFile); it is read when
+	// the current deadline is reached.
 	LeaseUpdatePath string
 	// HomeDir and TempDir are the task's HOME and TMPDIR.
 	HomeDir string
@@ -142,6 +144,7 @@ func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, cfg Co
 		return ExitInternal
 	}
 	r.pkt = pkt
+	r.lease = r.newLeaseDeadline()
 	code, err := r.execute(ctx)
 	if err != nil {
 		r.diag(err)
@@ -154,6 +157,7 @@ func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, cfg Co
 type run struct {
 	cfg    Config
 	pkt    *messages.StartPacket
+	lease  *lease.Deadline // from the start packet, moved by lease updates
 	events *emitter
 	stderr io.Writer
 }
@@ -195,9 +199,9 @@ func (r *run) execute(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if !r.pkt.LeaseExpiresAt.After(time.Now()) {
+	if !r.renewLease() {
 		return 0, failure.New(failure.SandboxLeaseExpired, "lease expired at %s before the task started",
-			r.pkt.LeaseExpiresAt.UTC().Format(time.RFC3339))
+			r.lease.ExpiresAt().UTC().Format(time.RFC3339))
 	}
 
 	outcome := r.runTask(ctx, dir)

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/lease"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -261,29 +263,122 @@ func TestMainLeaseExpiry(t *testing.T) {
 	assert.Equal(t, reasonLeaseExpired, eventData(t, findEvent(t, res.events, "task_exited"))["reason"])
 }
 
-func TestMainLeaseUpdate(t *testing.T) {
-	writeUpdate := func(t *testing.T, f *fixture, key string, at time.Time) {
-		raw, err := json.Marshal(LeaseUpdate{LeaseControlKey: key, LeaseExpiresAt: at})
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(f.cfg.LeaseUpdatePath, raw, 0o600))
+// signedUpdate signs a lease update for the fixture's attempt and fence
+// with the start packet's control key, unless told otherwise.
+func (f *fixture) signedUpdate(at time.Time, tweak func(attempt, fence, key *string)) []byte {
+	f.t.Helper()
+	attempt, fence, key := f.pkt.Identity.DispatchAttemptID, f.pkt.Identity.FencingToken, f.pkt.LeaseControlKey
+	if tweak != nil {
+		tweak(&attempt, &fence, &key)
 	}
-	t.Run("extends", func(t *testing.T) {
+	u, err := lease.Sign(attempt, fence, at, key)
+	require.NoError(f.t, err)
+	raw, err := json.Marshal(u)
+	require.NoError(f.t, err)
+	return raw
+}
+
+// pushUpdate installs an encoded update the way the host does.
+func (f *fixture) pushUpdate(raw []byte) {
+	f.t.Helper()
+	require.NoError(f.t, WriteLeaseUpdateFile(bytes.NewReader(raw), f.cfg.LeaseUpdatePath))
+}
+
+func TestMainLeaseUpdate(t *testing.T) {
+	t.Run("renewal extends the run", func(t *testing.T) {
 		f := newFixture(t, sh("sleep 2; echo done > done.txt")...)
 		f.pkt.LeaseExpiresAt = time.Now().Add(time.Second)
-		writeUpdate(t, f, testLeaseKey, time.Now().Add(time.Minute))
+		f.pushUpdate(f.signedUpdate(time.Now().Add(time.Minute), nil))
 		res := f.run()
 		require.Equal(t, ExitOK, res.code, "stderr: %s", res.stderr)
 		assert.Contains(t, res.stderr, "lease extended")
 		assert.Equal(t, "done", f.show(f.fetchResult(), "done.txt"))
 	})
-	t.Run("wrong key", func(t *testing.T) {
-		f := newFixture(t, sh("sleep 5; echo done > done.txt")...)
+	t.Run("successive renewals while the task runs", func(t *testing.T) {
+		// Initial lease 1s; the first update (present from the start)
+		// extends it to about 2.2s, the second, written at about 1.2s,
+		// to a minute. The task needs 3s.
+		f := newFixture(t, sh("sleep 3; echo done > done.txt")...)
+		begin := time.Now()
+		f.pkt.LeaseExpiresAt = begin.Add(time.Second)
+		f.pushUpdate(f.signedUpdate(begin.Add(2200*time.Millisecond), nil))
+		second := f.signedUpdate(begin.Add(time.Minute), nil)
+		timer := time.AfterFunc(1200*time.Millisecond, func() {
+			assert.NoError(t, WriteLeaseUpdateFile(bytes.NewReader(second), f.cfg.LeaseUpdatePath))
+		})
+		defer timer.Stop()
+		res := f.run()
+		require.Equal(t, ExitOK, res.code, "stderr: %s", res.stderr)
+		assert.Equal(t, 2, strings.Count(res.stderr, "lease extended"), res.stderr)
+		assert.Equal(t, "done", f.show(f.fetchResult(), "done.txt"))
+	})
+	t.Run("renewal stops when the host stops renewing", func(t *testing.T) {
+		// One renewal to 2s, then nothing: the stale file does not keep
+		// the task alive.
+		f := newFixture(t, sh("sleep 30; echo done > done.txt")...)
+		begin := time.Now()
+		f.pkt.LeaseExpiresAt = begin.Add(time.Second)
+		f.pushUpdate(f.signedUpdate(begin.Add(2*time.Second), nil))
+		res := f.run()
+		require.Equal(t, ExitTaskFailed, res.code, "stderr: %s", res.stderr)
+		assert.Equal(t, 1, strings.Count(res.stderr, "lease extended"), res.stderr)
+		assert.Equal(t, reasonLeaseExpired, eventData(t, findEvent(t, res.events, "task_exited"))["reason"])
+		assert.Less(t, res.elapsed, 15*time.Second)
+		_, r := f.outputs()
+		assert.Nil(t, r.ResultCommitSHA, "the task was killed before writing")
+	})
+
+	refused := map[string]struct {
+		update func(f *fixture) []byte
+		note   string
+	}{
+		"wrong MAC": {func(f *fixture) []byte {
+			return f.signedUpdate(time.Now().Add(time.Minute), func(_, _, key *string) { *key = "forged-by-the-task" })
+		}, "lease_update_forbidden"},
+		"wrong attempt": {func(f *fixture) []byte {
+			return f.signedUpdate(time.Now().Add(time.Minute), func(attempt, _, _ *string) { *attempt = "ffffffff-8d0e-4c1a-9f53-2f3c1e2d4a5b" })
+		}, "lease_update_forbidden"},
+		"wrong fence": {func(f *fixture) []byte {
+			return f.signedUpdate(time.Now().Add(time.Minute), func(_, fence, _ *string) { *fence = "99999999-2222-4333-8444-555555555555" })
+		}, "lease_update_forbidden"},
+		"old unsigned document": {func(f *fixture) []byte {
+			return []byte(`{"leaseControlKey":"` + testLeaseKey + `","leaseExpiresAt":"` + time.Now().Add(time.Minute).UTC().Format(time.RFC3339) + `"}`)
+		}, "lease_update_invalid"},
+	}
+	for name, tc := range refused {
+		t.Run(name+" is ignored", func(t *testing.T) {
+			f := newFixture(t, sh("sleep 5; echo done > done.txt")...)
+			f.pkt.LeaseExpiresAt = time.Now().Add(time.Second)
+			require.NoError(t, os.WriteFile(f.cfg.LeaseUpdatePath, tc.update(f), 0o600))
+			res := f.run()
+			require.Equal(t, ExitTaskFailed, res.code, "stderr: %s", res.stderr)
+			assert.Equal(t, reasonLeaseExpired, eventData(t, findEvent(t, res.events, "task_exited"))["reason"])
+			assert.Contains(t, res.stderr, tc.note)
+			assert.NotContains(t, res.stderr, "lease extended")
+			assert.Less(t, res.elapsed, 4*time.Second, "stopped at the first deadline")
+		})
+	}
+	t.Run("update planted as a symlink is ignored", func(t *testing.T) {
+		f := newFixture(t, sh("sleep 5")...)
 		f.pkt.LeaseExpiresAt = time.Now().Add(time.Second)
-		writeUpdate(t, f, "forged-by-the-task", time.Now().Add(time.Minute))
+		target := filepath.Join(t.TempDir(), "real.json")
+		require.NoError(t, os.WriteFile(target, f.signedUpdate(time.Now().Add(time.Minute), nil), 0o600))
+		require.NoError(t, os.Symlink(target, f.cfg.LeaseUpdatePath))
 		res := f.run()
 		require.Equal(t, ExitTaskFailed, res.code, "stderr: %s", res.stderr)
 		assert.Equal(t, reasonLeaseExpired, eventData(t, findEvent(t, res.events, "task_exited"))["reason"])
 	})
+}
+
+func TestMainLeaseRenewedBeforeStart(t *testing.T) {
+	// The packet's lease has passed by the time the task would start, but
+	// the host renewed it: the run goes ahead.
+	f := newFixture(t, sh("echo x > x.txt")...)
+	f.pkt.LeaseExpiresAt = time.Now().Add(-time.Second)
+	f.pushUpdate(f.signedUpdate(time.Now().Add(time.Minute), nil))
+	res := f.run()
+	require.Equal(t, ExitOK, res.code, "stderr: %s", res.stderr)
+	assert.Equal(t, "x", f.show(f.fetchResult(), "x.txt"))
 }
 
 func TestMainLeaseAlreadyExpired(t *testing.T) {
