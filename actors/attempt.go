@@ -2,8 +2,6 @@ package actors
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,10 +15,15 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/lease"
 	"github.com/forgedev/forged/messages"
 )
 
 const kindAttempt = "attempt"
+
+// workerStartedEvent is the worker's first event: its process is running
+// and can take lease updates.
+const workerStartedEvent = "worker_started"
 
 // AttemptProps returns the props of one attempt actor. subscriber (may be
 // nil) receives the attempt's events and its AttemptFinished; supervisor
@@ -62,6 +65,11 @@ type attemptActor struct {
 	peak                             PeakMemory
 	trusted                          error // a trusted host failure (OOM, PIDs...) from inspected state
 	result                           string
+
+	controlKey                 string    // the worker's lease-update key
+	packetExpiry               time.Time // the lease expiry in the worker's start packet
+	workerRunning              bool      // the worker reported it started
+	leasePushing, leasePending bool
 
 	failure     error
 	cancelled   bool
@@ -117,6 +125,10 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		}
 		a.cancelled = true
 		a.abort(ctx, failure.New(failure.SandboxCancelled, "%s", reason))
+	case messages.RenewLease:
+		a.onRenewLease(ctx, msg)
+	case leasePushed:
+		a.onLeasePushed(ctx, msg)
 	case LeaseExpired:
 		a.abort(ctx, failure.New(failure.SandboxLeaseExpired, "the lease expired at %s", msg.ExpiresAt.UTC().Format(time.RFC3339)))
 
@@ -152,6 +164,9 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 	case WorkerCreated:
 		a.onWorkerCreated(ctx, msg)
 	case WorkerOutput:
+		if msg.Event.EventType == workerStartedEvent {
+			a.onWorkerRunning(ctx)
+		}
 		a.emit(ctx, msg.Event)
 	case WorkerExited:
 		a.onWorkerExited(ctx, msg)
@@ -171,6 +186,13 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 func (a *attemptActor) start(ctx actor.Context) {
 	a.runCtx, a.cancel = context.WithCancel(context.Background())
 	a.fence = newFence(a.cfg.Clock, a.d.Lease.FencingToken, a.d.Lease.ExpiresAt)
+	key, err := lease.NewControlKey()
+	if err != nil {
+		a.fail(err)
+		a.advance(ctx)
+		return
+	}
+	a.controlKey = key
 	a.watchdog = ctx.SpawnPrefix(newLeaseWatchdogProps(a.fence, a.cfg.Clock), kindWatchdog)
 	a.setPhase(ctx, messages.PhasePreparing)
 	a.emit(ctx, messages.RunnerEvent("sandbox_preparing", fmt.Sprintf("Preparing Docker sandbox attempt %s.", a.d.AttemptID()), nil))
@@ -498,14 +520,6 @@ func (a *attemptActor) emit(ctx actor.Context, ev messages.Event) {
 	if a.subscriber != nil {
 		ctx.Send(a.subscriber, messages.AttemptEvent{AttemptID: a.d.AttemptID(), Event: ev})
 	}
-}
-
-func newControlKey() (string, error) {
-	var key [32]byte
-	if _, err := rand.Read(key[:]); err != nil {
-		return "", fmt.Errorf("lease control key: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(key[:]), nil
 }
 
 // failureCode returns err's code, or sandbox_runtime_failed for uncoded

@@ -84,21 +84,18 @@ func (a *attemptActor) provision(ctx context.Context) any {
 
 // workerJob assembles the hardened worker container and its start packet.
 func (a *attemptActor) workerJob() (workerJob, error) {
-	key, err := newControlKey()
-	if err != nil {
-		return workerJob{}, err
-	}
 	timeout := a.d.Task.TimeoutSeconds
 	if timeout == 0 {
 		timeout = messages.DefaultTaskTimeoutSecs
 	}
+	a.packetExpiry = a.fence.expiry()
 	packet := messages.StartPacket{
 		SchemaVersion:      messages.StartPacketSchema,
 		Identity:           a.identity(),
 		Task:               a.d.Task,
 		WorkingDirectory:   a.contract.Contract.WorkingDirectory,
-		LeaseExpiresAt:     a.d.Lease.ExpiresAt,
-		LeaseControlKey:    key,
+		LeaseExpiresAt:     a.packetExpiry,
+		LeaseControlKey:    a.controlKey,
 		TaskTimeoutSeconds: timeout,
 	}
 	raw, err := json.Marshal(packet)

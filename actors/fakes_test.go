@@ -34,6 +34,7 @@ type fakeHost struct {
 	missing    bool // ValidateOutput reports the manifest missing
 	assertErr  error
 	teardowns  int
+	leases     [][]byte
 }
 
 func newFakeHost(dir string) *fakeHost {
@@ -199,4 +200,20 @@ func (f *fakeHost) Teardown(_ context.Context, owner dockerops.Ownership, source
 		return dockerops.CleanupReport{}, errors.New("teardown without an owner")
 	}
 	return dockerops.CleanupReport{ReportID: "00000000-0000-4000-8000-000000000000", Source: source}, nil
+}
+
+func (f *fakeHost) WriteLeaseUpdate(_ context.Context, _ string, update []byte) error {
+	if err := f.record("lease"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leases = append(f.leases, update)
+	return nil
+}
+
+func (f *fakeHost) pushedLeases() [][]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([][]byte(nil), f.leases...)
 }

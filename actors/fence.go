@@ -28,6 +28,26 @@ func (f *fence) expiry() time.Time {
 	return f.expiresAt
 }
 
+// renew extends the lease for token to expiresAt. It refuses another
+// token, a lease that already expired, and an expiry that is not strictly
+// later.
+func (f *fence) renew(token string, expiresAt time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case token != f.fencingToken:
+		return failure.New(failure.SandboxOutputStale, "the fencing token is not the attempt's")
+	case f.cancelled:
+		return failure.New(failure.SandboxCancelled, "the attempt is being cancelled")
+	case !f.clock.Now().Before(f.expiresAt):
+		return failure.New(failure.SandboxLeaseExpired, "the lease already expired at %s", f.expiresAt.Format(time.RFC3339))
+	case !expiresAt.After(f.expiresAt):
+		return failure.New(failure.SandboxOutputStale, "the new expiry %s is not later than %s", expiresAt.Format(time.RFC3339), f.expiresAt.Format(time.RFC3339))
+	}
+	f.expiresAt = expiresAt
+	return nil
+}
+
 func (f *fence) cancel() {
 	f.mu.Lock()
 	f.cancelled = true

@@ -34,6 +34,11 @@ type WorkerDocker interface {
 	InspectState(ctx context.Context, id string) (dockerops.ContainerState, error)
 }
 
+// LeaseDocker pushes a signed lease update into a running worker.
+type LeaseDocker interface {
+	WriteLeaseUpdate(ctx context.Context, containerID string, update []byte) error
+}
+
 // SamplerDocker is what the memory sampler needs.
 type SamplerDocker interface {
 	MemoryUsage(ctx context.Context, id string) (uint64, error)
@@ -55,6 +60,7 @@ type Docker interface {
 	WorkerDocker
 	SamplerDocker
 	SandboxDocker
+	LeaseDocker
 }
 
 // Deps are the attempt tree's collaborators.

@@ -5,6 +5,7 @@
 //	POST   /v1/attempts             body: dispatch JSON → 202 {attemptId, queued} | 4xx {code, message}
 //	GET    /v1/attempts/{id}/events NDJSON: {"type":"event","event":{...}} … {"type":"finished","outcome":{...}}
 //	DELETE /v1/attempts/{id}        cancel → 202 | 404
+//	POST   /v1/attempts/{id}/lease  body: {fencingToken, expiresAt} → 200 {accepted, expiresAt} | 404/409 {code, message}
 //	GET    /v1/snapshot             {slots, queued, starting, active, degraded, ...}
 //	GET    /v1/inspect              [{pid, kind, phase, facts, children}, …]
 package httpapi
@@ -29,6 +30,7 @@ import (
 type Runner interface {
 	Submit(d *messages.Dispatch) (messages.SubmitReply, error)
 	Cancel(attemptID, reason string) (bool, error)
+	Renew(attemptID, fencingToken string, expiresAt time.Time) (messages.RenewLeaseReply, error)
 	Snapshot() (messages.Snapshot, error)
 	Inspect() []messages.InspectReply
 	Logs() *runner.Logs
@@ -41,6 +43,7 @@ func Handler(r Runner, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/attempts", api.submit)
 	mux.HandleFunc("GET /v1/attempts/{id}/events", api.events)
 	mux.HandleFunc("DELETE /v1/attempts/{id}", api.cancel)
+	mux.HandleFunc("POST /v1/attempts/{id}/lease", api.renew)
 	mux.HandleFunc("GET /v1/snapshot", api.snapshot)
 	mux.HandleFunc("GET /v1/inspect", api.inspect)
 	return mux
@@ -157,6 +160,33 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Code: string(failure.AttemptNotFound), Message: "no such attempt"})
 	default:
 		writeJSON(w, http.StatusAccepted, map[string]string{"attemptId": r.PathValue("id")})
+	}
+}
+
+// RenewRequest is the body of a lease renewal.
+type RenewRequest struct {
+	FencingToken string    `json:"fencingToken"`
+	ExpiresAt    time.Time `json:"expiresAt"`
+}
+
+func (a *api) renew(w http.ResponseWriter, r *http.Request) {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
+	dec.DisallowUnknownFields()
+	var req RenewRequest
+	if err := dec.Decode(&req); err != nil || !messages.IsFullUUID(req.FencingToken) || req.ExpiresAt.IsZero() {
+		writeJSON(w, http.StatusBadRequest, errorBody{Code: "lease_renewal_invalid", Message: "body must be {fencingToken: full UUID, expiresAt: RFC 3339}"})
+		return
+	}
+	reply, err := a.runner.Renew(r.PathValue("id"), req.FencingToken, req.ExpiresAt)
+	switch {
+	case err != nil:
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: string(failure.SandboxRuntimeFailed), Message: err.Error()})
+	case reply.Code == string(failure.AttemptNotFound):
+		writeJSON(w, http.StatusNotFound, errorBody{Code: reply.Code, Message: reply.Message})
+	case !reply.Accepted:
+		writeJSON(w, http.StatusConflict, errorBody{Code: reply.Code, Message: reply.Message})
+	default:
+		writeJSON(w, http.StatusOK, reply)
 	}
 }
 

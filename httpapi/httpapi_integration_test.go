@@ -114,13 +114,25 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 	assert.Equal(t, messages.StatusSucceeded, outcome.Status, outcome.Message)
 	assert.Contains(t, types, "sandbox_output_imported")
 
-	res, err = client.Get("http://forged/v1/snapshot")
-	require.NoError(t, err)
+	// The supervisor learns of the end separately from the stream.
 	var snap messages.Snapshot
-	require.NoError(t, json.NewDecoder(res.Body).Decode(&snap))
-	res.Body.Close()
+	require.Eventually(t, func() bool {
+		res, err := client.Get("http://forged/v1/snapshot")
+		require.NoError(t, err)
+		defer res.Body.Close()
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&snap))
+		return snap.Active+snap.Starting+snap.Queued == 0
+	}, 10*time.Second, 20*time.Millisecond)
 	assert.Equal(t, 1, snap.Slots)
-	assert.Zero(t, snap.Active+snap.Starting+snap.Queued)
+	require.NotNil(t, snap.Preflight, "the snapshot carries the preflight report")
+	assert.True(t, snap.Preflight.Available)
+
+	// A finished attempt's lease cannot be renewed.
+	res, err = client.Post("http://forged/v1/attempts/"+d.AttemptID()+"/lease", "application/json",
+		strings.NewReader(`{"fencingToken":"`+d.Lease.FencingToken+`","expiresAt":"2031-01-01T00:00:00Z"}`))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusNotFound, res.StatusCode)
+	assert.Contains(t, readAll(t, res), "attempt_not_found")
 
 	req, err := http.NewRequest(http.MethodDelete, "http://forged/v1/attempts/00000000-0000-4000-8000-000000000000", nil)
 	require.NoError(t, err)

@@ -44,6 +44,26 @@ type CancelReply struct {
 	Found     bool
 }
 
+// RenewLease extends a running attempt's lease. The attempt accepts it only
+// for its own fencing token and a strictly later expiry, records it, re-arms
+// its watchdog and pushes a signed update into the running worker. Replied
+// with RenewLeaseReply.
+type RenewLease struct {
+	AttemptID    string
+	FencingToken string
+	ExpiresAt    time.Time
+}
+
+// RenewLeaseReply answers RenewLease. When Accepted is false, Code and
+// Message say why.
+type RenewLeaseReply struct {
+	AttemptID string    `json:"attemptId"`
+	Accepted  bool      `json:"accepted"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	Code      string    `json:"code,omitempty"`
+	Message   string    `json:"message,omitempty"`
+}
+
 // SnapshotRequest asks the root supervisor for its counts. Replied with
 // Snapshot.
 type SnapshotRequest struct{}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/forgedev/forged/actors"
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
@@ -180,6 +181,20 @@ func (r *Runner) Cancel(attemptID, reason string) (bool, error) {
 		return false, fmt.Errorf("cancel: %w", err)
 	}
 	return res.(messages.CancelReply).Found, nil
+}
+
+// Renew extends a running attempt's lease (same fencing token, strictly
+// later expiry).
+func (r *Runner) Renew(attemptID, fencingToken string, expiresAt time.Time) (messages.RenewLeaseReply, error) {
+	res, err := r.system.Root.RequestFuture(r.root, messages.RenewLease{AttemptID: attemptID, FencingToken: fencingToken, ExpiresAt: expiresAt}, requestTimeout).Result()
+	if errors.Is(err, actor.ErrDeadLetter) {
+		// The attempt stopped between the supervisor's lookup and delivery.
+		return messages.RenewLeaseReply{AttemptID: attemptID, Code: string(failure.AttemptNotFound), Message: "the attempt has finished"}, nil
+	}
+	if err != nil {
+		return messages.RenewLeaseReply{}, fmt.Errorf("renew: %w", err)
+	}
+	return res.(messages.RenewLeaseReply), nil
 }
 
 // Snapshot returns the supervisor's counts.

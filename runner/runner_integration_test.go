@@ -108,7 +108,7 @@ func eventSummary(log *runner.Log) []string {
 }
 
 // waitForEvent waits until the attempt emitted an event of the given type.
-func waitForEvent(t *testing.T, log *runner.Log, eventType string) messages.Event {
+func waitForEvent(t testing.TB, log *runner.Log, eventType string) messages.Event {
 	t.Helper()
 	deadline := time.After(attemptTimeout)
 	next := 0
@@ -254,4 +254,38 @@ func TestEndToEndWorkerContainerIsHardened(t *testing.T) {
 	_, err = e.runner.Cancel(d.AttemptID(), "hardening inspected")
 	require.NoError(t, err)
 	assert.Equal(t, messages.StatusCancelled, e.wait(log).Status)
+}
+
+func TestEndToEndLeaseExpiryStopsTheWorkerAndLeavesNothing(t *testing.T) {
+	e := newE2E(t, runner.Config{})
+	d, err := example.NewDispatch(example.DispatchOptions{RepoPath: e.repo, Argv: []string{"/bin/sh", "-c", "sleep 120"}, Lease: 10 * time.Second})
+	require.NoError(t, err)
+	log := e.submit(d)
+	waitForEvent(t, log, "task_started")
+	out := e.wait(log)
+	assert.Equal(t, string(failure.SandboxLeaseExpired), out.Code, out.Message)
+	assert.Less(t, time.Since(d.Lease.ExpiresAt), 30*time.Second, "the attempt ended soon after its lease")
+	assert.False(t, e.branchExists(example.Branch))
+}
+
+func TestEndToEndRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
+	e := newE2E(t, runner.Config{})
+	d, err := example.NewDispatch(example.DispatchOptions{
+		RepoPath: e.repo, Lease: 10 * time.Second,
+		Argv: []string{"/bin/sh", "-c", "sleep 14; echo outlived the first lease > renewed.txt"},
+	})
+	require.NoError(t, err)
+	log := e.submit(d)
+	waitForEvent(t, log, "task_started")
+	reply, err := e.runner.Renew(d.AttemptID(), d.Lease.FencingToken, time.Now().Add(2*time.Minute))
+	require.NoError(t, err)
+	require.True(t, reply.Accepted, "%+v", reply)
+	waitForEvent(t, log, "sandbox_lease_renewed")
+	out := e.wait(log)
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
+	assert.True(t, time.Now().After(d.Lease.ExpiresAt), "the attempt outlived its first lease")
+	assert.Equal(t, "outlived the first lease", e.git("show", example.Branch+":renewed.txt"))
+	for _, ev := range log.Events() {
+		assert.NotEqual(t, "sandbox_lease_push_failed", ev.EventType, ev.Content)
+	}
 }

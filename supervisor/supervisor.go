@@ -119,6 +119,12 @@ func (r *root) Receive(ctx actor.Context) {
 		ctx.Respond(r.submit(ctx, msg))
 	case messages.CancelAttempt:
 		ctx.Respond(r.cancelAttempt(ctx, msg))
+	case messages.RenewLease:
+		if att, ok := r.running[msg.AttemptID]; ok {
+			ctx.Forward(att.pid) // the attempt answers the requester
+			return
+		}
+		ctx.Respond(messages.RenewLeaseReply{AttemptID: msg.AttemptID, Code: string(failure.AttemptNotFound), Message: "no such running attempt"})
 	case messages.SnapshotRequest:
 		ctx.Respond(r.snapshot())
 	case messages.AttemptPhaseChanged:

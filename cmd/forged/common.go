@@ -2,8 +2,6 @@ package main
 
 import (
 	"log/slog"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -45,11 +43,7 @@ func (p *preflightFlags) policy(maxSlots int) preflight.CapacityPolicy {
 }
 
 func (f *runnerFlags) register(cmd *cobra.Command) {
-	defaultState := filepath.Join(os.TempDir(), "forged-state")
-	if dir, err := os.UserCacheDir(); err == nil {
-		defaultState = filepath.Join(dir, "forged")
-	}
-	cmd.Flags().StringVar(&f.stateRoot, "state-root", defaultState, "forged's private state directory")
+	cmd.Flags().StringVar(&f.stateRoot, "state-root", defaultStateRoot(), "forged's private state directory")
 	cmd.Flags().StringVar(&f.workerBinary, "worker-binary", "", "static forged binary to put into sandbox images (default: this executable)")
 	cmd.Flags().IntVar(&f.slots, "slots", 2, "attempts that may run at once")
 	cmd.Flags().IntVar(&f.queue, "queue", 16, "attempts that may wait for a slot")

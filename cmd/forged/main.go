@@ -24,8 +24,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCommand(), daemonCommand(), workerCommand(), exampleCommand())
-	root.AddCommand(preflightCommand())
+	root.AddCommand(runCommand(), daemonCommand(), workerCommand(), exampleCommand(), preflightCommand(), leaseCommand())
 	if err := root.Execute(); err != nil {
 		var exit exitError
 		if errors.As(err, &exit) {

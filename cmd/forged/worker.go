@@ -1,17 +1,19 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/worker"
 )
 
 func workerCommand() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:    "worker",
 		Short:  "Run inside a sandbox: read the start packet on stdin, run the task, write the output",
 		Hidden: true,
@@ -25,4 +27,17 @@ func workerCommand() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "lease-update",
+		Short: "Inside a sandbox: install the signed lease update read on stdin, atomically",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if err := worker.WriteLeaseUpdateFile(os.Stdin, messages.LeaseUpdatePath); err != nil {
+				fmt.Fprintln(os.Stderr, "forged worker lease-update:", err)
+				return exitError{1}
+			}
+			return nil
+		},
+	})
+	return cmd
 }

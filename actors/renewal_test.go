@@ -1,0 +1,73 @@
+package actors
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/lease"
+	"github.com/forgedev/forged/messages"
+)
+
+func (h *harness) renew(t *testing.T, d *messages.Dispatch, token string, expiresAt time.Time) messages.RenewLeaseReply {
+	t.Helper()
+	res, err := h.system.Root.RequestFuture(h.root, messages.RenewLease{AttemptID: d.AttemptID(), FencingToken: token, ExpiresAt: expiresAt}, within).Result()
+	require.NoError(t, err)
+	return res.(messages.RenewLeaseReply)
+}
+
+func TestRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.blockRun = true
+	host.lines = []string{`{"type":"runner_event","event":{"role":"runner","kind":"checkpoint","content":"up","eventType":"worker_started"}}`}
+	clock := NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	h := newHarness(t, host, clock)
+	d := testDispatch(clock.Now().Add(time.Hour))
+	probe := h.submit(t, d)
+	<-host.runEntered
+	actortest.ExpectWhere(t, probe, within, func(m messages.AttemptEvent) bool { return m.Event.EventType == "worker_started" })
+
+	renewed := clock.Now().Add(2 * time.Hour)
+	reply := h.renew(t, d, d.Lease.FencingToken, renewed)
+	require.True(t, reply.Accepted, "%+v", reply)
+
+	// The renewal reached the worker as a signed update it can verify.
+	require.Eventually(t, func() bool { return len(host.pushedLeases()) == 1 }, within, time.Millisecond)
+	update, err := lease.DecodeUpdate(host.pushedLeases()[0])
+	require.NoError(t, err)
+	assert.Equal(t, d.AttemptID(), update.DispatchAttemptID)
+	assert.Equal(t, d.Lease.FencingToken, update.FencingToken)
+
+	clock.Advance(90 * time.Minute) // past the first expiry
+	actortest.ShouldReceiveNothing[messages.AttemptFinished](t, probe, 50*time.Millisecond)
+	clock.Advance(30 * time.Minute) // the renewed expiry
+	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+	assert.Equal(t, string(failure.SandboxLeaseExpired), out.Code)
+}
+
+func TestRenewalRefusals(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.blockRun = true
+	h := newHarness(t, host, nil)
+	d := testDispatch(time.Now().Add(time.Hour))
+	probe := h.submit(t, d)
+	<-host.runEntered
+
+	wrongFence := h.renew(t, d, "00000000-0000-4000-8000-999999999999", time.Now().Add(2*time.Hour))
+	assert.False(t, wrongFence.Accepted)
+	assert.Equal(t, string(failure.SandboxOutputStale), wrongFence.Code)
+
+	earlier := h.renew(t, d, d.Lease.FencingToken, d.Lease.ExpiresAt)
+	assert.False(t, earlier.Accepted, "an equal expiry is not a renewal")
+
+	unknown := h.renew(t, testDispatch(time.Now()), d.Lease.FencingToken, time.Now().Add(2*time.Hour))
+	assert.Equal(t, string(failure.AttemptNotFound), unknown.Code)
+	assert.Empty(t, host.pushedLeases())
+
+	h.system.Root.Send(h.root, messages.CancelAttempt{AttemptID: d.AttemptID()})
+	actortest.Expect[messages.AttemptFinished](t, probe, within)
+}
