@@ -16,6 +16,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/lease"
+	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -66,6 +67,10 @@ type attemptActor struct {
 	trusted                          error // a trusted host failure (OOM, PIDs...) from inspected state
 	result                           string
 
+	ledger        *ledgerWriter
+	ledgerWritten bool         // the planned ledger exists on disk
+	ledgerState   ledger.State // the state last written
+
 	controlKey                 string    // the worker's lease-update key
 	packetExpiry               time.Time // the lease expiry in the worker's start packet
 	workerRunning              bool      // the worker reported it started
@@ -115,6 +120,10 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()
+		}
+		if a.ledger != nil {
+			a.ledger.close()
+			a.ledger = nil
 		}
 
 	// Control.
@@ -186,6 +195,7 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 func (a *attemptActor) start(ctx actor.Context) {
 	a.runCtx, a.cancel = context.WithCancel(context.Background())
 	a.fence = newFence(a.cfg.Clock, a.d.Lease.FencingToken, a.d.Lease.ExpiresAt)
+	a.ledger = startLedgerWriter(ledger.Store{Root: a.cfg.StateRoot})
 	key, err := lease.NewControlKey()
 	if err != nil {
 		a.fail(err)
@@ -274,7 +284,7 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
 	}
 	a.labels = labels
 	a.setPhase(ctx, messages.PhaseProvisioning)
-	a.step(ctx, "provision", a.provision)
+	a.startProvision(ctx)
 }
 
 func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
@@ -298,6 +308,7 @@ func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
 
 func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 	a.containerID = msg.ContainerID
+	a.writeLedger(ledger.Active)
 	a.emit(ctx, messages.RunnerEvent("sandbox_started", fmt.Sprintf("Docker sandbox %s started.", a.names.AttemptHex), map[string]any{
 		"agentContainer": map[string]string{"id": msg.ContainerID, "name": a.names.Container, "role": "agent"},
 		"networks":       []map[string]string{{"id": a.network, "name": a.names.Network, "role": "internal"}},
@@ -362,6 +373,9 @@ func (a *attemptActor) collectPeak(ctx actor.Context, then func()) {
 
 func (a *attemptActor) recordPeak(ctx actor.Context, peak PeakMemory) {
 	a.peak = peak
+	if a.ledgerWritten {
+		a.writeLedger(a.ledgerState)
+	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_peak_memory_observed",
 		fmt.Sprintf("Observed sandbox peak memory %d bytes from %d samples.", peak.PeakBytes, peak.Samples),
 		map[string]any{"peakMemoryBytes": peak.PeakBytes, "sampleCount": peak.Samples, "failedSampleCount": peak.FailedSamples}))

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/forgedev/forged/contract"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -59,6 +61,21 @@ func (a *attemptActor) prepare(ctx context.Context) any {
 		return prepareDone{err: err}
 	}
 	return prepareDone{prepared: prepared, contract: parsed, security: security}
+}
+
+// startProvision records the planned resources in the ledger and creates
+// them off the mailbox.
+func (a *attemptActor) startProvision(ctx actor.Context) {
+	planned := a.ledgerEntry(ledger.Starting)
+	a.ledgerState, a.ledgerWritten = ledger.Starting, true
+	a.step(ctx, "provision", func(stepCtx context.Context) any {
+		// The ledger is durable before any Docker resource exists, so that
+		// a crash from here on leaves something for the reaper to find.
+		if err := <-a.ledger.write(planned); err != nil {
+			return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "write the attempt's ledger")}
+		}
+		return a.provision(stepCtx)
+	})
 }
 
 // provision creates the attempt's internal network and volumes, each
@@ -163,18 +180,49 @@ func (a *attemptActor) teardown(ctx actor.Context) {
 	a.emit(ctx, messages.RunnerEvent("sandbox_teardown_started", fmt.Sprintf("Removing Docker resources for attempt %s.", a.d.AttemptID()), nil))
 	owner := dockerops.OwnershipOf(a.d)
 	a.inflight = "teardown"
+	var releasing *ledger.Entry
+	if a.ledgerWritten {
+		e := a.ledgerEntry(ledger.Releasing)
+		releasing = &e
+		a.ledgerState = ledger.Releasing
+	}
+	store, writer, attemptID := ledger.Store{Root: a.cfg.StateRoot}, a.ledger, a.d.AttemptID()
 	// Teardown must survive the attempt's cancellation: it runs on a
 	// context detached from runCtx, bounded by its own timeout.
 	teardownCtx := context.WithoutCancel(a.runCtx)
 	runAsync(ctx, teardownCtx, "teardown", func(base context.Context) any {
 		callCtx, cancel := context.WithTimeout(base, a.cfg.TeardownTimeout)
 		defer cancel()
+		if releasing != nil {
+			<-writer.write(*releasing) // best effort: the teardown runs regardless
+		}
 		report, err := a.deps.Docker.Teardown(callCtx, owner, "teardown")
+		// The report is durable before the attempt is acknowledged; the
+		// ledger goes only once nothing remains, and is kept degraded
+		// otherwise for the reaper to retry.
+		if perr := store.PersistReport(report); perr != nil {
+			err = errors.Join(err, fmt.Errorf("persist cleanup report: %w", perr))
+		}
+		if releasing != nil {
+			if state := ledgerStateFor(report, err); state == ledger.Released {
+				err = errors.Join(err, <-writer.remove(attemptID))
+			} else {
+				degraded := *releasing
+				degraded.State = ledger.Degraded
+				err = errors.Join(err, <-writer.write(degraded))
+			}
+		}
 		return teardownDone{report: report, err: err}
 	})
 }
 
 func (a *attemptActor) onTornDown(ctx actor.Context, msg teardownDone) {
+	// Every ledger write was queued before the teardown's own, which it
+	// awaited: the writer has nothing left to do.
+	if a.ledger != nil {
+		a.ledger.close()
+		a.ledger = nil
+	}
 	report := msg.report
 	degraded := msg.err != nil
 	if degraded {

@@ -14,6 +14,7 @@ import (
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/supervisor"
 )
@@ -39,6 +40,7 @@ func testDispatch(expires time.Time) *messages.Dispatch {
 }
 
 type harness struct {
+	state  string // the attempts' state root
 	system *actor.ActorSystem
 	root   *actor.PID
 	host   *fakeHost
@@ -50,9 +52,9 @@ func newHarness(t *testing.T, host *fakeHost, clock Clock) *harness {
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	h := &harness{system: actor.NewActorSystem(), host: host, clock: clock}
+	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clock: clock}
 	t.Cleanup(h.system.Shutdown)
-	cfg := AttemptConfig{StateRoot: t.TempDir(), WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clock, SampleInterval: 10 * time.Millisecond}
+	cfg := AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clock, SampleInterval: 10 * time.Millisecond}
 	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host,
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
@@ -101,6 +103,9 @@ func TestAttemptHappyPath(t *testing.T) {
 	assert.Equal(t, 1, host.teardowns)
 	assert.Equal(t, 0, host.called("build"), "a cache hit must not build")
 	assert.NoError(t, host.assertErr, "the import ran while the attempt was current")
+	entries, _, err := ledger.Store{Root: h.state}.List()
+	require.NoError(t, err)
+	assert.Empty(t, entries, "a clean teardown removes the ledger")
 	types := eventTypes(probe)
 	assert.Contains(t, types, "task_output")
 	assert.Contains(t, types, "sandbox_output_imported")
@@ -157,6 +162,12 @@ func TestFailedTeardownMarksTheAttemptDegraded(t *testing.T) {
 	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
 	assert.True(t, out.Degraded)
 	assert.Contains(t, eventTypes(probe), "teardown_failed")
+	entries, corrupt, err := ledger.Store{Root: h.state}.List()
+	require.NoError(t, err)
+	assert.Empty(t, corrupt)
+	require.Len(t, entries, 1, "the ledger is kept for the reaper")
+	assert.Equal(t, ledger.Degraded, entries[0].State)
+	assert.Len(t, entries[0].Created, 5)
 	require.Eventually(t, func() bool {
 		res, err := h.system.Root.RequestFuture(h.root, messages.SnapshotRequest{}, within).Result()
 		return err == nil && res.(messages.Snapshot).Degraded == 1

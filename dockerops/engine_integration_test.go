@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"github.com/forgedev/forged/internal/ids"
 	"os"
 	"strings"
 	"sync"
@@ -30,7 +31,7 @@ var (
 	engineErr    error
 
 	imagesMu    sync.Mutex
-	runTag      = newUUID()[:8]
+	runTag      = ids.NewUUID()[:8]
 	baseImageID string
 	agentRef    string
 	testImages  []string // tags to remove when the package's tests end
@@ -142,14 +143,14 @@ func removeTestImages() {
 // testDispatch is a valid dispatch with fresh random identities.
 func testDispatch() *messages.Dispatch {
 	return &messages.Dispatch{
-		Session:   messages.SessionRef{ID: newUUID()},
-		Execution: messages.ExecutionRef{RunnerID: newUUID()},
+		Session:   messages.SessionRef{ID: ids.NewUUID()},
+		Execution: messages.ExecutionRef{RunnerID: ids.NewUUID()},
 		Repo:      messages.RepoRef{Name: "forged/dockerops-test", LocalPath: "/tmp/repo", DefaultBranch: "main"},
-		Lease:     messages.Lease{WorktreeKey: "forge/test", ExpiresAt: time.Now().Add(time.Hour).UTC().Truncate(time.Second), FencingToken: newUUID()},
+		Lease:     messages.Lease{WorktreeKey: "forge/test", ExpiresAt: time.Now().Add(time.Hour).UTC().Truncate(time.Second), FencingToken: ids.NewUUID()},
 		Sandbox: messages.SandboxSpec{
-			DispatchAttemptID: newUUID(),
-			ExecutionLeaseID:  newUUID(),
-			RunnerInstanceID:  newUUID(),
+			DispatchAttemptID: ids.NewUUID(),
+			ExecutionLeaseID:  ids.NewUUID(),
+			RunnerInstanceID:  ids.NewUUID(),
 			ExecutionPolicy:   messages.PolicyAdoption,
 			NetworkPolicy:     messages.NetworkPolicy{Mode: messages.NetworkNone},
 			RequestedResources: messages.RequestedResources{

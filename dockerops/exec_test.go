@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/forgedev/forged/internal/ids"
 	"io"
 	"net"
 	"os"
@@ -144,7 +145,7 @@ func testUpdate(t *testing.T) []byte {
 	t.Helper()
 	key, err := lease.NewControlKey()
 	require.NoError(t, err)
-	u, err := lease.Sign(newUUID(), newUUID(), time.Now().Add(time.Hour), key)
+	u, err := lease.Sign(ids.NewUUID(), ids.NewUUID(), time.Now().Add(time.Hour), key)
 	require.NoError(t, err)
 	raw, err := json.Marshal(u)
 	require.NoError(t, err)

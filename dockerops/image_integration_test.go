@@ -1,6 +1,7 @@
 package dockerops
 
 import (
+	"github.com/forgedev/forged/internal/ids"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +29,7 @@ func TestIntegrationImages(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "true", info.Config.Labels["dev.forge.test"])
 
-	missing := testImagePrefix + "missing:" + newUUID()[:8]
+	missing := testImagePrefix + "missing:" + ids.NewUUID()[:8]
 	_, found, err = c.ImageID(ctx, missing)
 	require.NoError(t, err)
 	assert.False(t, found)

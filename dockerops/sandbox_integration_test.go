@@ -1,6 +1,7 @@
 package dockerops
 
 import (
+	"github.com/forgedev/forged/internal/ids"
 	"os"
 	"path/filepath"
 	"slices"
@@ -174,7 +175,7 @@ func TestIntegrationTeardownLeavesForeignOwner(t *testing.T) {
 
 	// Same attempt, another runner instance: not ours to remove.
 	foreign := s.owner
-	foreign.RunnerInstanceID = newUUID()
+	foreign.RunnerInstanceID = ids.NewUUID()
 	foreignLabels := map[string]string{}
 	for k, v := range s.labels {
 		foreignLabels[k] = v
@@ -233,7 +234,7 @@ func TestIntegrationCreateVolumeRefusesForeignLabels(t *testing.T) {
 	for k, v := range labels {
 		other[k] = v
 	}
-	other[LabelFencingToken] = newUUID()
+	other[LabelFencingToken] = ids.NewUUID()
 	err = c.CreateVolume(ctx, names.WorkspaceVolume, other)
 	assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err), err)
 

@@ -3,6 +3,7 @@ package dockerops
 import (
 	"context"
 	"fmt"
+	"github.com/forgedev/forged/internal/ids"
 	"math"
 	"strings"
 	"time"
@@ -73,7 +74,7 @@ type labelled struct {
 // that an attempt cancelled by its caller is still cleaned up. source is
 // recorded in the report ("teardown" or "reaper").
 func (c *Client) Teardown(ctx context.Context, owner Ownership, source string) (CleanupReport, error) {
-	report := CleanupReport{ReportID: newUUID(), Source: source, Actions: []CleanupAction{}}
+	report := CleanupReport{ReportID: ids.NewUUID(), Source: source, Actions: []CleanupAction{}}
 	if err := owner.Validate(); err != nil {
 		return report, err
 	}

@@ -9,10 +9,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
+	"github.com/forgedev/forged/internal/ids"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,15 +171,7 @@ func WriteDispatch(path string, d *messages.Dispatch) error {
 }
 
 // NewUUID returns a random (version 4) UUID in lowercase.
-func NewUUID() string {
-	var b [16]byte
-	if _, err := io.ReadFull(rand.Reader, b[:]); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err)) // the kernel's CSPRNG does not fail
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
+func NewUUID() string { return ids.NewUUID() }
 
 // SmallHostCapacity is the admission policy for small test machines (two
 // cores are common): no core is kept for the host, an attempt needs 500

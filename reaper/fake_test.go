@@ -155,8 +155,8 @@ func (a attempt) entry(state ledger.State) ledger.Entry {
 	}
 }
 
-// ids lists the objects' ids.
-func ids(objs []Object) []string {
+// objectIDs lists the objects' ids.
+func objectIDs(objs []Object) []string {
 	out := make([]string, len(objs))
 	for i, o := range objs {
 		out[i] = o.ID

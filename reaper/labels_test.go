@@ -120,7 +120,7 @@ func TestLabelRules(t *testing.T) {
 			w.docker.add(obj)
 			round := w.run(cfg)
 			if c.reason == "" {
-				require.Equal(t, []string{obj.ID}, ids(round.Removed))
+				require.Equal(t, []string{obj.ID}, objectIDs(round.Removed))
 				require.False(t, w.docker.has(obj.ID))
 				require.Len(t, round.Reports, 1)
 				require.Equal(t, ledger.SourceReaper, round.Reports[0].Source)
@@ -200,7 +200,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 
 	require.Equal(t, []string{byLedger.owner.AttemptID}, round.WouldReap)
 	want := append(byLedger.objects(time.Time{}), byLabel.objects(time.Time{})...)
-	require.ElementsMatch(t, ids(want), ids(round.WouldRemove))
+	require.ElementsMatch(t, objectIDs(want), objectIDs(round.WouldRemove))
 	require.Empty(t, round.Reaped)
 	require.Empty(t, round.Removed)
 	require.Empty(t, round.Reports)

@@ -1,8 +1,7 @@
 package reaper
 
 import (
-	"crypto/rand"
-	"fmt"
+	"github.com/forgedev/forged/internal/ids"
 	"strings"
 	"time"
 	"unicode"
@@ -51,7 +50,7 @@ func (s *sweep) storeActions(actions actionLog) {
 		n := min(len(actions), ledger.MaxReportActions)
 		chunk := actions[:n]
 		actions = actions[n:]
-		report := messages.CleanupReport{ReportID: newUUID(), Source: ledger.SourceReaper, Actions: chunk}
+		report := messages.CleanupReport{ReportID: ids.NewUUID(), Source: ledger.SourceReaper, Actions: chunk}
 		for _, a := range chunk {
 			if a.Outcome == ledger.OutcomeFailed {
 				report.Remaining++
@@ -85,13 +84,4 @@ func clip(s string, n int) string {
 		n--
 	}
 	return s[:n]
-}
-
-// newUUID returns a random version-4 UUID in lowercase.
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails on supported platforms
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
