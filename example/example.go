@@ -118,6 +118,9 @@ func git(ctx context.Context, dir string, args ...string) error {
 
 // DispatchOptions shape the sample dispatch.
 type DispatchOptions struct {
+	// RunnerID is the runner that will run the dispatch (its state root's
+	// runner id); empty means a fresh random id, which a runner refuses.
+	RunnerID    string
 	RepoPath    string
 	Argv        []string
 	MemoryBytes int64
@@ -136,9 +139,12 @@ func NewDispatch(opts DispatchOptions) (*messages.Dispatch, error) {
 	if opts.Lease == 0 {
 		opts.Lease = time.Hour
 	}
+	if opts.RunnerID == "" {
+		opts.RunnerID = NewUUID()
+	}
 	d := &messages.Dispatch{
 		Session:    messages.SessionRef{ID: NewUUID()},
-		Execution:  messages.ExecutionRef{RunnerID: NewUUID()},
+		Execution:  messages.ExecutionRef{RunnerID: opts.RunnerID},
 		Repo:       messages.RepoRef{Name: "sample", LocalPath: opts.RepoPath, DefaultBranch: "main"},
 		BaseBranch: "main",
 		Lease:      messages.Lease{WorktreeKey: Branch, ExpiresAt: time.Now().Add(opts.Lease).UTC().Truncate(time.Second), FencingToken: NewUUID()},

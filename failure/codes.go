@@ -3,6 +3,7 @@ package failure
 // Dispatch decoding and admission.
 const (
 	DispatchInvalid        Code = "dispatch_invalid"
+	DispatchWrongRunner    Code = "dispatch_runner_mismatch"
 	CapacityExhausted      Code = "capacity_exhausted"
 	AttemptDuplicate       Code = "attempt_duplicate"
 	AttemptNotFound        Code = "attempt_not_found"

@@ -6,6 +6,9 @@
 //	GET    /v1/attempts/{id}/events NDJSON: {"type":"event","event":{...}} … {"type":"finished","outcome":{...}}
 //	DELETE /v1/attempts/{id}        cancel → 202 | 404
 //	POST   /v1/attempts/{id}/lease  body: {fencingToken, expiresAt} → 200 {accepted, expiresAt} | 404/409 {code, message}
+//	GET    /v1/cleanup-reports      pending cleanup reports (teardown and reaper), durable until acknowledged
+//	DELETE /v1/cleanup-reports/{id} acknowledge one → 204
+//	POST   /v1/reap?dryRun=true     one reaper round now → the round's account
 //	GET    /v1/snapshot             {slots, queued, starting, active, degraded, ...}
 //	GET    /v1/inspect              [{pid, kind, phase, facts, children}, …]
 package httpapi
@@ -23,6 +26,7 @@ import (
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/reaper"
 	"github.com/forgedev/forged/runner"
 )
 
@@ -34,6 +38,9 @@ type Runner interface {
 	Snapshot() (messages.Snapshot, error)
 	Inspect() []messages.InspectReply
 	Logs() *runner.Logs
+	CleanupReports() ([]messages.CleanupReport, error)
+	AcknowledgeReport(reportID string) error
+	Reap(dryRun bool) (reaper.Round, error)
 }
 
 // Handler returns the API's handler.
@@ -44,6 +51,9 @@ func Handler(r Runner, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /v1/attempts/{id}/events", api.events)
 	mux.HandleFunc("DELETE /v1/attempts/{id}", api.cancel)
 	mux.HandleFunc("POST /v1/attempts/{id}/lease", api.renew)
+	mux.HandleFunc("GET /v1/cleanup-reports", api.reports)
+	mux.HandleFunc("DELETE /v1/cleanup-reports/{id}", api.acknowledge)
+	mux.HandleFunc("POST /v1/reap", api.reap)
 	mux.HandleFunc("GET /v1/snapshot", api.snapshot)
 	mux.HandleFunc("GET /v1/inspect", api.inspect)
 	return mux
@@ -188,6 +198,35 @@ func (a *api) renew(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, reply)
 	}
+}
+
+func (a *api) reports(w http.ResponseWriter, _ *http.Request) {
+	reports, err := a.runner.CleanupReports()
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, errorBody{Code: string(failure.CodeOf(err)), Message: err.Error()})
+		return
+	}
+	if reports == nil {
+		reports = []messages.CleanupReport{}
+	}
+	writeJSON(w, http.StatusOK, reports)
+}
+
+func (a *api) acknowledge(w http.ResponseWriter, r *http.Request) {
+	if err := a.runner.AcknowledgeReport(r.PathValue("id")); err != nil {
+		writeJSON(w, http.StatusBadRequest, errorBody{Code: string(failure.CodeOf(err)), Message: err.Error()})
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *api) reap(w http.ResponseWriter, r *http.Request) {
+	round, err := a.runner.Reap(r.URL.Query().Get("dryRun") == "true")
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: string(failure.CodeOf(err)), Message: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, round)
 }
 
 func (a *api) snapshot(w http.ResponseWriter, _ *http.Request) {

@@ -3,10 +3,12 @@ package runner
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/reaper"
 )
 
 // DefaultLogLimit bounds the events kept per attempt.
@@ -45,6 +47,17 @@ func (l *Logs) open(attemptID string) *Log {
 		l.byID[attemptID] = log
 	}
 	return log
+}
+
+// recordRestarted records the outcome of an attempt that a previous
+// process was running when it died: it was torn down at start-up and is
+// not run again.
+func (l *Logs) recordRestarted(attemptID string) {
+	log := l.open(attemptID)
+	log.finish(messages.AttemptOutcome{
+		AttemptID: attemptID, Status: messages.StatusFailed, Code: string(reaper.CodeRunnerRestarted),
+		Message: "forged restarted while the attempt ran; its resources were reaped and it was not run again", FinishedAt: time.Now().UTC(),
+	})
 }
 
 // unfinished returns the ids of the attempts whose logs have no outcome.

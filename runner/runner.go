@@ -20,8 +20,11 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/internal/ids"
+	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
+	"github.com/forgedev/forged/reaper"
 	"github.com/forgedev/forged/supervisor"
 )
 
@@ -53,6 +56,17 @@ type Config struct {
 	// LockRoot holds the one-forged-per-Docker-context lock (default
 	// TMPDIR/forged). Every forged on a host must use the same one.
 	LockRoot string
+	// RunnerID is this runner's id (default: kept in the state root);
+	// RunnerInstanceID identifies this process (default: a new UUID).
+	RunnerID         string
+	RunnerInstanceID string
+	// ReapInterval and ReapGrace tune the reaper (defaults 1 minute and 2
+	// minutes: labelled resources younger than the grace are never reaped).
+	ReapInterval time.Duration
+	ReapGrace    time.Duration
+	// SkipStartupReap leaves the previous process's ledgers alone at start
+	// (for a dry run that must change nothing).
+	SkipStartupReap bool
 }
 
 // Runner is an embedded forged: an actor system with its root supervisor.
@@ -64,6 +78,11 @@ type Runner struct {
 	lock      *preflight.ContextLock
 	preflight *preflight.Cache
 	logs      *Logs
+	store     ledger.Store
+	runnerID  string
+	// Restart is the reaper round run at start-up: the attempts a previous
+	// process left behind, torn down and reported sandbox_runner_restarted.
+	Restart reaper.Round
 }
 
 // New connects to Docker and starts the actor system.
@@ -90,6 +109,14 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	worker, digest, err := resolveWorkerBinary(cfg.WorkerBinary)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.RunnerID == "" {
+		if cfg.RunnerID, err = LoadRunnerID(stateRoot); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.RunnerInstanceID == "" {
+		cfg.RunnerInstanceID = ids.NewUUID()
 	}
 	engine, err := preflight.NewEngineClient("")
 	if err != nil {
@@ -120,6 +147,20 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	}), 0)
 	// The first report is taken now, so that admission starts from it.
 	cache.Current(ctx)
+
+	// Nothing of this process runs yet, and the context lock keeps other
+	// forged processes off this engine: every ledger left in the state root
+	// belongs to an attempt a previous process was running when it died.
+	store := ledger.Store{Root: stateRoot}
+	cleaner := reaper.NewDockerAdapter(docker, engine, reaper.Timeouts{})
+	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace}
+	startup := round
+	startup.SnapshotAvailable = true // an empty snapshot: nothing is live
+	startup.DryRun = cfg.SkipStartupReap
+	restart, err := reaper.Run(ctx, startup, store, cleaner)
+	if err != nil {
+		cfg.Logger.Error("start-up reaper round failed; the periodic reaper retries", "err", err)
+	}
 	attemptCfg := actors.AttemptConfig{
 		StateRoot:      stateRoot,
 		WorkerBinary:   worker,
@@ -140,6 +181,8 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		QueueLimit: cfg.QueueLimit,
 		Cleaner:    docker,
 		Capacity:   cache,
+		RunnerID:   cfg.RunnerID,
+		Reaper:     &supervisor.ReaperConfig{Store: store, Docker: cleaner, Round: round, Interval: cfg.ReapInterval},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
 			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
 		},
@@ -150,7 +193,12 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		engine.Close()
 		return nil, fmt.Errorf("runner: spawn supervisor: %w", err)
 	}
-	return &Runner{system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0)}, nil
+	r := &Runner{system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0),
+		store: store, runnerID: cfg.RunnerID, Restart: restart}
+	for _, id := range restart.Reaped {
+		r.logs.recordRestarted(id)
+	}
+	return r, nil
 }
 
 // Logs returns the runner's per-attempt event logs.
@@ -196,6 +244,25 @@ func (r *Runner) Renew(attemptID, fencingToken string, expiresAt time.Time) (mes
 	}
 	return res.(messages.RenewLeaseReply), nil
 }
+
+// RunnerID is this runner's id; dispatches must carry it.
+func (r *Runner) RunnerID() string { return r.runnerID }
+
+// Reap runs one reaper round now (dryRun: only list what it would remove).
+func (r *Runner) Reap(dryRun bool) (reaper.Round, error) {
+	res, err := r.system.Root.RequestFuture(r.root, supervisor.ReapNow{DryRun: dryRun}, 6*time.Minute).Result()
+	if err != nil {
+		return reaper.Round{}, fmt.Errorf("reap: %w", err)
+	}
+	result := res.(supervisor.ReapResult)
+	return result.Round, result.Err
+}
+
+// CleanupReports lists the cleanup reports not yet acknowledged.
+func (r *Runner) CleanupReports() ([]messages.CleanupReport, error) { return r.store.PendingReports() }
+
+// AcknowledgeReport removes an acknowledged cleanup report.
+func (r *Runner) AcknowledgeReport(reportID string) error { return r.store.AcknowledgeReport(reportID) }
 
 // Snapshot returns the supervisor's counts.
 func (r *Runner) Snapshot() (messages.Snapshot, error) {

@@ -63,7 +63,7 @@ func newE2E(t *testing.T, cfg runner.Config) *e2e {
 
 func (e *e2e) dispatch(argv []string, memory int64) *messages.Dispatch {
 	e.t.Helper()
-	d, err := example.NewDispatch(example.DispatchOptions{RepoPath: e.repo, Argv: argv, MemoryBytes: memory, Timeout: 120})
+	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Argv: argv, MemoryBytes: memory, Timeout: 120})
 	require.NoError(e.t, err)
 	return d
 }
@@ -258,7 +258,7 @@ func TestEndToEndWorkerContainerIsHardened(t *testing.T) {
 
 func TestEndToEndLeaseExpiryStopsTheWorkerAndLeavesNothing(t *testing.T) {
 	e := newE2E(t, runner.Config{})
-	d, err := example.NewDispatch(example.DispatchOptions{RepoPath: e.repo, Argv: []string{"/bin/sh", "-c", "sleep 120"}, Lease: 10 * time.Second})
+	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Argv: []string{"/bin/sh", "-c", "sleep 120"}, Lease: 10 * time.Second})
 	require.NoError(t, err)
 	log := e.submit(d)
 	waitForEvent(t, log, "task_started")
@@ -271,7 +271,7 @@ func TestEndToEndLeaseExpiryStopsTheWorkerAndLeavesNothing(t *testing.T) {
 func TestEndToEndRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
 	e := newE2E(t, runner.Config{})
 	d, err := example.NewDispatch(example.DispatchOptions{
-		RepoPath: e.repo, Lease: 10 * time.Second,
+		RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Lease: 10 * time.Second,
 		Argv: []string{"/bin/sh", "-c", "sleep 14; echo outlived the first lease > renewed.txt"},
 	})
 	require.NoError(t, err)

@@ -14,7 +14,7 @@ mkdir -p bin
 CGO_ENABLED=0 go build -trimpath -o bin/forged ./cmd/forged
 
 work="${FORGED_EXAMPLE_DIR:-$(mktemp -d /tmp/forged-example.XXXXXX)}"
-bin/forged example --dir "$work"
+bin/forged example --dir "$work" --state-root "$work/state"
 echo
 status=0
 # This machine's engine runs rootful and may have only two cores: accept

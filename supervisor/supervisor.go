@@ -43,6 +43,11 @@ type Config struct {
 	Capacity        CapacitySource
 	RefreshInterval time.Duration
 	CapacityTTL     time.Duration
+	// RunnerID, when set, is this runner's id: dispatches for another
+	// runner are refused, and the reaper only touches this id.
+	RunnerID string
+	// Reaper, when set, runs as a child of the supervisor on a timer.
+	Reaper *ReaperConfig
 }
 
 // Props returns the root supervisor's props.
@@ -82,6 +87,8 @@ type root struct {
 
 	permit   *permit
 	capacity *capacity
+	live     *liveSet
+	reaper   *actor.PID
 	runCtx   context.Context
 	cancel   context.CancelFunc
 	stopped  bool
@@ -94,7 +101,7 @@ type crashCleanupDone struct {
 }
 
 func newRoot(cfg Config) *root {
-	return &root{cfg: cfg, running: map[string]*running{}, byPID: map[string]string{}, permit: &permit{},
+	return &root{cfg: cfg, running: map[string]*running{}, byPID: map[string]string{}, permit: &permit{}, live: newLiveSet(),
 		capacity: &capacity{source: cfg.Capacity, interval: cfg.RefreshInterval, ttl: cfg.CapacityTTL}}
 }
 
@@ -103,6 +110,9 @@ func (r *root) Receive(ctx actor.Context) {
 	case *actor.Started:
 		r.runCtx, r.cancel = context.WithCancel(context.Background())
 		r.capacity.start(ctx, r.runCtx)
+		if r.cfg.Reaper != nil {
+			r.reaper = ctx.SpawnPrefix(newReaperProps(*r.cfg.Reaper, r.live), "reaper")
+		}
 	case *actor.Stopping:
 		r.stopped = true
 		r.capacity.stop()
@@ -133,6 +143,12 @@ func (r *root) Receive(ctx actor.Context) {
 		}
 	case messages.AttemptFinished:
 		r.finish(ctx, msg.Outcome.AttemptID, msg.Outcome.Degraded)
+	case ReapNow:
+		if r.reaper == nil {
+			ctx.Respond(ReapResult{Err: errNoReaper})
+			return
+		}
+		ctx.Forward(r.reaper)
 	case messages.AcquireBuildPermit:
 		r.permit.acquire(ctx, ctx.Sender())
 	case messages.ReleaseBuildPermit:
@@ -163,6 +179,9 @@ func (r *root) submit(ctx actor.Context, msg messages.SubmitAttempt) messages.Su
 	if err := d.Validate(); err != nil {
 		return refuse(id, failure.CodeOf(err), err.Error())
 	}
+	if r.cfg.RunnerID != "" && d.Execution.RunnerID != r.cfg.RunnerID {
+		return refuse(id, failure.DispatchWrongRunner, fmt.Sprintf("the dispatch is for runner %s; this is runner %s", d.Execution.RunnerID, r.cfg.RunnerID))
+	}
 	if r.stopped {
 		return refuse(id, failure.SupervisorShuttingDown, "the supervisor is stopping")
 	}
@@ -188,6 +207,12 @@ func (r *root) submit(ctx actor.Context, msg messages.SubmitAttempt) messages.Su
 	return refuse(id, failure.CapacityExhausted, fmt.Sprintf("all %d slots are busy and the queue of %d is full", r.slots(), r.cfg.QueueLimit))
 }
 
+type noReaperError struct{}
+
+func (noReaperError) Error() string { return "this supervisor runs no reaper" }
+
+var errNoReaper error = noReaperError{}
+
 func refuse(id string, code failure.Code, message string) messages.SubmitReply {
 	return messages.SubmitReply{AttemptID: id, Code: string(code), Message: message}
 }
@@ -203,9 +228,11 @@ func (r *root) queued(id string) int {
 
 func (r *root) spawn(ctx actor.Context, p pending) {
 	id := p.dispatch.AttemptID()
+	r.live.add(id) // before the attempt can write its ledger
 	pid, err := ctx.SpawnNamed(r.cfg.NewAttempt(p.dispatch, p.subscriber, ctx.Self()), "attempt-"+strings.ReplaceAll(id, "-", ""))
 	if err != nil {
 		// Only a name clash can fail here; report it as the attempt's outcome.
+		r.live.remove(id)
 		notify(ctx, p.subscriber, failedOutcome(id, failure.AttemptDuplicate, err.Error(), false))
 		return
 	}
@@ -239,6 +266,7 @@ func (r *root) finish(ctx actor.Context, attemptID string, degraded bool) {
 	}
 	delete(r.running, attemptID)
 	delete(r.byPID, att.pid.GetId())
+	r.live.remove(attemptID)
 	if degraded {
 		r.degraded++
 	}

@@ -11,10 +11,11 @@ import (
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/example"
+	"github.com/forgedev/forged/runner"
 )
 
 func exampleCommand() *cobra.Command {
-	var dir, busybox string
+	var dir, busybox, stateRoot string
 	cmd := &cobra.Command{
 		Use:   "example",
 		Short: "Create a sample repository, its busybox base image and a dispatch (nothing from the internet)",
@@ -42,7 +43,11 @@ func exampleCommand() *cobra.Command {
 			if err := example.CreateRepo(ctx, repo, example.RepoOptions{}); err != nil {
 				return fmt.Errorf("sample repository: %w", err)
 			}
-			d, err := example.NewDispatch(example.DispatchOptions{RepoPath: repo})
+			runnerID, err := runner.LoadRunnerID(stateRoot)
+			if err != nil {
+				return err
+			}
+			d, err := example.NewDispatch(example.DispatchOptions{RepoPath: repo, RunnerID: runnerID})
 			if err != nil {
 				return err
 			}
@@ -55,6 +60,7 @@ func exampleCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "forged-example", "directory to create the example in")
+	cmd.Flags().StringVar(&stateRoot, "state-root", defaultStateRoot(), "state root of the forged that will run the dispatch (its runner id goes into the dispatch)")
 	cmd.Flags().StringVar(&busybox, "busybox", "/bin/busybox", "static busybox binary (Debian package busybox-static)")
 	return cmd
 }

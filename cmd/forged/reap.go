@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/forgedev/forged/runner"
+)
+
+func reapCommand() *cobra.Command {
+	var flags runnerFlags
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "reap [--dry-run]",
+		Short: "Remove what crashed attempts of this runner left behind (one round), and print the round",
+		Long: "Start forged without admitting anything, which reaps every ledger a dead forged left in the state\n" +
+			"root, then run one reaper round over the engine's labelled resources and print it as JSON.\n" +
+			"With --dry-run, only list what a round would remove (the start-up round is skipped).\n" +
+			"It takes the Docker context lock, so it refuses to run beside a live forged.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			defer cancel()
+			cfg := flags.config(newLogger(flags.logLevel()))
+			cfg.SkipStartupReap = dryRun
+			r, err := runner.New(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			round, err := r.Reap(dryRun)
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			if encodeErr := enc.Encode(map[string]any{"startup": r.Restart, "round": round}); encodeErr != nil {
+				return encodeErr
+			}
+			return err
+		},
+	}
+	flags.register(cmd)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be removed; remove nothing")
+	return cmd
+}

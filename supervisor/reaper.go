@@ -1,0 +1,181 @@
+package supervisor
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/forgedev/forged/internal/actorkit"
+	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/reaper"
+)
+
+// ReaperConfig configures the periodic reaper under the root supervisor.
+type ReaperConfig struct {
+	Store    ledger.Store
+	Docker   reaper.Docker
+	Round    reaper.Config // RunnerID, RunnerInstanceID, Grace; Live is set by the supervisor
+	Interval time.Duration // default 1 minute
+	Timeout  time.Duration // bound of one round; default 5 minutes
+}
+
+// ReapNow asks the reaper for one round now. Replied with ReapResult.
+type ReapNow struct {
+	DryRun bool
+}
+
+// ReapResult is one round's account.
+type ReapResult struct {
+	Round reaper.Round
+	Err   error
+}
+
+// liveSet is the set of attempts this process runs, read by the reaper's
+// goroutine: an attempt is added before its actor is spawned (so before
+// its first ledger write) and removed once its teardown has finished.
+type liveSet struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func newLiveSet() *liveSet { return &liveSet{ids: map[string]bool{}} }
+
+func (s *liveSet) add(id string) {
+	s.mu.Lock()
+	s.ids[id] = true
+	s.mu.Unlock()
+}
+
+func (s *liveSet) remove(id string) {
+	s.mu.Lock()
+	delete(s.ids, id)
+	s.mu.Unlock()
+}
+
+func (s *liveSet) has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ids[id]
+}
+
+type reapTick struct{}
+
+type roundDone struct {
+	result    ReapResult
+	requester *actor.PID
+}
+
+// reaperActor runs reaper rounds on its own timer (re-armed after each
+// round, so rounds never overlap) and on request.
+type reaperActor struct {
+	cfg  ReaperConfig
+	live *liveSet
+
+	runCtx  context.Context
+	cancel  context.CancelFunc
+	timer   *time.Timer
+	running bool
+	waiting []*actor.PID // requesters of a round that runs now
+	rounds  int
+	last    ReapResult
+}
+
+func newReaperProps(cfg ReaperConfig, live *liveSet) *actor.Props {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Minute
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Minute
+	}
+	return actor.PropsFromProducer(func() actor.Actor { return &reaperActor{cfg: cfg, live: live} })
+}
+
+func (r *reaperActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		r.runCtx, r.cancel = context.WithCancel(context.Background())
+		r.arm(ctx)
+	case *actor.Stopping, *actor.Restarting:
+		if r.timer != nil {
+			r.timer.Stop()
+		}
+		if r.cancel != nil {
+			r.cancel()
+		}
+	case reapTick:
+		r.timer = nil
+		r.round(ctx, false, nil)
+	case ReapNow:
+		r.round(ctx, msg.DryRun, ctx.Sender())
+	case roundDone:
+		r.running = false
+		r.rounds++
+		r.last = msg.result
+		if msg.result.Err != nil {
+			ctx.Logger().Warn("reaper round failed", "err", msg.result.Err)
+		} else if len(msg.result.Round.Reaped)+len(msg.result.Round.Removed)+len(msg.result.Round.Degraded) > 0 {
+			ctx.Logger().Warn("reaper removed leaked resources", "reaped", msg.result.Round.Reaped,
+				"removed", len(msg.result.Round.Removed), "degraded", msg.result.Round.Degraded)
+		}
+		if msg.requester != nil {
+			ctx.Send(msg.requester, msg.result)
+		}
+		r.arm(ctx)
+	case actorkit.Panic:
+		r.running = false
+		r.last = ReapResult{Err: msg}
+		r.arm(ctx)
+	case messages.Inspect:
+		phase := "idle"
+		if r.running {
+			phase = "reaping"
+		}
+		facts := map[string]string{"rounds": strconv.Itoa(r.rounds), "interval": r.cfg.Interval.String(),
+			"lastReaped": strconv.Itoa(len(r.last.Round.Reaped)), "lastRemoved": strconv.Itoa(len(r.last.Round.Removed)),
+			"lastDegraded": strconv.Itoa(len(r.last.Round.Degraded))}
+		if r.last.Err != nil {
+			facts["lastError"] = r.last.Err.Error()
+		}
+		ctx.Respond(messages.InspectReply{PID: ctx.Self().GetId(), Kind: "reaper", Phase: phase, Facts: facts})
+	}
+}
+
+func (r *reaperActor) arm(ctx actor.Context) {
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	system, self := ctx.ActorSystem(), ctx.Self()
+	r.timer = time.AfterFunc(r.cfg.Interval, func() { system.Root.Send(self, reapTick{}) })
+}
+
+// round runs one reaper round off the mailbox. A request that arrives
+// while a round runs is refused rather than queued: rounds never overlap.
+func (r *reaperActor) round(ctx actor.Context, dryRun bool, requester *actor.PID) {
+	if r.running {
+		if requester != nil {
+			ctx.Send(requester, ReapResult{Err: errRoundRunning})
+		}
+		return
+	}
+	r.running = true
+	cfg := r.cfg.Round
+	cfg.DryRun = dryRun
+	cfg.Live = r.live.has
+	store, docker, timeout := r.cfg.Store, r.cfg.Docker, r.cfg.Timeout
+	actorkit.Go(ctx, r.runCtx, "reaper round", func(runCtx context.Context) any {
+		roundCtx, cancel := context.WithTimeout(runCtx, timeout)
+		defer cancel()
+		round, err := reaper.Run(roundCtx, cfg, store, docker)
+		return roundDone{result: ReapResult{Round: round, Err: err}, requester: requester}
+	})
+}
+
+type roundRunningError struct{}
+
+func (roundRunningError) Error() string { return "a reaper round is already running" }
+
+var errRoundRunning error = roundRunningError{}
