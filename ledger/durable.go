@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/forgedev/forged/failure"
@@ -176,4 +177,32 @@ func readBounded(path string, max int64) ([]byte, error) {
 // ioError is a CodeStateIO error wrapping err.
 func ioError(err error, format string, args ...any) error {
 	return failure.Wrap(CodeStateIO, err, "%s: %v", fmt.Sprintf(format, args...), err)
+}
+
+// RemoveTemporaryFiles deletes the temporary files that a process killed
+// mid-write left in the ledger and report directories. Call it only when
+// no other process writes to this state root (forged does, at start-up,
+// holding its Docker context lock). It returns how many it removed.
+func (s Store) RemoveTemporaryFiles() (int, error) {
+	removed := 0
+	for _, dir := range []string{s.LedgerDir(), s.ReportDir()} {
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return removed, ioError(err, "list %s", dir)
+		}
+		for _, entry := range entries {
+			name := entry.Name()
+			if !entry.Type().IsRegular() || !strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".tmp") {
+				continue
+			}
+			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return removed, ioError(err, "remove %s", name)
+			}
+			removed++
+		}
+	}
+	return removed, nil
 }

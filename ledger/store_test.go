@@ -232,3 +232,19 @@ func TestListIgnoresTemporaryFiles(t *testing.T) {
 	require.Empty(t, entries)
 	require.Empty(t, corrupt)
 }
+
+func TestRemoveTemporaryFilesLeftByACrash(t *testing.T) {
+	s := Store{Root: t.TempDir()}
+	e := sampleEntry()
+	require.NoError(t, s.Write(e))
+	stale := filepath.Join(s.LedgerDir(), "."+strings.ReplaceAll(e.AttemptID, "-", "")+".json.0123456789abcdef.tmp")
+	require.NoError(t, os.WriteFile(stale, []byte("{half"), 0o600))
+	n, err := s.RemoveTemporaryFiles()
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.NoFileExists(t, stale)
+	entries, corrupt, err := s.List()
+	require.NoError(t, err)
+	require.Empty(t, corrupt)
+	require.Len(t, entries, 1, "real ledgers are kept")
+}

@@ -157,6 +157,11 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	startup := round
 	startup.SnapshotAvailable = true // an empty snapshot: nothing is live
 	startup.DryRun = cfg.SkipStartupReap
+	if !cfg.SkipStartupReap {
+		if _, err := store.RemoveTemporaryFiles(); err != nil {
+			cfg.Logger.Warn("could not remove temporary ledger files", "err", err)
+		}
+	}
 	restart, err := reaper.Run(ctx, startup, store, cleaner)
 	if err != nil {
 		cfg.Logger.Error("start-up reaper round failed; the periodic reaper retries", "err", err)

@@ -21,6 +21,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/enginetest"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/reaper"
 	"github.com/forgedev/forged/runner"
 )
 
@@ -288,4 +289,32 @@ func TestEndToEndRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
 	for _, ev := range log.Events() {
 		assert.NotEqual(t, "sandbox_lease_push_failed", ev.EventType, ev.Content)
 	}
+}
+
+// TestTwoRunnersOnOneEngineNeverTouchEachOther runs an attempt on runner A
+// while runner B (another runner id, state root and context lock, as on a
+// shared engine) reaps with no grace period: B removes nothing of A's.
+func TestTwoRunnersOnOneEngineNeverTouchEachOther(t *testing.T) {
+	a := newE2E(t, runner.Config{})
+	b := newE2E(t, runner.Config{ReapGrace: reaper.NoGrace})
+	require.NotEqual(t, a.runner.RunnerID(), b.runner.RunnerID())
+
+	d := a.dispatch([]string{"/bin/sh", "-c", "sleep 4; echo survived > shared.txt"}, 0)
+	log := a.submit(d)
+	waitForEvent(t, log, "task_started")
+	names, err := dockerops.NamesFor(d.AttemptID())
+	require.NoError(t, err)
+
+	round, err := b.runner.Reap(false)
+	require.NoError(t, err)
+	for _, obj := range round.Removed {
+		assert.NotEqual(t, d.AttemptID(), obj.Labels["dev.forge.dispatch-attempt-id"], "B removed A's %s %s", obj.Kind, obj.Name)
+	}
+	info, err := a.engine.ContainerInspect(context.Background(), names.Container)
+	require.NoError(t, err, "A's worker still exists")
+	assert.True(t, info.State.Running)
+
+	out := a.wait(log)
+	assert.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+	assert.Equal(t, "survived", a.git("show", example.Branch+":shared.txt"))
 }

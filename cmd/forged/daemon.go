@@ -40,8 +40,11 @@ func daemonCommand() *cobra.Command {
 			logger.Warn("forged daemon listening", "socket", socket)
 			fmt.Fprintf(os.Stderr, "forged: listening on %s\n", socket)
 			serveErr := httpapi.Serve(ctx, l, httpapi.Handler(r, logger), 10*time.Second)
-			// Stop admitting (the API is closed), cancel what runs and let
-			// every attempt tear down before the actor system stops.
+			// The first signal stopped admission (the API is closed); a
+			// second one now ends the process at once, leaving the rest to
+			// the next start's reaper. Cancel what runs and let every
+			// attempt tear down before the actor system stops.
+			stop()
 			drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
 			defer cancel()
 			if err := r.Drain(drainCtx, "the daemon is shutting down"); err != nil {

@@ -58,7 +58,7 @@ func runCommand() *cobra.Command {
 				return exitError{exitFailed}
 			}
 			log, _ := r.Logs().Get(d.AttemptID())
-			outcome := follow(ctx, r, d.AttemptID(), log, os.Stdout, asJSON)
+			outcome := follow(ctx, stop, r, d.AttemptID(), log, os.Stdout, asJSON)
 			return exitError{exitStatus(outcome)}
 		},
 	}
@@ -77,8 +77,10 @@ func readDispatch(path string) (*messages.Dispatch, error) {
 }
 
 // follow prints the attempt's events until it finishes. The first signal
-// cancels the attempt (teardown still runs); the outcome is returned.
-func follow(ctx context.Context, r *runner.Runner, attemptID string, log *runner.Log, out io.Writer, asJSON bool) messages.AttemptOutcome {
+// cancels the attempt (teardown still runs) and restores the default
+// signal handling through stopSignals, so that a second signal ends the
+// process at once; the outcome is returned.
+func follow(ctx context.Context, stopSignals func(), r *runner.Runner, attemptID string, log *runner.Log, out io.Writer, asJSON bool) messages.AttemptOutcome {
 	next := 0
 	cancelled := false
 	for {
@@ -96,6 +98,7 @@ func follow(ctx context.Context, r *runner.Runner, attemptID string, log *runner
 		case <-ctx.Done():
 			if !cancelled {
 				cancelled = true
+				stopSignals()
 				fmt.Fprintln(os.Stderr, "forged: cancelling the attempt; tearing down")
 				if _, err := r.Cancel(attemptID, "interrupted"); err != nil {
 					fmt.Fprintln(os.Stderr, "forged:", err)

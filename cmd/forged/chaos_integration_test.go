@@ -1,0 +1,238 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/example"
+	"github.com/forgedev/forged/internal/enginetest"
+	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/runner"
+)
+
+// daemon is one `forged daemon` process of the chaos test.
+type daemon struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	socket string
+	client *http.Client
+}
+
+func startDaemon(t *testing.T, forged, stateRoot, lockRoot string) *daemon {
+	t.Helper()
+	socket := filepath.Join(stateRoot, "forged.sock")
+	cmd := exec.Command(forged, "daemon", "--socket", socket, "--state-root", stateRoot,
+		"--allow-rootful", "--host-reserved-cores", "0", "--slots", "2")
+	cmd.Env = append(os.Environ(), "TMPDIR="+lockRoot)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(t, cmd.Start())
+	d := &daemon{t: t, cmd: cmd, socket: socket, client: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		}}}}
+	require.Eventually(t, func() bool {
+		res, err := d.client.Get("http://forged/v1/snapshot")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}, 60*time.Second, 50*time.Millisecond, "the daemon did not come up")
+	return d
+}
+
+func (d *daemon) kill9() {
+	_ = d.cmd.Process.Signal(syscall.SIGKILL)
+	_ = d.cmd.Wait()
+}
+
+func (d *daemon) stop() {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(90 * time.Second):
+		d.kill9()
+		d.t.Error("the daemon did not exit within 90 s of SIGTERM")
+	}
+}
+
+func (d *daemon) submit(dispatch *messages.Dispatch) {
+	d.t.Helper()
+	raw, err := json.Marshal(dispatch)
+	require.NoError(d.t, err)
+	res, err := d.client.Post("http://forged/v1/attempts", "application/json", strings.NewReader(string(raw)))
+	require.NoError(d.t, err)
+	defer res.Body.Close()
+	require.Equal(d.t, http.StatusAccepted, res.StatusCode)
+}
+
+// waitFor follows the attempt's events until one of eventType arrives.
+func (d *daemon) waitFor(attemptID, eventType string) {
+	d.t.Helper()
+	res, err := d.client.Get("http://forged/v1/attempts/" + attemptID + "/events")
+	require.NoError(d.t, err)
+	defer res.Body.Close()
+	scanner := bufio.NewScanner(res.Body)
+	scanner.Buffer(make([]byte, 1<<20), 1<<20)
+	var seen []string
+	for scanner.Scan() {
+		var line struct {
+			Event   *messages.Event          `json:"event"`
+			Outcome *messages.AttemptOutcome `json:"outcome"`
+		}
+		require.NoError(d.t, json.Unmarshal(scanner.Bytes(), &line))
+		if line.Event != nil {
+			seen = append(seen, line.Event.EventType)
+			if line.Event.EventType == eventType {
+				return
+			}
+		}
+		if line.Outcome != nil {
+			d.t.Fatalf("attempt finished (%s) before %s; events %v", line.Outcome.Code, eventType, seen)
+		}
+	}
+	d.t.Fatalf("stream ended before %s; events %v", eventType, seen)
+}
+
+func (d *daemon) outcome(attemptID string) *messages.AttemptOutcome {
+	res, err := d.client.Get("http://forged/v1/attempts/" + attemptID + "/events")
+	require.NoError(d.t, err)
+	defer res.Body.Close()
+	if res.StatusCode == http.StatusNotFound {
+		return nil
+	}
+	var last struct {
+		Outcome *messages.AttemptOutcome `json:"outcome"`
+	}
+	scanner := bufio.NewScanner(res.Body)
+	scanner.Buffer(make([]byte, 1<<20), 1<<20)
+	for scanner.Scan() {
+		require.NoError(d.t, json.Unmarshal(scanner.Bytes(), &last))
+	}
+	return last.Outcome
+}
+
+func (d *daemon) reportsFor(attemptID string) int {
+	res, err := d.client.Get("http://forged/v1/cleanup-reports")
+	require.NoError(d.t, err)
+	defer res.Body.Close()
+	var reports []messages.CleanupReport
+	require.NoError(d.t, json.NewDecoder(res.Body).Decode(&reports))
+	n := 0
+	for _, r := range reports {
+		for _, a := range r.Actions {
+			if a.DispatchAttemptID == attemptID {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// TestChaosKill9AtEachPhase kills the daemon with SIGKILL at each phase of
+// an attempt, starts it again on the same state root, and checks that the
+// start-up reaper removed everything the attempt had created, reported it,
+// and recorded the attempt as sandbox_runner_restarted.
+func TestChaosKill9AtEachPhase(t *testing.T) {
+	engine := enginetest.Client(t)
+	forged := enginetest.ForgedBinary(t)
+	phases := []struct {
+		event            string
+		createdResources bool // the attempt's ledger exists at this point
+	}{
+		{"sandbox_preparing", false},
+		{"sandbox_build_log", false},
+		{"sandbox_started", true},
+		{"task_started", true},
+		{"sandbox_agent_exited", true},
+		{"sandbox_teardown_started", true},
+	}
+	base := t.TempDir()
+	stateRoot, lockRoot := filepath.Join(base, "state"), filepath.Join(base, "locks")
+	require.NoError(t, os.MkdirAll(lockRoot, 0o700))
+	runnerID, err := runner.LoadRunnerID(stateRoot)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	repo := filepath.Join(base, "repo")
+	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{}))
+
+	for i, phase := range phases {
+		t.Run(phase.event, func(t *testing.T) {
+			// A Dockerfile unique to the phase makes the build phase real.
+			if phase.event == "sandbox_build_log" {
+				dir := filepath.Join(base, "repo-build")
+				require.NoError(t, example.CreateRepo(ctx, dir, example.RepoOptions{
+					Dockerfile: "FROM " + example.BaseImage + "\nRUN sleep 3\nLABEL chaos=" + example.NewUUID() + "\n"}))
+				repo = dir
+			} else {
+				repo = filepath.Join(base, "repo")
+			}
+			d := startDaemon(t, forged, stateRoot, lockRoot)
+			dispatch, err := example.NewDispatch(example.DispatchOptions{RunnerID: runnerID, RepoPath: repo,
+				Argv: []string{"/bin/sh", "-c", "echo working; sleep 2; echo done > chaos.txt"}})
+			require.NoError(t, err)
+			d.submit(dispatch)
+			d.waitFor(dispatch.AttemptID(), phase.event)
+			d.kill9()
+
+			restarted := startDaemon(t, forged, stateRoot, lockRoot)
+			defer restarted.stop()
+			enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
+			if phase.createdResources {
+				out := restarted.outcome(dispatch.AttemptID())
+				require.NotNil(t, out, "the restarted daemon records the attempt")
+				assert.Equal(t, "sandbox_runner_restarted", out.Code)
+				assert.Positive(t, restarted.reportsFor(dispatch.AttemptID()), "a cleanup report is pending for the attempt")
+			}
+			entries, err := os.ReadDir(filepath.Join(stateRoot, "ledger"))
+			if err == nil {
+				assert.Empty(t, entries, "no ledger is left after phase %d", i)
+			}
+		})
+	}
+}
+
+// TestSIGTERMDrainsTheDaemon sends SIGTERM while an attempt runs: the
+// daemon cancels it, tears it down and exits within the bound, leaving no
+// labelled resource and no ledger behind.
+func TestSIGTERMDrainsTheDaemon(t *testing.T) {
+	engine := enginetest.Client(t)
+	forged := enginetest.ForgedBinary(t)
+	base := t.TempDir()
+	stateRoot, lockRoot := filepath.Join(base, "state"), filepath.Join(base, "locks")
+	require.NoError(t, os.MkdirAll(lockRoot, 0o700))
+	runnerID, err := runner.LoadRunnerID(stateRoot)
+	require.NoError(t, err)
+	repo := filepath.Join(base, "repo")
+	require.NoError(t, example.CreateRepo(context.Background(), repo, example.RepoOptions{}))
+
+	d := startDaemon(t, forged, stateRoot, lockRoot)
+	dispatch, err := example.NewDispatch(example.DispatchOptions{RunnerID: runnerID, RepoPath: repo, Argv: []string{"/bin/sh", "-c", "sleep 300"}})
+	require.NoError(t, err)
+	d.submit(dispatch)
+	d.waitFor(dispatch.AttemptID(), "task_started")
+	started := time.Now()
+	d.stop()
+	assert.Less(t, time.Since(started), 60*time.Second)
+	enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
+	entries, err := os.ReadDir(filepath.Join(stateRoot, "ledger"))
+	require.NoError(t, err)
+	assert.Empty(t, entries)
+}
