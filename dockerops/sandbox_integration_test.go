@@ -211,8 +211,15 @@ func TestIntegrationTeardownLeavesForeignOwner(t *testing.T) {
 	require.NoError(t, err, "the foreign volume must survive")
 	assert.Equal(t, foreign.RunnerInstanceID, v.Labels[LabelRunnerInstanceID])
 
-	owners, err := s.c.ManagedOwnerships(ctx, s.owner.RunnerID)
+	managed, err := s.c.ListManaged(ctx)
 	require.NoError(t, err)
+	var owners []Ownership
+	for _, obj := range managed {
+		if o, ok := OwnershipFromLabels(obj.Labels); ok && o.RunnerID == s.owner.RunnerID {
+			owners = append(owners, o)
+			assert.False(t, obj.Created.IsZero(), "the engine's creation time is listed")
+		}
+	}
 	assert.Equal(t, []Ownership{foreign}, owners)
 	assert.True(t, MayReap(v.Labels, s.owner.RunnerID, nil))
 	assert.False(t, MayReap(v.Labels, s.owner.RunnerID, func(id string) bool { return id == s.owner.AttemptID }))

@@ -55,8 +55,9 @@ type CleanupReport = messages.CleanupReport
 
 // labelled is one engine object found by label.
 type labelled struct {
-	kind, id string
-	labels   map[string]string
+	kind, id, name string
+	labels         map[string]string
+	created        time.Time // zero when the engine did not say
 }
 
 // Teardown removes every container, network and volume labelled with the
@@ -158,7 +159,11 @@ func (c *Client) listLabelled(ctx context.Context, kind string, labels ...string
 				return nil, err
 			}
 			for _, s := range list {
-				out = append(out, labelled{kind, s.ID, s.Labels})
+				name := ""
+				if len(s.Names) > 0 {
+					name = strings.TrimPrefix(s.Names[0], "/")
+				}
+				out = append(out, labelled{kind: kind, id: s.ID, name: name, labels: s.Labels, created: unixTime(s.Created)})
 			}
 		case ResourceNetwork:
 			list, err := c.cleaner.NetworkList(ctx, network.ListOptions{Filters: args})
@@ -166,7 +171,7 @@ func (c *Client) listLabelled(ctx context.Context, kind string, labels ...string
 				return nil, err
 			}
 			for _, n := range list {
-				out = append(out, labelled{kind, n.ID, n.Labels})
+				out = append(out, labelled{kind: kind, id: n.ID, name: n.Name, labels: n.Labels, created: n.Created.UTC()})
 			}
 		case ResourceVolume:
 			list, err := c.cleaner.VolumeList(ctx, volume.ListOptions{Filters: args})
@@ -175,7 +180,7 @@ func (c *Client) listLabelled(ctx context.Context, kind string, labels ...string
 			}
 			for _, v := range list.Volumes {
 				if v != nil {
-					out = append(out, labelled{kind, v.Name, v.Labels})
+					out = append(out, labelled{kind: kind, id: v.Name, name: v.Name, labels: v.Labels, created: parseTime(v.CreatedAt)})
 				}
 			}
 		default:
@@ -227,24 +232,53 @@ func cleanupMessage(err error) string {
 	return msg
 }
 
-// ManagedOwnerships lists the distinct ownerships recorded on the managed
-// containers, networks and volumes of runnerID, for a reaper to decide
-// (with MayReap) and tear down. Objects whose labels do not form a
-// complete ownership are skipped.
-func (c *Client) ManagedOwnerships(ctx context.Context, runnerID string) ([]Ownership, error) {
-	seen := map[Ownership]bool{}
-	var out []Ownership
+// ManagedObject is one engine object labelled dev.forge.managed=true.
+type ManagedObject struct {
+	Kind   string // ResourceContainer, ResourceNetwork or ResourceVolume
+	ID     string // the object's id (a volume's name)
+	Name   string
+	Labels map[string]string
+	// Created is when the engine created the object; zero when unknown.
+	// Engines report containers and volumes to the second.
+	Created time.Time
+}
+
+// ListManaged lists every container (running or not), network and volume
+// labelled dev.forge.managed=true, of any runner, for a reaper to judge.
+func (c *Client) ListManaged(ctx context.Context) ([]ManagedObject, error) {
+	var out []ManagedObject
 	for _, kind := range []string{ResourceContainer, ResourceNetwork, ResourceVolume} {
-		objs, err := c.listLabelled(ctx, kind, LabelManaged+"=true", LabelRunnerID+"="+runnerID)
+		objs, err := c.listLabelled(ctx, kind, LabelManaged+"=true")
 		if err != nil {
 			return nil, opError(ctx, "", err, "list managed %ss", kind)
 		}
 		for _, obj := range objs {
-			if o, ok := OwnershipFromLabels(obj.labels); ok && o.RunnerID == runnerID && !seen[o] {
-				seen[o] = true
-				out = append(out, o)
-			}
+			out = append(out, ManagedObject{Kind: obj.kind, ID: obj.id, Name: obj.name, Labels: obj.labels, Created: obj.created})
 		}
 	}
 	return out, nil
+}
+
+// RemoveManaged removes one managed object as Teardown does (a container
+// is stopped first, then force-removed keeping its volumes); an object
+// that no longer exists counts as removed.
+func (c *Client) RemoveManaged(ctx context.Context, obj ManagedObject) error {
+	return c.removeObject(ctx, labelled{kind: obj.Kind, id: obj.ID, name: obj.Name, labels: obj.Labels})
+}
+
+// unixTime converts an engine's seconds timestamp; zero stays zero.
+func unixTime(seconds int64) time.Time {
+	if seconds <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(seconds, 0).UTC()
+}
+
+// parseTime parses an engine's RFC 3339 timestamp; anything else is zero.
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
 }

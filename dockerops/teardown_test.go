@@ -130,10 +130,10 @@ func ownedObjects(t *testing.T) (Ownership, map[string]string, []labelled) {
 	labels, err := Labels(d, "i", "c")
 	require.NoError(t, err)
 	return OwnershipOf(d), labels, []labelled{
-		{ResourceVolume, "vol-a", labels},
-		{ResourceNetwork, "net-a", labels},
-		{ResourceContainer, "ctr-a", labels},
-		{ResourceVolume, "vol-b", labels},
+		{kind: ResourceVolume, id: "vol-a", labels: labels},
+		{kind: ResourceNetwork, id: "net-a", labels: labels},
+		{kind: ResourceContainer, id: "ctr-a", labels: labels},
+		{kind: ResourceVolume, id: "vol-b", labels: labels},
 	}
 }
 
@@ -182,7 +182,7 @@ func TestTeardownReportsFailuresAndForeignObjects(t *testing.T) {
 	owner, labels, objs := ownedObjects(t)
 	foreign := clone(labels)
 	foreign[LabelFencingToken] = "00000000-0000-4000-8000-0000000000ff"
-	objs = append(objs, labelled{ResourceVolume, "vol-foreign", foreign})
+	objs = append(objs, labelled{kind: ResourceVolume, id: "vol-foreign", labels: foreign})
 	f := newFakeObjects(objs...)
 	f.removeErrs["vol-b"] = []error{cerrdefs.ErrConflict} // in use: permanent
 	report, err := newClient(fastOptions(), f).Teardown(context.Background(), owner, "teardown")
@@ -219,15 +219,18 @@ func TestTeardownListFailureAndInvalidOwner(t *testing.T) {
 	assert.Equal(t, failure.SandboxIdentityInvalid, failure.CodeOf(err))
 }
 
-func TestManagedOwnerships(t *testing.T) {
-	owner, labels, objs := ownedObjects(t)
-	broken := clone(labels)
-	broken[LabelResourceLeaseID] = "not-a-uuid"
-	objs = append(objs, labelled{ResourceVolume, "broken", broken})
-	got, err := newClient(fastOptions(), newFakeObjects(objs...)).ManagedOwnerships(context.Background(), owner.RunnerID)
+func TestListAndRemoveManaged(t *testing.T) {
+	_, _, objs := ownedObjects(t)
+	f := newFakeObjects(objs...)
+	c := newClient(fastOptions(), f)
+	got, err := c.ListManaged(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, []Ownership{owner}, got)
-	got, err = newClient(fastOptions(), newFakeObjects(objs...)).ManagedOwnerships(context.Background(), "00000000-0000-4000-8000-0000000000ff")
+	require.Len(t, got, len(objs))
+	for _, obj := range got {
+		require.NoError(t, c.RemoveManaged(context.Background(), obj))
+	}
+	left, err := c.ListManaged(context.Background())
 	require.NoError(t, err)
-	assert.Empty(t, got)
+	assert.Empty(t, left)
+	require.NoError(t, c.RemoveManaged(context.Background(), got[0]), "removing what is gone succeeds")
 }

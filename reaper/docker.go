@@ -2,7 +2,6 @@ package reaper
 
 import (
 	"context"
-	"time"
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/messages"
@@ -19,18 +18,10 @@ const (
 var kindOrder = map[string]int{KindContainer: 0, KindNetwork: 1, KindVolume: 2}
 
 // Object is one managed Docker object as listed by the engine.
-type Object struct {
-	Kind   string // KindContainer, KindNetwork or KindVolume
-	ID     string // the object's id (a volume's name)
-	Name   string
-	Labels map[string]string
-	// Created is when the engine created the object; zero when unknown.
-	// Engines report containers and volumes to the second.
-	Created time.Time
-}
+type Object = dockerops.ManagedObject
 
-// Docker is what a round needs from the engine. DockerAdapter is the
-// production implementation.
+// Docker is what a round needs from the engine; *dockerops.Client
+// implements it.
 type Docker interface {
 	// Teardown removes every object owned exactly by owner and reports
 	// what it did (see dockerops.Client.Teardown).
@@ -38,7 +29,7 @@ type Docker interface {
 	// ListManaged lists every container (running or not), network and
 	// volume labelled dev.forge.managed=true, of any runner.
 	ListManaged(ctx context.Context) ([]Object, error)
-	// Remove removes one object (a container is stopped first); an object
-	// that no longer exists counts as removed.
-	Remove(ctx context.Context, obj Object) error
+	// RemoveManaged removes one object (a container is stopped first); an
+	// object that no longer exists counts as removed.
+	RemoveManaged(ctx context.Context, obj Object) error
 }

@@ -41,7 +41,7 @@ func TestEngineRoundTouchesOnlyItsRunner(t *testing.T) {
 	require.NoError(t, store.Write(byLedger.entry(ledger.Active)))
 	time.Sleep(1100 * time.Millisecond) // engines report creation to the second
 
-	docker := NewDockerAdapter(ops, engine, Timeouts{})
+	docker := ops
 	cfg := Config{
 		RunnerID:         runnerA,
 		RunnerInstanceID: current,

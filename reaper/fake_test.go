@@ -97,7 +97,7 @@ func (f *fakeDocker) ListManaged(context.Context) ([]Object, error) {
 	return out, nil
 }
 
-func (f *fakeDocker) Remove(_ context.Context, obj Object) error {
+func (f *fakeDocker) RemoveManaged(_ context.Context, obj Object) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.removeLocked(obj.ID)

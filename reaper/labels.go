@@ -43,7 +43,7 @@ func (s *sweep) labels(ctx context.Context) error {
 			s.skip(owner.AttemptID, obj, SkipLive)
 			continue
 		}
-		err := s.docker.Remove(ctx, obj)
+		err := s.docker.RemoveManaged(ctx, obj)
 		log.record(owner, obj, err, s.cfg.Now())
 		if err != nil {
 			s.markDegraded(owner.AttemptID)

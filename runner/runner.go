@@ -152,7 +152,6 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	// forged processes off this engine: every ledger left in the state root
 	// belongs to an attempt a previous process was running when it died.
 	store := ledger.Store{Root: stateRoot}
-	cleaner := reaper.NewDockerAdapter(docker, engine, reaper.Timeouts{})
 	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace}
 	startup := round
 	startup.SnapshotAvailable = true // an empty snapshot: nothing is live
@@ -162,7 +161,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 			cfg.Logger.Warn("could not remove temporary ledger files", "err", err)
 		}
 	}
-	restart, err := reaper.Run(ctx, startup, store, cleaner)
+	restart, err := reaper.Run(ctx, startup, store, docker)
 	if err != nil {
 		cfg.Logger.Error("start-up reaper round failed; the periodic reaper retries", "err", err)
 	}
@@ -187,7 +186,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Cleaner:    docker,
 		Capacity:   cache,
 		RunnerID:   cfg.RunnerID,
-		Reaper:     &supervisor.ReaperConfig{Store: store, Docker: cleaner, Round: round, Interval: cfg.ReapInterval},
+		Reaper:     &supervisor.ReaperConfig{Store: store, Docker: docker, Round: round, Interval: cfg.ReapInterval},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
 			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
 		},
