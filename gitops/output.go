@@ -1,10 +1,8 @@
 package gitops
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -14,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/strictjson"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -51,13 +50,8 @@ func ValidateOutput(outputDir string, expected messages.SandboxIdentity) (*Outpu
 		return nil, err
 	}
 	var m messages.Manifest
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return nil, failure.Wrap(failure.SandboxOutputInvalid, err, "manifest is not valid JSON: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, failure.New(failure.SandboxOutputInvalid, "manifest has trailing data")
+	if err := strictjson.Decode(raw, &m); err != nil {
+		return nil, failure.Wrap(failure.SandboxOutputInvalid, err, "manifest is not a valid document: %v", err)
 	}
 	if m.SandboxIdentity != expected {
 		return nil, failure.New(failure.SandboxOutputInvalid, "manifest identity or fence mismatch")

@@ -10,6 +10,7 @@ import (
 	"regexp"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/strictjson"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -186,7 +187,7 @@ func readReport(path string) (r messages.CleanupReport, reason string, err error
 	case err != nil:
 		return r, err.Error(), nil
 	}
-	if err := decodeStrict(data, &r); err != nil {
+	if err := strictjson.Decode(data, &r); err != nil {
 		return messages.CleanupReport{}, "undecodable: " + err.Error(), nil
 	}
 	if err := ValidateReport(r); err != nil {

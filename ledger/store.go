@@ -1,11 +1,9 @@
 package ledger
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/strictjson"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -154,7 +153,7 @@ func readLedger(path string) (e Entry, reason string, err error) {
 	case err != nil:
 		return Entry{}, err.Error(), nil
 	}
-	if err := decodeStrict(data, &e); err != nil {
+	if err := strictjson.Decode(data, &e); err != nil {
 		return Entry{}, "undecodable: " + err.Error(), nil
 	}
 	if err := e.Validate(); err != nil {
@@ -164,20 +163,6 @@ func readLedger(path string) (e Entry, reason string, err error) {
 		return Entry{}, "file name does not match its attempt id", nil
 	}
 	return e, "", nil
-}
-
-// decodeStrict decodes exactly one JSON value into v, refusing unknown
-// fields and trailing data.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
 }
 
 // readDirNames lists the names in dir, sorted, skipping dot files. A

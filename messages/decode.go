@@ -1,7 +1,6 @@
 package messages
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/strictjson"
 )
 
 // MaxDispatchBytes bounds an encoded dispatch.
@@ -59,14 +59,11 @@ func DecodeDispatch(r io.Reader) (*Dispatch, error) {
 	if len(raw) > MaxDispatchBytes {
 		return nil, failure.New(failure.DispatchInvalid, "dispatch exceeds %d bytes", MaxDispatchBytes)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var d Dispatch
-	if err := dec.Decode(&d); err != nil {
-		return nil, failure.Wrap(failure.DispatchInvalid, err, "%s", describeJSONError(err))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	if err := strictjson.Decode(raw, &d); errors.Is(err, strictjson.ErrTrailingData) {
 		return nil, failure.New(failure.DispatchInvalid, "trailing data after the dispatch document")
+	} else if err != nil {
+		return nil, failure.Wrap(failure.DispatchInvalid, err, "%s", describeJSONError(err))
 	}
 	if err := d.Validate(); err != nil {
 		return nil, err

@@ -1,9 +1,6 @@
 package worker
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -14,6 +11,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/strictjson"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -41,14 +39,9 @@ func readStartPacket(r io.Reader, cfg Config) (*messages.StartPacket, error) {
 	if len(raw) > MaxStartPacketBytes {
 		return nil, failure.New(failure.SandboxWorkerFailed, "start packet exceeds %d bytes", MaxStartPacketBytes)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var p messages.StartPacket
-	if err := dec.Decode(&p); err != nil {
+	if err := strictjson.Decode(raw, &p); err != nil {
 		return nil, failure.Wrap(failure.SandboxWorkerFailed, err, "decode start packet: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, failure.New(failure.SandboxWorkerFailed, "trailing data after the start packet")
 	}
 	if err := validateStartPacket(&p, cfg.WorkspaceDir); err != nil {
 		return nil, err
