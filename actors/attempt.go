@@ -132,7 +132,9 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		if reason == "" {
 			reason = "cancelled by request"
 		}
-		a.cancelled = true
+		if a.failure == nil && !a.tearingDown {
+			a.cancelled = true // a cancel after another failure does not rename it
+		}
 		a.abort(ctx, failure.New(failure.SandboxCancelled, "%s", reason))
 	case messages.RenewLease:
 		a.onRenewLease(ctx, msg)
