@@ -76,6 +76,9 @@ type attemptActor struct {
 	workerRunning              bool      // the worker reported it started
 	leasePushing, leasePending bool
 
+	published    string // the commit pushed to the remote (bridge_push)
+	pipelineDone bool   // every step succeeded: only teardown remains
+
 	failure     error
 	cancelled   bool
 	tearingDown bool
@@ -156,6 +159,9 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 	case importDone:
 		a.inflight = ""
 		a.onImported(ctx, msg)
+	case publishDone:
+		a.inflight = ""
+		a.onPublished(ctx, msg)
 	case teardownDone:
 		a.inflight = ""
 		a.onTornDown(ctx, msg)
@@ -208,7 +214,7 @@ func (a *attemptActor) start(ctx actor.Context) {
 	a.watchdog = ctx.SpawnPrefix(newLeaseWatchdogProps(a.fence, a.cfg.Clock), kindWatchdog)
 	a.setPhase(ctx, messages.PhasePreparing)
 	a.emit(ctx, messages.RunnerEvent("sandbox_preparing", fmt.Sprintf("Preparing Docker sandbox attempt %s.", a.d.AttemptID()), nil))
-	if err := checkDispatchSupported(a.d); err != nil {
+	if err := checkDispatchSupported(a.d, a.deps.Redeemer != nil); err != nil {
 		a.fail(err)
 		a.advance(ctx)
 		return
@@ -429,6 +435,12 @@ func (a *attemptActor) onImported(ctx actor.Context, msg importDone) {
 			"Sandbox worker exited with code %d; its output was validated and imported. %s %s",
 			a.workerExit.ExitCode, boundedText(msg.summary, 500), diagnostic(a.workerExit)))))
 	}
+	// A failed task's result is kept on the host branch but never published.
+	if a.failure == nil && a.result != "" && a.d.Sandbox.PublicationMode == messages.PublicationBridgePush {
+		a.startPublish(ctx)
+		return
+	}
+	a.pipelineDone = true
 	a.advance(ctx)
 }
 
@@ -495,7 +507,7 @@ func (a *attemptActor) advance(ctx actor.Context) {
 	if a.tearingDown || a.inflight != "" || a.build != nil || a.worker != nil {
 		return
 	}
-	if a.failure == nil && a.phase != messages.PhaseImporting {
+	if a.failure == nil && !a.pipelineDone {
 		return
 	}
 	a.beginTeardown(ctx)

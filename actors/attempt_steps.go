@@ -251,13 +251,14 @@ func (a *attemptActor) onTornDown(ctx actor.Context, msg teardownDone) {
 
 func (a *attemptActor) outcome(report messages.CleanupReport, degraded bool) messages.AttemptOutcome {
 	out := messages.AttemptOutcome{
-		AttemptID:       a.d.AttemptID(),
-		Status:          messages.StatusSucceeded,
-		ResultCommitSHA: a.result,
-		PeakMemoryBytes: a.peak.PeakBytes,
-		Degraded:        degraded,
-		Cleanup:         &report,
-		FinishedAt:      time.Now().UTC(),
+		AttemptID:          a.d.AttemptID(),
+		Status:             messages.StatusSucceeded,
+		ResultCommitSHA:    a.result,
+		PublishedCommitSHA: a.published,
+		PeakMemoryBytes:    a.peak.PeakBytes,
+		Degraded:           degraded,
+		Cleanup:            &report,
+		FinishedAt:         time.Now().UTC(),
 	}
 	if a.workerExit != nil && a.workerExit.Err == nil {
 		code := a.workerExit.ExitCode
@@ -279,6 +280,8 @@ func (a *attemptActor) outcome(report messages.CleanupReport, degraded bool) mes
 // phase itself is not interesting).
 func (a *attemptActor) failedPhase() string {
 	switch {
+	case a.result != "":
+		return messages.PhasePublishing
 	case a.workerExit != nil:
 		return messages.PhaseCollecting
 	case a.containerID != "" || a.worker != nil:

@@ -40,11 +40,12 @@ func testDispatch(expires time.Time) *messages.Dispatch {
 }
 
 type harness struct {
-	state  string // the attempts' state root
-	system *actor.ActorSystem
-	root   *actor.PID
-	host   *fakeHost
-	clock  Clock
+	redeemer CredentialRedeemer // nil: bridge_push is refused
+	state    string             // the attempts' state root
+	system   *actor.ActorSystem
+	root     *actor.PID
+	host     *fakeHost
+	clock    Clock
 }
 
 func newHarness(t *testing.T, host *fakeHost, clock Clock) *harness {
@@ -58,7 +59,7 @@ func newHarness(t *testing.T, host *fakeHost, clock Clock) *harness {
 	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host,
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
-			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host})
+			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer})
 		},
 	}))
 	return h

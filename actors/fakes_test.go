@@ -217,3 +217,27 @@ func (f *fakeHost) pushedLeases() [][]byte {
 	defer f.mu.Unlock()
 	return append([][]byte(nil), f.leases...)
 }
+
+func (f *fakeHost) Publish(_ context.Context, _ *messages.Dispatch, _, _ string, credential gitops.Credential, assertCurrent func() error) (gitops.PublishResult, error) {
+	if err := f.record("publish"); err != nil {
+		return gitops.PublishResult{}, err
+	}
+	if credential.Secret == "" {
+		return gitops.PublishResult{}, errors.New("publish without a credential")
+	}
+	if err := assertCurrent(); err != nil {
+		return gitops.PublishResult{}, err
+	}
+	return gitops.PublishResult{Pushed: true}, nil
+}
+
+// Redeem is the fake's publication grant redeemer.
+func (f *fakeHost) Redeem(_ context.Context, req PublicationRequest) (gitops.Credential, error) {
+	if err := f.record("redeem"); err != nil {
+		return gitops.Credential{}, err
+	}
+	if req.ResultCommitSHA == "" || req.GrantID == "" {
+		return gitops.Credential{}, errors.New("redeem without a result or grant")
+	}
+	return gitops.Credential{RemoteURL: "https://github.com/o/r.git", Username: "x-access-token", Secret: "s3cret"}, nil
+}

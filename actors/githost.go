@@ -14,6 +14,8 @@ import (
 type GitHost struct {
 	Runner    *gitops.Runner
 	StateRoot string
+	// ValidateRemote checks publication remotes; nil means GitHub only.
+	ValidateRemote gitops.RemoteValidator
 }
 
 // Prepare bundles the input and archives the build context.
@@ -57,5 +59,24 @@ func (g GitHost) ImportResult(ctx context.Context, d *messages.Dispatch, out *gi
 		ResultCommitSHA: *out.Manifest.ResultCommitSHA,
 		BundlePath:      out.BundlePath,
 		AssertCurrent:   assertCurrent,
+	})
+}
+
+// Publish pushes the imported result to the credential's remote under the
+// repository lock, fenced by assertCurrent before and after the push.
+func (g GitHost) Publish(ctx context.Context, d *messages.Dispatch, inputSHA, resultSHA string, credential gitops.Credential, assertCurrent func() error) (gitops.PublishResult, error) {
+	release, err := gitops.AcquireRepoLock(ctx, g.StateRoot, d.Repo.LocalPath)
+	if err != nil {
+		return gitops.PublishResult{}, err
+	}
+	defer release() //nolint:errcheck // unlocking a held flock cannot meaningfully fail
+	return gitops.Publish(ctx, g.Runner, gitops.PublishRequest{
+		RepoPath:        d.Repo.LocalPath,
+		Branch:          d.Lease.WorktreeKey,
+		InputCommitSHA:  inputSHA,
+		ResultCommitSHA: resultSHA,
+		Credential:      credential,
+		AssertCurrent:   assertCurrent,
+		ValidateRemote:  g.ValidateRemote,
 	})
 }

@@ -15,15 +15,15 @@ const (
 
 // checkDispatchSupported refuses, before anything is created, what this
 // runner cannot honour yet or may not run.
-func checkDispatchSupported(d *messages.Dispatch) error {
+func checkDispatchSupported(d *messages.Dispatch, canPublish bool) error {
 	switch d.Sandbox.NetworkPolicy.Mode {
 	case messages.NetworkPublicAllowlist:
 		return failure.New(failure.SandboxEgressUnsupported, "public_allowlist egress needs the egress proxy, which this runner does not provide yet")
 	case messages.NetworkOpenPublic:
 		return failure.New(failure.PolicyMismatch, "open_public sandbox networking is not permitted by this runner policy")
 	}
-	if d.Sandbox.PublicationMode == messages.PublicationBridgePush {
-		return failure.New(failure.SandboxOutputPublishForbid, "bridge publication is not available on this runner yet")
+	if d.Sandbox.PublicationMode == messages.PublicationBridgePush && !canPublish {
+		return failure.New(failure.SandboxOutputPublishForbid, "this runner has no publication grant redeemer configured")
 	}
 	return nil
 }

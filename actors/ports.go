@@ -18,6 +18,26 @@ type Git interface {
 	Prepare(ctx context.Context, d *messages.Dispatch, workDir string) (*gitops.Prepared, error)
 	ValidateOutput(outputDir string, expected messages.SandboxIdentity) (*gitops.Output, error)
 	ImportResult(ctx context.Context, d *messages.Dispatch, out *gitops.Output, assertCurrent func() error) error
+	Publish(ctx context.Context, d *messages.Dispatch, inputSHA, resultSHA string, credential gitops.Credential, assertCurrent func() error) (gitops.PublishResult, error)
+}
+
+// PublicationRequest is what a redeemer needs to issue a publication
+// credential: the grant, scoped to the attempt and its fence, and the exact
+// commit to publish.
+type PublicationRequest struct {
+	DispatchAttemptID string
+	ExecutionLeaseID  string
+	FencingToken      string
+	RunnerInstanceID  string
+	GrantID           string
+	Branch            string
+	ResultCommitSHA   string
+}
+
+// CredentialRedeemer redeems a publication grant for a short-lived
+// credential (the server's grant API in production).
+type CredentialRedeemer interface {
+	Redeem(ctx context.Context, req PublicationRequest) (gitops.Credential, error)
 }
 
 // ImageDocker is what the build actor needs.
@@ -67,4 +87,6 @@ type Docker interface {
 type Deps struct {
 	Git    Git
 	Docker Docker
+	// Redeemer redeems publication grants; nil refuses bridge_push.
+	Redeemer CredentialRedeemer
 }

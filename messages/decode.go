@@ -38,6 +38,7 @@ var (
 	fullSHA    = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 	repoName   = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,120}$`)
 	branchName = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,200}$`)
+	grantID    = regexp.MustCompile(`^[0-9a-f-]{32,36}$`)
 	hostName   = regexp.MustCompile(`^(\*\.)?[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$`)
 )
 
@@ -144,7 +145,20 @@ func (d *Dispatch) Validate() error {
 		return err
 	}
 	switch d.Sandbox.PublicationMode {
-	case PublicationNone, PublicationBridgePush:
+	case PublicationNone:
+		if d.Sandbox.PublishGrant != nil {
+			return fieldError("sandbox.publishGrantHandle", "must be absent unless publicationMode is %q", PublicationBridgePush)
+		}
+	case PublicationBridgePush:
+		g := d.Sandbox.PublishGrant
+		switch {
+		case g == nil:
+			return fieldError("sandbox.publishGrantHandle", "is required for %q", PublicationBridgePush)
+		case !grantID.MatchString(g.GrantID):
+			return fieldError("sandbox.publishGrantHandle.grantId", "must be 32-36 characters of [0-9a-f-]")
+		case g.Branch != d.Lease.WorktreeKey:
+			return fieldError("sandbox.publishGrantHandle.branch", "must be the lease's worktree key %q", d.Lease.WorktreeKey)
+		}
 	default:
 		return fieldError("sandbox.publicationMode", "must be %q or %q", PublicationNone, PublicationBridgePush)
 	}

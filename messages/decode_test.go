@@ -80,6 +80,18 @@ func TestDecodeDispatchRefusals(t *testing.T) {
 			sub(sub(m, "sandbox"), "networkPolicy")["mode"] = "public_allowlist"
 		}), "allowedHosts"},
 		{"publication", mutate(t, func(m map[string]any) { sub(m, "sandbox")["publicationMode"] = "push" }), "sandbox.publicationMode"},
+		{"bridge_push without grant", mutate(t, func(m map[string]any) { sub(m, "sandbox")["publicationMode"] = "bridge_push" }), "publishGrantHandle"},
+		{"grant for another branch", mutate(t, func(m map[string]any) {
+			sub(m, "sandbox")["publicationMode"] = "bridge_push"
+			sub(m, "sandbox")["publishGrantHandle"] = map[string]any{"grantId": "0123456789abcdef0123456789abcdef", "branch": "main"}
+		}), "publishGrantHandle.branch"},
+		{"grant id", mutate(t, func(m map[string]any) {
+			sub(m, "sandbox")["publicationMode"] = "bridge_push"
+			sub(m, "sandbox")["publishGrantHandle"] = map[string]any{"grantId": "nope", "branch": "forge/task-1"}
+		}), "publishGrantHandle.grantId"},
+		{"grant without bridge_push", mutate(t, func(m map[string]any) {
+			sub(m, "sandbox")["publishGrantHandle"] = map[string]any{"grantId": "0123456789abcdef0123456789abcdef", "branch": "forge/task-1"}
+		}), "publishGrantHandle"},
 		{"config sha short", mutate(t, func(m map[string]any) { sub(m, "sandbox")["sandboxConfigCommitSha"] = "abc" }), "sandboxConfigCommitSha"},
 		{"relative repo path", mutate(t, func(m map[string]any) { sub(m, "repo")["localPath"] = "repo" }), "repo.localPath"},
 		{"branch with dots", mutate(t, func(m map[string]any) { sub(m, "lease")["worktreeKey"] = "a..b" }), "lease.worktreeKey"},

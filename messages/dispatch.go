@@ -71,6 +71,16 @@ type SandboxSpec struct {
 	NetworkPolicy          NetworkPolicy      `json:"networkPolicy"`
 	RequestedResources     RequestedResources `json:"requestedResources"`
 	PublicationMode        string             `json:"publicationMode"`
+	// PublishGrant names the server's publication grant; required for
+	// bridge_push, absent otherwise.
+	PublishGrant *PublishGrant `json:"publishGrantHandle,omitempty"`
+}
+
+// PublishGrant is the handle of a publication grant the runner redeems for
+// a short-lived credential after the result is imported.
+type PublishGrant struct {
+	GrantID string `json:"grantId"`
+	Branch  string `json:"branch"`
 }
 
 // NetworkPolicy says what the sandbox may reach.

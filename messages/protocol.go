@@ -99,17 +99,19 @@ const (
 
 // AttemptOutcome is the final account of one attempt.
 type AttemptOutcome struct {
-	AttemptID       string         `json:"attemptId"`
-	Status          string         `json:"status"`
-	Code            string         `json:"code,omitempty"`
-	Message         string         `json:"message,omitempty"`
-	Phase           string         `json:"phase,omitempty"`
-	ResultCommitSHA string         `json:"resultCommitSha,omitempty"`
-	WorkerExitCode  *int           `json:"workerExitCode,omitempty"`
-	PeakMemoryBytes uint64         `json:"peakMemoryBytes,omitempty"`
-	Degraded        bool           `json:"degraded"`
-	Cleanup         *CleanupReport `json:"cleanup,omitempty"`
-	FinishedAt      time.Time      `json:"finishedAt"`
+	AttemptID       string `json:"attemptId"`
+	Status          string `json:"status"`
+	Code            string `json:"code,omitempty"`
+	Message         string `json:"message,omitempty"`
+	Phase           string `json:"phase,omitempty"`
+	ResultCommitSHA string `json:"resultCommitSha,omitempty"`
+	// PublishedCommitSHA is set when the result was pushed (bridge_push).
+	PublishedCommitSHA string         `json:"publishedCommitSha,omitempty"`
+	WorkerExitCode     *int           `json:"workerExitCode,omitempty"`
+	PeakMemoryBytes    uint64         `json:"peakMemoryBytes,omitempty"`
+	Degraded           bool           `json:"degraded"`
+	Cleanup            *CleanupReport `json:"cleanup,omitempty"`
+	FinishedAt         time.Time      `json:"finishedAt"`
 }
 
 // CleanupReport is the account of one teardown: what was removed or failed,
@@ -185,6 +187,7 @@ const (
 	PhaseRunning      = "running"
 	PhaseCollecting   = "collecting"
 	PhaseImporting    = "importing"
+	PhasePublishing   = "publishing"
 	PhaseTearingDown  = "tearing_down"
 	PhaseFinished     = "finished"
 )

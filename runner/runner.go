@@ -64,6 +64,11 @@ type Config struct {
 	// minutes: labelled resources younger than the grace are never reaped).
 	ReapInterval time.Duration
 	ReapGrace    time.Duration
+	// Redeemer redeems publication grants for bridge_push; nil refuses
+	// bridge_push. ValidateRemote checks the redeemed remotes (nil: GitHub
+	// only, as the seed requires).
+	Redeemer       actors.CredentialRedeemer
+	ValidateRemote gitops.RemoteValidator
 	// SkipStartupReap leaves the previous process's ledgers alone at start
 	// (for a dry run that must change nothing).
 	SkipStartupReap bool
@@ -177,7 +182,11 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if cfg.WrapDocker != nil {
 		attemptDocker = cfg.WrapDocker(docker)
 	}
-	deps := actors.Deps{Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot}, Docker: attemptDocker}
+	deps := actors.Deps{
+		Git:      actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot, ValidateRemote: cfg.ValidateRemote},
+		Docker:   attemptDocker,
+		Redeemer: cfg.Redeemer,
+	}
 	logger := cfg.Logger
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "actor") }))
 	root, err := system.Root.SpawnNamed(supervisor.Props(supervisor.Config{

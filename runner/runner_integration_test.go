@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/example"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/internal/enginetest"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/reaper"
@@ -317,4 +319,33 @@ func TestTwoRunnersOnOneEngineNeverTouchEachOther(t *testing.T) {
 	out := a.wait(log)
 	assert.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
 	assert.Equal(t, "survived", a.git("show", example.Branch+":shared.txt"))
+}
+
+// localRedeemer issues a credential for a local bare repository, standing
+// in for the server's grant API.
+type localRedeemer struct{ remote string }
+
+func (l localRedeemer) Redeem(_ context.Context, req actors.PublicationRequest) (gitops.Credential, error) {
+	if req.GrantID == "" || req.ResultCommitSHA == "" {
+		return gitops.Credential{}, fmt.Errorf("incomplete publication request %+v", req)
+	}
+	return gitops.Credential{RemoteURL: l.remote, Username: "x-access-token", Secret: "local-secret", ExpiresAt: time.Now().Add(time.Minute)}, nil
+}
+
+func TestEndToEndBridgePushPublishesTheResult(t *testing.T) {
+	remote := filepath.Join(t.TempDir(), "remote.git")
+	require.NoError(t, exec.Command("git", "init", "-q", "--bare", remote).Run())
+	e := newE2E(t, runner.Config{
+		Redeemer:       localRedeemer{remote: remote},
+		ValidateRemote: func(url string) error { return nil }, // a local bare repository stands in for GitHub
+	})
+	d := e.dispatch(nil, 0)
+	d.Sandbox.PublicationMode = messages.PublicationBridgePush
+	d.Sandbox.PublishGrant = &messages.PublishGrant{GrantID: "0123456789abcdef0123456789abcdef", Branch: d.Lease.WorktreeKey}
+	out := e.wait(e.submit(d))
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s", out.Code, out.Message)
+	assert.Equal(t, out.ResultCommitSHA, out.PublishedCommitSHA)
+	published, err := exec.Command("git", "-C", remote, "rev-parse", "refs/heads/"+example.Branch).Output()
+	require.NoError(t, err)
+	assert.Equal(t, out.ResultCommitSHA, strings.TrimSpace(string(published)))
 }
