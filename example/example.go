@@ -13,12 +13,11 @@ import (
 	"fmt"
 	"github.com/forgedev/forged/internal/ids"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
 )
@@ -93,25 +92,15 @@ func CreateRepo(ctx context.Context, dir string, opts RepoOptions) error {
 			return err
 		}
 	}
+	git := gitops.NewRunner()
 	for _, args := range [][]string{
 		{"init", "-q", "-b", "main"},
 		{"add", "-A"},
 		{"-c", "user.name=forged example", "-c", "user.email=example@forge.invalid", "commit", "-q", "-m", "sample project with a forge sandbox contract"},
 	} {
-		if err := git(ctx, dir, args...); err != nil {
-			return err
+		if _, err := git.Run(ctx, dir, gitops.RunOpts{Timeout: time.Minute}, args...); err != nil {
+			return fmt.Errorf("sample repository: %w", err)
 		}
-	}
-	return nil
-}
-
-func git(ctx context.Context, dir string, args ...string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
