@@ -261,7 +261,7 @@ func TestEndToEndWorkerContainerIsHardened(t *testing.T) {
 
 func TestEndToEndLeaseExpiryStopsTheWorkerAndLeavesNothing(t *testing.T) {
 	e := newE2E(t, runner.Config{})
-	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Argv: []string{"/bin/sh", "-c", "sleep 120"}, Lease: 10 * time.Second})
+	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Argv: []string{"/bin/sh", "-c", "sleep 120"}, Lease: 20 * time.Second})
 	require.NoError(t, err)
 	log := e.submit(d)
 	waitForEvent(t, log, "task_started")
@@ -274,8 +274,10 @@ func TestEndToEndLeaseExpiryStopsTheWorkerAndLeavesNothing(t *testing.T) {
 func TestEndToEndRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
 	e := newE2E(t, runner.Config{})
 	d, err := example.NewDispatch(example.DispatchOptions{
-		RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Lease: 10 * time.Second,
-		Argv: []string{"/bin/sh", "-c", "sleep 14; echo outlived the first lease > renewed.txt"},
+		// The lease leaves room for a slow image build before the task
+		// starts; the task then runs past it.
+		RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Lease: 25 * time.Second,
+		Argv: []string{"/bin/sh", "-c", "sleep 28; echo outlived the first lease > renewed.txt"},
 	})
 	require.NoError(t, err)
 	log := e.submit(d)
