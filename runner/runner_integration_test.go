@@ -303,7 +303,7 @@ func TestTwoRunnersOnOneEngineNeverTouchEachOther(t *testing.T) {
 	b := newE2E(t, runner.Config{ReapGrace: reaper.NoGrace})
 	require.NotEqual(t, a.runner.RunnerID(), b.runner.RunnerID())
 
-	d := a.dispatch([]string{"/bin/sh", "-c", "sleep 4; echo survived > shared.txt"}, 0)
+	d := a.dispatch([]string{"/bin/sh", "-c", "sleep 12; echo survived > shared.txt"}, 0)
 	log := a.submit(d)
 	waitForEvent(t, log, "task_started")
 	names, err := dockerops.NamesFor(d.AttemptID())
