@@ -295,15 +295,16 @@ func TestMainLeaseUpdate(t *testing.T) {
 		assert.Equal(t, "done", f.show(f.fetchResult(), "done.txt"))
 	})
 	t.Run("successive renewals while the task runs", func(t *testing.T) {
-		// Initial lease 1s; the first update (present from the start)
-		// extends it to about 2.2s, the second, written at about 1.2s,
-		// to a minute. The task needs 3s.
-		f := newFixture(t, sh("sleep 3; echo done > done.txt")...)
+		// Initial lease 3s; the first update (present from the start)
+		// extends it to about 6.6s, the second, written at about 3.6s,
+		// to a minute. The task needs 9s. The margins leave room for a
+		// loaded machine.
+		f := newFixture(t, sh("sleep 9; echo done > done.txt")...)
 		begin := time.Now()
-		f.pkt.LeaseExpiresAt = begin.Add(time.Second)
-		f.pushUpdate(f.signedUpdate(begin.Add(2200*time.Millisecond), nil))
+		f.pkt.LeaseExpiresAt = begin.Add(3 * time.Second)
+		f.pushUpdate(f.signedUpdate(begin.Add(6600*time.Millisecond), nil))
 		second := f.signedUpdate(begin.Add(time.Minute), nil)
-		timer := time.AfterFunc(1200*time.Millisecond, func() {
+		timer := time.AfterFunc(3600*time.Millisecond, func() {
 			assert.NoError(t, WriteLeaseUpdateFile(bytes.NewReader(second), f.cfg.LeaseUpdatePath))
 		})
 		defer timer.Stop()
