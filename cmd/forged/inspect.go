@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/forgedev/forged/messages"
+)
+
+func inspectCommand() *cobra.Command {
+	var socket string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "inspect",
+		Short: "Print a running daemon's live actor tree: every actor's kind, phase and key facts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://forged/v1/inspect", nil)
+			if err != nil {
+				return err
+			}
+			res, err := unixClient(socket).Do(req)
+			if err != nil {
+				return fmt.Errorf("daemon at %s: %w", socket, err)
+			}
+			defer res.Body.Close()
+			var tree []messages.InspectReply
+			if err := json.NewDecoder(io.LimitReader(res.Body, 16<<20)).Decode(&tree); err != nil {
+				return fmt.Errorf("inspect: %w", err)
+			}
+			if asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(tree)
+			}
+			printTree(os.Stdout, tree)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&socket, "socket", filepath.Join(defaultStateRoot(), "forged.sock"), "the daemon's unix socket")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the replies as JSON")
+	return cmd
+}
+
+// printTree renders the actors as an indented tree, children under their
+// parent, each with its kind, phase and facts.
+func printTree(w io.Writer, replies []messages.InspectReply) {
+	byPID := make(map[string]messages.InspectReply, len(replies))
+	for _, r := range replies {
+		byPID[r.PID] = r
+	}
+	var walk func(pid string, depth int)
+	walk = func(pid string, depth int) {
+		r, ok := byPID[pid]
+		if !ok {
+			return
+		}
+		keys := make([]string, 0, len(r.Facts))
+		for k, v := range r.Facts {
+			if v != "" {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		facts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			facts = append(facts, k+"="+r.Facts[k])
+		}
+		fmt.Fprintf(w, "%s%s [%s] %s  %s\n", strings.Repeat("  ", depth), r.Kind, r.Phase, pid, strings.Join(facts, " "))
+		for _, child := range r.Children {
+			walk(child, depth+1)
+		}
+	}
+	if len(replies) > 0 {
+		walk(replies[0].PID, 0)
+	}
+}
