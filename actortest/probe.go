@@ -6,7 +6,12 @@
 //	probe := actortest.NewProbe(t, system)
 //	system.Root.Send(supervisor, messages.SubmitAttempt{Dispatch: d, Subscriber: probe.PID()})
 //	finished := actortest.Expect[messages.AttemptFinished](t, probe, 5*time.Second)
-//	probe.ShouldReceiveNothing(t, 100*time.Millisecond)
+//	actortest.ShouldReceiveNothing[messages.AttemptFinished](t, probe, 100*time.Millisecond)
+//
+// and a Spy records what an actor under test sends:
+//
+//	pid, spy := actortest.SpawnSpied(t, system, producer)
+//	spy.ShouldSend(t).To(supervisor).Within(time.Second).Message(messages.ReleaseBuildPermit{})
 package actortest
 
 import (
