@@ -166,7 +166,14 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		a.inflight = ""
 		a.onTornDown(ctx, msg)
 	case asyncPanic:
-		a.inflight = ""
+		// Only the host step in flight is over; a panic in a lease push
+		// frees the push and does not end the step that runs meanwhile.
+		switch msg.Step {
+		case a.inflight:
+			a.inflight = ""
+		case leasePushStep:
+			a.leasePushing = false
+		}
 		a.fail(failure.New(failure.SandboxRuntimeFailed, "%s", msg.Error()))
 		a.advance(ctx)
 

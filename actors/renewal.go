@@ -16,6 +16,9 @@ import (
 // leasePushTimeout bounds one push of a lease update into the worker.
 const leasePushTimeout = 15 * time.Second
 
+// leasePushStep names the lease push's async work (it is not a host step).
+const leasePushStep = "lease push"
+
 type leasePushed struct {
 	expiresAt time.Time
 	err       error
@@ -70,7 +73,7 @@ func (a *attemptActor) pushLease(ctx actor.Context) {
 	}
 	a.leasePushing = true
 	container, expiresAt := a.containerID, a.fence.expiry()
-	runAsync(ctx, a.runCtx, "lease push", func(runCtx context.Context) any {
+	runAsync(ctx, a.runCtx, leasePushStep, func(runCtx context.Context) any {
 		callCtx, cancel := context.WithTimeout(runCtx, leasePushTimeout)
 		defer cancel()
 		return leasePushed{expiresAt: expiresAt, err: a.deps.Docker.WriteLeaseUpdate(callCtx, container, raw)}

@@ -37,9 +37,6 @@ func NewSpecStrategy(specs map[string]ChildSpec) actor.SupervisorStrategy {
 	return &specStrategy{specs: specs}
 }
 
-// StopStrategy never restarts a child: the parent handles Terminated.
-func StopStrategy() actor.SupervisorStrategy { return &specStrategy{specs: map[string]ChildSpec{}} }
-
 func (s *specStrategy) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason any, _ any) {
 	spec, ok := s.specs[childKind(child)]
 	directive := actor.StopDirective

@@ -137,18 +137,23 @@ func ShouldReceiveNothing[T any](t testing.TB, p *Probe, d time.Duration) {
 }
 
 func describe(ms []any) string {
-	if len(ms) == 0 {
+	return describeList(ms, func(m any) string { return fmt.Sprintf("%T", m) })
+}
+
+// describeList renders at most eight items for a failure message.
+func describeList[T any](items []T, render func(T) string) string {
+	if len(items) == 0 {
 		return "nothing"
 	}
 	out := ""
-	for i, m := range ms {
+	for i, item := range items {
 		if i == 8 {
-			return out + fmt.Sprintf(" … (%d more)", len(ms)-i)
+			return out + fmt.Sprintf(" … (%d more)", len(items)-i)
 		}
 		if i > 0 {
 			out += ", "
 		}
-		out += fmt.Sprintf("%T", m)
+		out += render(item)
 	}
 	return out
 }

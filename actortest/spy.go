@@ -116,18 +116,5 @@ func (e *SendExpectation) Matching(what string, match func(any) bool) {
 }
 
 func describeSent(sent []Sent) string {
-	if len(sent) == 0 {
-		return "nothing"
-	}
-	out := ""
-	for i, s := range sent {
-		if i == 8 {
-			return out + fmt.Sprintf(" … (%d more)", len(sent)-i)
-		}
-		if i > 0 {
-			out += ", "
-		}
-		out += fmt.Sprintf("%T→%s", s.Message, s.To.GetId())
-	}
-	return out
+	return describeList(sent, func(s Sent) string { return fmt.Sprintf("%T→%s", s.Message, s.To.GetId()) })
 }

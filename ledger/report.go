@@ -134,35 +134,7 @@ func (s Store) PendingReports() ([]messages.CleanupReport, error) {
 // not regular files (symbolic links are never followed), undecodable,
 // invalid, or named after another report id.
 func (s Store) ScanReports() ([]messages.CleanupReport, []Corrupt, error) {
-	dir := s.ReportDir()
-	names, err := readDirNames(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	var reports []messages.CleanupReport
-	var corrupt []Corrupt
-	read := 0
-	for _, name := range names {
-		path := filepath.Join(dir, name)
-		if !recordName.MatchString(name) {
-			corrupt = append(corrupt, Corrupt{Path: path, Reason: "unexpected file name"})
-			continue
-		}
-		if read == MaxPendingReports {
-			break
-		}
-		read++
-		r, reason, err := readReport(path)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			continue // acknowledged while listing
-		case reason != "":
-			corrupt = append(corrupt, Corrupt{Path: path, Reason: reason})
-		default:
-			reports = append(reports, r)
-		}
-	}
-	return reports, corrupt, nil
+	return scanRecords(s.ReportDir(), MaxPendingReports, readReport)
 }
 
 // AcknowledgeReport deletes a stored report durably once the server has

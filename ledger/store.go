@@ -103,20 +103,32 @@ func (s Store) Read(attemptID string) (Entry, error) {
 // start with a dot (temporary files of an interrupted write) are ignored;
 // any other unexpected name is reported as corrupt.
 func (s Store) List() ([]Entry, []Corrupt, error) {
-	dir := s.LedgerDir()
+	return scanRecords(s.LedgerDir(), 0, readLedger)
+}
+
+// scanRecords reads the record files of dir in name order with read, at
+// most limit of them (0: all). Files named otherwise are corrupt, files
+// removed while listing are skipped, and files read gives a reason for
+// are corrupt, kept on disk and never trusted.
+func scanRecords[T any](dir string, limit int, read func(path string) (T, string, error)) ([]T, []Corrupt, error) {
 	names, err := readDirNames(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	var entries []Entry
+	var records []T
 	var corrupt []Corrupt
+	count := 0
 	for _, name := range names {
 		path := filepath.Join(dir, name)
 		if !recordName.MatchString(name) {
 			corrupt = append(corrupt, Corrupt{Path: path, Reason: "unexpected file name"})
 			continue
 		}
-		e, reason, err := readLedger(path)
+		if limit > 0 && count == limit {
+			break
+		}
+		count++
+		r, reason, err := read(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue // removed while listing
@@ -125,10 +137,10 @@ func (s Store) List() ([]Entry, []Corrupt, error) {
 		case reason != "":
 			corrupt = append(corrupt, Corrupt{Path: path, Reason: reason})
 		default:
-			entries = append(entries, e)
+			records = append(records, r)
 		}
 	}
-	return entries, corrupt, nil
+	return records, corrupt, nil
 }
 
 // Remove deletes the ledger of attemptID durably; a missing ledger is not

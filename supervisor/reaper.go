@@ -79,7 +79,6 @@ type reaperActor struct {
 	cancel  context.CancelFunc
 	timer   *time.Timer
 	running bool
-	waiting []*actor.PID // requesters of a round that runs now
 	rounds  int
 	last    ReapResult
 }

@@ -69,7 +69,6 @@ type fixture struct {
 	system  *actor.ActorSystem
 	root    *actor.PID
 	cleaner *fakeCleaner
-	pids    sync.Map // attempt id → *actor.PID
 }
 
 func newFixture(t *testing.T, slots, queue int) *fixture {
