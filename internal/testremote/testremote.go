@@ -118,6 +118,7 @@ type GitServer struct {
 	username, secret string
 	requests         atomic.Int64
 	mu               sync.Mutex
+	paths            []string
 	authHeaders      []string
 }
 
@@ -135,6 +136,9 @@ func NewGitServer(t testing.TB, ca *CA, username, secret string) *GitServer {
 	}
 	g.Server = ca.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.requests.Add(1)
+		g.mu.Lock()
+		g.paths = append(g.paths, r.URL.Path)
+		g.mu.Unlock()
 		user, pass, ok := r.BasicAuth()
 		if !ok || user != g.username || pass != g.secret {
 			g.mu.Lock()
@@ -170,6 +174,13 @@ func (g *GitServer) CreateRepo(t testing.TB, owner, repo string) string {
 
 // Requests is how many requests the server has received.
 func (g *GitServer) Requests() int64 { return g.requests.Load() }
+
+// Paths lists the paths of every request received, in order.
+func (g *GitServer) Paths() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.paths...)
+}
 
 // Refused lists the Authorization headers of the requests refused with 401.
 func (g *GitServer) Refused() []string {
