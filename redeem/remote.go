@@ -57,14 +57,12 @@ func NewRemotePolicy(hosts, owners []string) (RemotePolicy, error) {
 			continue
 		}
 		name, port, hasPort := strings.Cut(h, ":")
-		if !hostName.MatchString(name) || strings.Contains(name, "..") {
-			return RemotePolicy{}, fmt.Errorf("publication allowed host %q is not a host name or IPv4 address (IPv6 literals are not supported)", h)
-		}
-		if hasPort {
+		validPort := func() bool {
 			n, err := strconv.Atoi(port)
-			if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
-				return RemotePolicy{}, fmt.Errorf("publication allowed host %q has an invalid port", h)
-			}
+			return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == port
+		}
+		if !hostName.MatchString(name) || strings.Contains(name, "..") || (hasPort && !validPort()) {
+			return RemotePolicy{}, fmt.Errorf("publication allowed host %q is not a host name or IPv4 address with an optional :port in 1-65535 (not a URL; IPv6 literals are not supported)", h)
 		}
 		p.Hosts = append(p.Hosts, h)
 	}

@@ -389,3 +389,91 @@ env > %[1]s/env/$grant
 	rig.stop()
 	rig.assertNothingLeaks(t, surfaces, argvHits, secret, encoded)
 }
+
+// TestDaemonPublishesThroughAnHTTPSEndpoint configures `forged daemon`
+// through FORGED_PUBLISH_* variables only, with an HTTPS grant endpoint
+// (bearer token from a 0600 file, TLS verified against the test CA). The
+// attempt publishes; neither the secret nor the bearer token leaks.
+func TestDaemonPublishesThroughAnHTTPSEndpoint(t *testing.T) {
+	engine := enginetest.Client(t)
+	ca := testremote.NewCA(t)
+	secret, bearer := randomSecret(t, "ghs_"), randomSecret(t, "bearer_")
+	remote := testremote.NewGitServer(t, ca, "x-access-token", secret)
+	bare := remote.CreateRepo(t, "acme", "endpoint")
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(bearer+"\n"), 0o600))
+
+	var mu sync.Mutex
+	var received []redeem.Request
+	endpoint := ca.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+		var req redeem.Request
+		if err != nil || r.Method != http.MethodPost || r.Header.Get("Authorization") != "Bearer "+bearer || strictjson.Decode(raw, &req) != nil {
+			http.Error(w, "forbidden", http.StatusForbidden)
+			return
+		}
+		mu.Lock()
+		received = append(received, req)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"username": "x-access-token", "secret": secret,
+			"expiresAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "remoteUrl": remote.URL("acme", "endpoint")})
+	}))
+
+	rig := startPublishDaemon(t, nil, []string{
+		"GIT_SSL_CAINFO=" + ca.CertFile,
+		"FORGED_PUBLISH_ENDPOINT=" + endpoint.URL + "/grants/redeem",
+		"FORGED_PUBLISH_TOKEN_FILE=" + tokenFile,
+		"FORGED_PUBLISH_CA_FILE=" + ca.CertFile,
+		"FORGED_PUBLISH_ALLOWED_HOSTS=github.com," + remote.Host(),
+	})
+	stopWatching := rig.watch(t, secret, bearer)
+	d := rig.bridgePush(t, "endpoint")
+	defer enginetest.AssertNoneLabelled(t, engine, d.AttemptID())
+	rig.submit(d)
+	out := rig.outcome(d.AttemptID())
+	inspected, argvHits := stopWatching()
+	require.NotNil(t, out)
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s", out.Code, out.Message)
+	assert.Equal(t, out.ResultCommitSHA, remoteHead(t, bare, d.Lease.WorktreeKey))
+	mu.Lock()
+	require.Len(t, received, 1)
+	assert.Equal(t, d.Sandbox.PublishGrant.GrantID, received[0].GrantID)
+	assert.Equal(t, out.ResultCommitSHA, received[0].ResultCommitSHA)
+	mu.Unlock()
+
+	surfaces := rig.apiSurfaces(t, []string{d.AttemptID()}, inspected)
+	rig.stop()
+	rig.assertNothingLeaks(t, surfaces, argvHits, secret, strings.TrimPrefix(testremote.BasicAuth("x-access-token", secret), "Basic "), bearer)
+}
+
+// TestRunRefusesAnInvalidPublicationConfiguration: `forged run` checks the
+// publication settings before it starts anything (exit status 2), and the
+// FORGED_* variable is named in the message.
+func TestRunRefusesAnInvalidPublicationConfiguration(t *testing.T) {
+	forged := enginetest.ForgedBinary(t)
+	dir := t.TempDir()
+	d, err := example.NewDispatch(example.DispatchOptions{RepoPath: dir})
+	require.NoError(t, err)
+	path := filepath.Join(dir, "dispatch.json")
+	require.NoError(t, example.WriteDispatch(path, d))
+	loose := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(loose, []byte("token"), 0o644))
+	for _, tc := range []struct {
+		args, env []string
+		want      string
+	}{
+		{[]string{"--publish-helper", "relative/helper"}, nil, "clean absolute path"},
+		{[]string{"--publish-endpoint", "https://127.0.0.1/x", "--publish-token-file", loose}, nil, "group and others must have no access"},
+		{nil, []string{"FORGED_PUBLISH_ALLOWED_HOSTS=https://github.com"}, "not a host name"},
+		{nil, []string{"FORGED_PUBLISH_TIMEOUT=soon"}, "FORGED_PUBLISH_TIMEOUT"},
+	} {
+		cmd := exec.Command(forged, append(append([]string{"run", "--state-root", filepath.Join(dir, "state")}, tc.args...), path)...)
+		cmd.Env = append(os.Environ(), tc.env...)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "%s", out)
+		assert.Equal(t, 2, exit.ExitCode(), "%s", out)
+		assert.Contains(t, string(out), tc.want)
+	}
+}
