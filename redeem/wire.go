@@ -1,6 +1,7 @@
 package redeem
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -56,7 +57,8 @@ type Response struct {
 
 // ParseResponse strictly decodes an answer: exactly one JSON object with
 // the four string fields of Response and nothing else (no unknown field,
-// no trailing data), at most MaxResponseBytes, expiresAt in RFC 3339. Any
+// no field twice, names spelled exactly, no trailing data), at most
+// MaxResponseBytes, expiresAt in RFC 3339. Any
 // violation is failure.SandboxOutputPublishForbid whose message names the
 // rule, the field or the byte offset, and never a value from data: a
 // garbled answer may well hold the secret. ParseResponse does not judge
@@ -72,6 +74,9 @@ func ParseResponse(data []byte) (gitops.Credential, error) {
 	var r Response
 	if err := strictjson.Decode(data, &r); err != nil {
 		return refuse("%s", describeDecodeError(err))
+	}
+	if !exactFieldNames(data) {
+		return refuse("%s", reasonFields)
 	}
 	switch {
 	case r.Username == nil:
@@ -113,8 +118,40 @@ func describeDecodeError(err error) string {
 		return "truncated JSON"
 	default:
 		// Unknown fields ("json: unknown field \"…\"") and anything else.
-		return "not a JSON object of exactly username, secret, expiresAt and remoteUrl"
+		return reasonFields
 	}
+}
+
+// reasonFields refuses an object with other fields than the four.
+const reasonFields = "not a JSON object of exactly username, secret, expiresAt and remoteUrl, each once"
+
+// exactFieldNames reports whether data, an object that decoded into a
+// Response, names each field at most once and exactly as Response spells
+// it: encoding/json would take a duplicate's last value and match names
+// without regard to case, so that two readers could disagree on the
+// answer.
+func exactFieldNames(data []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return tok == nil && err == nil // null: the missing fields are refused next
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		name, _ := tok.(string)
+		if _, known := responseFields[name]; !known || seen[name] {
+			return false
+		}
+		seen[name] = true
+		// The value is a string or null: it decoded into a *string.
+		if _, err := dec.Token(); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // responseFields are the field names a type error may name.

@@ -46,6 +46,8 @@ func TestParseResponseRefusesWithoutQuotingTheAnswer(t *testing.T) {
 		"null":                              `null`,
 		"oversized":                         `{` + valid + `,"pad":"` + strings.Repeat(canary, MaxResponseBytes/len(canary)+1) + `"}`,
 		"invalid character":                 "{\"username\":\"u\x00" + canary + "\"}",
+		"duplicate secret":                  `{` + valid + `,"secret":"` + canary + `"}`,
+		"field in another case":             `{"username":"u","Secret":"` + canary + `","expiresAt":"2030-01-01T00:00:00Z","remoteUrl":"https://github.com/o/r.git"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseResponse([]byte(answer))
@@ -72,7 +74,7 @@ func init() {
 		"remoteUrl is missing", "expiresAt is not an RFC N time", "trailing data after the JSON object",
 		"not JSON (syntax error at byte N)", "username is not a string", "secret is not a string",
 		"expiresAt is not a string", "remoteUrl is not a string", "not a JSON object of string fields",
-		"empty", "truncated JSON", "not a JSON object of exactly username, secret, expiresAt and remoteUrl",
+		"empty", "truncated JSON", "not a JSON object of exactly username, secret, expiresAt and remoteUrl, each once",
 	} {
 		knownReasons[prefix+r] = true
 	}
@@ -113,6 +115,15 @@ func FuzzParseResponse(f *testing.F) {
 		}
 		if r.Username == nil || r.Secret == nil || r.ExpiresAt == nil || r.RemoteURL == nil {
 			t.Fatalf("accepted an answer with a missing field")
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(data, &fields); err != nil || len(fields) != 4 {
+			t.Fatalf("accepted an answer without exactly four fields: %v", err)
+		}
+		for name := range fields {
+			if _, ok := responseFields[name]; !ok {
+				t.Fatalf("accepted a field spelled %q", name)
+			}
 		}
 		if cred.Username != *r.Username || cred.Secret != *r.Secret || cred.RemoteURL != *r.RemoteURL {
 			t.Fatalf("credential does not carry the answer's fields")

@@ -13,6 +13,8 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -100,6 +102,8 @@ func (ca *CA) Serve(t testing.TB, handler http.Handler) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(handler)
 	srv.TLS = ca.ServerConfig(t)
+	// Handshakes refused by clients that do not trust the CA are expected.
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv
