@@ -136,6 +136,8 @@ func (h *Helper) run(ctx context.Context, stdin []byte) ([]byte, error) {
 		return refuse(ctx.Err(), "cancelled: %v", ctx.Err())
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
 		return refuse(context.DeadlineExceeded, "timed out after %s", timeout)
+	case errors.Is(err, exec.ErrWaitDelay):
+		return refuse(err, "exited but left its output open (a background process kept stdout)")
 	case errors.As(err, &exit):
 		return refuse(err, "failed: %s", describeExit(exit))
 	default:

@@ -138,6 +138,25 @@ func TestHelperTimeoutKillsTheProcessGroup(t *testing.T) {
 	assert.Eventually(t, func() bool { return !alive(child) }, 10*time.Second, 20*time.Millisecond, "the helper's child %d survived", child)
 }
 
+// TestHelperMustCloseItsOutput: a helper that answers and exits while a
+// background child still holds its stdout is refused (its answer may not
+// be complete), and the child dies.
+func TestHelperMustCloseItsOutput(t *testing.T) {
+	dir := t.TempDir()
+	body := fmt.Sprintf("sleep 120 &\necho $! > %s/child\nprintf '%%s' '%s'\n", dir, answer("https://github.com/o/r.git", time.Now().Add(time.Hour)))
+	h, err := NewHelper(writeHelper(t, dir, body), time.Minute, RemotePolicy{})
+	require.NoError(t, err)
+	_, err = h.Redeem(context.Background(), testRequest)
+	require.Error(t, err)
+	assert.True(t, failure.Is(err, failure.SandboxOutputPublishForbid))
+	assert.Contains(t, err.Error(), "left its output open")
+	raw, err := os.ReadFile(filepath.Join(dir, "child"))
+	require.NoError(t, err)
+	child, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	require.NoError(t, err)
+	assert.Eventually(t, func() bool { return !alive(child) }, 10*time.Second, 20*time.Millisecond)
+}
+
 func TestHelperCancellation(t *testing.T) {
 	h, _ := newTestHelper(t, "sleep 120\n", time.Minute)
 	ctx, cancel := context.WithCancel(context.Background())
