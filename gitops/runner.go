@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/forgedev/forged/internal/procgroup"
 	"io"
 	"os"
 	"os/exec"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -118,15 +118,7 @@ func (r *Runner) Run(ctx context.Context, dir string, opts RunOpts, args ...stri
 	cmd.Env = gitEnv(opts.Env)
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Cancel = func() error {
-		// Setsid made git the leader of its own process group: kill the
-		// group so helpers (index-pack, ssh, ...) die with it.
-		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
-			return cmd.Process.Kill()
-		}
-		return nil
-	}
+	procgroup.Isolate(cmd)
 	cmd.WaitDelay = waitDelay
 
 	err := start(cmd, opts.Stdin)

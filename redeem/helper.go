@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/forgedev/forged/internal/procgroup"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,15 +106,7 @@ func (h *Helper) run(ctx context.Context, stdin []byte) ([]byte, error) {
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Stdout = stdout
 	cmd.Stderr = nil // discarded: it may hold anything, the secret included
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Cancel = func() error {
-		// Setsid made the helper the leader of its own process group: kill
-		// the group, so that whatever it started dies with it.
-		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
-			return cmd.Process.Kill()
-		}
-		return nil
-	}
+	procgroup.Isolate(cmd)
 	cmd.WaitDelay = waitDelay
 	err := cmd.Run()
 	if cmd.Process != nil {
