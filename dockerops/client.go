@@ -135,14 +135,14 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	}
 	raw, err := client.NewClientWithOpts(clientOpts...)
 	if err != nil {
-		return nil, failure.Wrap(failure.DockerUnreachable, err, "docker client: %v", err)
+		return nil, failure.Wrap(failure.DockerUnreachable, err, "docker client")
 	}
 	c := newClient(opts, raw)
 	c.raw = raw
 	ping, err := call(ctx, c, c.opts.Timeouts.Ping, readCall, raw.Ping)
 	if err != nil {
 		_ = raw.Close()
-		return nil, failure.Wrap(failure.DockerUnreachable, err, "docker ping: %v", err)
+		return nil, failure.Wrap(failure.DockerUnreachable, err, "docker ping")
 	}
 	raw.NegotiateAPIVersionPing(ping)
 	c.version = raw.ClientVersion()

@@ -97,6 +97,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// writeRefusal answers a refusal with its code's registered HTTP status.
+func writeRefusal(w http.ResponseWriter, code failure.Code, message string) {
+	writeJSON(w, failure.HTTPStatus(code), errorBody{Code: string(code), Message: message})
+}
+
 func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 	d, err := messages.DecodeDispatch(r.Body)
 	if err != nil {
@@ -109,11 +114,7 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !reply.Accepted {
-		status := http.StatusConflict
-		if reply.Code == string(failure.CapacityExhausted) {
-			status = http.StatusTooManyRequests
-		}
-		writeJSON(w, status, errorBody{Code: reply.Code, Message: reply.Message})
+		writeRefusal(w, failure.Code(reply.Code), reply.Message)
 		return
 	}
 	a.logger.Info("attempt admitted", "attempt", reply.AttemptID, "queued", reply.Queued)
@@ -184,17 +185,15 @@ func (a *api) renew(w http.ResponseWriter, r *http.Request) {
 	dec.DisallowUnknownFields()
 	var req RenewRequest
 	if err := dec.Decode(&req); err != nil || !messages.IsFullUUID(req.FencingToken) || req.ExpiresAt.IsZero() {
-		writeJSON(w, http.StatusBadRequest, errorBody{Code: "lease_renewal_invalid", Message: "body must be {fencingToken: full UUID, expiresAt: RFC 3339}"})
+		writeRefusal(w, failure.LeaseRenewalInvalid, "body must be {fencingToken: full UUID, expiresAt: RFC 3339}")
 		return
 	}
 	reply, err := a.runner.Renew(r.PathValue("id"), req.FencingToken, req.ExpiresAt)
 	switch {
 	case err != nil:
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: string(failure.SandboxRuntimeFailed), Message: err.Error()})
-	case reply.Code == string(failure.AttemptNotFound):
-		writeJSON(w, http.StatusNotFound, errorBody{Code: reply.Code, Message: reply.Message})
 	case !reply.Accepted:
-		writeJSON(w, http.StatusConflict, errorBody{Code: reply.Code, Message: reply.Message})
+		writeRefusal(w, failure.Code(reply.Code), reply.Message)
 	default:
 		writeJSON(w, http.StatusOK, reply)
 	}

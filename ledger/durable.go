@@ -176,7 +176,7 @@ func readBounded(path string, max int64) ([]byte, error) {
 
 // ioError is a CodeStateIO error wrapping err.
 func ioError(err error, format string, args ...any) error {
-	return failure.Wrap(CodeStateIO, err, "%s: %v", fmt.Sprintf(format, args...), err)
+	return failure.Wrap(CodeStateIO, err, "%s", fmt.Sprintf(format, args...))
 }
 
 // RemoveTemporaryFiles deletes the temporary files that a process killed

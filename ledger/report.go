@@ -113,7 +113,7 @@ func (s Store) PersistReport(r messages.CleanupReport) error {
 	}
 	data, err := json.Marshal(r)
 	if err != nil {
-		return failure.Wrap(CodeReportInvalid, err, "encode report: %v", err)
+		return failure.Wrap(CodeReportInvalid, err, "encode report")
 	}
 	if len(data)+1 > MaxReportBytes {
 		return reportInvalid("report %s would be %d bytes, more than %d", r.ReportID, len(data)+1, MaxReportBytes)

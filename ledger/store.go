@@ -72,7 +72,7 @@ func (s Store) Write(e Entry) error {
 	}
 	data, err := json.Marshal(e)
 	if err != nil {
-		return failure.Wrap(CodeLedgerInvalid, err, "encode ledger: %v", err)
+		return failure.Wrap(CodeLedgerInvalid, err, "encode ledger")
 	}
 	if len(data)+1 > MaxLedgerBytes {
 		return invalid("ledger of attempt %s would be %d bytes, more than %d", e.AttemptID, len(data)+1, MaxLedgerBytes)
