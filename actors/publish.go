@@ -33,7 +33,7 @@ func (a *attemptActor) startPublish(ctx actor.Context) {
 		credential, err := a.deps.Redeemer.Redeem(stepCtx, req)
 		if err != nil {
 			if failure.CodeOf(err) == "" {
-				err = failure.Wrap(failure.SandboxOutputPublishForbid, err, "redeem the publication grant")
+				err = failure.WrapWithheld(failure.SandboxOutputPublishForbid, err, "redeem the publication grant") // the redeemer's words may carry the grant
 			}
 			return publishDone{err: err}
 		}

@@ -144,7 +144,7 @@ func (r *Runner) Run(ctx context.Context, dir string, opts RunOpts, args ...stri
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
 		return "", failure.Wrap(code, context.DeadlineExceeded, "git %s: timed out after %s", sub, timeout)
 	default:
-		return "", failure.Wrap(code, err, "git %s: %s%s", sub, describeExit(err), excerpt(redact(stderr, opts.Redact)))
+		return "", failure.WrapWithheld(code, err, "git %s: %s%s", sub, describeExit(err), excerpt(redact(stderr, opts.Redact)))
 	}
 }
 
