@@ -108,8 +108,22 @@ type Client struct {
 	execs       execAPI
 }
 
+// The engine client serves every narrow interface: an SDK change that
+// breaks one fails the build, not a run.
+var (
+	_ provisionAPI = (*client.Client)(nil)
+	_ workerAPI    = (*client.Client)(nil)
+	_ copyAPI      = (*client.Client)(nil)
+	_ runAPI       = (*client.Client)(nil)
+	_ inspectAPI   = (*client.Client)(nil)
+	_ teardownAPI  = (*client.Client)(nil)
+	_ imageAPI     = (*client.Client)(nil)
+	_ execAPI      = (*client.Client)(nil)
+)
+
 // newClient builds a Client whose operation groups are served by api, for
-// every narrow interface api implements.
+// every narrow interface api implements (tests pass fakes that implement
+// only some; Connect passes the engine client, which implements all).
 func newClient(opts Options, api any) *Client {
 	c := &Client{opts: opts.withDefaults()}
 	c.provisioner, _ = api.(provisionAPI)

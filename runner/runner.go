@@ -193,6 +193,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Slots:      cfg.Slots,
 		QueueLimit: cfg.QueueLimit,
 		Cleaner:    docker,
+		Ledgers:    store,
 		Capacity:   cache,
 		RunnerID:   cfg.RunnerID,
 		Reaper:     &supervisor.ReaperConfig{Store: store, Docker: docker, Round: round, Interval: cfg.ReapInterval},

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
 )
@@ -48,7 +49,7 @@ func newCapacityFixture(t *testing.T, source *fakeCapacity, maxSlots int) *fixtu
 	f := &fixture{system: actor.NewActorSystem(), cleaner: &fakeCleaner{}}
 	t.Cleanup(f.system.Shutdown)
 	f.root = f.system.Root.Spawn(Props(Config{
-		Slots: maxSlots, QueueLimit: 8, Cleaner: f.cleaner, Capacity: source,
+		Slots: maxSlots, QueueLimit: 8, Cleaner: f.cleaner, Ledgers: ledger.Store{Root: t.TempDir()}, Capacity: source,
 		RefreshInterval: 20 * time.Millisecond, CapacityTTL: time.Hour,
 		NewAttempt: func(d *messages.Dispatch, subscriber, _ *actor.PID) *actor.Props {
 			return actor.PropsFromProducer(func() actor.Actor { return &fakeAttempt{d: d, subscriber: subscriber} })

@@ -2,7 +2,9 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +14,8 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/actorkit"
+	"github.com/forgedev/forged/internal/teardown"
+	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
 )
@@ -20,8 +24,13 @@ import (
 type AttemptFactory func(d *messages.Dispatch, subscriber, supervisor *actor.PID) *actor.Props
 
 // Cleaner removes a crashed attempt's resources by their labels.
-type Cleaner interface {
-	Teardown(ctx context.Context, owner dockerops.Ownership, source string) (dockerops.CleanupReport, error)
+type Cleaner = teardown.Docker
+
+// Ledgers is where a crashed attempt's ledger is read and released, and its
+// cleanup report persisted (ledger.Store).
+type Ledgers interface {
+	teardown.Store
+	Read(attemptID string) (ledger.Entry, error)
 }
 
 // Config configures the root supervisor.
@@ -32,10 +41,11 @@ type Config struct {
 	QueueLimit int
 	// NewAttempt builds an attempt's props.
 	NewAttempt AttemptFactory
-	// Cleaner tears down crashed attempts.
+	// Cleaner tears down crashed attempts, through the one teardown
+	// operation (internal/teardown) with Ledgers: the report is persisted
+	// and the crashed attempt's ledger released or kept degraded.
 	Cleaner Cleaner
-	// CleanupTimeout bounds a crashed attempt's teardown.
-	CleanupTimeout time.Duration
+	Ledgers Ledgers
 	// Capacity, when set, bounds Slots by the host's preflight capacity.
 	// It is refreshed every RefreshInterval and at admission when older
 	// than CapacityTTL; while the host is unavailable, admission is
@@ -52,14 +62,14 @@ type Config struct {
 
 // Props returns the root supervisor's props.
 func Props(cfg Config) *actor.Props {
-	if cfg.CleanupTimeout <= 0 {
-		cfg.CleanupTimeout = 2 * time.Minute
-	}
 	if cfg.CapacityTTL <= 0 {
 		cfg.CapacityTTL = preflight.DefaultTTL
 	}
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = cfg.CapacityTTL
+	}
+	if cfg.Cleaner != nil && cfg.Ledgers == nil {
+		panic("supervisor: a Cleaner needs Ledgers to persist crashed attempts' reports")
 	}
 	never := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
 	return actor.PropsFromProducer(func() actor.Actor { return newRoot(cfg) }, actor.WithSupervisor(never))
@@ -96,8 +106,8 @@ type root struct {
 
 type crashCleanupDone struct {
 	attemptID string
-	report    dockerops.CleanupReport
-	err       error
+	result    teardown.Result
+	ledgerErr error // the crashed attempt's ledger could not be read
 }
 
 func newRoot(cfg Config) *root {
@@ -302,16 +312,25 @@ func (r *root) onAttemptGone(ctx actor.Context, who *actor.PID) {
 	if att == nil || att.crashed {
 		return
 	}
-	// The attempt stopped without reporting: it crashed. Tear its resources
-	// down by label before the slot is reused.
+	// The attempt stopped without reporting: it crashed. Release its
+	// resources by label, as its own teardown would have, before the slot
+	// is reused. The cleaner bounds its own engine calls and survives
+	// cancellation.
 	att.crashed = true
 	owner := dockerops.OwnershipOf(att.dispatch)
-	timeout := r.cfg.CleanupTimeout
+	cleaner, ledgers := r.cfg.Cleaner, r.cfg.Ledgers
 	actorkit.Go(ctx, context.WithoutCancel(r.runCtx), "crashed attempt cleanup", func(base context.Context) any {
-		callCtx, cancel := context.WithTimeout(base, timeout)
-		defer cancel()
-		report, err := r.cfg.Cleaner.Teardown(callCtx, owner, "teardown")
-		return crashCleanupDone{attemptID: id, report: report, err: err}
+		req := teardown.Request{Owner: owner, Source: ledger.SourceTeardown}
+		entry, err := ledgers.Read(id)
+		switch {
+		case err == nil:
+			req.Ledger = &entry
+		case errors.Is(err, fs.ErrNotExist):
+			err = nil // it crashed before planning anything
+		}
+		// A corrupt ledger is never trusted: it is left for the operator,
+		// and the objects are still removed by label.
+		return crashCleanupDone{attemptID: id, result: teardown.Release(base, cleaner, ledgers, req), ledgerErr: err}
 	})
 }
 
@@ -320,12 +339,16 @@ func (r *root) onCrashCleaned(ctx actor.Context, msg crashCleanupDone) {
 	if !ok {
 		return
 	}
-	degraded := msg.err != nil
+	res := msg.result
+	if msg.ledgerErr != nil {
+		ctx.Logger().Warn("crashed attempt's ledger is unreadable; left for the operator", "attempt", msg.attemptID, "err", msg.ledgerErr)
+	}
+	degraded := res.Degraded()
 	out := failedOutcome(msg.attemptID, failure.SandboxRuntimeFailed, "the attempt actor crashed; its resources were removed by label", degraded)
 	if degraded {
-		out.Message = fmt.Sprintf("the attempt actor crashed and its resources could not all be removed: %v", msg.err)
+		out.Message = fmt.Sprintf("the attempt actor crashed and its resources could not all be removed: %v", errors.Join(res.Err, res.LedgerErr))
 	}
-	out.Cleanup = &msg.report
+	out.Cleanup = &res.Report
 	notify(ctx, att.subscriber, out)
 	r.finish(ctx, msg.attemptID, degraded)
 }
