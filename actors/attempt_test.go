@@ -57,7 +57,7 @@ func newHarness(t *testing.T, host *fakeHost, clock Clock) *harness {
 	t.Cleanup(h.system.Shutdown)
 	cfg := AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clock, SampleInterval: 10 * time.Millisecond}
 	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
-		Slots: 4, QueueLimit: 4, Cleaner: host,
+		Slots: 4, QueueLimit: 4, Cleaner: host, Ledgers: ledger.Store{Root: h.state},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
 			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer})
 		},
@@ -116,22 +116,23 @@ func TestAttemptHappyPath(t *testing.T) {
 func TestTeardownIsReachedFromEveryFailurePath(t *testing.T) {
 	boom := errors.New("injected failure")
 	cases := []struct {
-		step string
-		err  error
-		code failure.Code
+		step  string
+		err   error
+		code  failure.Code
+		phase string // recorded when the failure happened, not re-derived
 	}{
-		{"prepare", failure.New(failure.SandboxInputFailed, "no input ref"), failure.SandboxInputFailed},
-		{"lookup", boom, failure.SandboxBuildFailed},
-		{"build", boom, failure.SandboxBuildFailed},
-		{"network", boom, failure.SandboxCreateFailed},
-		{"volume", boom, failure.SandboxCreateFailed},
-		{"create", boom, failure.SandboxCreateFailed},
-		{"copyin", boom, failure.SandboxCreateFailed},
-		{"run", boom, failure.SandboxRuntimeFailed},
-		{"inspect", boom, failure.SandboxRuntimeFailed},
-		{"copyout", boom, failure.SandboxRuntimeFailed},
-		{"validate", failure.New(failure.SandboxOutputInvalid, "manifest identity or fence mismatch"), failure.SandboxOutputInvalid},
-		{"import", failure.New(failure.SandboxOutputConflict, "branch moved"), failure.SandboxOutputConflict},
+		{"prepare", failure.New(failure.SandboxInputFailed, "no input ref"), failure.SandboxInputFailed, messages.PhasePreparing},
+		{"lookup", boom, failure.SandboxBuildFailed, messages.PhaseBuilding},
+		{"build", boom, failure.SandboxBuildFailed, messages.PhaseBuilding},
+		{"network", boom, failure.SandboxCreateFailed, messages.PhaseProvisioning},
+		{"volume", boom, failure.SandboxCreateFailed, messages.PhaseProvisioning},
+		{"create", boom, failure.SandboxCreateFailed, messages.PhaseRunning},
+		{"copyin", boom, failure.SandboxCreateFailed, messages.PhaseRunning},
+		{"run", boom, failure.SandboxRuntimeFailed, messages.PhaseRunning},
+		{"inspect", boom, failure.SandboxRuntimeFailed, messages.PhaseRunning},
+		{"copyout", boom, failure.SandboxRuntimeFailed, messages.PhaseCollecting},
+		{"validate", failure.New(failure.SandboxOutputInvalid, "manifest identity or fence mismatch"), failure.SandboxOutputInvalid, messages.PhaseCollecting},
+		{"import", failure.New(failure.SandboxOutputConflict, "branch moved"), failure.SandboxOutputConflict, messages.PhaseImporting},
 	}
 	for _, c := range cases {
 		t.Run(c.step, func(t *testing.T) {
@@ -139,9 +140,16 @@ func TestTeardownIsReachedFromEveryFailurePath(t *testing.T) {
 			host.imageFound = c.step != "build"
 			host.fail[c.step] = c.err
 			h := newHarness(t, host, nil)
-			out := h.run(t, testDispatch(time.Now().Add(time.Hour)))
+			probe := h.submit(t, testDispatch(time.Now().Add(time.Hour)))
+			out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
 			assert.Equal(t, messages.StatusFailed, out.Status)
 			assert.Equal(t, string(c.code), out.Code, out.Message)
+			assert.Equal(t, c.phase, out.Phase)
+			failed := actortest.All[messages.AttemptEvent](probe)
+			require.NotEmpty(t, failed)
+			last := failed[len(failed)-1].Event
+			assert.Equal(t, string(c.code), last.EventType)
+			assert.Equal(t, messages.KindError, last.Kind, "a failure event is an error whatever its name")
 			assert.Equal(t, 1, host.teardowns, "teardown runs exactly once")
 			assert.Equal(t, 0, host.called("import")-boolInt(c.step == "import"), "nothing is imported after a failure")
 		})
@@ -190,6 +198,14 @@ func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
 		out := newHarness(t, host, nil).run(t, d)
 		assert.Equal(t, string(failure.SandboxEgressUnsupported), out.Code)
 		assert.Zero(t, host.called("prepare")+host.called("network"))
+	})
+	t.Run("caches, parsed but not mounted yet", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.contract = "version: 1\nworkingDirectory: /workspace\ncaches:\n  - {name: npm, mode: per_attempt}\n"
+		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
+		assert.Equal(t, string(failure.SandboxCachesUnsupported), out.Code, "refused, never accepted and ignored")
+		assert.Equal(t, messages.PhasePreparing, out.Phase)
+		assert.Zero(t, host.called("lookup")+host.called("network"))
 	})
 	t.Run("invalid contract", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())

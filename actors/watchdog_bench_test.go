@@ -21,12 +21,13 @@ func BenchmarkLeaseWatchdogReaction(b *testing.B) {
 	var total, worst time.Duration
 	for i := 0; i < b.N; i++ {
 		deadline := time.Now().Add(5 * time.Millisecond)
-		f := newFence(SystemClock{}, "t", deadline)
 		fired := make(chan time.Time, 1)
 		parent := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 			switch ctx.Message().(type) {
 			case *actor.Started:
-				ctx.Spawn(newLeaseWatchdogProps(f, SystemClock{}))
+				ctx.Spawn(newLeaseWatchdogProps(deadline, SystemClock{}))
+			case watchdogStarted:
+				ctx.Respond(leaseRenewed{expiresAt: deadline})
 			case LeaseExpired:
 				fired <- time.Now()
 			}
