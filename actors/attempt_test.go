@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"github.com/forgedev/forged/internal/clock"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,17 +46,17 @@ type harness struct {
 	system   *actor.ActorSystem
 	root     *actor.PID
 	host     *fakeHost
-	clock    Clock
+	clk      clock.Clock
 }
 
-func newHarness(t *testing.T, host *fakeHost, clock Clock) *harness {
+func newHarness(t *testing.T, host *fakeHost, clk clock.Clock) *harness {
 	t.Helper()
-	if clock == nil {
-		clock = SystemClock{}
+	if clk == nil {
+		clk = clock.System{}
 	}
-	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clock: clock}
+	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clk: clk}
 	t.Cleanup(h.system.Shutdown)
-	cfg := AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clock, SampleInterval: 10 * time.Millisecond}
+	cfg := AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clk, SampleInterval: 10 * time.Millisecond}
 	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host, Ledgers: ledger.Store{Root: h.state},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
@@ -275,18 +276,18 @@ func TestCancellationMidRunTearsDown(t *testing.T) {
 func TestLeaseExpiryAbortsTheAttempt(t *testing.T) {
 	host := newFakeHost(t.TempDir())
 	host.blockRun = true
-	clock := NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	h := newHarness(t, host, clock)
-	d := testDispatch(clock.Now().Add(time.Hour))
+	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	h := newHarness(t, host, clk)
+	d := testDispatch(clk.Now().Add(time.Hour))
 	probe := h.submit(t, d)
 	select {
 	case <-host.runEntered:
 	case <-time.After(within):
 		t.Fatal("the worker never ran")
 	}
-	clock.Advance(59 * time.Minute)
+	clk.Advance(59 * time.Minute)
 	actortest.ShouldReceiveNothing[messages.AttemptFinished](t, probe, 50*time.Millisecond)
-	clock.Advance(time.Minute)
+	clk.Advance(time.Minute)
 	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
 	assert.Equal(t, string(failure.SandboxLeaseExpired), out.Code)
 	assert.Equal(t, 1, host.teardowns)
@@ -309,10 +310,10 @@ func TestBuildMissTakesThePermitAndSharesTheImage(t *testing.T) {
 }
 
 func TestStaleFenceAtImportMovesNothing(t *testing.T) {
-	f := newFence(SystemClock{}, "token-a", time.Now().Add(time.Hour))
+	f := newFence(clock.System{}, "token-a", time.Now().Add(time.Hour))
 	require.NoError(t, f.assertCurrent("token-a"))
 	assert.Equal(t, failure.SandboxOutputStale, failure.CodeOf(f.assertCurrent("token-b")))
-	expired := newFence(SystemClock{}, "token-a", time.Now().Add(-time.Second))
+	expired := newFence(clock.System{}, "token-a", time.Now().Add(-time.Second))
 	assert.Equal(t, failure.SandboxOutputStale, failure.CodeOf(expired.assertCurrent("token-a")))
 	f.cancel()
 	assert.Equal(t, failure.SandboxOutputStale, failure.CodeOf(f.assertCurrent("token-a")))

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/forgedev/forged/internal/clock"
 	"time"
 )
 
@@ -23,9 +24,9 @@ type AttemptConfig struct {
 	// SampleInterval is the memory sampler's period.
 	SampleInterval time.Duration
 	// Clock drives every timer of the attempt tree (lease watchdog,
-	// sampler) and its timestamps; nil means SystemClock. Deadlines of
+	// sampler) and its timestamps; nil means clock.System. Deadlines of
 	// engine and git calls are those of dockerops.Options and gitops.
-	Clock Clock
+	Clock clock.Clock
 }
 
 func (c AttemptConfig) withDefaults() AttemptConfig {
@@ -33,7 +34,7 @@ func (c AttemptConfig) withDefaults() AttemptConfig {
 		c.SampleInterval = 250 * time.Millisecond
 	}
 	if c.Clock == nil {
-		c.Clock = SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.Platform == "" {
 		c.Platform = "linux/amd64"

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/forgedev/forged/internal/clock"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -29,15 +30,15 @@ type leaseWatchdog struct {
 	expiresAt  time.Time // the latest expiry it knows
 	confirmed  bool      // the attempt answered watchdogStarted
 	due        bool      // the deadline passed before the attempt answered
-	clock      Clock
-	timer      Timer
+	clk        clock.Clock
+	timer      clock.Timer
 	generation int
 	armedFor   time.Time
 	fired      bool
 }
 
-func newLeaseWatchdogProps(expiresAt time.Time, clock Clock) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &leaseWatchdog{initial: expiresAt, clock: clock} })
+func newLeaseWatchdogProps(expiresAt time.Time, clk clock.Clock) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &leaseWatchdog{initial: expiresAt, clk: clk} })
 }
 
 // watchdogStarted is the watchdog's request, at every start, for the
@@ -71,7 +72,7 @@ func (w *leaseWatchdog) Receive(ctx actor.Context) {
 			return
 		}
 		switch {
-		case w.clock.Now().Before(w.expiresAt):
+		case w.clk.Now().Before(w.expiresAt):
 			w.arm(ctx) // a timer that fired early
 		case !w.confirmed:
 			w.due = true // a restarted watchdog may not know the latest renewal yet
@@ -104,7 +105,7 @@ func (w *leaseWatchdog) arm(ctx actor.Context) {
 	generation := w.generation
 	w.armedFor = w.expiresAt
 	system, self := ctx.ActorSystem(), ctx.Self()
-	w.timer = w.clock.AfterFunc(w.armedFor.Sub(w.clock.Now()), func() {
+	w.timer = w.clk.AfterFunc(w.armedFor.Sub(w.clk.Now()), func() {
 		system.Root.Send(self, leaseTimerFired{generation: generation})
 	})
 }

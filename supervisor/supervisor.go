@@ -14,6 +14,7 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/actorkit"
+	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/internal/teardown"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
@@ -58,6 +59,9 @@ type Config struct {
 	RunnerID string
 	// Reaper, when set, runs as a child of the supervisor on a timer.
 	Reaper *ReaperConfig
+	// Clock drives the capacity refresh and the reaper's timers and
+	// stamps the outcomes the supervisor writes; nil means clock.System.
+	Clock clock.Clock
 }
 
 // Props returns the root supervisor's props.
@@ -68,11 +72,14 @@ func Props(cfg Config) *actor.Props {
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = cfg.CapacityTTL
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
+	}
 	if cfg.Cleaner != nil && cfg.Ledgers == nil {
 		panic("supervisor: a Cleaner needs Ledgers to persist crashed attempts' reports")
 	}
-	never := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
-	return actor.PropsFromProducer(func() actor.Actor { return newRoot(cfg) }, actor.WithSupervisor(never))
+	strategy := &rootStrategy{}
+	return actor.PropsFromProducer(func() actor.Actor { return newRoot(cfg, strategy) }, actor.WithSupervisor(strategy))
 }
 
 type pending struct {
@@ -90,6 +97,7 @@ type running struct {
 
 type root struct {
 	cfg      Config
+	strategy *rootStrategy
 	queue    []pending
 	running  map[string]*running // by attempt id
 	byPID    map[string]string   // attempt actor id → attempt id
@@ -99,9 +107,11 @@ type root struct {
 	capacity *capacity
 	live     *liveSet
 	reaper   *actor.PID
-	runCtx   context.Context
-	cancel   context.CancelFunc
-	stopped  bool
+	// reaperRespawn is armed while no reaper runs.
+	reaperRespawn clock.Timer
+	runCtx        context.Context
+	cancel        context.CancelFunc
+	stopped       bool
 }
 
 type crashCleanupDone struct {
@@ -110,9 +120,9 @@ type crashCleanupDone struct {
 	ledgerErr error // the crashed attempt's ledger could not be read
 }
 
-func newRoot(cfg Config) *root {
-	return &root{cfg: cfg, running: map[string]*running{}, byPID: map[string]string{}, permit: &permit{}, live: newLiveSet(),
-		capacity: &capacity{source: cfg.Capacity, interval: cfg.RefreshInterval, ttl: cfg.CapacityTTL}}
+func newRoot(cfg Config, strategy *rootStrategy) *root {
+	return &root{cfg: cfg, strategy: strategy, running: map[string]*running{}, byPID: map[string]string{}, permit: &permit{}, live: newLiveSet(),
+		capacity: &capacity{clock: cfg.Clock, source: cfg.Capacity, interval: cfg.RefreshInterval, ttl: cfg.CapacityTTL}}
 }
 
 func (r *root) Receive(ctx actor.Context) {
@@ -120,12 +130,13 @@ func (r *root) Receive(ctx actor.Context) {
 	case *actor.Started:
 		r.runCtx, r.cancel = context.WithCancel(context.Background())
 		r.capacity.start(ctx, r.runCtx)
-		if r.cfg.Reaper != nil {
-			r.reaper = ctx.SpawnPrefix(newReaperProps(*r.cfg.Reaper, r.live), "reaper")
-		}
+		r.spawnReaper(ctx)
 	case *actor.Stopping:
 		r.stopped = true
 		r.capacity.stop()
+		if r.reaperRespawn != nil {
+			r.reaperRespawn.Stop()
+		}
 		r.cancel()
 	case refreshTick:
 		r.capacity.refresh(ctx, r.runCtx)
@@ -155,7 +166,7 @@ func (r *root) Receive(ctx actor.Context) {
 		r.finish(ctx, msg.Outcome.AttemptID, msg.Outcome.Degraded)
 	case ReapNow:
 		if r.reaper == nil {
-			ctx.Respond(ReapResult{Err: errNoReaper})
+			ctx.Respond(ReapResult{Err: errNoReaper}) // none configured, or one is being respawned
 			return
 		}
 		ctx.Forward(r.reaper)
@@ -170,7 +181,13 @@ func (r *root) Receive(ctx actor.Context) {
 		r.permit.forget(ctx, msg.Who)
 		ctx.Send(ctx.Self(), attemptGone{who: msg.Who})
 	case attemptGone:
+		if msg.who.Equal(r.reaper) {
+			r.onReaperGone(ctx)
+			return
+		}
 		r.onAttemptGone(ctx, msg.who)
+	case respawnReaper:
+		r.spawnReaper(ctx)
 	case crashCleanupDone:
 		r.onCrashCleaned(ctx, msg)
 	case actorkit.Panic:
@@ -199,7 +216,7 @@ func (r *root) submit(ctx actor.Context, msg messages.SubmitAttempt) messages.Su
 		return refuse(id, failure.AttemptDuplicate, fmt.Sprintf("attempt %s is already admitted", id))
 	}
 	if r.capacity.source != nil {
-		if r.capacity.stale(time.Now()) {
+		if r.capacity.stale(r.cfg.Clock.Now()) {
 			r.capacity.refresh(ctx, r.runCtx)
 		}
 		if rep := r.capacity.report; rep != nil && !rep.Available {
@@ -243,7 +260,7 @@ func (r *root) spawn(ctx actor.Context, p pending) {
 	if err != nil {
 		// Only a name clash can fail here; report it as the attempt's outcome.
 		r.live.remove(id)
-		notify(ctx, p.subscriber, failedOutcome(id, failure.AttemptDuplicate, err.Error(), false))
+		notify(ctx, p.subscriber, r.failedOutcome(id, failure.AttemptDuplicate, err.Error(), false))
 		return
 	}
 	r.running[id] = &running{dispatch: p.dispatch, subscriber: p.subscriber, pid: pid, phase: messages.PhaseAdmitted}
@@ -264,7 +281,7 @@ func (r *root) admit(ctx actor.Context) {
 // dispatch them elsewhere. Running attempts are not touched.
 func (r *root) refuseQueued(ctx actor.Context, report preflight.Report) {
 	for _, p := range r.queue {
-		notify(ctx, p.subscriber, failedOutcome(p.dispatch.AttemptID(), report.Code, "refused while queued: "+report.Reason, false))
+		notify(ctx, p.subscriber, r.failedOutcome(p.dispatch.AttemptID(), report.Code, "refused while queued: "+report.Reason, false))
 	}
 	r.queue = nil
 }
@@ -287,7 +304,7 @@ func (r *root) cancelAttempt(ctx actor.Context, msg messages.CancelAttempt) mess
 	if i := r.queued(msg.AttemptID); i >= 0 {
 		p := r.queue[i]
 		r.queue = append(r.queue[:i], r.queue[i+1:]...)
-		out := failedOutcome(msg.AttemptID, failure.SandboxCancelled, "cancelled while queued", false)
+		out := r.failedOutcome(msg.AttemptID, failure.SandboxCancelled, "cancelled while queued", false)
 		out.Status = messages.StatusCancelled
 		notify(ctx, p.subscriber, out)
 		return messages.CancelReply{AttemptID: msg.AttemptID, Found: true}
@@ -297,6 +314,31 @@ func (r *root) cancelAttempt(ctx actor.Context, msg messages.CancelAttempt) mess
 		return messages.CancelReply{AttemptID: msg.AttemptID, Found: true}
 	}
 	return messages.CancelReply{AttemptID: msg.AttemptID}
+}
+
+// respawnReaper is the root's own timer message: the reaper that was
+// stopped after too many restarts comes back.
+type respawnReaper struct{}
+
+func (r *root) spawnReaper(ctx actor.Context) {
+	if r.cfg.Reaper == nil || r.stopped {
+		return
+	}
+	r.reaper = ctx.SpawnPrefix(newReaperProps(*r.cfg.Reaper, r.live, r.cfg.Clock), "reaper")
+	r.strategy.reaper = r.reaper
+}
+
+// onReaperGone spawns a fresh reaper an interval after the last one was
+// stopped (it failed beyond its restart bounds): reaping never ends while
+// the supervisor runs.
+func (r *root) onReaperGone(ctx actor.Context) {
+	r.reaper, r.strategy.reaper = nil, nil
+	if r.stopped {
+		return
+	}
+	ctx.Logger().Error("the reaper failed beyond its restart bounds; a new one starts after an interval")
+	system, self := ctx.ActorSystem(), ctx.Self()
+	r.reaperRespawn = r.cfg.Clock.AfterFunc(r.cfg.Reaper.interval(), func() { system.Root.Send(self, respawnReaper{}) })
 }
 
 // attemptGone is the supervisor's mailbox-ordered notice that an actor it
@@ -344,7 +386,7 @@ func (r *root) onCrashCleaned(ctx actor.Context, msg crashCleanupDone) {
 		ctx.Logger().Warn("crashed attempt's ledger is unreadable; left for the operator", "attempt", msg.attemptID, "err", msg.ledgerErr)
 	}
 	degraded := res.Degraded()
-	out := failedOutcome(msg.attemptID, failure.SandboxRuntimeFailed, "the attempt actor crashed; its resources were removed by label", degraded)
+	out := r.failedOutcome(msg.attemptID, failure.SandboxRuntimeFailed, "the attempt actor crashed; its resources were removed by label", degraded)
 	if degraded {
 		out.Message = fmt.Sprintf("the attempt actor crashed and its resources could not all be removed: %v", errors.Join(res.Err, res.LedgerErr))
 	}
@@ -353,9 +395,9 @@ func (r *root) onCrashCleaned(ctx actor.Context, msg crashCleanupDone) {
 	r.finish(ctx, msg.attemptID, degraded)
 }
 
-func failedOutcome(id string, code failure.Code, message string, degraded bool) messages.AttemptOutcome {
+func (r *root) failedOutcome(id string, code failure.Code, message string, degraded bool) messages.AttemptOutcome {
 	return messages.AttemptOutcome{AttemptID: id, Status: messages.StatusFailed, Code: string(code), Message: message,
-		Degraded: degraded, FinishedAt: time.Now().UTC()}
+		Degraded: degraded, FinishedAt: r.cfg.Clock.Now().UTC()}
 }
 
 func notify(ctx actor.Context, subscriber *actor.PID, out messages.AttemptOutcome) {

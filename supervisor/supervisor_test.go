@@ -15,6 +15,7 @@ import (
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/internal/ids"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
@@ -82,6 +83,7 @@ type fixture struct {
 	root    *actor.PID
 	cleaner *fakeCleaner
 	ledgers ledger.Store
+	clock   *clock.Manual // the capacity fixture's clock
 }
 
 func newFixture(t *testing.T, slots, queue int) *fixture {
