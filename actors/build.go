@@ -43,7 +43,6 @@ type buildResult struct {
 	err      error
 }
 
-
 // buildActor resolves the attempt's sandbox image. A cache hit needs no
 // permit. A miss waits for the global build permit (FIFO, owned by the root
 // supervisor), looks the cache up again (the previous permit holder may have

@@ -2,7 +2,7 @@ package messages
 
 import (
 	"encoding/json"
-		"time"
+	"time"
 )
 
 // Event is one entry of an attempt's event stream, shaped as the seed's
