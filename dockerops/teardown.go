@@ -237,13 +237,13 @@ func cleanupMessage(err error) string {
 
 // ManagedObject is one engine object labelled dev.forge.managed=true.
 type ManagedObject struct {
-	Kind   string // ResourceContainer, ResourceNetwork or ResourceVolume
-	ID     string // the object's id (a volume's name)
-	Name   string
-	Labels map[string]string
+	Kind   string            `json:"kind"` // ResourceContainer, ResourceNetwork or ResourceVolume
+	ID     string            `json:"id"`   // the object's id (a volume's name)
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels"`
 	// Created is when the engine created the object; zero when unknown.
 	// Engines report containers and volumes to the second.
-	Created time.Time
+	Created time.Time `json:"created"`
 }
 
 // ListManaged lists every container (running or not), network and volume

@@ -42,8 +42,8 @@ type Store struct {
 // Corrupt is a file that failed a check. It stays on disk for the
 // operator; its content is never used.
 type Corrupt struct {
-	Path   string
-	Reason string
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 // LedgerDir is the directory of the ledgers.
