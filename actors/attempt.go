@@ -14,6 +14,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/internal/teardown"
+	"github.com/forgedev/forged/internal/text"
 	"github.com/forgedev/forged/lease"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
@@ -439,7 +440,7 @@ func (a *attemptActor) onImported(ctx actor.Context, msg importDone) {
 		// The task failed while it ran; its output was still worth keeping.
 		a.failIn(messages.PhaseRunning, failure.New(failure.SandboxWorkerFailed, "%s", strings.TrimSpace(fmt.Sprintf(
 			"Sandbox worker exited with code %d; its output was validated and imported. %s %s",
-			a.workerExit.ExitCode, boundedText(msg.summary, 500), diagnostic(a.workerExit)))))
+			a.workerExit.ExitCode, text.OneLine(msg.summary, 500), diagnostic(a.workerExit)))))
 	}
 	// A failed task's result is kept on the host branch but never published.
 	if a.failure == nil && a.result != "" && a.d.Sandbox.PublicationMode == messages.PublicationBridgePush {
@@ -451,20 +452,11 @@ func (a *attemptActor) onImported(ctx actor.Context, msg importDone) {
 }
 
 func diagnostic(exit *WorkerExited) string {
-	d := boundedText(exit.State.Error+" "+exit.Stderr, 1000)
+	d := text.OneLine(exit.State.Error+" "+exit.Stderr, 1000)
 	if d == "" {
 		return ""
 	}
 	return "Worker diagnostic: " + d
-}
-
-// boundedText collapses whitespace (including newlines) and bounds s.
-func boundedText(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n]
-	}
-	return s
 }
 
 // fail records the attempt's first failure, and the phase it happened in;
