@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/strictjson"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/reaper"
 	"github.com/forgedev/forged/runner"
@@ -181,10 +183,12 @@ type RenewRequest struct {
 }
 
 func (a *api) renew(w http.ResponseWriter, r *http.Request) {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
-	dec.DisallowUnknownFields()
 	var req RenewRequest
-	if err := dec.Decode(&req); err != nil || !messages.IsFullUUID(req.FencingToken) || req.ExpiresAt.IsZero() {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4096))
+	if err == nil {
+		err = strictjson.Decode(raw, &req) // one document, no unknown fields, nothing after it
+	}
+	if err != nil || !messages.IsFullUUID(req.FencingToken) || req.ExpiresAt.IsZero() {
 		writeRefusal(w, failure.LeaseRenewalInvalid, "body must be {fencingToken: full UUID, expiresAt: RFC 3339}")
 		return
 	}

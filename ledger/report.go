@@ -177,5 +177,3 @@ func reportInvalid(format string, args ...any) error {
 	return failure.New(CodeReportInvalid, format, args...)
 }
 
-// IsReportID reports whether id has the form of a cleanup report id.
-func IsReportID(id string) bool { return reportID.MatchString(id) }
