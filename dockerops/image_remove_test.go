@@ -25,4 +25,3 @@ func (c *Client) RemoveImage(ctx context.Context, ref string) error {
 	}
 	return nil
 }
-

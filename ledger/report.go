@@ -176,4 +176,3 @@ func readReport(path string) (r messages.CleanupReport, reason string, err error
 func reportInvalid(format string, args ...any) error {
 	return failure.New(CodeReportInvalid, format, args...)
 }
-
