@@ -3,7 +3,6 @@ package actors
 import (
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
@@ -143,7 +142,7 @@ func (a *attemptActor) ledgerEntry(state ledger.State) ledger.Entry {
 		e.Created = append(e.Created, ledger.Resource{Type: ledger.ResourceContainer, Name: a.names.Container, ID: a.containerID, Role: "agent"})
 	}
 	if a.peak.Samples > 0 || a.peak.FailedSamples > 0 {
-		e.PeakMemory = &ledger.PeakMemory{PeakBytes: a.peak.PeakBytes, Samples: a.peak.Samples, FailedSamples: a.peak.FailedSamples, RecordedAt: time.Now().UTC()}
+		e.PeakMemory = &ledger.PeakMemory{PeakBytes: a.peak.PeakBytes, Samples: a.peak.Samples, FailedSamples: a.peak.FailedSamples, RecordedAt: a.cfg.Clock.Now().UTC()}
 	}
 	return e
 }
