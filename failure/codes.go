@@ -58,7 +58,7 @@ var (
 	SandboxOutputInvalid       = define("sandbox_output_invalid", Permanent, http.StatusInternalServerError, "identity or fence mismatch, bad file, size or hash, bundle rejected by the quarantine")
 	SandboxOutputConflict      = define("sandbox_output_conflict", Retryable, http.StatusConflict, "the managed branch or its checked-out worktree moved during the attempt")
 	SandboxOutputStale         = define("sandbox_output_stale", Permanent, http.StatusConflict, "at the moment of the move, the attempt was cancelled, its lease expired or its fence changed")
-	SandboxOutputPublishForbid = define("sandbox_output_publish_forbidden", Permanent, http.StatusForbidden, "no grant redeemer, a refused redemption, or a credential that breaks the rules")
+	SandboxOutputPublishForbid = define("sandbox_output_publish_forbidden", Permanent, http.StatusForbidden, "no grant redeemer configured; the helper or endpoint failed, timed out or answered malformed; or the credential breaks the rules (expired, remote outside the allowed hosts, …)")
 	SandboxOutputPublishReject = define("sandbox_output_publish_rejected", Permanent, http.StatusConflict, "the push was rejected")
 	SandboxOutputPublishStale  = define("sandbox_output_publish_stale", Permanent, http.StatusConflict, "the remote branch moved away from the input")
 	SandboxLeaseExpired        = define("sandbox_lease_expired", Permanent, http.StatusConflict, "the lease watchdog fired")
