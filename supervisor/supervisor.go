@@ -166,7 +166,11 @@ func (r *root) Receive(ctx actor.Context) {
 		r.finish(ctx, msg.Outcome.AttemptID, msg.Outcome.Degraded)
 	case ReapNow:
 		if r.reaper == nil {
-			ctx.Respond(ReapResult{Err: errNoReaper}) // none configured, or one is being respawned
+			err := errNoReaper
+			if r.cfg.Reaper != nil {
+				err = errReaperRespawning
+			}
+			ctx.Respond(ReapResult{Err: err})
 			return
 		}
 		ctx.Forward(r.reaper)
@@ -239,6 +243,10 @@ type noReaperError struct{}
 func (noReaperError) Error() string { return "this supervisor runs no reaper" }
 
 var errNoReaper error = noReaperError{}
+
+// errReaperRespawning answers ReapNow between a reaper stopped beyond its
+// restart bounds and its replacement.
+var errReaperRespawning = errors.New("the reaper failed and is being replaced; retry after its interval")
 
 func refuse(id string, code failure.Code, message string) messages.SubmitReply {
 	return messages.SubmitReply{AttemptID: id, Code: string(code), Message: message}
