@@ -2,10 +2,8 @@ package actors
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -15,6 +13,8 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/internal/teardown"
+	"github.com/forgedev/forged/internal/text"
 	"github.com/forgedev/forged/lease"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
@@ -28,22 +28,27 @@ const workerStartedEvent = "worker_started"
 
 // AttemptProps returns the props of one attempt actor. subscriber (may be
 // nil) receives the attempt's events and its AttemptFinished; supervisor
-// grants the build permit.
+// grants the build permit. The attempt is never restarted, so its producer
+// runs once, and the child strategy it shares with its props is its own.
 func AttemptProps(d *messages.Dispatch, subscriber, supervisor *actor.PID, cfg AttemptConfig, deps Deps) *actor.Props {
 	cfg = cfg.withDefaults()
+	children := newChildSupervisor()
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &attemptActor{cfg: cfg, deps: deps, d: d, subscriber: subscriber, supervisor: supervisor}
-	}, actor.WithSupervisor(NewSpecStrategy(ChildSpecs)))
+		return &attemptActor{cfg: cfg, deps: deps, d: d, subscriber: subscriber, supervisor: supervisor, children: children}
+	}, actor.WithSupervisor(children))
 }
 
-// attemptActor drives one attempt from admission to teardown. At most one
-// host step runs at a time (inflight); children report with messages.
+// attemptActor drives one attempt from admission to teardown. Its state is
+// touched only in Receive. At most one host step runs at a time (inflight):
+// each is a plain function of an input built here (attempt_steps.go), and
+// its result comes back as a message. Children report with messages.
 type attemptActor struct {
 	cfg        AttemptConfig
 	deps       Deps
 	d          *messages.Dispatch
 	subscriber *actor.PID
 	supervisor *actor.PID
+	children   *childSupervisor // the strategy of AttemptProps: it knows each child's kind
 
 	phase    string
 	runCtx   context.Context
@@ -52,6 +57,7 @@ type attemptActor struct {
 	workDir  string
 	inflight string // the host step in flight, "" when none
 
+	// What the pipeline learned, step by step.
 	prepared *gitops.Prepared
 	contract *contract.Parsed
 	security []string // resolved worker security options
@@ -60,26 +66,26 @@ type attemptActor struct {
 	labels   map[string]string
 	network  string
 
-	watchdog, build, worker, sampler *actor.PID
-	containerID                      string
-	workerExit                       *WorkerExited
-	peak                             PeakMemory
-	trusted                          error // a trusted host failure (OOM, PIDs...) from inspected state
-	result                           string
+	watchdog, build, worker, sampler, pusher *actor.PID
+	containerID                              string
+	workerExit                               *WorkerExited
+	peak                                     PeakMemory
+	trusted                                  error // a trusted host failure (OOM, PIDs...) from inspected state
+	result                                   string
+	published                                string // the commit pushed to the remote (bridge_push)
 
 	ledger        *ledgerWriter
-	ledgerWritten bool         // the planned ledger exists on disk
-	ledgerState   ledger.State // the state last written
+	ledgerWritten bool         // the planned ledger was posted
+	ledgerState   ledger.State // the state last posted
 
-	controlKey                 string    // the worker's lease-update key
-	packetExpiry               time.Time // the lease expiry in the worker's start packet
-	workerRunning              bool      // the worker reported it started
-	leasePushing, leasePending bool
+	controlKey    string    // the worker's lease-update key
+	packetExpiry  time.Time // the lease expiry in the worker's start packet
+	workerRunning bool      // the worker reported it started
 
-	published    string // the commit pushed to the remote (bridge_push)
-	pipelineDone bool   // every step succeeded: only teardown remains
+	pipelineDone bool // every step succeeded: only teardown remains
 
 	failure     error
+	failedPhase string // the phase the attempt was in at its first failure
 	cancelled   bool
 	tearingDown bool
 	finished    bool
@@ -111,8 +117,7 @@ type (
 		err     error
 	}
 	teardownDone struct {
-		report dockerops.CleanupReport
-		err    error
+		result teardown.Result
 	}
 )
 
@@ -125,8 +130,9 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 			a.cancel()
 		}
 		if a.ledger != nil {
+			// A step still in flight may post to it: it answers
+			// errLedgerClosed, it never panics.
 			a.ledger.close()
-			a.ledger = nil
 		}
 
 	// Control.
@@ -141,8 +147,13 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		a.abort(ctx, failure.New(failure.SandboxCancelled, "%s", reason))
 	case messages.RenewLease:
 		a.onRenewLease(ctx, msg)
-	case leasePushed:
-		a.onLeasePushed(ctx, msg)
+	case leasePushFailed:
+		// The host's watchdog still holds the renewed lease; the worker
+		// will stop at its old deadline unless a later push lands.
+		a.emit(ctx, messages.FailureEvent("sandbox_lease_push_failed", fmt.Sprintf("Could not push the renewed lease into the worker: %v", msg.err), nil))
+	case watchdogStarted:
+		// A (re)started watchdog arms from the lease the attempt holds.
+		ctx.Respond(leaseRenewed{expiresAt: a.fence.expiry()})
 	case LeaseExpired:
 		a.abort(ctx, failure.New(failure.SandboxLeaseExpired, "the lease expired at %s", msg.ExpiresAt.UTC().Format(time.RFC3339)))
 
@@ -166,13 +177,9 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		a.inflight = ""
 		a.onTornDown(ctx, msg)
 	case asyncPanic:
-		// Only the host step in flight is over; a panic in a lease push
-		// frees the push and does not end the step that runs meanwhile.
-		switch msg.Step {
-		case a.inflight:
+		// The host step in flight is over.
+		if msg.Step == a.inflight {
 			a.inflight = ""
-		case leasePushStep:
-			a.leasePushing = false
 		}
 		a.fail(failure.New(failure.SandboxRuntimeFailed, "%s", msg.Error()))
 		a.advance(ctx)
@@ -211,6 +218,7 @@ func (a *attemptActor) start(ctx actor.Context) {
 	a.runCtx, a.cancel = context.WithCancel(context.Background())
 	a.fence = newFence(a.cfg.Clock, a.d.Lease.FencingToken, a.d.Lease.ExpiresAt)
 	a.ledger = startLedgerWriter(ledger.Store{Root: a.cfg.StateRoot})
+	a.setPhase(ctx, messages.PhasePreparing)
 	key, err := lease.NewControlKey()
 	if err != nil {
 		a.fail(err)
@@ -218,8 +226,7 @@ func (a *attemptActor) start(ctx actor.Context) {
 		return
 	}
 	a.controlKey = key
-	a.watchdog = ctx.SpawnPrefix(newLeaseWatchdogProps(a.fence, a.cfg.Clock), kindWatchdog)
-	a.setPhase(ctx, messages.PhasePreparing)
+	a.watchdog = a.children.spawn(ctx, newLeaseWatchdogProps(a.d.Lease.ExpiresAt, a.cfg.Clock), kindWatchdog)
 	a.emit(ctx, messages.RunnerEvent("sandbox_preparing", fmt.Sprintf("Preparing Docker sandbox attempt %s.", a.d.AttemptID()), nil))
 	if err := checkDispatchSupported(a.d, a.deps.Redeemer != nil); err != nil {
 		a.fail(err)
@@ -234,17 +241,15 @@ func (a *attemptActor) start(ctx actor.Context) {
 	}
 	a.names = names
 	a.workDir = attemptWorkDir(a.cfg.StateRoot, names.AttemptHex)
-	a.step(ctx, "prepare", a.prepare)
+	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption}
+	a.step(ctx, "prepare", func(stepCtx context.Context) any { return prepareStep(stepCtx, in) })
 }
 
-// step runs one host step off the mailbox under the step timeout.
+// step runs one host step off the mailbox, on the attempt's run context
+// (cancelled by abort). work must only use what its closure captured.
 func (a *attemptActor) step(ctx actor.Context, name string, work func(context.Context) any) {
 	a.inflight = name
-	runAsync(ctx, a.runCtx, name, func(runCtx context.Context) any {
-		stepCtx, cancel := context.WithTimeout(runCtx, a.cfg.StepTimeout)
-		defer cancel()
-		return work(stepCtx)
-	})
+	runAsync(ctx, a.runCtx, name, work)
 }
 
 func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
@@ -276,7 +281,7 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		labels:         imageLabels(a.d.Repo.Name, key),
 	}
 	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary}
-	a.build = ctx.SpawnPrefix(newBuildProps(builder, job, a.supervisor), kindBuild)
+	a.build = a.children.spawn(ctx, newBuildProps(builder, job, a.supervisor), kindBuild)
 }
 
 func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
@@ -299,7 +304,10 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
 	}
 	a.labels = labels
 	a.setPhase(ctx, messages.PhaseProvisioning)
-	a.startProvision(ctx)
+	planned := a.ledgerEntry(ledger.Starting)
+	a.ledgerState, a.ledgerWritten = ledger.Starting, true
+	in := provisionInput{docker: a.deps.Docker, ledger: a.ledger, planned: planned, names: a.names, labels: a.labels}
+	a.step(ctx, "provision", func(stepCtx context.Context) any { return provisionStep(stepCtx, in) })
 }
 
 func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
@@ -318,7 +326,7 @@ func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
 		return
 	}
 	a.setPhase(ctx, messages.PhaseRunning)
-	a.worker = ctx.SpawnPrefix(newWorkerProps(a.deps.Docker, job), kindWorker)
+	a.worker = a.children.spawn(ctx, newWorkerProps(a.deps.Docker, job), kindWorker)
 }
 
 func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
@@ -330,7 +338,7 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 		"volumes":        []string{a.names.WorkspaceVolume, a.names.ControlVolume, a.names.SecretsVolume},
 	}))
 	if a.failure == nil {
-		a.sampler = ctx.SpawnPrefix(newMemorySamplerProps(a.deps.Docker, a.cfg.Clock, a.cfg.SampleInterval, msg.ContainerID), kindSampler)
+		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.deps.Docker, a.cfg.Clock, a.cfg.SampleInterval, msg.ContainerID), kindSampler)
 	}
 }
 
@@ -361,7 +369,8 @@ func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
 			a.advance(ctx)
 			return
 		}
-		a.step(ctx, "collect", a.collect)
+		in := collectInput{docker: a.deps.Docker, git: a.deps.Git, workDir: a.workDir, containerID: a.containerID, identity: a.identity()}
+		a.step(ctx, "collect", func(stepCtx context.Context) any { return collectStep(stepCtx, in) })
 	})
 }
 
@@ -412,18 +421,8 @@ func (a *attemptActor) onCollected(ctx actor.Context, msg collectDone) {
 		return
 	}
 	a.setPhase(ctx, messages.PhaseImporting)
-	output := msg.output
-	a.step(ctx, "import", func(stepCtx context.Context) any {
-		summary := readSummary(output.ResultPath)
-		if output.Manifest.ResultCommitSHA == nil {
-			return importDone{summary: summary}
-		}
-		err := a.deps.Git.ImportResult(stepCtx, a.d, output, func() error { return a.fence.assertCurrent(a.d.Lease.FencingToken) })
-		if err != nil {
-			return importDone{summary: summary, err: err}
-		}
-		return importDone{result: *output.Manifest.ResultCommitSHA, summary: summary}
-	})
+	in := importInput{git: a.deps.Git, d: a.d, output: msg.output, fence: a.fence}
+	a.step(ctx, "import", func(stepCtx context.Context) any { return importStep(stepCtx, in) })
 }
 
 func (a *attemptActor) onImported(ctx actor.Context, msg importDone) {
@@ -438,9 +437,10 @@ func (a *attemptActor) onImported(ctx actor.Context, msg importDone) {
 		a.emit(ctx, messages.RunnerEvent("sandbox_output_unchanged", "The task changed nothing; the managed branch is unchanged.", nil))
 	}
 	if a.failure == nil && a.workerExit.ExitCode != 0 {
-		a.fail(failure.New(failure.SandboxWorkerFailed, "%s", strings.TrimSpace(fmt.Sprintf(
+		// The task failed while it ran; its output was still worth keeping.
+		a.failIn(messages.PhaseRunning, failure.New(failure.SandboxWorkerFailed, "%s", strings.TrimSpace(fmt.Sprintf(
 			"Sandbox worker exited with code %d; its output was validated and imported. %s %s",
-			a.workerExit.ExitCode, boundedText(msg.summary, 500), diagnostic(a.workerExit)))))
+			a.workerExit.ExitCode, text.OneLine(msg.summary, 500), diagnostic(a.workerExit)))))
 	}
 	// A failed task's result is kept on the host branch but never published.
 	if a.failure == nil && a.result != "" && a.d.Sandbox.PublicationMode == messages.PublicationBridgePush {
@@ -452,40 +452,22 @@ func (a *attemptActor) onImported(ctx actor.Context, msg importDone) {
 }
 
 func diagnostic(exit *WorkerExited) string {
-	d := boundedText(exit.State.Error+" "+exit.Stderr, 1000)
+	d := text.OneLine(exit.State.Error+" "+exit.Stderr, 1000)
 	if d == "" {
 		return ""
 	}
 	return "Worker diagnostic: " + d
 }
 
-// boundedText collapses whitespace (including newlines) and bounds s.
-func boundedText(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n]
-	}
-	return s
-}
+// fail records the attempt's first failure, and the phase it happened in;
+// later ones are consequences.
+func (a *attemptActor) fail(err error) { a.failIn(a.phase, err) }
 
-// readSummary returns the summary of the worker's validated result.json,
-// or "" when it cannot be read.
-func readSummary(path string) string {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	var result messages.ResultPacket
-	if json.Unmarshal(raw, &result) != nil {
-		return ""
-	}
-	return result.Summary
-}
-
-// fail records the attempt's first failure; later ones are consequences.
-func (a *attemptActor) fail(err error) {
+// failIn records the attempt's first failure as having happened in phase.
+func (a *attemptActor) failIn(phase string, err error) {
 	if a.failure == nil && err != nil {
 		a.failure = err
+		a.failedPhase = phase
 	}
 }
 
@@ -521,6 +503,7 @@ func (a *attemptActor) advance(ctx actor.Context) {
 }
 
 func (a *attemptActor) onChildTerminated(ctx actor.Context, who *actor.PID) {
+	a.children.forget(who)
 	switch {
 	case who.Equal(a.build):
 		a.build = nil
@@ -541,6 +524,8 @@ func (a *attemptActor) onChildTerminated(ctx actor.Context, who *actor.PID) {
 		}
 	case who.Equal(a.sampler):
 		a.sampler = nil
+	case who.Equal(a.pusher):
+		a.pusher = nil // renewals are no longer pushed; the watchdog still holds them
 	}
 }
 

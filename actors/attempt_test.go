@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"github.com/forgedev/forged/internal/clock"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,19 +46,19 @@ type harness struct {
 	system   *actor.ActorSystem
 	root     *actor.PID
 	host     *fakeHost
-	clock    Clock
+	clk      clock.Clock
 }
 
-func newHarness(t *testing.T, host *fakeHost, clock Clock) *harness {
+func newHarness(t *testing.T, host *fakeHost, clk clock.Clock) *harness {
 	t.Helper()
-	if clock == nil {
-		clock = SystemClock{}
+	if clk == nil {
+		clk = clock.System{}
 	}
-	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clock: clock}
+	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clk: clk}
 	t.Cleanup(h.system.Shutdown)
-	cfg := AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clock, SampleInterval: 10 * time.Millisecond}
+	cfg := AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clk, SampleInterval: 10 * time.Millisecond}
 	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
-		Slots: 4, QueueLimit: 4, Cleaner: host,
+		Slots: 4, QueueLimit: 4, Cleaner: host, Ledgers: ledger.Store{Root: h.state},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
 			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer})
 		},
@@ -116,22 +117,23 @@ func TestAttemptHappyPath(t *testing.T) {
 func TestTeardownIsReachedFromEveryFailurePath(t *testing.T) {
 	boom := errors.New("injected failure")
 	cases := []struct {
-		step string
-		err  error
-		code failure.Code
+		step  string
+		err   error
+		code  failure.Code
+		phase string // recorded when the failure happened, not re-derived
 	}{
-		{"prepare", failure.New(failure.SandboxInputFailed, "no input ref"), failure.SandboxInputFailed},
-		{"lookup", boom, failure.SandboxBuildFailed},
-		{"build", boom, failure.SandboxBuildFailed},
-		{"network", boom, failure.SandboxCreateFailed},
-		{"volume", boom, failure.SandboxCreateFailed},
-		{"create", boom, failure.SandboxCreateFailed},
-		{"copyin", boom, failure.SandboxCreateFailed},
-		{"run", boom, failure.SandboxRuntimeFailed},
-		{"inspect", boom, failure.SandboxRuntimeFailed},
-		{"copyout", boom, failure.SandboxRuntimeFailed},
-		{"validate", failure.New(failure.SandboxOutputInvalid, "manifest identity or fence mismatch"), failure.SandboxOutputInvalid},
-		{"import", failure.New(failure.SandboxOutputConflict, "branch moved"), failure.SandboxOutputConflict},
+		{"prepare", failure.New(failure.SandboxInputFailed, "no input ref"), failure.SandboxInputFailed, messages.PhasePreparing},
+		{"lookup", boom, failure.SandboxBuildFailed, messages.PhaseBuilding},
+		{"build", boom, failure.SandboxBuildFailed, messages.PhaseBuilding},
+		{"network", boom, failure.SandboxCreateFailed, messages.PhaseProvisioning},
+		{"volume", boom, failure.SandboxCreateFailed, messages.PhaseProvisioning},
+		{"create", boom, failure.SandboxCreateFailed, messages.PhaseRunning},
+		{"copyin", boom, failure.SandboxCreateFailed, messages.PhaseRunning},
+		{"run", boom, failure.SandboxRuntimeFailed, messages.PhaseRunning},
+		{"inspect", boom, failure.SandboxRuntimeFailed, messages.PhaseRunning},
+		{"copyout", boom, failure.SandboxRuntimeFailed, messages.PhaseCollecting},
+		{"validate", failure.New(failure.SandboxOutputInvalid, "manifest identity or fence mismatch"), failure.SandboxOutputInvalid, messages.PhaseCollecting},
+		{"import", failure.New(failure.SandboxOutputConflict, "branch moved"), failure.SandboxOutputConflict, messages.PhaseImporting},
 	}
 	for _, c := range cases {
 		t.Run(c.step, func(t *testing.T) {
@@ -139,9 +141,16 @@ func TestTeardownIsReachedFromEveryFailurePath(t *testing.T) {
 			host.imageFound = c.step != "build"
 			host.fail[c.step] = c.err
 			h := newHarness(t, host, nil)
-			out := h.run(t, testDispatch(time.Now().Add(time.Hour)))
+			probe := h.submit(t, testDispatch(time.Now().Add(time.Hour)))
+			out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
 			assert.Equal(t, messages.StatusFailed, out.Status)
 			assert.Equal(t, string(c.code), out.Code, out.Message)
+			assert.Equal(t, c.phase, out.Phase)
+			failed := actortest.All[messages.AttemptEvent](probe)
+			require.NotEmpty(t, failed)
+			last := failed[len(failed)-1].Event
+			assert.Equal(t, string(c.code), last.EventType)
+			assert.Equal(t, messages.KindError, last.Kind, "a failure event is an error whatever its name")
 			assert.Equal(t, 1, host.teardowns, "teardown runs exactly once")
 			assert.Equal(t, 0, host.called("import")-boolInt(c.step == "import"), "nothing is imported after a failure")
 		})
@@ -190,6 +199,14 @@ func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
 		out := newHarness(t, host, nil).run(t, d)
 		assert.Equal(t, string(failure.SandboxEgressUnsupported), out.Code)
 		assert.Zero(t, host.called("prepare")+host.called("network"))
+	})
+	t.Run("caches, parsed but not mounted yet", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.contract = "version: 1\nworkingDirectory: /workspace\ncaches:\n  - {name: npm, mode: per_attempt}\n"
+		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
+		assert.Equal(t, string(failure.SandboxCachesUnsupported), out.Code, "refused, never accepted and ignored")
+		assert.Equal(t, messages.PhasePreparing, out.Phase)
+		assert.Zero(t, host.called("lookup")+host.called("network"))
 	})
 	t.Run("invalid contract", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())
@@ -259,18 +276,18 @@ func TestCancellationMidRunTearsDown(t *testing.T) {
 func TestLeaseExpiryAbortsTheAttempt(t *testing.T) {
 	host := newFakeHost(t.TempDir())
 	host.blockRun = true
-	clock := NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	h := newHarness(t, host, clock)
-	d := testDispatch(clock.Now().Add(time.Hour))
+	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	h := newHarness(t, host, clk)
+	d := testDispatch(clk.Now().Add(time.Hour))
 	probe := h.submit(t, d)
 	select {
 	case <-host.runEntered:
 	case <-time.After(within):
 		t.Fatal("the worker never ran")
 	}
-	clock.Advance(59 * time.Minute)
+	clk.Advance(59 * time.Minute)
 	actortest.ShouldReceiveNothing[messages.AttemptFinished](t, probe, 50*time.Millisecond)
-	clock.Advance(time.Minute)
+	clk.Advance(time.Minute)
 	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
 	assert.Equal(t, string(failure.SandboxLeaseExpired), out.Code)
 	assert.Equal(t, 1, host.teardowns)
@@ -293,10 +310,10 @@ func TestBuildMissTakesThePermitAndSharesTheImage(t *testing.T) {
 }
 
 func TestStaleFenceAtImportMovesNothing(t *testing.T) {
-	f := newFence(SystemClock{}, "token-a", time.Now().Add(time.Hour))
+	f := newFence(clock.System{}, "token-a", time.Now().Add(time.Hour))
 	require.NoError(t, f.assertCurrent("token-a"))
 	assert.Equal(t, failure.SandboxOutputStale, failure.CodeOf(f.assertCurrent("token-b")))
-	expired := newFence(SystemClock{}, "token-a", time.Now().Add(-time.Second))
+	expired := newFence(clock.System{}, "token-a", time.Now().Add(-time.Second))
 	assert.Equal(t, failure.SandboxOutputStale, failure.CodeOf(expired.assertCurrent("token-a")))
 	f.cancel()
 	assert.Equal(t, failure.SandboxOutputStale, failure.CodeOf(f.assertCurrent("token-a")))

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -43,9 +42,6 @@ type buildResult struct {
 	cacheHit bool
 	err      error
 }
-
-// lookupTimeout bounds a cache lookup.
-const lookupTimeout = 15 * time.Second
 
 // buildActor resolves the attempt's sandbox image. A cache hit needs no
 // permit. A miss waits for the global build permit (FIFO, owned by the root
@@ -136,24 +132,22 @@ func (b *buildActor) finish(ctx actor.Context, report any) {
 }
 
 func (b *buildActor) lookup(ctx actor.Context) {
+	builder, key := b.builder, b.job.key // dockerops bounds the inspect
 	runAsync(ctx, b.runCtx, "image cache lookup", func(runCtx context.Context) any {
-		callCtx, cancel := context.WithTimeout(runCtx, lookupTimeout)
-		defer cancel()
-		id, found, err := b.builder.lookup(callCtx, b.job.key)
+		id, found, err := builder.lookup(runCtx, key)
 		return lookupResult{imageID: id, found: found, err: err}
 	})
 }
 
 func (b *buildActor) build(ctx actor.Context) {
 	system, self := ctx.ActorSystem(), ctx.Self()
+	builder, job := b.builder, b.job // dockerops bounds the inspect and the build
 	runAsync(ctx, b.runCtx, "image build", func(runCtx context.Context) any {
-		lookupCtx, cancel := context.WithTimeout(runCtx, lookupTimeout)
-		id, found, err := b.builder.lookup(lookupCtx, b.job.key)
-		cancel()
+		id, found, err := builder.lookup(runCtx, job.key)
 		if err == nil && found {
 			return buildResult{imageID: id, cacheHit: true}
 		}
-		id, err = b.builder.build(runCtx, b.job, func(line string) { system.Root.Send(self, BuildLog{Line: line}) })
+		id, err = builder.build(runCtx, job, func(line string) { system.Root.Send(self, BuildLog{Line: line}) })
 		return buildResult{imageID: id, err: err}
 	})
 }

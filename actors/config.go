@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/forgedev/forged/internal/clock"
 	"time"
 )
 
@@ -22,27 +23,18 @@ type AttemptConfig struct {
 	LSMOption      string
 	// SampleInterval is the memory sampler's period.
 	SampleInterval time.Duration
-	// TeardownTimeout bounds the whole teardown, which runs on a context
-	// that survives cancellation.
-	TeardownTimeout time.Duration
-	// StepTimeout bounds each host step (prepare, provision, collect, import).
-	StepTimeout time.Duration
-	// Clock drives the lease watchdog and sampler; nil means SystemClock.
-	Clock Clock
+	// Clock drives every timer of the attempt tree (lease watchdog,
+	// sampler) and its timestamps; nil means clock.System. Deadlines of
+	// engine and git calls are those of dockerops.Options and gitops.
+	Clock clock.Clock
 }
 
 func (c AttemptConfig) withDefaults() AttemptConfig {
 	if c.SampleInterval <= 0 {
 		c.SampleInterval = 250 * time.Millisecond
 	}
-	if c.TeardownTimeout <= 0 {
-		c.TeardownTimeout = 2 * time.Minute
-	}
-	if c.StepTimeout <= 0 {
-		c.StepTimeout = 10 * time.Minute
-	}
 	if c.Clock == nil {
-		c.Clock = SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.Platform == "" {
 		c.Platform = "linux/amd64"

@@ -9,29 +9,63 @@
 //	├── build           content-keyed image build under the global build permit
 //	├── worker          the hardened worker container: create, copy in, attach, wait
 //	├── memory-sampler  peak memory of the sandbox containers
-//	└── service/<type>  one per contract service (refused until services land)
+//	└── lease-pusher    pushes signed lease renewals into the running worker
+//
+// # The attempt's shape
+//
+// The attempt's state is touched only in Receive. Its pipeline is a chain
+// of phases (preparing, building, provisioning, running, collecting,
+// importing, [publishing], tearing_down, finished). Each host step
+// (prepare, provision, collect, import, publish, teardown) is a plain
+// function of an explicit input built on the mailbox (attempt_steps.go,
+// publish.go); it runs off the mailbox and its result comes back as a
+// message. At most one host step runs at a time. The first failure is
+// recorded together with the phase it happened in, and leads to teardown
+// once the step in flight and the active children have reported.
+//
+// Teardown is the one teardown operation of package internal/teardown,
+// shared with the reaper and the supervisor's crash cleanup: the objects
+// are removed by their exact ownership labels, the cleanup report is
+// persisted, and the ledger moves through its transition table (releasing,
+// then released and removed, or degraded and kept for the reaper).
+//
+// The ledger is written by an ordered writer goroutine the attempt owns
+// (ledger.go): posting never blocks the mailbox, the provision step waits
+// for the planned ledger to be durable before any Docker object exists, and
+// the teardown's own writes queue behind every write posted before them.
+//
+// Deadlines are those of the layers that talk to the engine and to git
+// (dockerops.Options, gitops): the attempt adds none, so a retry is never
+// cut short. Every timer (watchdog, sampler) runs on AttemptConfig.Clock
+// (internal/clock), so tests move time by hand.
 //
 // # Supervision strategy
 //
 // The attempt supervises its children with an explicit per-kind spec
-// (see ChildSpecs):
+// (ChildSpecFor). It spawns every child through its strategy, which thus
+// knows each child's kind from the spawn, never from its name:
 //
 //   - worker: never restarted. A sandbox run is not idempotent; if the worker
 //     actor fails, the attempt fails with sandbox_runtime_failed.
 //   - build: never restarted. A failed build fails the attempt with
 //     sandbox_build_failed; a crashed build releases the build permit
 //     because the root supervisor watches the permit holder.
-//   - lease-watchdog: restarted (at most 3 times a minute) and re-armed on
-//     restart from the attempt's fence; beyond that the attempt is aborted,
-//     since a lease that cannot be enforced must not keep running.
+//   - lease-watchdog: restarted (at most 3 times a minute); a restarted
+//     watchdog asks the attempt for the current expiry and does not fire
+//     before it has the answer. Beyond that the attempt is aborted, since a
+//     lease that cannot be enforced must not keep running. The watchdog
+//     shares no state with the attempt: expiries come in messages.
 //   - memory-sampler: restarted (at most 3 times a minute); beyond that the
 //     attempt carries on without telemetry.
+//   - lease-pusher: never restarted (a push is not idempotent); without it
+//     renewals still hold on the host, and the worker stops at the last
+//     expiry it was given.
 //
 // The root supervisor never restarts an attempt: when one crashes, the
-// supervisor tears its resources down by their labels and reports the
-// attempt failed. Every other failure path (a step error, cancellation,
-// lease expiry, a child failure) goes through the attempt's own teardown,
-// which runs on a context that survives cancellation.
+// supervisor releases its resources through the same teardown operation
+// and reports the attempt failed. Every other failure path (a step error,
+// cancellation, lease expiry, a child failure) goes through the attempt's
+// own teardown, which runs on a context that survives cancellation.
 //
 // Actors never block their mailbox: Docker and git calls run on goroutines
 // owned by the actor (see runAsync), whose results come back as messages;

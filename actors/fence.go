@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/forgedev/forged/internal/clock"
 	"sync"
 	"time"
 
@@ -12,14 +13,14 @@ import (
 // attempt actor, so it is guarded by a mutex.
 type fence struct {
 	mu           sync.Mutex
-	clock        Clock
+	clk          clock.Clock
 	fencingToken string
 	expiresAt    time.Time
 	cancelled    bool
 }
 
-func newFence(clock Clock, token string, expiresAt time.Time) *fence {
-	return &fence{clock: clock, fencingToken: token, expiresAt: expiresAt}
+func newFence(clk clock.Clock, token string, expiresAt time.Time) *fence {
+	return &fence{clk: clk, fencingToken: token, expiresAt: expiresAt}
 }
 
 func (f *fence) expiry() time.Time {
@@ -39,7 +40,7 @@ func (f *fence) renew(token string, expiresAt time.Time) error {
 		return failure.New(failure.SandboxOutputStale, "the fencing token is not the attempt's")
 	case f.cancelled:
 		return failure.New(failure.SandboxCancelled, "the attempt is being cancelled")
-	case !f.clock.Now().Before(f.expiresAt):
+	case !f.clk.Now().Before(f.expiresAt):
 		return failure.New(failure.SandboxLeaseExpired, "the lease already expired at %s", f.expiresAt.Format(time.RFC3339))
 	case !expiresAt.After(f.expiresAt):
 		return failure.New(failure.SandboxOutputStale, "the new expiry %s is not later than %s", expiresAt.Format(time.RFC3339), f.expiresAt.Format(time.RFC3339))
@@ -65,7 +66,7 @@ func (f *fence) assertCurrent(token string) error {
 		return failure.New(failure.SandboxOutputStale, "the attempt was cancelled before its result could be imported")
 	case token != f.fencingToken:
 		return failure.New(failure.SandboxOutputStale, "the attempt's fencing token is no longer current")
-	case !f.clock.Now().Before(f.expiresAt):
+	case !f.clk.Now().Before(f.expiresAt):
 		return failure.New(failure.SandboxOutputStale, "the attempt's lease expired at %s", f.expiresAt.Format(time.RFC3339))
 	}
 	return nil

@@ -5,15 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/forgedev/forged/contract"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 )
-
-// buildTimeout bounds one image build stage.
-const buildTimeout = 30 * time.Minute
 
 // sandboxImageJob describes one attempt's sandbox image.
 type sandboxImageJob struct {
@@ -57,9 +53,7 @@ func (b *imageBuilder) build(ctx context.Context, job sandboxImageJob, onLog fun
 	if err != nil {
 		return "", failure.Wrap(failure.SandboxBuildFailed, err, "prepare agent overlay")
 	}
-	stageCtx, cancel := context.WithTimeout(ctx, buildTimeout)
-	defer cancel()
-	id, err := b.docker.BuildImage(stageCtx, dockerops.BuildRequest{
+	id, err := b.docker.BuildImage(ctx, dockerops.BuildRequest{
 		ContextTar: overlay,
 		Dockerfile: "Dockerfile",
 		Tags:       []string{agentTag},
@@ -78,9 +72,7 @@ func (b *imageBuilder) buildProject(ctx context.Context, job sandboxImageJob, ta
 		return "", failure.Wrap(failure.SandboxBuildFailed, err, "open build context")
 	}
 	defer tar.Close()
-	stageCtx, cancel := context.WithTimeout(ctx, buildTimeout)
-	defer cancel()
-	id, err := b.docker.BuildImage(stageCtx, dockerops.BuildRequest{
+	id, err := b.docker.BuildImage(ctx, dockerops.BuildRequest{
 		ContextTar: tar,
 		Dockerfile: contract.DockerfilePath,
 		Tags:       []string{tag},

@@ -1,59 +1,114 @@
 package actors
 
 import (
-	"time"
+	"errors"
+	"sync"
 
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 )
 
 // ledgerWriter writes one attempt's ledger in order, off the attempt's
-// mailbox. Its goroutine is owned by the attempt: it starts with the
-// attempt and ends when the attempt closes it (after teardown).
+// mailbox. post never blocks: requests queue without bound (an attempt
+// makes a handful). Its goroutine is owned by the attempt: it starts with
+// the attempt and ends once close is called and the queue is drained. A
+// request made after close fails with errLedgerClosed instead of panicking.
+//
+// Write, Remove and PersistReport make it a teardown.Store for the
+// teardown step: they wait for their turn, so the teardown's ledger writes
+// land after every write the attempt posted before it.
 type ledgerWriter struct {
 	store ledger.Store
-	reqs  chan ledgerOp
+	wake  chan struct{} // capacity 1: "the queue is not empty"
+
+	mu     sync.Mutex
+	queue  []ledgerOp
+	closed bool
 }
 
 type ledgerOp struct {
 	entry  *ledger.Entry // write this entry, or
 	remove string        // remove this attempt's ledger
-	done   chan error
+	done   chan error    // capacity 1
 }
 
+var errLedgerClosed = errors.New("the attempt's ledger writer is closed")
+
 func startLedgerWriter(store ledger.Store) *ledgerWriter {
-	w := &ledgerWriter{store: store, reqs: make(chan ledgerOp, 32)}
+	w := &ledgerWriter{store: store, wake: make(chan struct{}, 1)}
 	go w.loop()
 	return w
 }
 
 func (w *ledgerWriter) loop() {
-	for op := range w.reqs {
-		var err error
-		if op.entry != nil {
-			err = w.store.Write(*op.entry)
-		} else {
-			err = w.store.Remove(op.remove)
+	for range w.wake {
+		for {
+			w.mu.Lock()
+			if len(w.queue) == 0 {
+				closed := w.closed
+				w.mu.Unlock()
+				if closed {
+					return
+				}
+				break
+			}
+			op := w.queue[0]
+			w.queue = w.queue[1:]
+			w.mu.Unlock()
+			if op.entry != nil {
+				op.done <- w.store.Write(*op.entry)
+			} else {
+				op.done <- w.store.Remove(op.remove)
+			}
 		}
-		op.done <- err
 	}
 }
 
-// write queues e and returns a channel that yields the write's result. The
-// caller may wait on it (off the mailbox) or ignore it.
-func (w *ledgerWriter) write(e ledger.Entry) <-chan error {
-	done := make(chan error, 1)
-	w.reqs <- ledgerOp{entry: &e, done: done}
-	return done
+func (w *ledgerWriter) enqueue(op ledgerOp) <-chan error {
+	op.done = make(chan error, 1)
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		op.done <- errLedgerClosed
+		return op.done
+	}
+	w.queue = append(w.queue, op)
+	w.mu.Unlock()
+	w.signal()
+	return op.done
 }
 
-func (w *ledgerWriter) remove(attemptID string) <-chan error {
-	done := make(chan error, 1)
-	w.reqs <- ledgerOp{remove: attemptID, done: done}
-	return done
+func (w *ledgerWriter) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default: // already signalled
+	}
 }
 
-func (w *ledgerWriter) close() { close(w.reqs) }
+// post queues e and returns at once; the result arrives on the channel
+// for whoever wants it.
+func (w *ledgerWriter) post(e ledger.Entry) <-chan error { return w.enqueue(ledgerOp{entry: &e}) }
+
+// Write writes e after everything queued before it, and waits.
+func (w *ledgerWriter) Write(e ledger.Entry) error { return <-w.post(e) }
+
+// Remove removes the attempt's ledger after everything queued before it,
+// and waits.
+func (w *ledgerWriter) Remove(attemptID string) error {
+	return <-w.enqueue(ledgerOp{remove: attemptID})
+}
+
+// PersistReport stores a cleanup report (reports are not ordered with the
+// ledger).
+func (w *ledgerWriter) PersistReport(r messages.CleanupReport) error { return w.store.PersistReport(r) }
+
+// close lets the goroutine end once the queue is drained. It is idempotent.
+func (w *ledgerWriter) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.signal()
+}
 
 // ledgerEntry is the attempt's ledger record in the given state. Planned
 // lists every resource the attempt will create; created those that exist.
@@ -87,23 +142,15 @@ func (a *attemptActor) ledgerEntry(state ledger.State) ledger.Entry {
 		e.Created = append(e.Created, ledger.Resource{Type: ledger.ResourceContainer, Name: a.names.Container, ID: a.containerID, Role: "agent"})
 	}
 	if a.peak.Samples > 0 || a.peak.FailedSamples > 0 {
-		e.PeakMemory = &ledger.PeakMemory{PeakBytes: a.peak.PeakBytes, Samples: a.peak.Samples, FailedSamples: a.peak.FailedSamples, RecordedAt: time.Now().UTC()}
+		e.PeakMemory = &ledger.PeakMemory{PeakBytes: a.peak.PeakBytes, Samples: a.peak.Samples, FailedSamples: a.peak.FailedSamples, RecordedAt: a.cfg.Clock.Now().UTC()}
 	}
 	return e
 }
 
-// ledgerStateFor maps the teardown's result to the ledger's final state.
-func ledgerStateFor(report messages.CleanupReport, err error) ledger.State {
-	if err != nil || report.Remaining > 0 {
-		return ledger.Degraded
-	}
-	return ledger.Released
-}
-
-// writeLedger queues the attempt's ledger in state without waiting: the
+// writeLedger posts the attempt's ledger in state without waiting: the
 // write that must precede resource creation is awaited in the provision
 // step instead.
 func (a *attemptActor) writeLedger(state ledger.State) {
 	a.ledgerState = state
-	a.ledger.write(a.ledgerEntry(state))
+	a.ledger.post(a.ledgerEntry(state))
 }

@@ -10,7 +10,6 @@ import (
 const (
 	serviceMemoryPerService = 1 << 30
 	minRuntimeOverhead      = 128 << 20
-	egressRuntimeOverhead   = 256 << 20
 )
 
 // checkDispatchSupported refuses, before anything is created, what this
@@ -28,19 +27,22 @@ func checkDispatchSupported(d *messages.Dispatch, canPublish bool) error {
 	return nil
 }
 
-// checkContractSupported refuses contracts this runner cannot honour, and
-// checks the dispatch reserved enough memory for the contract (as the
-// seed's validateSandboxMemoryReservation).
+// checkContractSupported refuses contracts this runner cannot honour
+// (services; caches, which are parsed but not mounted yet: refused rather
+// than accepted and ignored), and checks the dispatch reserved enough
+// memory for the contract (as the seed's validateSandboxMemoryReservation;
+// the egress proxy's share joins it with public_allowlist, which
+// checkDispatchSupported refuses until the egress proxy exists).
 func checkContractSupported(d *messages.Dispatch, c contract.Contract) error {
 	if len(c.Services) > 0 {
 		return failure.New(failure.SandboxServicesUnsupported, "the contract declares %d service(s); sandbox services are not available on this runner yet", len(c.Services))
 	}
+	if len(c.Caches) > 0 {
+		return failure.New(failure.SandboxCachesUnsupported, "the contract declares %d cache(s); contract caches are not mounted on this runner yet", len(c.Caches))
+	}
 	r := d.Sandbox.RequestedResources
 	needService := int64(len(c.Services)) * serviceMemoryPerService
 	needOverhead := int64(minRuntimeOverhead)
-	if d.Sandbox.NetworkPolicy.Mode == messages.NetworkPublicAllowlist {
-		needOverhead += egressRuntimeOverhead
-	}
 	if r.ServiceMemoryLimitBytes < needService || r.RuntimeOverheadBytes < needOverhead {
 		return failure.New(failure.SandboxCapacityProfile,
 			"reserved %d service bytes and %d runtime overhead bytes; the contract requires at least %d and %d",

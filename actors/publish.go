@@ -28,19 +28,34 @@ func (a *attemptActor) startPublish(ctx actor.Context) {
 		Branch:            a.d.Sandbox.PublishGrant.Branch,
 		ResultCommitSHA:   a.result,
 	}
-	input := a.prepared.InputCommitSHA
-	a.step(ctx, "publish", func(stepCtx context.Context) any {
-		credential, err := a.deps.Redeemer.Redeem(stepCtx, req)
-		if err != nil {
-			if failure.CodeOf(err) == "" {
-				err = failure.Wrap(failure.SandboxOutputPublishForbid, err, "redeem the publication grant")
-			}
-			return publishDone{err: err}
+	in := publishInput{redeemer: a.deps.Redeemer, git: a.deps.Git, d: a.d, input: a.prepared.InputCommitSHA, req: req, fence: a.fence}
+	a.step(ctx, "publish", func(stepCtx context.Context) any { return publishStep(stepCtx, in) })
+}
+
+// publishInput is what the publish step reads.
+type publishInput struct {
+	redeemer CredentialRedeemer
+	git      Git
+	d        *messages.Dispatch
+	input    string // the input commit: the remote branch must still be there
+	req      PublicationRequest
+	fence    *fence
+}
+
+// publishStep redeems the grant and pushes the exact result commit, fenced
+// before and after the push.
+func publishStep(ctx context.Context, in publishInput) publishDone {
+	credential, err := in.redeemer.Redeem(ctx, in.req)
+	if err != nil {
+		if failure.CodeOf(err) == "" {
+			err = failure.WrapWithheld(failure.SandboxOutputPublishForbid, err, "redeem the publication grant") // the redeemer's words may carry the grant
 		}
-		result, err := a.deps.Git.Publish(stepCtx, a.d, input, req.ResultCommitSHA, credential,
-			func() error { return a.fence.assertCurrent(a.d.Lease.FencingToken) })
-		return publishDone{pushed: result.Pushed, err: err}
-	})
+		return publishDone{err: err}
+	}
+	token := in.d.Lease.FencingToken
+	result, err := in.git.Publish(ctx, in.d, in.input, in.req.ResultCommitSHA, credential,
+		func() error { return in.fence.assertCurrent(token) })
+	return publishDone{pushed: result.Pushed, err: err}
 }
 
 func (a *attemptActor) onPublished(ctx actor.Context, msg publishDone) {

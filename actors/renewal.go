@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -13,21 +11,10 @@ import (
 	"github.com/forgedev/forged/messages"
 )
 
-// leasePushTimeout bounds one push of a lease update into the worker.
-const leasePushTimeout = 15 * time.Second
-
-// leasePushStep names the lease push's async work (it is not a host step).
-const leasePushStep = "lease push"
-
-type leasePushed struct {
-	expiresAt time.Time
-	err       error
-}
-
 // onRenewLease extends the lease: the fence records it (the import's
-// currency check and the watchdog read it), the watchdog re-arms, and a
-// signed update goes to the running worker, which enforces its own copy of
-// the lease.
+// currency check reads it at the moment of the move), the watchdog re-arms
+// at the new expiry, and the lease pusher sends the running worker a signed
+// update, since the worker enforces its own copy of the lease.
 func (a *attemptActor) onRenewLease(ctx actor.Context, msg messages.RenewLease) {
 	reply := messages.RenewLeaseReply{AttemptID: a.d.AttemptID()}
 	err := a.fence.renew(msg.FencingToken, msg.ExpiresAt)
@@ -42,7 +29,7 @@ func (a *attemptActor) onRenewLease(ctx actor.Context, msg messages.RenewLease) 
 	reply.Accepted, reply.ExpiresAt = true, msg.ExpiresAt
 	ctx.Respond(reply)
 	if a.watchdog != nil {
-		ctx.Send(a.watchdog, leaseRenewed{})
+		ctx.Send(a.watchdog, leaseRenewed{expiresAt: msg.ExpiresAt})
 	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_lease_renewed", fmt.Sprintf("Lease renewed until %s.", msg.ExpiresAt.UTC().Format(time.RFC3339)), map[string]string{
 		"expiresAt": msg.ExpiresAt.UTC().Format(time.RFC3339Nano),
@@ -50,56 +37,29 @@ func (a *attemptActor) onRenewLease(ctx actor.Context, msg messages.RenewLease) 
 	a.pushLease(ctx)
 }
 
-// pushLease sends the worker the current lease, one push at a time: a
-// renewal that arrives during a push is sent when it completes, so an older
-// update never overwrites a newer one in the worker.
+// pushLease hands the current lease, signed, to the lease pusher, which
+// sends it into the worker one push at a time, newest last.
 func (a *attemptActor) pushLease(ctx actor.Context) {
-	if !a.workerRunning || a.workerExit != nil || a.tearingDown {
+	if !a.workerRunning || a.workerExit != nil || a.tearingDown || a.pusher == nil {
 		return // not started yet (onWorkerRunning catches up), or gone
-	}
-	if a.leasePushing {
-		a.leasePending = true
-		return
 	}
 	update, err := lease.Sign(a.d.AttemptID(), a.d.Lease.FencingToken, a.fence.expiry(), a.controlKey)
 	if err != nil {
-		a.emit(ctx, messages.RunnerEvent("sandbox_lease_push_failed", err.Error(), nil))
+		a.emit(ctx, messages.FailureEvent("sandbox_lease_push_failed", err.Error(), nil))
 		return
 	}
-	raw, err := json.Marshal(update)
-	if err != nil {
-		a.emit(ctx, messages.RunnerEvent("sandbox_lease_push_failed", err.Error(), nil))
-		return
-	}
-	a.leasePushing = true
-	container, expiresAt := a.containerID, a.fence.expiry()
-	runAsync(ctx, a.runCtx, leasePushStep, func(runCtx context.Context) any {
-		callCtx, cancel := context.WithTimeout(runCtx, leasePushTimeout)
-		defer cancel()
-		return leasePushed{expiresAt: expiresAt, err: a.deps.Docker.WriteLeaseUpdate(callCtx, container, raw)}
-	})
+	ctx.Send(a.pusher, pushLease{containerID: a.containerID, update: update})
 }
 
-func (a *attemptActor) onLeasePushed(ctx actor.Context, msg leasePushed) {
-	a.leasePushing = false
-	if msg.err != nil {
-		// The host's watchdog still holds the renewed lease; the worker
-		// will stop at its old deadline unless a later push lands.
-		a.emit(ctx, messages.RunnerEvent("sandbox_lease_push_failed", fmt.Sprintf("Could not push the renewed lease into the worker: %v", msg.err), nil))
-	}
-	if a.leasePending {
-		a.leasePending = false
-		a.pushLease(ctx)
-	}
-}
-
-// onWorkerRunning is called when the worker reports it started: a renewal
-// that arrived after its start packet was built is pushed now.
+// onWorkerRunning is called when the worker reports it started: the lease
+// pusher starts, and a renewal that arrived after the start packet was
+// built is pushed now.
 func (a *attemptActor) onWorkerRunning(ctx actor.Context) {
 	if a.workerRunning {
 		return
 	}
 	a.workerRunning = true
+	a.pusher = a.children.spawn(ctx, newLeasePusherProps(a.deps.Docker), kindLeasePusher)
 	if a.fence.expiry().After(a.packetExpiry) {
 		a.pushLease(ctx)
 	}

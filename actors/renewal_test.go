@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/forgedev/forged/internal/clock"
 	"testing"
 	"time"
 
@@ -24,14 +25,14 @@ func TestRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
 	host := newFakeHost(t.TempDir())
 	host.blockRun = true
 	host.lines = []string{`{"type":"runner_event","event":{"role":"runner","kind":"checkpoint","content":"up","eventType":"worker_started"}}`}
-	clock := NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	h := newHarness(t, host, clock)
-	d := testDispatch(clock.Now().Add(time.Hour))
+	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	h := newHarness(t, host, clk)
+	d := testDispatch(clk.Now().Add(time.Hour))
 	probe := h.submit(t, d)
 	<-host.runEntered
 	actortest.ExpectWhere(t, probe, within, func(m messages.AttemptEvent) bool { return m.Event.EventType == "worker_started" })
 
-	renewed := clock.Now().Add(2 * time.Hour)
+	renewed := clk.Now().Add(2 * time.Hour)
 	reply := h.renew(t, d, d.Lease.FencingToken, renewed)
 	require.True(t, reply.Accepted, "%+v", reply)
 
@@ -42,9 +43,9 @@ func TestRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
 	assert.Equal(t, d.AttemptID(), update.DispatchAttemptID)
 	assert.Equal(t, d.Lease.FencingToken, update.FencingToken)
 
-	clock.Advance(90 * time.Minute) // past the first expiry
+	clk.Advance(90 * time.Minute) // past the first expiry
 	actortest.ShouldReceiveNothing[messages.AttemptFinished](t, probe, 50*time.Millisecond)
-	clock.Advance(30 * time.Minute) // the renewed expiry
+	clk.Advance(30 * time.Minute) // the renewed expiry
 	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
 	assert.Equal(t, string(failure.SandboxLeaseExpired), out.Code)
 }

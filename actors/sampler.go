@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"github.com/forgedev/forged/internal/clock"
 	"strconv"
 	"time"
 
@@ -39,19 +40,19 @@ type sampleResult struct {
 // overlap) and keeps the peak.
 type memorySampler struct {
 	docker      SamplerDocker
-	clock       Clock
+	clk         clock.Clock
 	interval    time.Duration
 	containerID string
 
 	runCtx context.Context
 	cancel context.CancelFunc
-	timer  Timer
+	timer  clock.Timer
 	record PeakMemory
 }
 
-func newMemorySamplerProps(docker SamplerDocker, clock Clock, interval time.Duration, containerID string) *actor.Props {
+func newMemorySamplerProps(docker SamplerDocker, clk clock.Clock, interval time.Duration, containerID string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &memorySampler{docker: docker, clock: clock, interval: interval, containerID: containerID}
+		return &memorySampler{docker: docker, clk: clk, interval: interval, containerID: containerID}
 	})
 }
 
@@ -74,7 +75,7 @@ func (s *memorySampler) Receive(ctx actor.Context) {
 			return // a result from before a restart: one timer chain only
 		}
 		system, self := ctx.ActorSystem(), ctx.Self()
-		s.timer = s.clock.AfterFunc(s.interval, func() { system.Root.Send(self, sampleTick{}) })
+		s.timer = s.clk.AfterFunc(s.interval, func() { system.Root.Send(self, sampleTick{}) })
 	case asyncPanic:
 		s.record.FailedSamples++
 	case PeakMemoryRequest:

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,30 +16,44 @@ type ChildSpec struct {
 	Period      time.Duration
 }
 
-// ChildSpecs is the attempt's supervision spec, by child kind (the prefix
-// of the child's name before '/').
-var ChildSpecs = map[string]ChildSpec{
-	kindWorker:   {Restart: false},
-	kindBuild:    {Restart: false},
-	kindWatchdog: {Restart: true, MaxRestarts: 3, Period: time.Minute},
-	kindSampler:  {Restart: true, MaxRestarts: 3, Period: time.Minute},
+// ChildSpecFor is the attempt's supervision spec for a child kind. Unknown
+// kinds are stopped, never restarted.
+func ChildSpecFor(kind string) ChildSpec {
+	switch kind {
+	case kindWatchdog, kindSampler:
+		return ChildSpec{Restart: true, MaxRestarts: 3, Period: time.Minute}
+	default: // worker, build, lease pusher: a sandbox run, a build or a push is not idempotent
+		return ChildSpec{}
+	}
 }
 
-// specStrategy applies ChildSpecs. Unknown kinds are stopped, never
-// restarted.
-type specStrategy struct {
-	specs map[string]ChildSpec
+// childSupervisor is one attempt's supervisor strategy. The attempt
+// spawns its children through it, so it knows each child's kind from the
+// spawn rather than from the child's name. Its map is touched only from
+// the attempt's mailbox: in Receive (spawn, forget) and in HandleFailure,
+// which Proto.Actor calls while the parent processes the failure.
+type childSupervisor struct {
+	kinds map[string]string // child PID id → kind
 }
 
-// NewSpecStrategy returns a supervisor strategy applying specs by child kind.
-func NewSpecStrategy(specs map[string]ChildSpec) actor.SupervisorStrategy {
-	return &specStrategy{specs: specs}
+func newChildSupervisor() *childSupervisor {
+	return &childSupervisor{kinds: map[string]string{}}
 }
 
-func (s *specStrategy) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason any, _ any) {
-	spec, ok := s.specs[childKind(child)]
+// spawn starts a child of kind and records it.
+func (s *childSupervisor) spawn(ctx actor.Context, props *actor.Props, kind string) *actor.PID {
+	pid := ctx.SpawnPrefix(props, kind)
+	s.kinds[pid.GetId()] = kind
+	return pid
+}
+
+// forget drops a terminated child.
+func (s *childSupervisor) forget(pid *actor.PID) { delete(s.kinds, pid.GetId()) }
+
+func (s *childSupervisor) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason any, _ any) {
+	spec := ChildSpecFor(s.kinds[child.GetId()])
 	directive := actor.StopDirective
-	if ok && spec.Restart {
+	if spec.Restart {
 		rs.Fail()
 		if rs.NumberOfFailures(spec.Period) <= spec.MaxRestarts {
 			directive = actor.RestartDirective
@@ -54,17 +67,4 @@ func (s *specStrategy) HandleFailure(system *actor.ActorSystem, sup actor.Superv
 		return
 	}
 	sup.StopChildren(child)
-}
-
-// childKind extracts the kind from a child PID id such as
-// "$1/attempt-x/worker" or "$1/attempt-x/worker$3".
-func childKind(pid *actor.PID) string {
-	id := pid.GetId()
-	if i := strings.LastIndexByte(id, '/'); i >= 0 {
-		id = id[i+1:]
-	}
-	if i := strings.IndexByte(id, '$'); i >= 0 {
-		id = id[:i]
-	}
-	return id
 }

@@ -15,14 +15,10 @@ import (
 
 const kindWorker = "worker"
 
-// Deadlines of the worker's Docker calls. The run itself is bounded by the
-// task timeout plus a margin, and by the attempt's cancellation.
-const (
-	createTimeout  = 60 * time.Second
-	copyInTimeout  = 60 * time.Second
-	inspectTimeout = 15 * time.Second
-	runMargin      = 2 * time.Minute
-)
+// runMargin is added to the task timeout to bound the run (the worker
+// enforces the task timeout itself; this is the host's backstop). Each
+// Docker call is bounded by dockerops.Options.
+const runMargin = 2 * time.Minute
 
 // WorkerCreated tells the attempt the worker container exists.
 type WorkerCreated struct {
@@ -113,19 +109,22 @@ func (w *workerActor) Receive(ctx actor.Context) {
 // start runs the whole container lifecycle on one owned goroutine; progress
 // comes back to the actor as messages.
 func (w *workerActor) start(ctx actor.Context) {
+	// The goroutine reads only what it captures here; dockerops bounds each
+	// engine call, the job's run timeout bounds the task.
 	system, self := ctx.ActorSystem(), ctx.Self()
+	docker, job, attemptCtx := w.docker, w.job, w.runCtx
 	runAsync(ctx, w.runCtx, "worker", func(runCtx context.Context) any {
-		id, err := w.create(runCtx)
+		id, err := createWorker(runCtx, docker, job)
 		if err != nil {
 			return WorkerExited{Err: err}
 		}
 		system.Root.Send(self, workerContainerCreated{id: id})
-		if err := w.copyBundle(runCtx, id); err != nil {
+		if err := copyBundle(runCtx, docker, job, id); err != nil {
 			return WorkerExited{ContainerID: id, Err: err}
 		}
-		runCtx, cancel := context.WithTimeout(runCtx, w.job.runTimeout)
+		runCtx, cancel := context.WithTimeout(runCtx, job.runTimeout)
 		defer cancel()
-		result, runErr := w.docker.RunAttached(runCtx, id, w.job.startPacket, func(line []byte) error {
+		result, runErr := docker.RunAttached(runCtx, id, job.startPacket, func(line []byte) error {
 			ev, err := messages.ParseRunnerEventLine(line)
 			if err != nil {
 				return err
@@ -134,16 +133,14 @@ func (w *workerActor) start(ctx actor.Context) {
 				system.Root.Send(self, WorkerOutput{Event: *ev})
 			}
 			return nil
-		}, w.job.limits)
+		}, job.limits)
 		if runErr != nil {
-			if errors.Is(runErr, context.DeadlineExceeded) && w.runCtxAlive() {
-				runErr = failure.Wrap(failure.SandboxWorkerFailed, runErr, "worker exceeded its run time of %s", w.job.runTimeout)
+			if errors.Is(runErr, context.DeadlineExceeded) && attemptCtx.Err() == nil {
+				runErr = failure.Wrap(failure.SandboxWorkerFailed, runErr, "worker exceeded its run time of %s", job.runTimeout)
 			}
 			return WorkerExited{ContainerID: id, Stderr: result.Stderr, Err: runErr}
 		}
-		inspectCtx, cancelInspect := context.WithTimeout(context.WithoutCancel(runCtx), inspectTimeout)
-		defer cancelInspect()
-		state, err := w.docker.InspectState(inspectCtx, id)
+		state, err := docker.InspectState(context.WithoutCancel(runCtx), id)
 		if err != nil {
 			return WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, Err: err}
 		}
@@ -151,20 +148,16 @@ func (w *workerActor) start(ctx actor.Context) {
 	})
 }
 
-func (w *workerActor) runCtxAlive() bool { return w.runCtx.Err() == nil }
-
-func (w *workerActor) create(ctx context.Context) (string, error) {
-	callCtx, cancel := context.WithTimeout(ctx, createTimeout)
-	defer cancel()
-	id, err := w.docker.CreateWorker(callCtx, w.job.spec)
+func createWorker(ctx context.Context, docker WorkerDocker, job workerJob) (string, error) {
+	id, err := docker.CreateWorker(ctx, job.spec)
 	if err != nil {
 		return "", failure.Wrap(failure.SandboxCreateFailed, err, "create worker container")
 	}
 	return id, nil
 }
 
-func (w *workerActor) copyBundle(ctx context.Context, id string) error {
-	f, err := os.Open(w.job.bundlePath)
+func copyBundle(ctx context.Context, docker WorkerDocker, job workerJob, id string) error {
+	f, err := os.Open(job.bundlePath)
 	if err != nil {
 		return failure.Wrap(failure.SandboxInputFailed, err, "open input bundle")
 	}
@@ -173,9 +166,7 @@ func (w *workerActor) copyBundle(ctx context.Context, id string) error {
 	if err != nil {
 		return failure.Wrap(failure.SandboxInputFailed, err, "stat input bundle")
 	}
-	callCtx, cancel := context.WithTimeout(ctx, copyInTimeout)
-	defer cancel()
-	if err := w.docker.CopyFileInto(callCtx, id, "/control/input", "repo.bundle", f, info.Size(), messages.WorkerUID, messages.WorkerGID, 0o400); err != nil {
+	if err := docker.CopyFileInto(ctx, id, "/control/input", "repo.bundle", f, info.Size(), messages.WorkerUID, messages.WorkerGID, 0o400); err != nil {
 		return failure.Wrap(failure.SandboxCreateFailed, err, "copy input bundle into the worker")
 	}
 	return nil

@@ -108,8 +108,22 @@ type Client struct {
 	execs       execAPI
 }
 
+// The engine client serves every narrow interface: an SDK change that
+// breaks one fails the build, not a run.
+var (
+	_ provisionAPI = (*client.Client)(nil)
+	_ workerAPI    = (*client.Client)(nil)
+	_ copyAPI      = (*client.Client)(nil)
+	_ runAPI       = (*client.Client)(nil)
+	_ inspectAPI   = (*client.Client)(nil)
+	_ teardownAPI  = (*client.Client)(nil)
+	_ imageAPI     = (*client.Client)(nil)
+	_ execAPI      = (*client.Client)(nil)
+)
+
 // newClient builds a Client whose operation groups are served by api, for
-// every narrow interface api implements.
+// every narrow interface api implements (tests pass fakes that implement
+// only some; Connect passes the engine client, which implements all).
 func newClient(opts Options, api any) *Client {
 	c := &Client{opts: opts.withDefaults()}
 	c.provisioner, _ = api.(provisionAPI)
@@ -135,14 +149,14 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	}
 	raw, err := client.NewClientWithOpts(clientOpts...)
 	if err != nil {
-		return nil, failure.Wrap(failure.DockerUnreachable, err, "docker client: %v", err)
+		return nil, failure.Wrap(failure.DockerUnreachable, err, "docker client")
 	}
 	c := newClient(opts, raw)
 	c.raw = raw
 	ping, err := call(ctx, c, c.opts.Timeouts.Ping, readCall, raw.Ping)
 	if err != nil {
 		_ = raw.Close()
-		return nil, failure.Wrap(failure.DockerUnreachable, err, "docker ping: %v", err)
+		return nil, failure.Wrap(failure.DockerUnreachable, err, "docker ping")
 	}
 	raw.NegotiateAPIVersionPing(ping)
 	c.version = raw.ClientVersion()

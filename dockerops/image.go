@@ -71,22 +71,6 @@ func (c *Client) ImageID(ctx context.Context, ref string) (id string, found bool
 	return resp.ID, true, nil
 }
 
-// RemoveImage removes (untags) the image ref, pruning untagged parents.
-// A missing image is success; an image in use is an error.
-func (c *Client) RemoveImage(ctx context.Context, ref string) error {
-	err := callErr(ctx, c, c.opts.Timeouts.Remove, writeCall, func(ctx context.Context) error {
-		_, err := c.images.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
-		if cerrdefs.IsNotFound(err) {
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		return opError(ctx, "", err, "image remove %s", ref)
-	}
-	return nil
-}
-
 // BuildRequest is one classic-builder image build.
 type BuildRequest struct {
 	ContextTar io.Reader // the build context as a tar stream

@@ -1,8 +1,8 @@
 package dockerops
 
 import (
+	"github.com/forgedev/forged/internal/text"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/messages"
@@ -41,13 +41,6 @@ func NamesFor(attemptID string) (Names, error) {
 	}, nil
 }
 
-// clip shortens s to at most n bytes without splitting a UTF-8 sequence.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+// clip shortens s to at most n bytes without splitting a UTF-8 sequence
+// (internal/text.Clip, forged's one clip).
+func clip(s string, n int) string { return text.Clip(s, n) }

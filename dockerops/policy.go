@@ -55,12 +55,12 @@ func ResolveSecurityOptions(executionPolicy, seccompProfilePath, lsmOption strin
 func readSeccompProfile(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", failure.Wrap(failure.SandboxSecurityUnavailable, err, "read seccomp profile: %v", err)
+		return "", failure.Wrap(failure.SandboxSecurityUnavailable, err, "read seccomp profile")
 	}
 	defer func() { _ = f.Close() }()
 	raw, err := io.ReadAll(io.LimitReader(f, maxSeccompProfileBytes+1))
 	if err != nil {
-		return "", failure.Wrap(failure.SandboxSecurityUnavailable, err, "read seccomp profile: %v", err)
+		return "", failure.Wrap(failure.SandboxSecurityUnavailable, err, "read seccomp profile")
 	}
 	if len(raw) > maxSeccompProfileBytes {
 		return "", failure.New(failure.SandboxSecurityProfile, "the seccomp profile exceeds %d bytes", maxSeccompProfileBytes)

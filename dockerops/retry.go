@@ -137,5 +137,5 @@ func opError(ctx context.Context, code failure.Code, err error, format string, a
 	if code == "" || ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	return failure.Wrap(code, err, "%s: %v", op, err)
+	return failure.Wrap(code, err, "%s", op)
 }

@@ -50,7 +50,8 @@ const (
 type CleanupAction = messages.CleanupAction
 
 // CleanupReport is the account of one teardown. Remaining counts the
-// objects still labelled with the attempt afterwards.
+// objects still labelled with the attempt afterwards; RemainingUnknown says
+// the engine could not be listed, so that count is not known.
 type CleanupReport = messages.CleanupReport
 
 // labelled is one engine object found by label.
@@ -104,7 +105,8 @@ func (c *Client) Teardown(ctx context.Context, owner Ownership, source string) (
 	for _, kind := range []string{ResourceContainer, ResourceNetwork, ResourceVolume} {
 		objs, err := c.listLabelled(tctx, kind, LabelAttemptID+"="+owner.AttemptID)
 		if err != nil {
-			return report, failure.Wrap(failure.SandboxTeardownFailed, err, "list %ss of attempt %s: %v", kind, owner.AttemptID, err)
+			report.RemainingUnknown = true
+			return report, failure.Wrap(failure.SandboxTeardownFailed, err, "list %ss of attempt %s", kind, owner.AttemptID)
 		}
 		for _, obj := range objs {
 			if owner.Matches(obj.labels) {
@@ -122,7 +124,8 @@ func (c *Client) Teardown(ctx context.Context, owner Ownership, source string) (
 	for _, kind := range []string{ResourceContainer, ResourceNetwork, ResourceVolume} {
 		objs, err := c.listLabelled(tctx, kind, LabelAttemptID+"="+owner.AttemptID)
 		if err != nil {
-			return report, failure.Wrap(failure.SandboxTeardownFailed, err, "list %ss of attempt %s: %v", kind, owner.AttemptID, err)
+			report.RemainingUnknown = true
+			return report, failure.Wrap(failure.SandboxTeardownFailed, err, "list %ss of attempt %s", kind, owner.AttemptID)
 		}
 		report.Remaining += len(objs)
 		for _, obj := range objs {
@@ -234,13 +237,13 @@ func cleanupMessage(err error) string {
 
 // ManagedObject is one engine object labelled dev.forge.managed=true.
 type ManagedObject struct {
-	Kind   string // ResourceContainer, ResourceNetwork or ResourceVolume
-	ID     string // the object's id (a volume's name)
-	Name   string
-	Labels map[string]string
+	Kind   string            `json:"kind"` // ResourceContainer, ResourceNetwork or ResourceVolume
+	ID     string            `json:"id"`   // the object's id (a volume's name)
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels"`
 	// Created is when the engine created the object; zero when unknown.
 	// Engines report containers and volumes to the second.
-	Created time.Time
+	Created time.Time `json:"created"`
 }
 
 // ListManaged lists every container (running or not), network and volume

@@ -212,8 +212,10 @@ func TestTeardownListFailureAndInvalidOwner(t *testing.T) {
 	owner, _, objs := ownedObjects(t)
 	f := newFakeObjects(objs...)
 	f.listErr = cerrdefs.ErrInvalidArgument
-	_, err := newClient(fastOptions(), f).Teardown(context.Background(), owner, "teardown")
+	report, err := newClient(fastOptions(), f).Teardown(context.Background(), owner, "teardown")
 	assert.Equal(t, failure.SandboxTeardownFailed, failure.CodeOf(err))
+	assert.True(t, report.RemainingUnknown, "an engine that cannot be listed leaves the remainder unknown, not zero")
+	assert.ErrorIs(t, err, cerrdefs.ErrInvalidArgument, "the cause is kept")
 
 	_, err = newClient(fastOptions(), newFakeObjects()).Teardown(context.Background(), Ownership{}, "teardown")
 	assert.Equal(t, failure.SandboxIdentityInvalid, failure.CodeOf(err))

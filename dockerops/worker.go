@@ -133,7 +133,7 @@ func (s WorkerSpec) validate() error {
 // its id. Failures carry failure.SandboxCreateFailed.
 func (c *Client) CreateWorker(ctx context.Context, spec WorkerSpec) (string, error) {
 	if err := spec.validate(); err != nil {
-		return "", failure.Wrap(failure.SandboxCreateFailed, err, "container create: %v", err)
+		return "", failure.Wrap(failure.SandboxCreateFailed, err, "container create")
 	}
 	attempt := 0
 	id, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (string, error) {

@@ -1,48 +1,87 @@
 package failure
 
+import "net/http"
+
+// The registry of every code forged reports. Each line is one code: its
+// name, whether a new dispatch of the same work may succeed (Retryable or
+// Permanent), the HTTP status the daemon answers it with, and its meaning.
+// Adding a code is one line here and one row in README.md's code table
+// (TestReadmeTableMatchesRegistry holds the two together).
+
 // Dispatch decoding and admission.
-const (
-	DispatchInvalid        Code = "dispatch_invalid"
-	DispatchWrongRunner    Code = "dispatch_runner_mismatch"
-	CapacityExhausted      Code = "capacity_exhausted"
-	AttemptDuplicate       Code = "attempt_duplicate"
-	AttemptNotFound        Code = "attempt_not_found"
-	SupervisorShuttingDown Code = "supervisor_shutting_down"
+var (
+	DispatchInvalid        = define("dispatch_invalid", Permanent, http.StatusBadRequest, "the dispatch failed strict decoding; the message names the field")
+	CapacityExhausted      = define("capacity_exhausted", Retryable, http.StatusTooManyRequests, "all slots busy and the queue full")
+	DispatchWrongRunner    = define("dispatch_runner_mismatch", Permanent, http.StatusConflict, "the dispatch names another runner id than this forged's")
+	AttemptDuplicate       = define("attempt_duplicate", Permanent, http.StatusConflict, "the attempt id is already admitted, or finished and still remembered")
+	AttemptNotFound        = define("attempt_not_found", Permanent, http.StatusNotFound, "no such attempt (running, or finished and remembered)")
+	SupervisorShuttingDown = define("supervisor_shutting_down", Retryable, http.StatusServiceUnavailable, "forged is stopping and admits nothing more")
+)
+
+// Host preflight and the Docker context lock.
+var (
+	DockerUnreachable      = define("docker_unreachable", Retryable, http.StatusServiceUnavailable, "the engine does not answer")
+	PlatformUnsupported    = define("platform_unsupported", Permanent, http.StatusServiceUnavailable, "forged's own OS cannot host Docker sandboxes")
+	DockerLinuxRequired    = define("docker_linux_required", Permanent, http.StatusServiceUnavailable, "the engine runs non-Linux containers")
+	DockerRootlessRequired = define("docker_rootless_required", Permanent, http.StatusServiceUnavailable, "the engine is rootful and rootful was not allowed")
+	DockerDiskLow          = define("docker_disk_low", Retryable, http.StatusServiceUnavailable, "the Docker root directory is under disk pressure; the message carries the numbers")
+	DockerMemoryLow        = define("docker_memory_low", Retryable, http.StatusServiceUnavailable, "available memory less the host reserve holds no attempt; the message carries the numbers")
+	DockerCPULow           = define("docker_cpu_low", Retryable, http.StatusServiceUnavailable, "the cores left after the host's share hold no attempt")
+	DockerContextOwned     = define("docker_context_owned", Retryable, http.StatusServiceUnavailable, "another live forged owns this Docker context (its pid is named)")
 )
 
 // Sandbox runtime failures, as in the seed implementation.
-const (
-	SandboxIdentityInvalid     Code = "sandbox_identity_invalid"
-	SandboxContractInvalid     Code = "sandbox_contract_invalid"
-	SandboxServicesUnsupported Code = "sandbox_services_unsupported"
-	SandboxEgressUnsupported   Code = "sandbox_egress_unsupported"
-	SandboxCapacityProfile     Code = "sandbox_capacity_profile_mismatch"
-	SandboxSecurityProfile     Code = "sandbox_security_profile_invalid"
-	SandboxSecurityUnavailable Code = "sandbox_security_profile_unavailable"
-	PolicyMismatch             Code = "policy_mismatch"
-	SandboxInputFailed         Code = "sandbox_input_failed"
-	SandboxConfigUnapproved    Code = "sandbox_config_commit_unapproved"
-	SandboxConfigInvalid       Code = "sandbox_config_commit_invalid"
-	SandboxConfigMismatch      Code = "sandbox_config_commit_mismatch"
-	SandboxBuildFailed         Code = "sandbox_build_failed"
-	SandboxCreateFailed        Code = "sandbox_create_failed"
-	SandboxWorkerFailed        Code = "sandbox_worker_failed"
-	SandboxOOMKilled           Code = "sandbox_oom_killed"
-	SandboxPIDExhausted        Code = "sandbox_pid_exhausted"
-	SandboxStorageExhausted    Code = "sandbox_storage_exhausted"
-	SandboxFDExhausted         Code = "sandbox_file_descriptor_exhausted"
-	SandboxLogLimit            Code = "sandbox_log_limit"
-	SandboxEventInvalid        Code = "sandbox_event_invalid"
-	SandboxOutputMissing       Code = "sandbox_output_missing"
-	SandboxOutputInvalid       Code = "sandbox_output_invalid"
-	SandboxOutputConflict      Code = "sandbox_output_conflict"
-	SandboxOutputStale         Code = "sandbox_output_stale"
-	SandboxOutputPublishForbid Code = "sandbox_output_publish_forbidden"
-	SandboxOutputPublishReject Code = "sandbox_output_publish_rejected"
-	SandboxOutputPublishStale  Code = "sandbox_output_publish_stale"
-	SandboxLeaseExpired        Code = "sandbox_lease_expired"
-	SandboxCancelled           Code = "sandbox_cancelled"
-	SandboxRuntimeFailed       Code = "sandbox_runtime_failed"
-	SandboxTeardownFailed      Code = "teardown_failed"
-	DockerUnreachable          Code = "docker_unreachable"
+var (
+	SandboxIdentityInvalid     = define("sandbox_identity_invalid", Permanent, http.StatusBadRequest, "an attempt, lease, runner or fencing id is not a full lowercase UUID")
+	SandboxContractInvalid     = define("sandbox_contract_invalid", Permanent, http.StatusUnprocessableEntity, "`.forge/forge.sandbox.yml` is invalid")
+	SandboxServicesUnsupported = define("sandbox_services_unsupported", Permanent, http.StatusUnprocessableEntity, "the contract declares services; refused before anything is created")
+	SandboxEgressUnsupported   = define("sandbox_egress_unsupported", Permanent, http.StatusUnprocessableEntity, "the dispatch asks for `public_allowlist`; refused before anything is created")
+	SandboxCachesUnsupported   = define("sandbox_caches_unsupported", Permanent, http.StatusUnprocessableEntity, "the contract declares caches, which are not mounted yet; refused before anything is created")
+	SandboxCapacityProfile     = define("sandbox_capacity_profile_mismatch", Permanent, http.StatusUnprocessableEntity, "the reserved service or runtime memory is below what the contract needs")
+	SandboxSecurityUnavailable = define("sandbox_security_profile_unavailable", Permanent, http.StatusUnprocessableEntity, "`sandbox_required` without seccomp and LSM profiles")
+	SandboxSecurityProfile     = define("sandbox_security_profile_invalid", Permanent, http.StatusUnprocessableEntity, "a malformed seccomp or LSM profile")
+	PolicyMismatch             = define("policy_mismatch", Permanent, http.StatusUnprocessableEntity, "`open_public` networking is not permitted on this runner")
+	SandboxInputFailed         = define("sandbox_input_failed", Permanent, http.StatusUnprocessableEntity, "the input or config could not be resolved from the host repository")
+	SandboxConfigUnapproved    = define("sandbox_config_commit_unapproved", Permanent, http.StatusUnprocessableEntity, "`sandbox_required` without an approved config commit")
+	SandboxConfigInvalid       = define("sandbox_config_commit_invalid", Permanent, http.StatusUnprocessableEntity, "the config commit is not a full commit sha of the repository")
+	SandboxConfigMismatch      = define("sandbox_config_commit_mismatch", Permanent, http.StatusUnprocessableEntity, "the config commit does not carry the approved sandbox configuration")
+	SandboxBuildFailed         = define("sandbox_build_failed", Permanent, http.StatusInternalServerError, "the image build failed")
+	SandboxCreateFailed        = define("sandbox_create_failed", Retryable, http.StatusInternalServerError, "the network, volumes or worker could not be created")
+	SandboxWorkerFailed        = define("sandbox_worker_failed", Permanent, http.StatusInternalServerError, "the worker or its task exited non-zero; the message carries the diagnostic")
+	SandboxOOMKilled           = define("sandbox_oom_killed", Permanent, http.StatusInternalServerError, "the engine's inspected state says OOMKilled (never inferred from exit code 137)")
+	SandboxPIDExhausted        = define("sandbox_pid_exhausted", Permanent, http.StatusInternalServerError, "the task ran out of PIDs, classified from the engine's state error")
+	SandboxStorageExhausted    = define("sandbox_storage_exhausted", Permanent, http.StatusInternalServerError, "the task ran out of storage, classified from the engine's state error")
+	SandboxFDExhausted         = define("sandbox_file_descriptor_exhausted", Permanent, http.StatusInternalServerError, "the task ran out of file descriptors, classified from the engine's state error")
+	SandboxLogLimit            = define("sandbox_log_limit", Permanent, http.StatusInternalServerError, "the worker's output exceeded the capture budget (8 MiB)")
+	SandboxEventInvalid        = define("sandbox_event_invalid", Permanent, http.StatusInternalServerError, "a worker event broke the field bounds")
+	SandboxOutputMissing       = define("sandbox_output_missing", Permanent, http.StatusInternalServerError, "the worker left no manifest")
+	SandboxOutputInvalid       = define("sandbox_output_invalid", Permanent, http.StatusInternalServerError, "identity or fence mismatch, bad file, size or hash, bundle rejected by the quarantine")
+	SandboxOutputConflict      = define("sandbox_output_conflict", Retryable, http.StatusConflict, "the managed branch or its checked-out worktree moved during the attempt")
+	SandboxOutputStale         = define("sandbox_output_stale", Permanent, http.StatusConflict, "at the moment of the move, the attempt was cancelled, its lease expired or its fence changed")
+	SandboxOutputPublishForbid = define("sandbox_output_publish_forbidden", Permanent, http.StatusForbidden, "no grant redeemer configured; the helper or endpoint failed, timed out or answered malformed; or the credential breaks the rules (expired, remote outside the allowed hosts, …)")
+	SandboxOutputPublishReject = define("sandbox_output_publish_rejected", Permanent, http.StatusConflict, "the push was rejected")
+	SandboxOutputPublishStale  = define("sandbox_output_publish_stale", Permanent, http.StatusConflict, "the remote branch moved away from the input")
+	SandboxLeaseExpired        = define("sandbox_lease_expired", Permanent, http.StatusConflict, "the lease watchdog fired")
+	SandboxRunnerRestarted     = define("sandbox_runner_restarted", Retryable, http.StatusInternalServerError, "forged died while the attempt ran; the attempt was reaped at the next start and not re-run")
+	SandboxCancelled           = define("sandbox_cancelled", Permanent, http.StatusConflict, "cancelled by request or signal")
+	SandboxRuntimeFailed       = define("sandbox_runtime_failed", Retryable, http.StatusInternalServerError, "anything uncoded (including a crashed actor)")
+	SandboxTeardownFailed      = define("teardown_failed", Permanent, http.StatusInternalServerError, "some labelled resource could not be removed; the attempt is reported degraded")
+)
+
+// Leases: renewals from the API and signed updates inside the sandbox.
+var (
+	LeaseRenewalInvalid = define("lease_renewal_invalid", Permanent, http.StatusBadRequest, "a renewal request body is not {fencingToken: full UUID, expiresAt: RFC 3339}")
+	LeaseUpdateInvalid  = define("lease_update_invalid", Permanent, http.StatusBadRequest, "a signed lease update is malformed")
+	LeaseUpdateForbid   = define("lease_update_forbidden", Permanent, http.StatusForbidden, "a lease update is not signed for this attempt and fence")
+	LeaseUpdateStale    = define("lease_update_stale", Permanent, http.StatusConflict, "a lease update does not move the expiry later")
+)
+
+// The ledger, cleanup reports and the reaper.
+var (
+	LedgerInvalid          = define("sandbox_ledger_invalid", Permanent, http.StatusInternalServerError, "a ledger refused on write, or one on disk that is corrupt, oversized, a symbolic link or fails its schema")
+	LeaseTransitionInvalid = define("sandbox_lease_transition_invalid", Permanent, http.StatusInternalServerError, "a ledger state change the transition table forbids")
+	CleanupReportInvalid   = define("sandbox_cleanup_report_invalid", Permanent, http.StatusBadRequest, "a cleanup report (or report id) that fails validation")
+	StateIOFailed          = define("sandbox_state_io_failed", Retryable, http.StatusInternalServerError, "forged's state directory could not be read or written")
+	ReaperConfigInvalid    = define("reaper_config_invalid", Permanent, http.StatusInternalServerError, "a reaper round's runner identities are not full UUIDs")
+	ReaperListFailed       = define("reaper_list_failed", Retryable, http.StatusServiceUnavailable, "the engine's managed objects could not be listed")
 )

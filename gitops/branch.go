@@ -120,7 +120,7 @@ func moveCheckedOut(ctx context.Context, git *Runner, repo, dir, branch, input, 
 	}
 	if _, err := git.Run(ctx, dir, RunOpts{Timeout: resetTimeout, Code: failure.SandboxOutputConflict},
 		"reset", "--hard", "--quiet"); err != nil {
-		return failure.Wrap(failure.SandboxOutputConflict, err, "managed branch moved but worktree %s was not reset: %v", dir, err)
+		return failure.Wrap(failure.SandboxOutputConflict, err, "managed branch moved but worktree %s was not reset", dir)
 	}
 	return nil
 }

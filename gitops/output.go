@@ -51,7 +51,7 @@ func ValidateOutput(outputDir string, expected messages.SandboxIdentity) (*Outpu
 	}
 	var m messages.Manifest
 	if err := strictjson.Decode(raw, &m); err != nil {
-		return nil, failure.Wrap(failure.SandboxOutputInvalid, err, "manifest is not a valid document: %v", err)
+		return nil, failure.Wrap(failure.SandboxOutputInvalid, err, "manifest is not a valid document")
 	}
 	if m.SandboxIdentity != expected {
 		return nil, failure.New(failure.SandboxOutputInvalid, "manifest identity or fence mismatch")

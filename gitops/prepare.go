@@ -144,7 +144,7 @@ func fetchOrigin(ctx context.Context, git *Runner, repo string) error {
 		_, _ = git.Run(ctx, repo, RunOpts{Timeout: fetchTimeout}, "fetch", "--prune", "--quiet", "origin")
 	}
 	if err := ctx.Err(); err != nil {
-		return failure.Wrap(failure.SandboxInputFailed, err, "prepare interrupted: %v", err)
+		return failure.Wrap(failure.SandboxInputFailed, err, "prepare interrupted")
 	}
 	return nil
 }

@@ -82,7 +82,7 @@ func ValidateCredential(c Credential, now time.Time, validateRemote RemoteValida
 		validateRemote = ValidateGitHubRemote
 	}
 	if err := validateRemote(c.RemoteURL); err != nil {
-		return failure.Wrap(failure.SandboxOutputPublishForbid, err, "publication credential refused: %s", reasonRemote)
+		return failure.WrapWithheld(failure.SandboxOutputPublishForbid, err, "publication credential refused: %s", reasonRemote)
 	}
 	refuse := func(reason string) error {
 		return failure.New(failure.SandboxOutputPublishForbid, "publication credential refused: %s", reason)

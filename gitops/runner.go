@@ -132,11 +132,11 @@ func (r *Runner) Run(ctx context.Context, dir string, opts RunOpts, args ...stri
 	case err == nil:
 		return out, nil
 	case ctx.Err() != nil:
-		return "", failure.Wrap(code, ctx.Err(), "git %s: %v", sub, ctx.Err())
+		return "", failure.Wrap(code, ctx.Err(), "git %s", sub)
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
 		return "", failure.Wrap(code, context.DeadlineExceeded, "git %s: timed out after %s", sub, timeout)
 	default:
-		return "", failure.Wrap(code, err, "git %s: %s%s", sub, describeExit(err), excerpt(redact(stderr, opts.Redact)))
+		return "", failure.WrapWithheld(code, err, "git %s: %s%s", sub, describeExit(err), excerpt(redact(stderr, opts.Redact)))
 	}
 }
 

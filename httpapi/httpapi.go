@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/strictjson"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/reaper"
 	"github.com/forgedev/forged/runner"
@@ -97,6 +99,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// writeRefusal answers a refusal with its code's registered HTTP status.
+func writeRefusal(w http.ResponseWriter, code failure.Code, message string) {
+	writeJSON(w, failure.HTTPStatus(code), errorBody{Code: string(code), Message: message})
+}
+
 func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 	d, err := messages.DecodeDispatch(r.Body)
 	if err != nil {
@@ -109,11 +116,7 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !reply.Accepted {
-		status := http.StatusConflict
-		if reply.Code == string(failure.CapacityExhausted) {
-			status = http.StatusTooManyRequests
-		}
-		writeJSON(w, status, errorBody{Code: reply.Code, Message: reply.Message})
+		writeRefusal(w, failure.Code(reply.Code), reply.Message)
 		return
 	}
 	a.logger.Info("attempt admitted", "attempt", reply.AttemptID, "queued", reply.Queued)
@@ -180,21 +183,21 @@ type RenewRequest struct {
 }
 
 func (a *api) renew(w http.ResponseWriter, r *http.Request) {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
-	dec.DisallowUnknownFields()
 	var req RenewRequest
-	if err := dec.Decode(&req); err != nil || !messages.IsFullUUID(req.FencingToken) || req.ExpiresAt.IsZero() {
-		writeJSON(w, http.StatusBadRequest, errorBody{Code: "lease_renewal_invalid", Message: "body must be {fencingToken: full UUID, expiresAt: RFC 3339}"})
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4096))
+	if err == nil {
+		err = strictjson.Decode(raw, &req) // one document, no unknown fields, nothing after it
+	}
+	if err != nil || !messages.IsFullUUID(req.FencingToken) || req.ExpiresAt.IsZero() {
+		writeRefusal(w, failure.LeaseRenewalInvalid, "body must be {fencingToken: full UUID, expiresAt: RFC 3339}")
 		return
 	}
 	reply, err := a.runner.Renew(r.PathValue("id"), req.FencingToken, req.ExpiresAt)
 	switch {
 	case err != nil:
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: string(failure.SandboxRuntimeFailed), Message: err.Error()})
-	case reply.Code == string(failure.AttemptNotFound):
-		writeJSON(w, http.StatusNotFound, errorBody{Code: reply.Code, Message: reply.Message})
 	case !reply.Accepted:
-		writeJSON(w, http.StatusConflict, errorBody{Code: reply.Code, Message: reply.Message})
+		writeRefusal(w, failure.Code(reply.Code), reply.Message)
 	default:
 		writeJSON(w, http.StatusOK, reply)
 	}

@@ -59,17 +59,17 @@ const (
 	controlKeySize = 32
 )
 
-// Failure codes of a refused update.
-const (
+// Failure codes of a refused update (registered in package failure).
+var (
 	// UpdateInvalid: the update is malformed (not a strict JSON document of
 	// the right shape, wrong schema, unparsable expiry, malformed MAC).
-	UpdateInvalid failure.Code = "lease_update_invalid"
+	UpdateInvalid = failure.LeaseUpdateInvalid
 	// UpdateForbidden: the update is well formed but not for this lease
 	// (another attempt or fencing token) or its MAC does not verify.
-	UpdateForbidden failure.Code = "lease_update_forbidden"
+	UpdateForbidden = failure.LeaseUpdateForbid
 	// UpdateStale: the update is authentic but does not move the expiry
 	// later (a replayed or reordered update).
-	UpdateStale failure.Code = "lease_update_stale"
+	UpdateStale = failure.LeaseUpdateStale
 )
 
 // Update is a signed lease renewal, the document written to

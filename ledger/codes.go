@@ -2,16 +2,17 @@ package ledger
 
 import "github.com/forgedev/forged/failure"
 
-// Failure codes of the ledger and cleanup-report store.
-const (
+// Failure codes of the ledger and cleanup-report store (registered in
+// package failure).
+var (
 	// CodeLedgerInvalid: an entry refused on write, or a ledger on disk
 	// that is corrupt, oversized, a symbolic link or fails its schema.
-	CodeLedgerInvalid failure.Code = "sandbox_ledger_invalid"
+	CodeLedgerInvalid = failure.LedgerInvalid
 	// CodeLeaseTransition: a lease state change the table forbids.
-	CodeLeaseTransition failure.Code = "sandbox_lease_transition_invalid"
+	CodeLeaseTransition = failure.LeaseTransitionInvalid
 	// CodeReportInvalid: a cleanup report (or report id) that fails
 	// validation.
-	CodeReportInvalid failure.Code = "sandbox_cleanup_report_invalid"
+	CodeReportInvalid = failure.CleanupReportInvalid
 	// CodeStateIO: the state directory could not be read or written.
-	CodeStateIO failure.Code = "sandbox_state_io_failed"
+	CodeStateIO = failure.StateIOFailed
 )

@@ -1,10 +1,9 @@
 package ledger
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/forgedev/forged/internal/atomicfile"
 	"io"
 	"io/fs"
 	"os"
@@ -43,71 +42,24 @@ func ensureDir(dir string) error {
 	return nil
 }
 
-// writeDurable replaces dir/name with data: a fresh temporary file in dir
-// (created exclusively, 0600, never through a link) is written, synced and
-// closed, renamed over the target, and dir is synced so that the rename
+// writeDurable replaces dir/name with data through the one atomic writer
+// (internal/atomicfile): a temporary file in dir, synced, 0600, renamed over
+// the target (never through a link), and dir synced so that the rename
 // itself survives a crash.
-func writeDurable(dir, name string, data []byte) (err error) {
+func writeDurable(dir, name string, data []byte) error {
 	if err := ensureDir(dir); err != nil {
 		return err
 	}
-	tmp, err := tempName(dir, name)
-	if err != nil {
-		return err
+	if err := atomicfile.Write(filepath.Join(dir, name), data, fileMode); err != nil {
+		return ioError(err, "write %s", name)
 	}
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, fileMode)
-	if err != nil {
-		return ioError(err, "create %s", tmp)
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err := writeAll(f, data); err != nil {
-		_ = f.Close()
-		return ioError(err, "write %s", tmp)
-	}
-	if err := f.Close(); err != nil {
-		return ioError(err, "close %s", tmp)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return ioError(err, "rename %s", tmp)
-	}
-	return syncDir(dir)
-}
-
-// writeAll sets the file's mode (whatever the umask), writes data and
-// syncs it to stable storage.
-func writeAll(f *os.File, data []byte) error {
-	if err := f.Chmod(fileMode); err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	return f.Sync()
-}
-
-// tempName is a new, unpredictable temporary name for name in dir. It
-// starts with a dot so that listings never mistake it for a record.
-func tempName(dir, name string) (string, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", ioError(err, "random temporary name")
-	}
-	return filepath.Join(dir, fmt.Sprintf(".%s.%s.tmp", name, hex.EncodeToString(b[:]))), nil
+	return nil
 }
 
 // syncDir fsyncs a directory so that renames and removals in it are
 // durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return ioError(err, "open %s", dir)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return ioError(err, "sync %s", dir)
 	}
 	return nil
@@ -176,7 +128,7 @@ func readBounded(path string, max int64) ([]byte, error) {
 
 // ioError is a CodeStateIO error wrapping err.
 func ioError(err error, format string, args ...any) error {
-	return failure.Wrap(CodeStateIO, err, "%s: %v", fmt.Sprintf(format, args...), err)
+	return failure.Wrap(CodeStateIO, err, "%s", fmt.Sprintf(format, args...))
 }
 
 // RemoveTemporaryFiles deletes the temporary files that a process killed
@@ -195,7 +147,10 @@ func (s Store) RemoveTemporaryFiles() (int, error) {
 		}
 		for _, entry := range entries {
 			name := entry.Name()
-			if !entry.Type().IsRegular() || !strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".tmp") {
+			// atomicfile's temporaries, and the ".<name>.<hex>.tmp" ones of
+			// forged versions before it.
+			legacy := strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".tmp")
+			if !entry.Type().IsRegular() || !(atomicfile.IsTemporary(name) || legacy) {
 				continue
 			}
 			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -1,8 +1,8 @@
 package ledger
 
 import (
+	"github.com/forgedev/forged/internal/text"
 	"time"
-	"unicode/utf8"
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/messages"
@@ -80,7 +80,7 @@ func (e Entry) Validate() error {
 	}
 	for _, id := range ids {
 		if !messages.IsFullUUID(id.value) {
-			return invalid("%s %q is not a full lowercase UUID", id.field, clip(id.value, 64))
+			return invalid("%s %q is not a full lowercase UUID", id.field, text.Ellipsis(id.value, 64))
 		}
 	}
 	if !boundedText(e.WorktreeKey, 1, maxWorktreeKey) {
@@ -90,7 +90,7 @@ func (e Entry) Validate() error {
 		return invalid("expiresAt is missing")
 	}
 	if !e.State.Known() {
-		return invalid("state %q is unknown", clip(string(e.State), 32))
+		return invalid("state %q is unknown", text.Ellipsis(string(e.State), 32))
 	}
 	if err := validResources("planned", e.Planned); err != nil {
 		return err
@@ -112,7 +112,7 @@ func validResources(field string, list []Resource) error {
 	for i, r := range list {
 		switch {
 		case !knownResourceType(r.Type):
-			return invalid("%s[%d].type %q is unknown", field, i, clip(r.Type, 32))
+			return invalid("%s[%d].type %q is unknown", field, i, text.Ellipsis(r.Type, 32))
 		case !boundedText(r.Name, 1, maxNameBytes):
 			return invalid("%s[%d].name is empty, too long or has control characters", field, i)
 		case !boundedText(r.ID, 0, maxNameBytes):
@@ -143,18 +143,6 @@ func hasControl(s string) bool {
 		}
 	}
 	return false
-}
-
-// clip shortens s to at most n bytes, without splitting a UTF-8
-// sequence, for an error message.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // invalid is a CodeLedgerInvalid error.

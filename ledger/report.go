@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/forgedev/forged/internal/text"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -53,9 +54,9 @@ var (
 func ValidateReport(r messages.CleanupReport) error {
 	switch {
 	case !reportID.MatchString(r.ReportID):
-		return reportInvalid("report id %q is not a UUID", clip(r.ReportID, 64))
+		return reportInvalid("report id %q is not a UUID", text.Ellipsis(r.ReportID, 64))
 	case r.Source != SourceTeardown && r.Source != SourceReaper:
-		return reportInvalid("source %q is neither %q nor %q", clip(r.Source, 32), SourceTeardown, SourceReaper)
+		return reportInvalid("source %q is neither %q nor %q", text.Ellipsis(r.Source, 32), SourceTeardown, SourceReaper)
 	case r.Actions == nil:
 		return reportInvalid("actions are missing")
 	case len(r.Actions) > MaxReportActions:
@@ -81,11 +82,11 @@ func validAction(a messages.CleanupAction) error {
 	case !actionID.MatchString(a.RunnerInstanceID):
 		return errors.New("runner instance id is not an id")
 	case !knownResourceType(a.ResourceType):
-		return fmt.Errorf("resource type %q is unknown", clip(a.ResourceType, 32))
+		return fmt.Errorf("resource type %q is unknown", text.Ellipsis(a.ResourceType, 32))
 	case !boundedText(a.ResourceID, 1, maxNameBytes):
 		return errors.New("resource id is empty, too long or has control characters")
 	case a.Outcome != OutcomeRemoved && a.Outcome != OutcomeFailed:
-		return fmt.Errorf("outcome %q is unknown", clip(a.Outcome, 32))
+		return fmt.Errorf("outcome %q is unknown", text.Ellipsis(a.Outcome, 32))
 	case len(a.Message) > maxActionMessage:
 		return fmt.Errorf("message is longer than %d bytes", maxActionMessage)
 	case a.OccurredAt.IsZero():
@@ -113,7 +114,7 @@ func (s Store) PersistReport(r messages.CleanupReport) error {
 	}
 	data, err := json.Marshal(r)
 	if err != nil {
-		return failure.Wrap(CodeReportInvalid, err, "encode report: %v", err)
+		return failure.Wrap(CodeReportInvalid, err, "encode report")
 	}
 	if len(data)+1 > MaxReportBytes {
 		return reportInvalid("report %s would be %d bytes, more than %d", r.ReportID, len(data)+1, MaxReportBytes)
@@ -142,7 +143,7 @@ func (s Store) ScanReports() ([]messages.CleanupReport, []Corrupt, error) {
 // CodeReportInvalid.
 func (s Store) AcknowledgeReport(id string) error {
 	if !reportID.MatchString(id) {
-		return reportInvalid("report id %q is not a UUID", clip(id, 64))
+		return reportInvalid("report id %q is not a UUID", text.Ellipsis(id, 64))
 	}
 	return removeDurable(s.ReportDir(), fileName(id))
 }
@@ -175,6 +176,3 @@ func readReport(path string) (r messages.CleanupReport, reason string, err error
 func reportInvalid(format string, args ...any) error {
 	return failure.New(CodeReportInvalid, format, args...)
 }
-
-// IsReportID reports whether id has the form of a cleanup report id.
-func IsReportID(id string) bool { return reportID.MatchString(id) }

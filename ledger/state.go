@@ -1,6 +1,9 @@
 package ledger
 
-import "github.com/forgedev/forged/failure"
+import (
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/text"
+)
 
 // State is the lease state of an attempt's isolation: which phase of its
 // life its Docker objects are in.
@@ -62,7 +65,7 @@ func (s State) CanTransition(to State) bool {
 func (e Entry) Transition(to State) (Entry, error) {
 	if !e.State.CanTransition(to) {
 		return e, failure.New(CodeLeaseTransition, "lease of attempt %s cannot move from %q to %q",
-			clip(e.AttemptID, 64), clip(string(e.State), 32), clip(string(to), 32))
+			text.Ellipsis(e.AttemptID, 64), text.Ellipsis(string(e.State), 32), text.Ellipsis(string(to), 32))
 	}
 	next := e
 	next.State = to

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/forgedev/forged/internal/text"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -42,8 +43,8 @@ type Store struct {
 // Corrupt is a file that failed a check. It stays on disk for the
 // operator; its content is never used.
 type Corrupt struct {
-	Path   string
-	Reason string
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 // LedgerDir is the directory of the ledgers.
@@ -72,7 +73,7 @@ func (s Store) Write(e Entry) error {
 	}
 	data, err := json.Marshal(e)
 	if err != nil {
-		return failure.Wrap(CodeLedgerInvalid, err, "encode ledger: %v", err)
+		return failure.Wrap(CodeLedgerInvalid, err, "encode ledger")
 	}
 	if len(data)+1 > MaxLedgerBytes {
 		return invalid("ledger of attempt %s would be %d bytes, more than %d", e.AttemptID, len(data)+1, MaxLedgerBytes)
@@ -85,7 +86,7 @@ func (s Store) Write(e Entry) error {
 // CodeLedgerInvalid (and is left on disk).
 func (s Store) Read(attemptID string) (Entry, error) {
 	if !messages.IsFullUUID(attemptID) {
-		return Entry{}, invalid("attempt id %q is not a full lowercase UUID", clip(attemptID, 64))
+		return Entry{}, invalid("attempt id %q is not a full lowercase UUID", text.Ellipsis(attemptID, 64))
 	}
 	path := filepath.Join(s.LedgerDir(), fileName(attemptID))
 	e, reason, err := readLedger(path)
@@ -147,7 +148,7 @@ func scanRecords[T any](dir string, limit int, read func(path string) (T, string
 // an error.
 func (s Store) Remove(attemptID string) error {
 	if !messages.IsFullUUID(attemptID) {
-		return invalid("attempt id %q is not a full lowercase UUID", clip(attemptID, 64))
+		return invalid("attempt id %q is not a full lowercase UUID", text.Ellipsis(attemptID, 64))
 	}
 	return removeDurable(s.LedgerDir(), fileName(attemptID))
 }

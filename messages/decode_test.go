@@ -132,8 +132,10 @@ func FuzzDecodeDispatch(f *testing.F) {
 }
 
 func TestRunnerEventKind(t *testing.T) {
-	assert.Equal(t, KindError, RunnerEvent("sandbox_worker_failed", "x", nil).Kind)
+	assert.Equal(t, KindError, FailureEvent("sandbox_output_stale", "x", nil).Kind, "the kind comes from the builder")
+	assert.Equal(t, KindError, FailureEvent("policy_mismatch", "x", nil).Kind)
 	assert.Equal(t, KindCheckpoint, RunnerEvent("sandbox_started", "x", nil).Kind)
+	assert.Equal(t, KindCheckpoint, RunnerEvent("sandbox_limit_noted", "x", nil).Kind, "never guessed from the name")
 	ev := RunnerEvent("sandbox_metadata", "x", map[string]string{"a": "b"})
 	require.NotNil(t, ev.Data)
 	assert.JSONEq(t, `{"a":"b"}`, *ev.Data)

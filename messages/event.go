@@ -2,7 +2,6 @@ package messages
 
 import (
 	"encoding/json"
-	"regexp"
 	"time"
 )
 
@@ -24,16 +23,21 @@ const (
 	KindError      = "error"
 )
 
-var errorEventType = regexp.MustCompile(`(?i)(failed|timeout|expired|exhausted|killed|rejected|invalid|unavailable|limit|cancelled|unsupported)`)
-
-// RunnerEvent builds a host-side event (role "runner"). The kind is "error"
-// when the event type names a failure, "checkpoint" otherwise. data, when not
-// nil, is marshalled to a JSON string.
+// RunnerEvent builds a host-side checkpoint event (role "runner"). The
+// kind comes from where the event is made, never from its name: failures
+// are built with FailureEvent. data, when not nil, is marshalled to a JSON
+// string.
 func RunnerEvent(eventType, content string, data any) Event {
-	kind := KindCheckpoint
-	if errorEventType.MatchString(eventType) {
-		kind = KindError
-	}
+	return runnerEvent(KindCheckpoint, eventType, content, data)
+}
+
+// FailureEvent builds a host-side failure event (role "runner", kind
+// "error"): an attempt's failure code, a failed teardown or lease push.
+func FailureEvent(eventType, content string, data any) Event {
+	return runnerEvent(KindError, eventType, content, data)
+}
+
+func runnerEvent(kind, eventType, content string, data any) Event {
 	ev := Event{Role: "runner", Kind: kind, EventType: eventType, Content: content, OccurredAt: time.Now().UTC()}
 	if data != nil {
 		if raw, err := json.Marshal(data); err == nil {

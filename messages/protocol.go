@@ -121,6 +121,10 @@ type CleanupReport struct {
 	Source    string          `json:"source"`
 	Actions   []CleanupAction `json:"actions"`
 	Remaining int             `json:"remaining"`
+	// RemainingUnknown is set when the engine could not be listed after
+	// (or during) the teardown: Remaining is then a lower bound, not a
+	// count.
+	RemainingUnknown bool `json:"remainingUnknown,omitempty"`
 }
 
 // CleanupAction is one removal in a CleanupReport.

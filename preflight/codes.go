@@ -2,28 +2,28 @@ package preflight
 
 import "github.com/forgedev/forged/failure"
 
-// Codes a Report or a context lock can carry. They are part of forged's
-// external contract, like the codes in package failure.
-const (
+// Codes a Report or a context lock can carry: names in this package for
+// codes registered in package failure (their meanings live there).
+var (
 	// DockerUnreachable: no engine answered Ping, Info or ServerVersion in
 	// time.
 	DockerUnreachable = failure.DockerUnreachable
 	// PlatformUnsupported: forged's own OS cannot host Docker sandboxes.
-	PlatformUnsupported failure.Code = "platform_unsupported"
+	PlatformUnsupported = failure.PlatformUnsupported
 	// DockerLinuxRequired: the engine runs non-Linux containers.
-	DockerLinuxRequired failure.Code = "docker_linux_required"
+	DockerLinuxRequired = failure.DockerLinuxRequired
 	// DockerRootlessRequired: the engine is rootful and rootful was not
 	// explicitly allowed.
-	DockerRootlessRequired failure.Code = "docker_rootless_required"
+	DockerRootlessRequired = failure.DockerRootlessRequired
 	// DockerDiskLow: the Docker root directory is under disk pressure.
-	DockerDiskLow failure.Code = "docker_disk_low"
+	DockerDiskLow = failure.DockerDiskLow
 	// DockerMemoryLow: available memory less the host reserve holds no
 	// attempt.
-	DockerMemoryLow failure.Code = "docker_memory_low"
+	DockerMemoryLow = failure.DockerMemoryLow
 	// DockerCPULow: the cores left after the host's share hold no attempt.
-	DockerCPULow failure.Code = "docker_cpu_low"
+	DockerCPULow = failure.DockerCPULow
 	// DockerContextOwned: another live forged owns the Docker context.
-	DockerContextOwned failure.Code = "docker_context_owned"
+	DockerContextOwned = failure.DockerContextOwned
 )
 
 // MaintenanceAllowedFor reports whether Docker maintenance (reaping

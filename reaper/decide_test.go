@@ -1,9 +1,11 @@
 package reaper
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/ledger"
@@ -56,4 +58,15 @@ func TestShouldReapLedger(t *testing.T) {
 			require.Equal(t, c.wantReaps, ShouldReapLedger(c.entry, instance, c.server, c.snapshot, now))
 		})
 	}
+}
+
+// A round prints camelCase, like every other document forged prints
+// (forged reap, POST /v1/reap).
+func TestRoundJSONIsCamelCase(t *testing.T) {
+	raw, err := json.Marshal(Round{Reaped: []string{"a"}, Skipped: []Skip{{AttemptID: "a", Reason: SkipLive}}, Corrupt: []ledger.Corrupt{{Path: "p", Reason: "r"}}})
+	require.NoError(t, err)
+	for _, key := range []string{`"started"`, `"reaped"`, `"wouldReap"`, `"skipped"`, `"attemptId"`, `"corrupt"`, `"path"`, `"kind"`} {
+		assert.Contains(t, string(raw), key)
+	}
+	assert.NotRegexp(t, `"[A-Z]`, string(raw), "no Go field names")
 }

@@ -14,10 +14,13 @@
 // available, or when the server's snapshot no longer holds it with the
 // same fence, instance and an unexpired lease. A degraded ledger (its own
 // teardown failed) that is not live is reaped too, so a failed removal is
-// retried every round. Reaping writes the ledger as releasing, tears the
-// attempt down by its exact ownership (dockerops Teardown, source
-// "reaper"), stores the cleanup report durably, and only then removes the
-// ledger. When anything fails the ledger is kept as degraded.
+// retried every round. Reaping is the one teardown operation
+// (internal/teardown, source "reaper"), which the attempt's own teardown
+// and the supervisor's crash cleanup share: it writes the ledger as
+// releasing, tears the attempt down by its exact ownership, stores the
+// cleanup report durably, and only then removes the ledger. When anything
+// fails (or the engine could not be listed, so what remains is unknown) the
+// ledger is kept as degraded.
 //
 // From the engine's labels: every managed container, network and volume
 // (in that order) is removed only when all of these hold:

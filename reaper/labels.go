@@ -15,7 +15,7 @@ import (
 func (s *sweep) labels(ctx context.Context) error {
 	objs, err := s.docker.ListManaged(ctx)
 	if err != nil {
-		return failure.Wrap(CodeListFailed, err, "list managed Docker objects: %v", err)
+		return failure.Wrap(CodeListFailed, err, "list managed Docker objects")
 	}
 	objs = slices.Clone(objs)
 	slices.SortStableFunc(objs, func(a, b Object) int {

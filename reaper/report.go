@@ -2,10 +2,10 @@ package reaper
 
 import (
 	"github.com/forgedev/forged/internal/ids"
+	"github.com/forgedev/forged/internal/text"
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/ledger"
@@ -28,7 +28,7 @@ func (l *actionLog) record(owner dockerops.Ownership, obj Object, err error, now
 		FencingToken:      owner.FencingToken,
 		RunnerInstanceID:  owner.RunnerInstanceID,
 		ResourceType:      obj.Kind,
-		ResourceID:        clip(obj.ID, maxResourceID),
+		ResourceID:        text.Clip(obj.ID, maxResourceID),
 		Outcome:           ledger.OutcomeRemoved,
 		OccurredAt:        now.UTC(),
 	}
@@ -69,19 +69,8 @@ func failureMessage(err error) string {
 	msg := strings.Join(strings.FieldsFunc(err.Error(), func(r rune) bool {
 		return unicode.IsSpace(r) || unicode.IsControl(r)
 	}), " ")
-	if msg = clip(msg, maxMessage); msg == "" {
+	if msg = text.Clip(msg, maxMessage); msg == "" {
 		return "Docker object removal failed"
 	}
 	return msg
-}
-
-// clip shortens s to at most n bytes without splitting a UTF-8 sequence.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -60,30 +60,31 @@ const (
 
 // Skip is one ledger (Object zero) or object the round left alone.
 type Skip struct {
-	AttemptID string
-	Object    Object
-	Reason    SkipReason
+	AttemptID string     `json:"attemptId"`
+	Object    Object     `json:"object"`
+	Reason    SkipReason `json:"reason"`
 }
 
-// Round is the account of one round.
+// Round is the account of one round. Its JSON (forged reap, POST
+// /v1/reap) is camelCase like every other document forged prints.
 type Round struct {
 	// Started is when the round began; nothing created later is removed.
-	Started time.Time
+	Started time.Time `json:"started"`
 	// Reaped lists the attempts whose ledger was reaped and removed.
-	Reaped []string
+	Reaped []string `json:"reaped"`
 	// Degraded lists the attempts whose teardown or removal failed; they
 	// are retried next round.
-	Degraded []string
+	Degraded []string `json:"degraded"`
 	// Removed lists the objects removed by label.
-	Removed []Object
+	Removed []Object `json:"removed"`
 	// WouldReap and WouldRemove are what a dry run would reap (ledgers)
 	// and remove (objects, including those the reaped ledgers own).
-	WouldReap   []string
-	WouldRemove []Object
+	WouldReap   []string `json:"wouldReap"`
+	WouldRemove []Object `json:"wouldRemove"`
 	// Skipped lists what was left alone, and why.
-	Skipped []Skip
+	Skipped []Skip `json:"skipped"`
 	// Corrupt lists ledgers that cannot be trusted; they are left on disk.
-	Corrupt []ledger.Corrupt
+	Corrupt []ledger.Corrupt `json:"corrupt"`
 	// Reports are the cleanup reports stored during the round.
-	Reports []messages.CleanupReport
+	Reports []messages.CleanupReport `json:"reports"`
 }

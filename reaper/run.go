@@ -8,6 +8,7 @@ import (
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/teardown"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 )
@@ -135,47 +136,29 @@ func (s *sweep) shouldReap(e ledger.Entry) bool {
 	return ShouldReapLedger(e, s.cfg.RunnerInstanceID, server, s.cfg.SnapshotAvailable, s.round.Started)
 }
 
-// reapLedger tears one attempt down by its ledger: releasing is recorded,
-// the objects are removed, the report is stored, and only then is the
-// ledger removed. On failure the ledger is kept as degraded.
+// reapLedger releases one attempt by its ledger through the one teardown
+// operation (internal/teardown): releasing is recorded, the objects are
+// removed, the report is stored, and only then is the ledger removed. On
+// failure the ledger is kept as degraded for the next round.
 func (s *sweep) reapLedger(ctx context.Context, e ledger.Entry) {
-	if releasing, err := e.Transition(ledger.Releasing); err == nil {
-		// A failed write does not stop the teardown: the ledger on disk
-		// still names the attempt, so a crash now is reaped again.
-		if err := s.store.Write(releasing); err != nil {
-			s.errs = append(s.errs, err)
-		} else {
-			e = releasing
-		}
-	}
-	report, err := s.docker.Teardown(ctx, ownershipOf(e), ledger.SourceReaper)
-	if perr := s.store.PersistReport(report); perr != nil {
-		s.errs = append(s.errs, perr)
-		if err == nil {
-			err = perr
-		}
-	} else if len(report.Actions) > 0 {
-		s.round.Reports = append(s.round.Reports, report)
-	}
-	if err != nil {
-		s.degrade(e)
-		return
-	}
-	if err := s.store.Remove(e.AttemptID); err != nil {
-		s.errs = append(s.errs, err)
-		return
-	}
-	s.round.Reaped = append(s.round.Reaped, e.AttemptID)
-}
-
-// degrade keeps the ledger, marked degraded, for the next round.
-func (s *sweep) degrade(e ledger.Entry) {
-	if d, err := e.Transition(ledger.Degraded); err == nil {
-		if err := s.store.Write(d); err != nil {
+	res := teardown.Release(ctx, s.docker, s.store, teardown.Request{Owner: ownershipOf(e), Source: ledger.SourceReaper, Ledger: &e})
+	for _, err := range []error{res.ReleasingErr, res.LedgerErr} {
+		if err != nil {
 			s.errs = append(s.errs, err)
 		}
 	}
-	s.markDegraded(e.AttemptID)
+	if res.Persisted && len(res.Report.Actions) > 0 {
+		s.round.Reports = append(s.round.Reports, res.Report)
+	}
+	if !res.Persisted {
+		s.errs = append(s.errs, res.Err)
+	}
+	switch {
+	case res.Err != nil:
+		s.markDegraded(e.AttemptID)
+	case res.Removed():
+		s.round.Reaped = append(s.round.Reaped, e.AttemptID)
+	}
 }
 
 // markDegraded lists an attempt as degraded once.

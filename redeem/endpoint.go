@@ -136,7 +136,9 @@ func readToken(path string) (string, error) {
 // failure.SandboxOutputPublishForbid; the reason never quotes the body.
 func (e *Endpoint) Redeem(ctx context.Context, req actors.PublicationRequest) (gitops.Credential, error) {
 	refuse := func(cause error, format string, args ...any) (gitops.Credential, error) {
-		return gitops.Credential{}, failure.Wrap(failure.SandboxOutputPublishForbid, cause, "publication grant redemption: endpoint "+format, args...)
+		// The message is curated (the URL and the body are never quoted): the
+		// cause stays in the chain but is not rendered.
+		return gitops.Credential{}, failure.WrapWithheld(failure.SandboxOutputPublishForbid, cause, "publication grant redemption: endpoint "+format, args...)
 	}
 	token, err := readToken(e.TokenFile)
 	if err != nil {

@@ -119,7 +119,8 @@ func (h *Helper) run(ctx context.Context, stdin []byte) ([]byte, error) {
 		return out, nil
 	}
 	refuse := func(cause error, format string, args ...any) ([]byte, error) {
-		return nil, failure.Wrap(failure.SandboxOutputPublishForbid, cause, "publication grant redemption: credential helper "+format, args...)
+		// The message is curated: the cause stays in the chain, unrendered.
+		return nil, failure.WrapWithheld(failure.SandboxOutputPublishForbid, cause, "publication grant redemption: credential helper "+format, args...)
 	}
 	var exit *exec.ExitError
 	switch {

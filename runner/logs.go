@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,11 +15,21 @@ import (
 // DefaultLogLimit bounds the events kept per attempt.
 const DefaultLogLimit = 10_000
 
+// Retention of finished attempts: their logs (and outcomes) are kept for
+// late readers, at most RetainFinished of them and none older than
+// RetainFor. While an attempt is remembered, its id cannot be submitted
+// again (attempt_duplicate), so its events never mix with another run's.
+const (
+	RetainFinished = 256
+	RetainFor      = time.Hour
+)
+
 // Logs keeps each attempt's events and outcome so that clients can follow
 // an attempt from its start even if they attach late.
 type Logs struct {
 	mu    sync.Mutex
 	limit int
+	now   func() time.Time
 	byID  map[string]*Log
 }
 
@@ -28,32 +39,68 @@ func NewLogs(limit int) *Logs {
 	if limit <= 0 {
 		limit = DefaultLogLimit
 	}
-	return &Logs{limit: limit, byID: map[string]*Log{}}
+	return &Logs{limit: limit, now: time.Now, byID: map[string]*Log{}}
 }
 
-// Get returns an attempt's log.
+// Get returns an attempt's log: running, or finished and still retained.
 func (l *Logs) Get(attemptID string) (*Log, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.evictLocked()
 	log, ok := l.byID[attemptID]
 	return log, ok
 }
 
-func (l *Logs) open(attemptID string) *Log {
+// open starts the log of a new attempt; false when the id is running or
+// still remembered.
+func (l *Logs) open(attemptID string) (*Log, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	log := &Log{limit: l.limit, changed: make(chan struct{})}
-	if _, exists := l.byID[attemptID]; !exists {
-		l.byID[attemptID] = log
+	l.evictLocked()
+	if _, exists := l.byID[attemptID]; exists {
+		return nil, false
 	}
-	return log
+	log := &Log{limit: l.limit, now: l.now, changed: make(chan struct{})}
+	l.byID[attemptID] = log
+	return log, true
+}
+
+// evictLocked forgets the finished attempts beyond the retention: those
+// finished more than RetainFor ago, then the oldest beyond RetainFinished.
+func (l *Logs) evictLocked() {
+	type finished struct {
+		id string
+		at time.Time
+	}
+	var kept []finished
+	cutoff := l.now().Add(-RetainFor)
+	for id, log := range l.byID {
+		at, done := log.finishedAt()
+		switch {
+		case !done:
+		case at.Before(cutoff):
+			delete(l.byID, id)
+		default:
+			kept = append(kept, finished{id, at})
+		}
+	}
+	if len(kept) <= RetainFinished {
+		return
+	}
+	slices.SortFunc(kept, func(a, b finished) int { return a.at.Compare(b.at) })
+	for _, f := range kept[:len(kept)-RetainFinished] {
+		delete(l.byID, f.id)
+	}
 }
 
 // recordRestarted records the outcome of an attempt that a previous
 // process was running when it died: it was torn down at start-up and is
 // not run again.
 func (l *Logs) recordRestarted(attemptID string) {
-	log := l.open(attemptID)
+	log, ok := l.open(attemptID)
+	if !ok {
+		return
+	}
 	log.finish(messages.AttemptOutcome{
 		AttemptID: attemptID, Status: messages.StatusFailed, Code: string(reaper.CodeRunnerRestarted),
 		Message: "forged restarted while the attempt ran; its resources were reaped and it was not run again", FinishedAt: time.Now().UTC(),
@@ -83,12 +130,20 @@ func (l *Logs) discard(attemptID string, log *Log) {
 
 // Log is one attempt's events and, once finished, its outcome.
 type Log struct {
-	mu      sync.Mutex
-	limit   int
-	events  []messages.Event
-	dropped int
-	outcome *messages.AttemptOutcome
-	changed chan struct{} // closed and replaced on every change
+	mu       sync.Mutex
+	limit    int
+	now      func() time.Time
+	events   []messages.Event
+	dropped  int
+	outcome  *messages.AttemptOutcome
+	finished time.Time     // when the outcome was recorded (retention)
+	changed  chan struct{} // closed and replaced on every change
+}
+
+func (l *Log) finishedAt() (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.finished, l.outcome != nil
 }
 
 // Read returns the events from index from on, the outcome if finished, and
@@ -118,6 +173,7 @@ func (l *Log) finish(out messages.AttemptOutcome) {
 	defer l.mu.Unlock()
 	if l.outcome == nil {
 		l.outcome = &out
+		l.finished = l.now()
 		l.notifyLocked()
 	}
 }

@@ -195,6 +195,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Slots:      cfg.Slots,
 		QueueLimit: cfg.QueueLimit,
 		Cleaner:    docker,
+		Ledgers:    store,
 		Capacity:   cache,
 		RunnerID:   cfg.RunnerID,
 		Reaper:     &supervisor.ReaperConfig{Store: store, Docker: docker, Round: round, Interval: cfg.ReapInterval},
@@ -221,7 +222,11 @@ func (r *Runner) Logs() *Logs { return r.logs }
 
 // Submit admits a dispatch. Its events and outcome are recorded in Logs.
 func (r *Runner) Submit(d *messages.Dispatch) (messages.SubmitReply, error) {
-	log := r.logs.open(d.AttemptID())
+	log, ok := r.logs.open(d.AttemptID())
+	if !ok {
+		return messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(failure.AttemptDuplicate),
+			Message: fmt.Sprintf("attempt %s is running or finished within the last %s; an attempt id is never reused", d.AttemptID(), RetainFor)}, nil
+	}
 	subscriber := r.system.Root.Spawn(subscriberProps(log))
 	res, err := r.system.Root.RequestFuture(r.root, messages.SubmitAttempt{Dispatch: d, Subscriber: subscriber}, requestTimeout).Result()
 	if err != nil {

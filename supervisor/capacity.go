@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/internal/actorkit"
+	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/preflight"
 )
 
@@ -30,12 +31,13 @@ type refreshTick struct{}
 
 // capacity is the supervisor's view of the host's capacity.
 type capacity struct {
+	clock      clock.Clock
 	source     CapacitySource
 	interval   time.Duration
 	ttl        time.Duration
 	report     *preflight.Report
 	refreshing bool
-	timer      *time.Timer
+	timer      clock.Timer
 }
 
 // stale reports whether the report is missing or older than the TTL.
@@ -81,7 +83,7 @@ func (c *capacity) record(ctx actor.Context, report preflight.Report) {
 func (c *capacity) arm(ctx actor.Context) {
 	c.stop()
 	system, self := ctx.ActorSystem(), ctx.Self()
-	c.timer = time.AfterFunc(c.interval, func() { system.Root.Send(self, refreshTick{}) })
+	c.timer = c.clock.AfterFunc(c.interval, func() { system.Root.Send(self, refreshTick{}) })
 }
 
 func (c *capacity) stop() {

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
 )
@@ -43,13 +45,17 @@ func (f *fakeCapacity) Refresh(context.Context) (preflight.Report, uint64) {
 
 func (f *fakeCapacity) Last() (preflight.Report, uint64, bool) { return preflight.Report{}, 0, false }
 
+// refreshInterval is the fixture's capacity refresh period, on its manual
+// clock.
+const refreshInterval = 30 * time.Second
+
 func newCapacityFixture(t *testing.T, source *fakeCapacity, maxSlots int) *fixture {
 	t.Helper()
-	f := &fixture{system: actor.NewActorSystem(), cleaner: &fakeCleaner{}}
+	f := &fixture{system: actor.NewActorSystem(), cleaner: &fakeCleaner{}, clock: clock.NewManual(time.Now())}
 	t.Cleanup(f.system.Shutdown)
 	f.root = f.system.Root.Spawn(Props(Config{
-		Slots: maxSlots, QueueLimit: 8, Cleaner: f.cleaner, Capacity: source,
-		RefreshInterval: 20 * time.Millisecond, CapacityTTL: time.Hour,
+		Slots: maxSlots, QueueLimit: 8, Cleaner: f.cleaner, Ledgers: ledger.Store{Root: t.TempDir()}, Capacity: source,
+		RefreshInterval: refreshInterval, CapacityTTL: time.Hour, Clock: f.clock,
 		NewAttempt: func(d *messages.Dispatch, subscriber, _ *actor.PID) *actor.Props {
 			return actor.PropsFromProducer(func() actor.Actor { return &fakeAttempt{d: d, subscriber: subscriber} })
 		},
@@ -57,11 +63,25 @@ func newCapacityFixture(t *testing.T, source *fakeCapacity, maxSlots int) *fixtu
 	return f
 }
 
+// afterRefresh moves the manual clock one refresh period at a time until
+// cond holds: a capacity change is seen at the next refresh, never by
+// sleeping.
+func (f *fixture) afterRefresh(t *testing.T, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		if cond() {
+			return true
+		}
+		f.clock.Advance(refreshInterval)
+		return false
+	}, within, 5*time.Millisecond)
+}
+
 func TestCapacityShrinksByDrainingNeverByKilling(t *testing.T) {
 	source := &fakeCapacity{}
 	source.set(3, "")
 	f := newCapacityFixture(t, source, 5)
-	require.Eventually(t, func() bool { return f.snapshot(t).Slots == 3 }, within, 10*time.Millisecond)
+	f.afterRefresh(t, func() bool { return f.snapshot(t).Slots == 3 })
 	probe := actortest.NewProbe(t, f.system)
 	var running []*messages.Dispatch
 	for range 3 {
@@ -73,7 +93,7 @@ func TestCapacityShrinksByDrainingNeverByKilling(t *testing.T) {
 
 	// The host can now hold one attempt: none is stopped, new ones queue.
 	source.set(1, "")
-	require.Eventually(t, func() bool { return f.snapshot(t).Slots == 1 }, within, 10*time.Millisecond)
+	f.afterRefresh(t, func() bool { return f.snapshot(t).Slots == 1 })
 	queued := dispatch()
 	reply := f.submit(t, queued, probe.PID())
 	require.True(t, reply.Accepted)
@@ -98,7 +118,7 @@ func TestAdmissionRefusedWithThePreflightCodeWhileUnavailable(t *testing.T) {
 	source := &fakeCapacity{}
 	source.set(0, "disk is low")
 	f := newCapacityFixture(t, source, 2)
-	require.Eventually(t, func() bool { return f.snapshot(t).Preflight != nil }, within, 10*time.Millisecond)
+	f.afterRefresh(t, func() bool { return f.snapshot(t).Preflight != nil })
 	reply := f.submit(t, dispatch(), nil)
 	assert.False(t, reply.Accepted)
 	assert.Equal(t, string(preflight.DockerDiskLow), reply.Code)
@@ -106,7 +126,7 @@ func TestAdmissionRefusedWithThePreflightCodeWhileUnavailable(t *testing.T) {
 
 	// Capacity comes back: admission resumes at once.
 	source.set(2, "")
-	require.Eventually(t, func() bool { return f.snapshot(t).Slots == 2 }, within, 10*time.Millisecond)
+	f.afterRefresh(t, func() bool { return f.snapshot(t).Slots == 2 })
 	assert.True(t, f.submit(t, dispatch(), nil).Accepted)
 }
 
@@ -114,13 +134,14 @@ func TestQueuedAttemptsAreRefusedWhenTheHostBecomesUnavailable(t *testing.T) {
 	source := &fakeCapacity{}
 	source.set(1, "")
 	f := newCapacityFixture(t, source, 1)
-	require.Eventually(t, func() bool { return f.snapshot(t).Slots == 1 }, within, 10*time.Millisecond)
+	f.afterRefresh(t, func() bool { return f.snapshot(t).Slots == 1 })
 	probe := actortest.NewProbe(t, f.system)
 	running, queued := dispatch(), dispatch()
 	require.True(t, f.submit(t, running, probe.PID()).Accepted)
 	require.True(t, f.submit(t, queued, probe.PID()).Queued)
 
 	source.set(0, "disk is low")
+	f.clock.Advance(refreshInterval)
 	got := actortest.ExpectWhere(t, probe, within, func(m messages.AttemptFinished) bool { return m.Outcome.AttemptID == queued.AttemptID() })
 	assert.Equal(t, string(preflight.DockerDiskLow), got.Outcome.Code)
 	s := f.snapshot(t)

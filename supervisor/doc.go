@@ -1,13 +1,23 @@
 // Package supervisor is forged's root actor. It owns the host's capacity
 // slots and the global build permit, admits attempts (spawning one attempt
 // actor tree per admitted dispatch, queueing the rest in a bounded FIFO and
-// refusing beyond it with capacity_exhausted), and answers snapshots.
+// refusing beyond it with capacity_exhausted), runs the reaper, and answers
+// snapshots.
 //
-// Supervision: an attempt is never restarted (a sandbox run is not
-// idempotent). When an attempt actor crashes instead of finishing, the
-// supervisor removes the attempt's Docker resources by their ownership
-// labels on a context that survives cancellation, reports the attempt
-// failed, and only then frees its slot.
+// Supervision (rootStrategy): an attempt is never restarted (a sandbox run
+// is not idempotent). When an attempt actor crashes instead of finishing,
+// the supervisor releases it through the one teardown operation
+// (internal/teardown, with Config.Ledgers): its Docker objects are removed
+// by their ownership labels, the cleanup report is persisted and its ledger
+// released or kept degraded, on a context that survives cancellation; it
+// then reports the attempt failed, and only then frees its slot. The
+// reaper is restarted after a panic, at most 5 times a minute; beyond that
+// it is stopped and a fresh one is spawned an interval later, so periodic
+// reaping never ends while the supervisor runs.
+//
+// Timers (the capacity refresh, the reaper's rounds, a reaper's respawn)
+// run on Config.Clock (internal/clock): tests move a manual clock instead
+// of sleeping.
 //
 // The build permit is granted FIFO to the actors that ask for it with
 // AcquireBuildPermit. The supervisor watches every holder and waiter: the

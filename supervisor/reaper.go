@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/internal/actorkit"
+	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/reaper"
@@ -72,25 +73,37 @@ type roundDone struct {
 // reaperActor runs reaper rounds on its own timer (re-armed after each
 // round, so rounds never overlap) and on request.
 type reaperActor struct {
-	cfg  ReaperConfig
-	live *liveSet
+	cfg   ReaperConfig
+	live  *liveSet
+	clock clock.Clock
 
 	runCtx  context.Context
 	cancel  context.CancelFunc
-	timer   *time.Timer
+	timer   clock.Timer
 	running bool
 	rounds  int
 	last    ReapResult
 }
 
-func newReaperProps(cfg ReaperConfig, live *liveSet) *actor.Props {
-	if cfg.Interval <= 0 {
-		cfg.Interval = time.Minute
+// interval is the period between rounds.
+func (c ReaperConfig) interval() time.Duration {
+	if c.Interval <= 0 {
+		return time.Minute
 	}
+	return c.Interval
+}
+
+func newReaperProps(cfg ReaperConfig, live *liveSet, clk clock.Clock) *actor.Props {
+	cfg.Interval = cfg.interval()
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Minute
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &reaperActor{cfg: cfg, live: live} })
+	if cfg.Round.Now == nil {
+		cfg.Round.Now = clk.Now
+	}
+	// A panic in the reaper restarts it (its state is only counters and
+	// the last round), so one bad round never ends periodic reaping.
+	return actor.PropsFromProducer(func() actor.Actor { return &reaperActor{cfg: cfg, live: live, clock: clk} })
 }
 
 func (r *reaperActor) Receive(ctx actor.Context) {
@@ -148,7 +161,7 @@ func (r *reaperActor) arm(ctx actor.Context) {
 		r.timer.Stop()
 	}
 	system, self := ctx.ActorSystem(), ctx.Self()
-	r.timer = time.AfterFunc(r.cfg.Interval, func() { system.Root.Send(self, reapTick{}) })
+	r.timer = r.clock.AfterFunc(r.cfg.Interval, func() { system.Root.Send(self, reapTick{}) })
 }
 
 // round runs one reaper round off the mailbox. A request that arrives

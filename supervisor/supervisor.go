@@ -2,7 +2,9 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +14,9 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/actorkit"
+	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/internal/teardown"
+	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
 )
@@ -20,8 +25,13 @@ import (
 type AttemptFactory func(d *messages.Dispatch, subscriber, supervisor *actor.PID) *actor.Props
 
 // Cleaner removes a crashed attempt's resources by their labels.
-type Cleaner interface {
-	Teardown(ctx context.Context, owner dockerops.Ownership, source string) (dockerops.CleanupReport, error)
+type Cleaner = teardown.Docker
+
+// Ledgers is where a crashed attempt's ledger is read and released, and its
+// cleanup report persisted (ledger.Store).
+type Ledgers interface {
+	teardown.Store
+	Read(attemptID string) (ledger.Entry, error)
 }
 
 // Config configures the root supervisor.
@@ -32,10 +42,11 @@ type Config struct {
 	QueueLimit int
 	// NewAttempt builds an attempt's props.
 	NewAttempt AttemptFactory
-	// Cleaner tears down crashed attempts.
+	// Cleaner tears down crashed attempts, through the one teardown
+	// operation (internal/teardown) with Ledgers: the report is persisted
+	// and the crashed attempt's ledger released or kept degraded.
 	Cleaner Cleaner
-	// CleanupTimeout bounds a crashed attempt's teardown.
-	CleanupTimeout time.Duration
+	Ledgers Ledgers
 	// Capacity, when set, bounds Slots by the host's preflight capacity.
 	// It is refreshed every RefreshInterval and at admission when older
 	// than CapacityTTL; while the host is unavailable, admission is
@@ -48,21 +59,27 @@ type Config struct {
 	RunnerID string
 	// Reaper, when set, runs as a child of the supervisor on a timer.
 	Reaper *ReaperConfig
+	// Clock drives the capacity refresh and the reaper's timers and
+	// stamps the outcomes the supervisor writes; nil means clock.System.
+	Clock clock.Clock
 }
 
 // Props returns the root supervisor's props.
 func Props(cfg Config) *actor.Props {
-	if cfg.CleanupTimeout <= 0 {
-		cfg.CleanupTimeout = 2 * time.Minute
-	}
 	if cfg.CapacityTTL <= 0 {
 		cfg.CapacityTTL = preflight.DefaultTTL
 	}
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = cfg.CapacityTTL
 	}
-	never := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
-	return actor.PropsFromProducer(func() actor.Actor { return newRoot(cfg) }, actor.WithSupervisor(never))
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
+	}
+	if cfg.Cleaner != nil && cfg.Ledgers == nil {
+		panic("supervisor: a Cleaner needs Ledgers to persist crashed attempts' reports")
+	}
+	strategy := &rootStrategy{}
+	return actor.PropsFromProducer(func() actor.Actor { return newRoot(cfg, strategy) }, actor.WithSupervisor(strategy))
 }
 
 type pending struct {
@@ -80,6 +97,7 @@ type running struct {
 
 type root struct {
 	cfg      Config
+	strategy *rootStrategy
 	queue    []pending
 	running  map[string]*running // by attempt id
 	byPID    map[string]string   // attempt actor id → attempt id
@@ -89,20 +107,22 @@ type root struct {
 	capacity *capacity
 	live     *liveSet
 	reaper   *actor.PID
-	runCtx   context.Context
-	cancel   context.CancelFunc
-	stopped  bool
+	// reaperRespawn is armed while no reaper runs.
+	reaperRespawn clock.Timer
+	runCtx        context.Context
+	cancel        context.CancelFunc
+	stopped       bool
 }
 
 type crashCleanupDone struct {
 	attemptID string
-	report    dockerops.CleanupReport
-	err       error
+	result    teardown.Result
+	ledgerErr error // the crashed attempt's ledger could not be read
 }
 
-func newRoot(cfg Config) *root {
-	return &root{cfg: cfg, running: map[string]*running{}, byPID: map[string]string{}, permit: &permit{}, live: newLiveSet(),
-		capacity: &capacity{source: cfg.Capacity, interval: cfg.RefreshInterval, ttl: cfg.CapacityTTL}}
+func newRoot(cfg Config, strategy *rootStrategy) *root {
+	return &root{cfg: cfg, strategy: strategy, running: map[string]*running{}, byPID: map[string]string{}, permit: &permit{}, live: newLiveSet(),
+		capacity: &capacity{clock: cfg.Clock, source: cfg.Capacity, interval: cfg.RefreshInterval, ttl: cfg.CapacityTTL}}
 }
 
 func (r *root) Receive(ctx actor.Context) {
@@ -110,12 +130,13 @@ func (r *root) Receive(ctx actor.Context) {
 	case *actor.Started:
 		r.runCtx, r.cancel = context.WithCancel(context.Background())
 		r.capacity.start(ctx, r.runCtx)
-		if r.cfg.Reaper != nil {
-			r.reaper = ctx.SpawnPrefix(newReaperProps(*r.cfg.Reaper, r.live), "reaper")
-		}
+		r.spawnReaper(ctx)
 	case *actor.Stopping:
 		r.stopped = true
 		r.capacity.stop()
+		if r.reaperRespawn != nil {
+			r.reaperRespawn.Stop()
+		}
 		r.cancel()
 	case refreshTick:
 		r.capacity.refresh(ctx, r.runCtx)
@@ -145,7 +166,11 @@ func (r *root) Receive(ctx actor.Context) {
 		r.finish(ctx, msg.Outcome.AttemptID, msg.Outcome.Degraded)
 	case ReapNow:
 		if r.reaper == nil {
-			ctx.Respond(ReapResult{Err: errNoReaper})
+			err := errNoReaper
+			if r.cfg.Reaper != nil {
+				err = errReaperRespawning
+			}
+			ctx.Respond(ReapResult{Err: err})
 			return
 		}
 		ctx.Forward(r.reaper)
@@ -160,7 +185,13 @@ func (r *root) Receive(ctx actor.Context) {
 		r.permit.forget(ctx, msg.Who)
 		ctx.Send(ctx.Self(), attemptGone{who: msg.Who})
 	case attemptGone:
+		if msg.who.Equal(r.reaper) {
+			r.onReaperGone(ctx)
+			return
+		}
 		r.onAttemptGone(ctx, msg.who)
+	case respawnReaper:
+		r.spawnReaper(ctx)
 	case crashCleanupDone:
 		r.onCrashCleaned(ctx, msg)
 	case actorkit.Panic:
@@ -189,7 +220,7 @@ func (r *root) submit(ctx actor.Context, msg messages.SubmitAttempt) messages.Su
 		return refuse(id, failure.AttemptDuplicate, fmt.Sprintf("attempt %s is already admitted", id))
 	}
 	if r.capacity.source != nil {
-		if r.capacity.stale(time.Now()) {
+		if r.capacity.stale(r.cfg.Clock.Now()) {
 			r.capacity.refresh(ctx, r.runCtx)
 		}
 		if rep := r.capacity.report; rep != nil && !rep.Available {
@@ -213,6 +244,10 @@ func (noReaperError) Error() string { return "this supervisor runs no reaper" }
 
 var errNoReaper error = noReaperError{}
 
+// errReaperRespawning answers ReapNow between a reaper stopped beyond its
+// restart bounds and its replacement.
+var errReaperRespawning = errors.New("the reaper failed and is being replaced; retry after its interval")
+
 func refuse(id string, code failure.Code, message string) messages.SubmitReply {
 	return messages.SubmitReply{AttemptID: id, Code: string(code), Message: message}
 }
@@ -233,7 +268,7 @@ func (r *root) spawn(ctx actor.Context, p pending) {
 	if err != nil {
 		// Only a name clash can fail here; report it as the attempt's outcome.
 		r.live.remove(id)
-		notify(ctx, p.subscriber, failedOutcome(id, failure.AttemptDuplicate, err.Error(), false))
+		notify(ctx, p.subscriber, r.failedOutcome(id, failure.AttemptDuplicate, err.Error(), false))
 		return
 	}
 	r.running[id] = &running{dispatch: p.dispatch, subscriber: p.subscriber, pid: pid, phase: messages.PhaseAdmitted}
@@ -254,7 +289,7 @@ func (r *root) admit(ctx actor.Context) {
 // dispatch them elsewhere. Running attempts are not touched.
 func (r *root) refuseQueued(ctx actor.Context, report preflight.Report) {
 	for _, p := range r.queue {
-		notify(ctx, p.subscriber, failedOutcome(p.dispatch.AttemptID(), report.Code, "refused while queued: "+report.Reason, false))
+		notify(ctx, p.subscriber, r.failedOutcome(p.dispatch.AttemptID(), report.Code, "refused while queued: "+report.Reason, false))
 	}
 	r.queue = nil
 }
@@ -277,7 +312,7 @@ func (r *root) cancelAttempt(ctx actor.Context, msg messages.CancelAttempt) mess
 	if i := r.queued(msg.AttemptID); i >= 0 {
 		p := r.queue[i]
 		r.queue = append(r.queue[:i], r.queue[i+1:]...)
-		out := failedOutcome(msg.AttemptID, failure.SandboxCancelled, "cancelled while queued", false)
+		out := r.failedOutcome(msg.AttemptID, failure.SandboxCancelled, "cancelled while queued", false)
 		out.Status = messages.StatusCancelled
 		notify(ctx, p.subscriber, out)
 		return messages.CancelReply{AttemptID: msg.AttemptID, Found: true}
@@ -287,6 +322,31 @@ func (r *root) cancelAttempt(ctx actor.Context, msg messages.CancelAttempt) mess
 		return messages.CancelReply{AttemptID: msg.AttemptID, Found: true}
 	}
 	return messages.CancelReply{AttemptID: msg.AttemptID}
+}
+
+// respawnReaper is the root's own timer message: the reaper that was
+// stopped after too many restarts comes back.
+type respawnReaper struct{}
+
+func (r *root) spawnReaper(ctx actor.Context) {
+	if r.cfg.Reaper == nil || r.stopped {
+		return
+	}
+	r.reaper = ctx.SpawnPrefix(newReaperProps(*r.cfg.Reaper, r.live, r.cfg.Clock), "reaper")
+	r.strategy.reaper = r.reaper
+}
+
+// onReaperGone spawns a fresh reaper an interval after the last one was
+// stopped (it failed beyond its restart bounds): reaping never ends while
+// the supervisor runs.
+func (r *root) onReaperGone(ctx actor.Context) {
+	r.reaper, r.strategy.reaper = nil, nil
+	if r.stopped {
+		return
+	}
+	ctx.Logger().Error("the reaper failed beyond its restart bounds; a new one starts after an interval")
+	system, self := ctx.ActorSystem(), ctx.Self()
+	r.reaperRespawn = r.cfg.Clock.AfterFunc(r.cfg.Reaper.interval(), func() { system.Root.Send(self, respawnReaper{}) })
 }
 
 // attemptGone is the supervisor's mailbox-ordered notice that an actor it
@@ -302,16 +362,25 @@ func (r *root) onAttemptGone(ctx actor.Context, who *actor.PID) {
 	if att == nil || att.crashed {
 		return
 	}
-	// The attempt stopped without reporting: it crashed. Tear its resources
-	// down by label before the slot is reused.
+	// The attempt stopped without reporting: it crashed. Release its
+	// resources by label, as its own teardown would have, before the slot
+	// is reused. The cleaner bounds its own engine calls and survives
+	// cancellation.
 	att.crashed = true
 	owner := dockerops.OwnershipOf(att.dispatch)
-	timeout := r.cfg.CleanupTimeout
+	cleaner, ledgers := r.cfg.Cleaner, r.cfg.Ledgers
 	actorkit.Go(ctx, context.WithoutCancel(r.runCtx), "crashed attempt cleanup", func(base context.Context) any {
-		callCtx, cancel := context.WithTimeout(base, timeout)
-		defer cancel()
-		report, err := r.cfg.Cleaner.Teardown(callCtx, owner, "teardown")
-		return crashCleanupDone{attemptID: id, report: report, err: err}
+		req := teardown.Request{Owner: owner, Source: ledger.SourceTeardown}
+		entry, err := ledgers.Read(id)
+		switch {
+		case err == nil:
+			req.Ledger = &entry
+		case errors.Is(err, fs.ErrNotExist):
+			err = nil // it crashed before planning anything
+		}
+		// A corrupt ledger is never trusted: it is left for the operator,
+		// and the objects are still removed by label.
+		return crashCleanupDone{attemptID: id, result: teardown.Release(base, cleaner, ledgers, req), ledgerErr: err}
 	})
 }
 
@@ -320,19 +389,23 @@ func (r *root) onCrashCleaned(ctx actor.Context, msg crashCleanupDone) {
 	if !ok {
 		return
 	}
-	degraded := msg.err != nil
-	out := failedOutcome(msg.attemptID, failure.SandboxRuntimeFailed, "the attempt actor crashed; its resources were removed by label", degraded)
-	if degraded {
-		out.Message = fmt.Sprintf("the attempt actor crashed and its resources could not all be removed: %v", msg.err)
+	res := msg.result
+	if msg.ledgerErr != nil {
+		ctx.Logger().Warn("crashed attempt's ledger is unreadable; left for the operator", "attempt", msg.attemptID, "err", msg.ledgerErr)
 	}
-	out.Cleanup = &msg.report
+	degraded := res.Degraded()
+	out := r.failedOutcome(msg.attemptID, failure.SandboxRuntimeFailed, "the attempt actor crashed; its resources were removed by label", degraded)
+	if degraded {
+		out.Message = fmt.Sprintf("the attempt actor crashed and its resources could not all be removed: %v", errors.Join(res.Err, res.LedgerErr))
+	}
+	out.Cleanup = &res.Report
 	notify(ctx, att.subscriber, out)
 	r.finish(ctx, msg.attemptID, degraded)
 }
 
-func failedOutcome(id string, code failure.Code, message string, degraded bool) messages.AttemptOutcome {
+func (r *root) failedOutcome(id string, code failure.Code, message string, degraded bool) messages.AttemptOutcome {
 	return messages.AttemptOutcome{AttemptID: id, Status: messages.StatusFailed, Code: string(code), Message: message,
-		Degraded: degraded, FinishedAt: time.Now().UTC()}
+		Degraded: degraded, FinishedAt: r.cfg.Clock.Now().UTC()}
 }
 
 func notify(ctx actor.Context, subscriber *actor.PID, out messages.AttemptOutcome) {

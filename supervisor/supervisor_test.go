@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,10 @@ import (
 
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/internal/ids"
+	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -50,13 +55,21 @@ func (f *fakeAttempt) finish(ctx actor.Context, status string) {
 type fakeCleaner struct {
 	mu     sync.Mutex
 	owners []dockerops.Ownership
+	err    error // returned by every teardown, with one remaining object
 }
 
 func (c *fakeCleaner) Teardown(_ context.Context, owner dockerops.Ownership, source string) (dockerops.CleanupReport, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.owners = append(c.owners, owner)
-	return dockerops.CleanupReport{ReportID: "r", Source: source}, nil
+	report := dockerops.CleanupReport{ReportID: ids.NewUUID(), Source: source, Actions: []dockerops.CleanupAction{{
+		DispatchAttemptID: owner.AttemptID, FencingToken: owner.FencingToken, RunnerInstanceID: owner.RunnerInstanceID,
+		ResourceType: dockerops.ResourceNetwork, ResourceID: "net", Outcome: dockerops.OutcomeRemoved, OccurredAt: time.Now().UTC(),
+	}}}
+	if c.err != nil {
+		report.Remaining = 1
+	}
+	return report, c.err
 }
 
 func (c *fakeCleaner) calls() []dockerops.Ownership {
@@ -69,14 +82,16 @@ type fixture struct {
 	system  *actor.ActorSystem
 	root    *actor.PID
 	cleaner *fakeCleaner
+	ledgers ledger.Store
+	clock   *clock.Manual // the capacity fixture's clock
 }
 
 func newFixture(t *testing.T, slots, queue int) *fixture {
 	t.Helper()
-	f := &fixture{system: actor.NewActorSystem(), cleaner: &fakeCleaner{}}
+	f := &fixture{system: actor.NewActorSystem(), cleaner: &fakeCleaner{}, ledgers: ledger.Store{Root: t.TempDir()}}
 	t.Cleanup(f.system.Shutdown)
 	f.root = f.system.Root.Spawn(Props(Config{
-		Slots: slots, QueueLimit: queue, Cleaner: f.cleaner,
+		Slots: slots, QueueLimit: queue, Cleaner: f.cleaner, Ledgers: f.ledgers,
 		NewAttempt: func(d *messages.Dispatch, subscriber, _ *actor.PID) *actor.Props {
 			return actor.PropsFromProducer(func() actor.Actor { return &fakeAttempt{d: d, subscriber: subscriber} })
 		},
@@ -189,26 +204,69 @@ func TestCancelQueuedAndRunning(t *testing.T) {
 	assert.False(t, res.(messages.CancelReply).Found)
 }
 
+// crashedLedger is the ledger an attempt had written when it crashed.
+func crashedLedger(d *messages.Dispatch) ledger.Entry {
+	owner := dockerops.OwnershipOf(d)
+	return ledger.Entry{
+		SchemaVersion: ledger.SchemaVersion, AttemptID: owner.AttemptID, ExecutionLeaseID: owner.ExecutionLeaseID,
+		FencingToken: owner.FencingToken, RunnerID: owner.RunnerID, RunnerInstanceID: owner.RunnerInstanceID,
+		WorktreeKey: d.Lease.WorktreeKey, ExpiresAt: d.Lease.ExpiresAt, State: ledger.Active,
+		Planned: []ledger.Resource{{Type: ledger.ResourceNetwork, Name: "forge-x", Role: "internal"}},
+		Created: []ledger.Resource{},
+	}
+}
+
 func TestCrashedAttemptIsTornDownByLabelAndFreesItsSlot(t *testing.T) {
 	f := newFixture(t, 1, 1)
 	probe := actortest.NewProbe(t, f.system)
 	a, b := dispatch(), dispatch()
 	f.submit(t, a, probe.PID())
 	f.submit(t, b, probe.PID())
+	require.NoError(t, f.ledgers.Write(crashedLedger(a)))
 
 	f.system.Root.Send(f.attemptPID(t, a), crashNow{})
 	got := actortest.ExpectWhere(t, probe, within, func(m messages.AttemptFinished) bool { return m.Outcome.AttemptID == a.AttemptID() })
 	assert.Equal(t, messages.StatusFailed, got.Outcome.Status)
 	assert.Equal(t, "sandbox_runtime_failed", got.Outcome.Code)
+	assert.False(t, got.Outcome.Degraded, got.Outcome.Message)
 	require.NotNil(t, got.Outcome.Cleanup)
 	calls := f.cleaner.calls()
 	require.Len(t, calls, 1)
 	assert.Equal(t, dockerops.OwnershipOf(a), calls[0])
 
+	// The same durability as the attempt's own teardown: the report is
+	// pending, the released ledger is gone.
+	reports, err := f.ledgers.PendingReports()
+	require.NoError(t, err)
+	require.Len(t, reports, 1)
+	assert.Equal(t, got.Outcome.Cleanup.ReportID, reports[0].ReportID)
+	_, err = f.ledgers.Read(a.AttemptID())
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+
 	require.Eventually(t, func() bool {
 		s := f.snapshot(t)
 		return len(s.Attempts) == 1 && s.Attempts[0] == b.AttemptID()
 	}, within, 10*time.Millisecond)
+}
+
+func TestCrashedAttemptWhoseTeardownFailsKeepsItsLedgerDegraded(t *testing.T) {
+	f := newFixture(t, 1, 1)
+	f.cleaner.err = failure.New(failure.SandboxTeardownFailed, "one object remains")
+	probe := actortest.NewProbe(t, f.system)
+	a := dispatch()
+	f.submit(t, a, probe.PID())
+	require.NoError(t, f.ledgers.Write(crashedLedger(a)))
+
+	f.system.Root.Send(f.attemptPID(t, a), crashNow{})
+	got := actortest.ExpectWhere(t, probe, within, func(m messages.AttemptFinished) bool { return m.Outcome.AttemptID == a.AttemptID() })
+	assert.True(t, got.Outcome.Degraded)
+	assert.Contains(t, got.Outcome.Message, "one object remains")
+	entry, err := f.ledgers.Read(a.AttemptID())
+	require.NoError(t, err)
+	assert.Equal(t, ledger.Degraded, entry.State, "kept for the reaper")
+	reports, err := f.ledgers.PendingReports()
+	require.NoError(t, err)
+	assert.Len(t, reports, 1)
 }
 
 // permitUser asks for the build permit and records the grant.

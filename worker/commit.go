@@ -29,11 +29,11 @@ func (ws *workspace) commitResult(attemptID string) (plumbing.Hash, []string, er
 	fixPermissions(ws.dir)
 	input, err := ws.repo.CommitObject(ws.input)
 	if err != nil {
-		return plumbing.ZeroHash, nil, failure.Wrap(failure.SandboxWorkerFailed, err, "read the input commit: %v", err)
+		return plumbing.ZeroHash, nil, failure.Wrap(failure.SandboxWorkerFailed, err, "read the input commit")
 	}
 	tree, skipped, err := ws.stageTree()
 	if err != nil {
-		return plumbing.ZeroHash, nil, failure.Wrap(failure.SandboxWorkerFailed, err, "stage the result: %v", err)
+		return plumbing.ZeroHash, nil, failure.Wrap(failure.SandboxWorkerFailed, err, "stage the result")
 	}
 	if tree == input.TreeHash {
 		return plumbing.ZeroHash, skipped, nil
@@ -47,7 +47,7 @@ func (ws *workspace) commitResult(attemptID string) (plumbing.Hash, []string, er
 		ParentHashes: []plumbing.Hash{ws.input},
 	})
 	if err != nil {
-		return plumbing.ZeroHash, nil, failure.Wrap(failure.SandboxWorkerFailed, err, "write the result commit: %v", err)
+		return plumbing.ZeroHash, nil, failure.Wrap(failure.SandboxWorkerFailed, err, "write the result commit")
 	}
 	// The refs only describe the workspace; the bundle is what counts.
 	if err := ws.storage.SetReference(plumbing.NewHashReference(ws.branch, result)); err == nil {

@@ -3,9 +3,9 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"github.com/forgedev/forged/internal/atomicfile"
 	"io"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -86,10 +86,9 @@ func readLeaseUpdateFile(path string) (lease.Update, error) {
 
 // WriteLeaseUpdateFile reads one encoded lease.Update from stdin (at most
 // lease.MaxUpdateBytes), checks that it decodes (the MAC is the worker's
-// to verify) and installs those exact bytes at path atomically: a
-// temporary file in the same directory, created with mode 0600, written,
-// synced and renamed over path. On any failure path is left as it was and
-// the temporary file is removed.
+// to verify) and installs those exact bytes at path, mode 0600, through
+// the one atomic writer (internal/atomicfile): on any failure path is left
+// as it was, and a link planted at path is refused.
 //
 // It is the body of "forged worker lease-update", which the host runs
 // inside the sandbox with docker exec to push a renewal (see
@@ -102,34 +101,8 @@ func WriteLeaseUpdateFile(stdin io.Reader, path string) error {
 	if _, err := lease.DecodeUpdate(raw); err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, ".lease-update-*.tmp")
-	if err != nil {
+	if err := atomicfile.Write(path, raw, 0o600); err != nil {
 		return fmt.Errorf("lease update: %w", err)
 	}
-	installed := false
-	defer func() {
-		if !installed {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(0o600); err != nil {
-		return fmt.Errorf("lease update: %w", err)
-	}
-	if _, err := tmp.Write(raw); err != nil {
-		return fmt.Errorf("lease update: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("lease update: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("lease update: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("lease update: %w", err)
-	}
-	installed = true
-	syncDir(dir)
 	return nil
 }

@@ -47,13 +47,13 @@ func writeOutputs(dir string, ws *workspace, id messages.SandboxIdentity, result
 	if !result.IsZero() {
 		f, err := ws.writeBundle(dir, id.DispatchAttemptID, result)
 		if err != nil {
-			return failure.Wrap(failure.SandboxWorkerFailed, err, "write %s: %v", messages.ResultBundleFile, err)
+			return failure.Wrap(failure.SandboxWorkerFailed, err, "write %s", messages.ResultBundleFile)
 		}
 		bundle = &f
 	}
 	resFile, err := writeJSONFile(dir, messages.ResultFile, res)
 	if err != nil {
-		return failure.Wrap(failure.SandboxWorkerFailed, err, "write %s: %v", messages.ResultFile, err)
+		return failure.Wrap(failure.SandboxWorkerFailed, err, "write %s", messages.ResultFile)
 	}
 	manifest := messages.Manifest{
 		SandboxIdentity: id,
@@ -62,7 +62,7 @@ func writeOutputs(dir string, ws *workspace, id messages.SandboxIdentity, result
 		Result:          resFile,
 	}
 	if _, err := writeJSONFile(dir, messages.ManifestFile, manifest); err != nil {
-		return failure.Wrap(failure.SandboxWorkerFailed, err, "write %s: %v", messages.ManifestFile, err)
+		return failure.Wrap(failure.SandboxWorkerFailed, err, "write %s", messages.ManifestFile)
 	}
 	return nil
 }

@@ -41,7 +41,7 @@ func readStartPacket(r io.Reader, cfg Config) (*messages.StartPacket, error) {
 	}
 	var p messages.StartPacket
 	if err := strictjson.Decode(raw, &p); err != nil {
-		return nil, failure.Wrap(failure.SandboxWorkerFailed, err, "decode start packet: %v", err)
+		return nil, failure.Wrap(failure.SandboxWorkerFailed, err, "decode start packet")
 	}
 	if err := validateStartPacket(&p, cfg.WorkspaceDir); err != nil {
 		return nil, err

@@ -166,7 +166,7 @@ type run struct {
 // code when err carries one.
 func (r *run) diag(err error) {
 	if failure.CodeOf(err) == "" {
-		err = failure.Wrap(failure.SandboxWorkerFailed, err, "%v", err)
+		err = failure.Wrap(failure.SandboxWorkerFailed, err, "")
 	}
 	fmt.Fprintf(r.stderr, "forged worker: %v\n", err)
 }

@@ -58,14 +58,14 @@ func materialize(cfg Config, id messages.SandboxIdentity) (*workspace, error) {
 	br := bufio.NewReaderSize(f, 64<<10)
 	header, err := parseBundleHeader(br)
 	if err != nil {
-		return nil, failure.Wrap(failure.SandboxInputFailed, err, "input bundle: %v", err)
+		return nil, failure.Wrap(failure.SandboxInputFailed, err, "input bundle")
 	}
 	input := plumbing.NewHash(id.InputCommitSHA)
 	if err := checkInputHeader(header, input); err != nil {
 		return nil, err
 	}
 	if err := checkPackSignature(br); err != nil {
-		return nil, failure.Wrap(failure.SandboxInputFailed, err, "input bundle: %v", err)
+		return nil, failure.Wrap(failure.SandboxInputFailed, err, "input bundle")
 	}
 
 	ws, err := initRepository(dir, plumbing.NewBranchReferenceName(id.Branch), input)
@@ -73,14 +73,14 @@ func materialize(cfg Config, id messages.SandboxIdentity) (*workspace, error) {
 		return nil, err
 	}
 	if err := packfile.UpdateObjectStorage(ws.storage, br); err != nil {
-		return nil, failure.Wrap(failure.SandboxInputFailed, err, "input bundle: unpack objects: %v", err)
+		return nil, failure.Wrap(failure.SandboxInputFailed, err, "input bundle: unpack objects")
 	}
 	commit, err := ws.repo.CommitObject(input)
 	if err != nil {
-		return nil, failure.Wrap(failure.SandboxInputFailed, err, "input bundle lacks input commit %s: %v", input, err)
+		return nil, failure.Wrap(failure.SandboxInputFailed, err, "input bundle lacks input commit %s", input)
 	}
 	if _, err := commit.Tree(); err != nil {
-		return nil, failure.Wrap(failure.SandboxInputFailed, err, "input commit %s has no readable tree: %v", input, err)
+		return nil, failure.Wrap(failure.SandboxInputFailed, err, "input commit %s has no readable tree", input)
 	}
 	if err := ws.storage.SetReference(plumbing.NewHashReference(ws.branch, input)); err != nil {
 		return nil, failure.Wrap(failure.SandboxInputFailed, err, "create branch %s", ws.branch)
@@ -90,7 +90,7 @@ func materialize(cfg Config, id messages.SandboxIdentity) (*workspace, error) {
 		return nil, failure.Wrap(failure.SandboxInputFailed, err, "open worktree")
 	}
 	if err := wt.Checkout(&git.CheckoutOptions{Branch: ws.branch, Force: true}); err != nil {
-		return nil, failure.Wrap(failure.SandboxInputFailed, err, "check out %s: %v", input, err)
+		return nil, failure.Wrap(failure.SandboxInputFailed, err, "check out %s", input)
 	}
 	return ws, nil
 }

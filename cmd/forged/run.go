@@ -155,7 +155,11 @@ func printOutcome(out io.Writer, o messages.AttemptOutcome, asJSON bool) {
 				removed++
 			}
 		}
-		fmt.Fprintf(out, "  teardown:      %d resources removed, %d remaining\n", removed, o.Cleanup.Remaining)
+		remaining := fmt.Sprint(o.Cleanup.Remaining)
+		if o.Cleanup.RemainingUnknown {
+			remaining = "unknown (the engine could not be listed)"
+		}
+		fmt.Fprintf(out, "  teardown:      %d resources removed, %s remaining\n", removed, remaining)
 	}
 }
 

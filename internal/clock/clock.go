@@ -1,12 +1,16 @@
-package actors
+// Package clock is the one time source of forged's timer-using actors
+// (supervisor, capacity refresh, reaper, lease watchdog, memory sampler):
+// System in production, Manual in tests, so that deadlines and periods are
+// deterministic and no test sleeps on the wall clock.
+package clock
 
 import (
 	"sync"
 	"time"
 )
 
-// Clock is the time source of the timers in the actor tree. Tests inject a
-// ManualClock to make deadlines deterministic.
+// Clock is a time source with timers. Tests inject a Manual clock to make
+// deadlines deterministic.
 type Clock interface {
 	Now() time.Time
 	// AfterFunc calls f on its own goroutine after d, unless stopped.
@@ -18,41 +22,41 @@ type Timer interface {
 	Stop() bool
 }
 
-// SystemClock is the wall clock.
-type SystemClock struct{}
+// System is the wall clock.
+type System struct{}
 
 // Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }
+func (System) Now() time.Time { return time.Now() }
 
 // AfterFunc wraps time.AfterFunc.
-func (SystemClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+func (System) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
-// ManualClock is a Clock that only moves when Advance is called.
-type ManualClock struct {
+// Manual is a Clock that only moves when Advance is called.
+type Manual struct {
 	mu     sync.Mutex
 	now    time.Time
 	timers []*manualTimer
 }
 
-// NewManualClock returns a clock stopped at now.
-func NewManualClock(now time.Time) *ManualClock { return &ManualClock{now: now} }
+// NewManual returns a clock stopped at now.
+func NewManual(now time.Time) *Manual { return &Manual{now: now} }
 
 type manualTimer struct {
-	clock   *ManualClock
+	clock   *Manual
 	at      time.Time
 	f       func()
 	stopped bool
 }
 
 // Now returns the clock's current time.
-func (c *ManualClock) Now() time.Time {
+func (c *Manual) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
 // AfterFunc registers f to run when the clock reaches now+d.
-func (c *ManualClock) AfterFunc(d time.Duration, f func()) Timer {
+func (c *Manual) AfterFunc(d time.Duration, f func()) Timer {
 	c.mu.Lock()
 	t := &manualTimer{clock: c, at: c.now.Add(d), f: f}
 	c.timers = append(c.timers, t)
@@ -65,7 +69,7 @@ func (c *ManualClock) AfterFunc(d time.Duration, f func()) Timer {
 
 // Advance moves the clock forward and fires the timers that are due, each
 // on its own goroutine as time.AfterFunc would.
-func (c *ManualClock) Advance(d time.Duration) {
+func (c *Manual) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	var due []func()
@@ -84,19 +88,6 @@ func (c *ManualClock) Advance(d time.Duration) {
 	for _, f := range due {
 		go f()
 	}
-}
-
-// Pending returns how many timers are armed.
-func (c *ManualClock) Pending() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, t := range c.timers {
-		if !t.stopped {
-			n++
-		}
-	}
-	return n
 }
 
 func (t *manualTimer) Stop() bool {

@@ -1,0 +1,118 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/internal/teardown"
+	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/messages"
+)
+
+func (a *attemptActor) beginTeardown(ctx actor.Context) {
+	a.tearingDown = true
+	a.collectPeak(ctx, func() { a.teardown(ctx) })
+}
+
+// teardown releases the attempt through the one teardown operation. It
+// runs on a context detached from the attempt's cancellation; dockerops
+// bounds every engine call and the whole teardown.
+func (a *attemptActor) teardown(ctx actor.Context) {
+	a.setPhase(ctx, messages.PhaseTearingDown)
+	a.emit(ctx, messages.RunnerEvent("sandbox_teardown_started", fmt.Sprintf("Removing Docker resources for attempt %s.", a.d.AttemptID()), nil))
+	in := teardownInput{docker: a.deps.Docker, ledger: a.ledger,
+		req: teardown.Request{Owner: dockerops.OwnershipOf(a.d), Source: ledger.SourceTeardown}}
+	if a.ledgerWritten {
+		e := a.ledgerEntry(a.ledgerState)
+		in.req.Ledger = &e
+	}
+	a.inflight = "teardown"
+	runAsync(ctx, context.WithoutCancel(a.runCtx), "teardown", func(base context.Context) any { return teardownStep(base, in) })
+}
+
+func (a *attemptActor) onTornDown(ctx actor.Context, msg teardownDone) {
+	// The teardown's own ledger writes were the last: the writer has
+	// nothing left to do.
+	a.ledger.close()
+	res := msg.result
+	report := res.Report
+	degraded := res.Degraded()
+	if degraded {
+		a.emit(ctx, messages.FailureEvent("teardown_failed", fmt.Sprintf("Docker resources for attempt %s require reaping: %v", a.d.AttemptID(), errors.Join(res.Err, res.LedgerErr)), report))
+	} else {
+		a.emit(ctx, messages.RunnerEvent("sandbox_teardown_completed", fmt.Sprintf("Removed Docker resources for attempt %s.", a.d.AttemptID()), report))
+		if a.workDir != "" {
+			_ = os.RemoveAll(a.workDir) // the attempt's private copies; nothing else refers to them
+		}
+	}
+	outcome := a.outcome(report, degraded)
+	if outcome.Status != messages.StatusSucceeded {
+		a.emit(ctx, messages.FailureEvent(outcome.Code, outcome.Message, map[string]string{"phase": outcome.Phase}))
+	}
+	a.finished = true
+	a.setPhase(ctx, messages.PhaseFinished)
+	finished := messages.AttemptFinished{Outcome: outcome}
+	if a.subscriber != nil {
+		ctx.Send(a.subscriber, finished)
+	}
+	if a.supervisor != nil {
+		ctx.Send(a.supervisor, finished)
+	}
+	ctx.Stop(ctx.Self())
+}
+
+func (a *attemptActor) outcome(report messages.CleanupReport, degraded bool) messages.AttemptOutcome {
+	out := messages.AttemptOutcome{
+		AttemptID:          a.d.AttemptID(),
+		Status:             messages.StatusSucceeded,
+		ResultCommitSHA:    a.result,
+		PublishedCommitSHA: a.published,
+		PeakMemoryBytes:    a.peak.PeakBytes,
+		Degraded:           degraded,
+		Cleanup:            &report,
+		FinishedAt:         a.cfg.Clock.Now().UTC(),
+	}
+	if a.workerExit != nil && a.workerExit.Err == nil {
+		code := a.workerExit.ExitCode
+		out.WorkerExitCode = &code
+	}
+	if a.failure != nil {
+		out.Status = messages.StatusFailed
+		if a.cancelled {
+			out.Status = messages.StatusCancelled
+		}
+		out.Code = string(failureCode(a.failure))
+		out.Message = a.failure.Error()
+		out.Phase = a.failedPhase
+	}
+	return out
+}
+
+func (a *attemptActor) inspect(ctx actor.Context) messages.InspectReply {
+	facts := map[string]string{
+		"attemptId":   a.d.AttemptID(),
+		"branch":      a.d.Lease.WorktreeKey,
+		"expiresAt":   a.d.Lease.ExpiresAt.Format(time.RFC3339),
+		"inflight":    a.inflight,
+		"image":       a.imageID,
+		"container":   a.containerID,
+		"network":     a.network,
+		"tearingDown": strconv.FormatBool(a.tearingDown),
+	}
+	if a.failure != nil {
+		facts["failure"] = string(failureCode(a.failure))
+		facts["failedPhase"] = a.failedPhase
+	}
+	var children []string
+	for _, pid := range ctx.Children() {
+		children = append(children, pid.GetId())
+	}
+	return messages.InspectReply{PID: ctx.Self().GetId(), Kind: kindAttempt, Phase: a.phase, Facts: facts, Children: children}
+}

@@ -1,0 +1,66 @@
+package actors
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/messages"
+)
+
+// workerJob assembles the hardened worker container and its start packet.
+func (a *attemptActor) workerJob() (workerJob, error) {
+	timeout := a.d.Task.TimeoutSeconds
+	if timeout == 0 {
+		timeout = messages.DefaultTaskTimeoutSecs
+	}
+	a.packetExpiry = a.fence.expiry()
+	packet := messages.StartPacket{
+		SchemaVersion:      messages.StartPacketSchema,
+		Identity:           a.identity(),
+		Task:               a.d.Task,
+		WorkingDirectory:   a.contract.Contract.WorkingDirectory,
+		LeaseExpiresAt:     a.packetExpiry,
+		LeaseControlKey:    a.controlKey,
+		TaskTimeoutSeconds: timeout,
+	}
+	raw, err := json.Marshal(packet)
+	if err != nil {
+		return workerJob{}, fmt.Errorf("start packet: %w", err)
+	}
+	return workerJob{
+		spec: dockerops.WorkerSpec{
+			Name:            a.names.Container,
+			Image:           a.imageID,
+			Network:         a.names.Network,
+			WorkingDir:      a.contract.Contract.WorkingDirectory,
+			Labels:          a.labels,
+			Resources:       a.d.Sandbox.RequestedResources,
+			Env:             dockerops.WorkerEnv(a.d, a.prepared.InputCommitSHA),
+			SecurityOpts:    a.security,
+			WorkspaceVolume: a.names.WorkspaceVolume,
+			ControlVolume:   a.names.ControlVolume,
+			SecretsVolume:   a.names.SecretsVolume,
+			Entrypoint:      []string{messages.WorkerBinaryPath, "worker"},
+		},
+		bundlePath:  a.prepared.BundlePath,
+		startPacket: append(raw, '\n'),
+		runTimeout:  time.Duration(timeout)*time.Second + runMargin,
+		limits:      dockerops.RunLimits{},
+	}, nil
+}
+
+// identity is what the worker must echo in its manifest.
+func (a *attemptActor) identity() messages.SandboxIdentity {
+	return messages.SandboxIdentity{
+		DispatchAttemptID: a.d.Sandbox.DispatchAttemptID,
+		ExecutionLeaseID:  a.d.Sandbox.ExecutionLeaseID,
+		FencingToken:      a.d.Lease.FencingToken,
+		RunnerInstanceID:  a.d.Sandbox.RunnerInstanceID,
+		InputCommitSHA:    a.prepared.InputCommitSHA,
+		Branch:            a.d.Lease.WorktreeKey,
+		ContractDigest:    a.contract.Digest,
+		ImageDigest:       a.imageID,
+	}
+}

@@ -1,0 +1,45 @@
+package supervisor
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Restart bounds of the reaper: a panic restarts it at once, up to
+// reaperMaxRestarts times within reaperRestartPeriod; beyond that it is
+// stopped and the supervisor spawns a fresh one an interval later. One bad
+// round never ends periodic reaping.
+const (
+	reaperMaxRestarts   = 5
+	reaperRestartPeriod = time.Minute
+)
+
+// rootStrategy supervises the root's children. Attempts are never
+// restarted (a sandbox run is not idempotent: a crashed attempt is torn
+// down by label instead); the reaper is restarted. The root tells the
+// strategy which child is the reaper when it spawns it, so no kind is
+// parsed back out of a PID. Its field is touched only from the root's
+// mailbox: in Receive and in HandleFailure, which Proto.Actor calls while
+// the root processes the failure.
+type rootStrategy struct {
+	reaper *actor.PID
+}
+
+func (s *rootStrategy) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason any, _ any) {
+	directive := actor.StopDirective
+	if s.reaper != nil && child.Equal(s.reaper) {
+		rs.Fail()
+		if rs.NumberOfFailures(reaperRestartPeriod) <= reaperMaxRestarts {
+			directive = actor.RestartDirective
+		} else {
+			rs.Reset()
+		}
+	}
+	system.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: directive})
+	if directive == actor.RestartDirective {
+		sup.RestartChildren(child)
+		return
+	}
+	sup.StopChildren(child)
+}
