@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgedev/forged/config"
 	"github.com/forgedev/forged/preflight"
 	"github.com/forgedev/forged/runner"
 )
@@ -33,6 +34,8 @@ func (p *preflightFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&p.allowRootful, "allow-rootful", false, "accept a Docker engine that does not run rootless")
 	cmd.Flags().IntVar(&p.hostReservedCores, "host-reserved-cores", 1, "CPU cores kept for the host (0 keeps none)")
 	cmd.Flags().Int64Var(&p.cpuMillis, "cpu-millis-per-attempt", 2000, "CPU share one attempt needs for admission")
+	config.SetMin(cmd.Flags(), "host-reserved-cores", 0)
+	config.SetMin(cmd.Flags(), "cpu-millis-per-attempt", 1)
 }
 
 func (p *preflightFlags) policy(maxSlots int) preflight.CapacityPolicy {
@@ -53,6 +56,8 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "debug logging")
 	f.preflight.register(cmd)
 	f.publish.register(cmd)
+	config.SetMin(cmd.Flags(), "slots", 1)
+	config.SetMin(cmd.Flags(), "queue", 0)
 }
 
 func (f *runnerFlags) config(logger *slog.Logger) runner.Config {
