@@ -11,6 +11,7 @@
 //	POST   /v1/reap?dryRun=true     one reaper round now → the round's account
 //	GET    /v1/snapshot             {slots, queued, starting, active, degraded, ...}
 //	GET    /v1/inspect              [{pid, kind, phase, facts, children}, …]
+//	GET    /metrics                 Prometheus metrics (package metrics)
 package httpapi
 
 import (
@@ -28,6 +29,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/strictjson"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/metrics"
 	"github.com/forgedev/forged/reaper"
 	"github.com/forgedev/forged/runner"
 )
@@ -43,6 +45,7 @@ type Runner interface {
 	CleanupReports() ([]messages.CleanupReport, error)
 	AcknowledgeReport(reportID string) error
 	Reap(dryRun bool) (reaper.Round, error)
+	Metrics() *metrics.Metrics
 }
 
 // Handler returns the API's handler.
@@ -58,6 +61,7 @@ func Handler(r Runner, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/reap", api.reap)
 	mux.HandleFunc("GET /v1/snapshot", api.snapshot)
 	mux.HandleFunc("GET /v1/inspect", api.inspect)
+	mux.Handle("GET /metrics", r.Metrics().Handler())
 	return mux
 }
 

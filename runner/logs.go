@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/metrics"
 	"github.com/forgedev/forged/reaper"
 )
 
@@ -96,15 +97,17 @@ func (l *Logs) evictLocked() {
 // recordRestarted records the outcome of an attempt that a previous
 // process was running when it died: it was torn down at start-up and is
 // not run again.
-func (l *Logs) recordRestarted(attemptID string) {
+func (l *Logs) recordRestarted(attemptID string) (messages.AttemptOutcome, bool) {
 	log, ok := l.open(attemptID)
 	if !ok {
-		return
+		return messages.AttemptOutcome{}, false
 	}
-	log.finish(messages.AttemptOutcome{
+	out := messages.AttemptOutcome{
 		AttemptID: attemptID, Status: messages.StatusFailed, Code: string(reaper.CodeRunnerRestarted),
 		Message: "forged restarted while the attempt ran; its resources were reaped and it was not run again", FinishedAt: time.Now().UTC(),
-	})
+	}
+	log.finish(out)
+	return out, true
 }
 
 // unfinished returns the ids of the attempts whose logs have no outcome.
@@ -184,14 +187,15 @@ func (l *Log) notifyLocked() {
 }
 
 // subscriberProps returns an actor that records an attempt's events into
-// log and stops once the attempt has finished.
-func subscriberProps(log *Log) *actor.Props {
+// log, counts its outcome, and stops once the attempt has finished.
+func subscriberProps(log *Log, m *metrics.Metrics) *actor.Props {
 	return actor.PropsFromFunc(func(ctx actor.Context) {
 		switch msg := ctx.Message().(type) {
 		case messages.AttemptEvent:
 			log.append(msg.Event)
 		case messages.AttemptFinished:
 			log.finish(msg.Outcome)
+			m.Finished(msg.Outcome)
 			ctx.Stop(ctx.Self())
 		}
 	})

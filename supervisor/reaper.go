@@ -22,6 +22,10 @@ type ReaperConfig struct {
 	Round    reaper.Config // RunnerID, RunnerInstanceID, Grace; Live is set by the supervisor
 	Interval time.Duration // default 1 minute
 	Timeout  time.Duration // bound of one round; default 5 minutes
+	// OnRound, when set, is told every finished round but dry runs (the
+	// runner's metrics); it is called on the reaper's mailbox and must
+	// not block.
+	OnRound func(reaper.Round, error)
 }
 
 // ReapNow asks the reaper for one round now. Replied with ReapResult.
@@ -68,6 +72,7 @@ type reapTick struct{}
 type roundDone struct {
 	result    ReapResult
 	requester *actor.PID
+	dryRun    bool
 }
 
 // reaperActor runs reaper rounds on its own timer (re-armed after each
@@ -133,6 +138,9 @@ func (r *reaperActor) Receive(ctx actor.Context) {
 			ctx.Logger().Warn("reaper removed leaked resources", "reaped", msg.result.Round.Reaped,
 				"removed", len(msg.result.Round.Removed), "degraded", msg.result.Round.Degraded)
 		}
+		if r.cfg.OnRound != nil && !msg.dryRun {
+			r.cfg.OnRound(msg.result.Round, msg.result.Err)
+		}
 		if msg.requester != nil {
 			ctx.Send(msg.requester, msg.result)
 		}
@@ -182,7 +190,7 @@ func (r *reaperActor) round(ctx actor.Context, dryRun bool, requester *actor.PID
 		roundCtx, cancel := context.WithTimeout(runCtx, timeout)
 		defer cancel()
 		round, err := reaper.Run(roundCtx, cfg, store, docker)
-		return roundDone{result: ReapResult{Round: round, Err: err}, requester: requester}
+		return roundDone{result: ReapResult{Round: round, Err: err}, requester: requester, dryRun: dryRun}
 	})
 }
 

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -12,12 +14,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/httpapi"
+	"github.com/forgedev/forged/metrics"
 	"github.com/forgedev/forged/runner"
 )
 
 func daemonCommand() *cobra.Command {
 	var flags runnerFlags
 	var socket string
+	var metricsFlags metricsListenFlags
 	cmd := &cobra.Command{
 		Use:   "daemon",
 		Short: "Serve the forged HTTP API on a unix socket",
@@ -29,11 +33,26 @@ func daemonCommand() *cobra.Command {
 			if err := flags.publish.apply(&cfg); err != nil {
 				return err
 			}
+			metricsListener, metricsToken, err := metricsFlags.listen()
+			if err != nil {
+				return err
+			}
+			if metricsListener != nil {
+				defer metricsListener.Close()
+			}
 			r, err := runner.New(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer r.Close()
+			var metricsDone chan error
+			if metricsListener != nil {
+				metricsDone = make(chan error, 1)
+				go func() {
+					metricsDone <- httpapi.Serve(ctx, metricsListener, r.Metrics().TCPHandler(metricsToken), 5*time.Second)
+				}()
+				logger.Warn("forged metrics listening", "address", metricsListener.Addr().String())
+			}
 			if socket == "" {
 				socket = filepath.Join(flags.stateRoot, "forged.sock")
 			}
@@ -54,10 +73,51 @@ func daemonCommand() *cobra.Command {
 			if err := r.Drain(drainCtx, "the daemon is shutting down"); err != nil {
 				logger.Error("drain incomplete; the next start's reaper removes what remains", "err", err)
 			}
+			if metricsDone != nil {
+				serveErr = errors.Join(serveErr, <-metricsDone)
+			}
 			return serveErr
 		},
 	}
 	flags.register(cmd)
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default STATE_ROOT/forged.sock)")
+	metricsFlags.register(cmd)
 	return cmd
+}
+
+// metricsListenFlags configure the optional TCP listener for /metrics. It
+// is off by default; when on, every request needs the bearer token.
+type metricsListenFlags struct {
+	address, tokenFile string
+}
+
+func (m *metricsListenFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&m.address, "metrics-listen", "", "also serve /metrics on this TCP host:port, behind a bearer token (default: only on the unix socket)")
+	cmd.Flags().StringVar(&m.tokenFile, "metrics-token-file", "", "file (mode 0600) holding the bearer token the TCP metrics listener requires")
+}
+
+// listen opens the TCP listener, or returns nil when none is configured.
+func (m *metricsListenFlags) listen() (net.Listener, string, error) {
+	if m.address == "" {
+		if m.tokenFile != "" {
+			return nil, "", errors.New("config: metricsTokenFile is set but metricsListen is not")
+		}
+		return nil, "", nil
+	}
+	host, _, err := net.SplitHostPort(m.address)
+	if err != nil {
+		return nil, "", fmt.Errorf("config: metricsListen: %w", err)
+	}
+	if host == "" {
+		return nil, "", fmt.Errorf("config: metricsListen %q: name the address to listen on (0.0.0.0 for every interface)", m.address)
+	}
+	token, err := metrics.ReadTokenFile(m.tokenFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("config: metricsTokenFile: %w", err)
+	}
+	l, err := net.Listen("tcp", m.address)
+	if err != nil {
+		return nil, "", fmt.Errorf("config: metricsListen: %w", err)
+	}
+	return l, token, nil
 }
