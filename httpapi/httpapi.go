@@ -3,6 +3,7 @@
 // the supervisor's snapshot or the live actor tree (the debug console).
 //
 //	POST   /v1/attempts             body: dispatch JSON → 202 {attemptId, queued} | 4xx {code, message}
+//	GET    /v1/attempts?state=running|finished|all&limit=N → {attempts: [{attemptId, state, submittedAt, events, outcome}]}
 //	GET    /v1/attempts/{id}/events NDJSON: {"type":"event","event":{...}} … {"type":"finished","outcome":{...}}
 //	DELETE /v1/attempts/{id}        cancel → 202 | 404
 //	POST   /v1/attempts/{id}/lease  body: {fencingToken, expiresAt} → 200 {accepted, expiresAt} | 404/409 {code, message}
@@ -24,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/forgedev/forged/failure"
@@ -53,6 +55,7 @@ func Handler(r Runner, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	api := &api{runner: r, logger: logger}
 	mux.HandleFunc("POST /v1/attempts", api.submit)
+	mux.HandleFunc("GET /v1/attempts", api.list)
 	mux.HandleFunc("GET /v1/attempts/{id}/events", api.events)
 	mux.HandleFunc("DELETE /v1/attempts/{id}", api.cancel)
 	mux.HandleFunc("POST /v1/attempts/{id}/lease", api.renew)
@@ -125,6 +128,50 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	a.logger.Info("attempt admitted", "attempt", reply.AttemptID, "queued", reply.Queued)
 	writeJSON(w, http.StatusAccepted, map[string]any{"attemptId": reply.AttemptID, "queued": reply.Queued})
+}
+
+// Listing limits: the default and the largest limit of GET /v1/attempts.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 1000
+)
+
+// AttemptList is the body of GET /v1/attempts.
+type AttemptList struct {
+	Attempts []runner.AttemptSummary `json:"attempts"`
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	query := r.URL.Query()
+	for name := range query {
+		if name != "state" && name != "limit" {
+			writeRefusal(w, failure.QueryInvalid, fmt.Sprintf("unknown query parameter %q (state, limit)", name))
+			return
+		}
+		if len(query[name]) > 1 {
+			writeRefusal(w, failure.QueryInvalid, fmt.Sprintf("query parameter %q given twice", name))
+			return
+		}
+	}
+	state := query.Get("state")
+	switch state {
+	case "":
+		state = runner.StateAll
+	case runner.StateRunning, runner.StateFinished, runner.StateAll:
+	default:
+		writeRefusal(w, failure.QueryInvalid, "state must be running, finished or all")
+		return
+	}
+	limit := DefaultListLimit
+	if raw := query.Get("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > MaxListLimit {
+			writeRefusal(w, failure.QueryInvalid, fmt.Sprintf("limit must be an integer from 1 to %d", MaxListLimit))
+			return
+		}
+		limit = n
+	}
+	writeJSON(w, http.StatusOK, AttemptList{Attempts: a.runner.Logs().List(state, limit)})
 }
 
 // StreamLine is one NDJSON line of the events stream.

@@ -139,6 +139,28 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 
 	assertMetricsMatchTheAttempt(t, client, *outcome)
 
+	// The finished attempt is listed, with its outcome.
+	res, err = client.Get("http://forged/v1/attempts?state=finished&limit=5")
+	require.NoError(t, err)
+	var list httpapi.AttemptList
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&list))
+	res.Body.Close()
+	require.Len(t, list.Attempts, 1)
+	assert.Equal(t, d.AttemptID(), list.Attempts[0].AttemptID)
+	assert.Equal(t, "finished", list.Attempts[0].State)
+	require.NotNil(t, list.Attempts[0].Outcome)
+	assert.Equal(t, outcome.ResultCommitSHA, list.Attempts[0].Outcome.ResultCommitSHA)
+	assert.Equal(t, len(types), list.Attempts[0].Events)
+	res, err = client.Get("http://forged/v1/attempts?state=running")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"attempts":[]}`, readAll(t, res))
+	for _, bad := range []string{"state=done", "limit=0", "limit=1001", "limit=x", "limit=1&limit=2", "order=asc"} {
+		res, err = client.Get("http://forged/v1/attempts?" + bad)
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusBadRequest, res.StatusCode, bad)
+		assert.Contains(t, readAll(t, res), "query_invalid", bad)
+	}
+
 	req, err := http.NewRequest(http.MethodDelete, "http://forged/v1/attempts/00000000-0000-4000-8000-000000000000", nil)
 	require.NoError(t, err)
 	res, err = client.Do(req)
