@@ -94,4 +94,3 @@ func orDash(s string) string {
 	}
 	return s
 }
-

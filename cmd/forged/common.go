@@ -2,6 +2,8 @@ package main
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -13,6 +15,7 @@ import (
 // runnerFlags are the flags shared by the commands that embed forged.
 type runnerFlags struct {
 	stateRoot      string
+	lockRoot       string
 	workerBinary   string
 	slots          int
 	queue          int
@@ -48,6 +51,7 @@ func (p *preflightFlags) policy(maxSlots int) preflight.CapacityPolicy {
 
 func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.stateRoot, "state-root", defaultStateRoot(), "forged's private state directory")
+	cmd.Flags().StringVar(&f.lockRoot, "lock-root", filepath.Join(os.TempDir(), "forged"), "where forged keeps the Docker context lock: every forged on a host must use the same one")
 	cmd.Flags().StringVar(&f.workerBinary, "worker-binary", "", "static forged binary to put into sandbox images (default: this executable)")
 	cmd.Flags().IntVar(&f.slots, "slots", 2, "attempts that may run at once")
 	cmd.Flags().IntVar(&f.queue, "queue", 16, "attempts that may wait for a slot")
@@ -65,6 +69,7 @@ func (f *runnerFlags) config(logger *slog.Logger) runner.Config {
 		Slots:          f.slots,
 		QueueLimit:     f.queue,
 		StateRoot:      f.stateRoot,
+		LockRoot:       f.lockRoot,
 		WorkerBinary:   f.workerBinary,
 		SeccompProfile: f.seccompProfile,
 		LSMOption:      f.lsmOption,

@@ -163,3 +163,13 @@ func TestConfigPrintTextNamesTheSourceAndEscapesControlCharacters(t *testing.T) 
 	assert.Contains(t, out.String(), `"apparmor=x\x1b[2J"`)
 	assert.NotContains(t, out.String(), "\x1b")
 }
+
+// TestContribConfigIsValid reads contrib/forged.yaml as the unit does.
+func TestContribConfigIsValid(t *testing.T) {
+	settings, err := printConfig(t, nil, "--config", filepath.Join("..", "..", "contrib", "forged.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, "/var/lib/forged", settings["stateRoot"].Value)
+	assert.Equal(t, "/run/lock/forged", settings["lockRoot"].Value)
+	assert.Equal(t, "/run/forged/forged.sock", settings["socket"].Value)
+	assert.Equal(t, config.SourceFile, settings["slots"].Source)
+}
