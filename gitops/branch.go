@@ -2,7 +2,10 @@ package gitops
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,35 +59,93 @@ func parseWorktreeList(out string) []worktree {
 	return list
 }
 
+// worktreeLeft names a checked-out worktree left as it was, and why.
+type worktreeLeft struct{ path, reason string }
+
 // moveManagedBranch moves refs/heads/<worktreeKey> from input to result
-// with a compare-and-swap. When a worktree has the branch checked out, that
-// worktree must be clean at input and able to take result without
-// overwriting untracked files; it is reset to result after the move. When
-// none has, the branch may be absent (it is created) or at input.
-// Anything else is failure.SandboxOutputConflict and moves nothing.
-func moveManagedBranch(ctx context.Context, git *Runner, repo, worktreeKey, input, result string) error {
+// with a compare-and-swap. When a worktree has the branch checked out, the
+// result tree is measured first (entries and bytes, see measureTree): beyond
+// the budget the branch moves and the worktree is left untouched, which the
+// returned worktreeLeft says. Within it, that worktree must be clean at
+// input and able to take result without overwriting untracked files; it is
+// reset to result after the move. When none has, the branch may be absent
+// (it is created) or at input. Anything else is
+// failure.SandboxOutputConflict and moves nothing.
+func moveManagedBranch(ctx context.Context, git *Runner, repo, worktreeKey, input, result string, b Budget) (worktreeLeft, error) {
 	branch := "refs/heads/" + worktreeKey
 	listing, err := git.Run(ctx, repo, RunOpts{Timeout: shortTimeout}, "worktree", "list", "--porcelain", "-z")
 	if err != nil {
-		return err
+		return worktreeLeft{}, err
 	}
 	for _, wt := range parseWorktreeList(listing) {
-		if !wt.Bare && wt.Branch == branch {
-			return moveCheckedOut(ctx, git, repo, wt.Path, branch, input, result)
+		if wt.Bare || wt.Branch != branch {
+			continue
 		}
+		over, err := measureTree(ctx, git, repo, result, b)
+		if err != nil {
+			return worktreeLeft{}, err
+		}
+		if over != "" {
+			return worktreeLeft{path: wt.Path, reason: over}, updateRef(ctx, git, repo, branch, result, input)
+		}
+		return worktreeLeft{}, moveCheckedOut(ctx, git, repo, wt.Path, branch, input, result)
 	}
 	current, exists, err := refValue(ctx, git, repo, branch, failure.SandboxRuntimeFailed)
 	if err != nil {
-		return err
+		return worktreeLeft{}, err
 	}
 	old := zeroOID(result)
 	if exists {
 		if current != input {
-			return failure.New(failure.SandboxOutputConflict, "managed branch %s changed after the sandbox input was captured", worktreeKey)
+			return worktreeLeft{}, failure.New(failure.SandboxOutputConflict, "managed branch %s changed after the sandbox input was captured", worktreeKey)
 		}
 		old = input
 	}
-	return updateRef(ctx, git, repo, branch, result, old)
+	return worktreeLeft{}, updateRef(ctx, git, repo, branch, result, old)
+}
+
+// treeLineMax bounds one line of measureTree's listing ("blob ", a
+// 19-digit size and a NUL), so that a listing longer than
+// (MaxWorktreeEntries+1)*treeLineMax bytes has too many entries.
+const treeLineMax = 32
+
+// measureTree lists commit's tree recursively, one short record per file
+// (type and size), and returns why a checkout of it would exceed the
+// budget ("" when it would not). The listing is capped, so a tree bomb
+// (a few trees naming each other thousands of times) costs at most the
+// cap before git is stopped; nothing is written.
+func measureTree(ctx context.Context, git *Runner, repo, commit string, b Budget) (string, error) {
+	out, err := git.Run(ctx, repo, RunOpts{Timeout: resetTimeout, MaxOutput: int64(b.MaxWorktreeEntries+1) * treeLineMax},
+		"ls-tree", "-r", "-z", "--full-tree", "--format=%(objecttype) %(objectsize)", commit)
+	if errors.Is(err, errOutputLimit) {
+		return fmt.Sprintf("the result tree has more than %d entries", b.MaxWorktreeEntries), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	entries, total := 0, int64(0)
+	for _, rec := range strings.Split(strings.TrimSuffix(out, "\x00"), "\x00") {
+		if rec == "" {
+			continue
+		}
+		entries++
+		typ, size, _ := strings.Cut(rec, " ")
+		if typ != "blob" {
+			continue
+		}
+		n, err := strconv.ParseInt(size, 10, 64)
+		if err != nil || n < 0 {
+			return "", failure.New(failure.SandboxRuntimeFailed, "git ls-tree listed a malformed size")
+		}
+		total += n
+		if total > b.MaxWorktreeBytes {
+			return fmt.Sprintf("the result tree holds more than %d bytes", b.MaxWorktreeBytes), nil
+		}
+	}
+	if entries > b.MaxWorktreeEntries {
+		return fmt.Sprintf("the result tree has more than %d entries", b.MaxWorktreeEntries), nil
+	}
+	return "", nil
 }
 
 func moveCheckedOut(ctx context.Context, git *Runner, repo, dir, branch, input, result string) error {
