@@ -170,7 +170,7 @@ func TestScanPackZlibBomb(t *testing.T) {
 	t.Parallel()
 	pack := buildPack(t, rawEntry(packBlob, []byte("x")))
 	var buf bytes.Buffer
-	buf.Write(pack[:12]) // the header: one object
+	buf.Write(pack[:12])                    // the header: one object
 	buf.WriteByte(byte(packBlob<<4) | 0x80) // size 16: low nibble 0, next byte 1
 	buf.WriteByte(0x01)
 	zw := zlib.NewWriter(&buf)

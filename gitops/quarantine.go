@@ -213,7 +213,7 @@ func (q *quarantine) check(ctx context.Context, pack map[string]bool, req checkR
 		return 0, nil, err
 	}
 	if req.squash {
-		parents, err := q.run(ctx, RunOpts{Timeout: shortTimeout}, false, "rev-list", "--parents", "--max-count=1", result)
+		parents, err := q.run(ctx, RunOpts{Timeout: shortTimeout}, true, "rev-list", "--parents", "--max-count=1", result)
 		if err != nil {
 			return 0, nil, err
 		}
