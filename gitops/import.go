@@ -17,7 +17,7 @@ const (
 
 // DefaultManagedNamespace is where managed branches live unless the
 // operator configures another namespace.
-const DefaultManagedNamespace = "refs/heads/forge/"
+const DefaultManagedNamespace = messages.DefaultManagedNamespace
 
 // ImportRequest describes one validated result to bring into the host
 // repository.
@@ -171,7 +171,7 @@ func CheckManagedBranch(branch, namespace, defaultBranch, baseBranch string) err
 	}
 	ref := "refs/heads/" + branch
 	switch {
-	case !ValidManagedNamespace(namespace):
+	case !messages.ValidManagedNamespace(namespace):
 		return failure.New(failure.DispatchInvalid, "managed namespace %q is not a refs/heads/…/ prefix", truncate(namespace, 64))
 	case branch == defaultBranch:
 		return failure.New(failure.DispatchInvalid, "field lease.worktreeKey: %q is the repository's default branch, which forged never moves", truncate(branch, 64))
@@ -181,13 +181,6 @@ func CheckManagedBranch(branch, namespace, defaultBranch, baseBranch string) err
 		return failure.New(failure.DispatchInvalid, "field lease.worktreeKey: %q is outside the managed namespace %s", truncate(branch, 64), namespace)
 	}
 	return nil
-}
-
-// ValidManagedNamespace reports whether ns is a usable managed namespace:
-// refs/heads/ followed by a valid branch prefix ending in "/".
-func ValidManagedNamespace(ns string) bool {
-	rest, ok := strings.CutPrefix(ns, "refs/heads/")
-	return ok && strings.HasSuffix(rest, "/") && validBranch(strings.TrimSuffix(rest, "/"))
 }
 
 func (req ImportRequest) validate() (string, error) {
