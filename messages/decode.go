@@ -242,14 +242,14 @@ func (t Task) validate() error {
 	if t.TimeoutSeconds < 0 || t.TimeoutSeconds > MaxTaskTimeoutSeconds {
 		return fieldError("task.timeoutSeconds", "%d is outside [0, %d]", t.TimeoutSeconds, MaxTaskTimeoutSeconds)
 	}
-	return t.validateResult()
+	return t.ValidateResult()
 }
 
-// validateResult checks the task's result options: the commit message is
+// ValidateResult checks the task's result options: the commit message is
 // at most MaxCommitMessageBytes of valid UTF-8 without NUL and not blank
 // when present, and the result mode is history, squash or absent. The
 // worker applies the same rules to its start packet.
-func (t Task) validateResult() error {
+func (t Task) ValidateResult() error {
 	if m := t.CommitMessage; m != "" && (len(m) > MaxCommitMessageBytes || !utf8.ValidString(m) ||
 		strings.ContainsRune(m, 0) || strings.TrimSpace(m) == "") {
 		return fieldError("task.commitMessage", "must be at most %d bytes of UTF-8 text without NUL, and not blank", MaxCommitMessageBytes)

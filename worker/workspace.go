@@ -37,6 +37,8 @@ type workspace struct {
 	branch  plumbing.ReferenceName
 	// fs is the working tree as go-git sees it (see workspaceFS).
 	fs billy.Filesystem
+	// history caches the commits reachable from the input (inputHistory).
+	history map[plumbing.Hash]bool
 }
 
 // materialize prepares the workspace directory, unpacks the input bundle
