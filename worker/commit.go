@@ -65,8 +65,11 @@ type result struct {
 // top of the input, as before.
 //
 // The workspace's attempt branch and HEAD are moved to the result.
-func (ws *workspace) commitResult(attemptID string, task messages.Task) (*result, error) {
+func (ws *workspace) commitResult(attemptID string, task messages.Task, note func(string, ...any)) (*result, error) {
 	fixPermissions(ws.dir)
+	if err := ws.reopen(); err != nil {
+		note("the workspace repository cannot be reopened (%v); reading it as materialised", err)
+	}
 	tip := ws.input
 	if !task.Squash() {
 		tip = ws.taskTip()

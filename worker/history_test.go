@@ -139,3 +139,14 @@ git update-ref "refs/heads/$(git symbolic-ref --short HEAD)" "$commit"`)...)
 	assert.Error(t, err, "strict fsck refuses it")
 	assert.Contains(t, out, "hasDotgit")
 }
+
+// TestMainReadsPacksTheTaskWrote: the agent commits, then repacks (gc
+// replaces the materialised pack). The worker reads the repository afresh.
+func TestMainReadsPacksTheTaskWrote(t *testing.T) {
+	requireGitTask(t)
+	f := newFixture(t, sh(agentGit+`echo a > a.txt; git add a.txt; git commit -q -m "packed commit"; git gc -q --prune=now`)...)
+	res := f.run()
+	require.Equal(t, ExitOK, res.code, "stderr: %s", res.stderr)
+	sha := f.fetchBundle()
+	assert.Equal(t, "packed commit", f.host.git("log", "--format=%s", f.input+".."+sha))
+}

@@ -212,7 +212,7 @@ func (r *run) execute(ctx context.Context) (int, error) {
 	outcome := r.runTask(ctx, dir)
 	killStragglers()
 
-	result, err := ws.commitResult(id.DispatchAttemptID, r.pkt.Task)
+	result, err := ws.commitResult(id.DispatchAttemptID, r.pkt.Task, r.note)
 	if err != nil {
 		return 0, err
 	}
