@@ -143,3 +143,28 @@ func FuzzValidateCredential(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParsePackIndexIDs(f *testing.F) {
+	var idx bytes.Buffer
+	idx.Write([]byte{0xff, 't', 'O', 'c', 0, 0, 0, 2})
+	for i := 0; i < 256; i++ {
+		idx.Write([]byte{0, 0, 0, 1})
+	}
+	idx.Write(bytes.Repeat([]byte{0}, 20))
+	f.Add(idx.Bytes(), uint8(1))
+	f.Add([]byte{}, uint8(0))
+	f.Fuzz(func(t *testing.T, raw []byte, want uint8) {
+		ids, err := ParsePackIndexIDs(bytes.NewReader(raw), int(want))
+		if err != nil {
+			return
+		}
+		if len(ids) != int(want) {
+			t.Fatalf("%d ids for %d objects", len(ids), want)
+		}
+		for i, id := range ids {
+			if !isObjectID(id) || (i > 0 && ids[i-1] >= id) {
+				t.Fatalf("accepted ids %v", ids)
+			}
+		}
+	})
+}

@@ -368,3 +368,22 @@ func TestRunnerRefusesTransportsAndHonoursOwnership(t *testing.T) {
 	_, err = NewRunner().Run(testCtx(t), filepath.Join(repo, ".forge"), RunOpts{}, "status", "--porcelain")
 	require.Error(t, err, "safe.directory names exactly the repository, not its subdirectories")
 }
+
+// TestImportMergeOfAnOlderCommit: a result merging work that grew from the
+// input's parent names both as prerequisites; both are in the input's
+// history, so it imports.
+func TestImportMergeOfAnOlderCommit(t *testing.T) {
+	t.Parallel()
+	f := newImportFixture(t)
+	gitT(t, f.sandbox, "checkout", "--quiet", "-b", "side", f.input+"^")
+	commitFile(t, f.sandbox, "side.txt", "side\n", "side work")
+	gitT(t, f.sandbox, "checkout", "--quiet", "--detach", f.input)
+	gitT(t, f.sandbox, "merge", "--quiet", "--no-edit", "side")
+	tip := gitT(t, f.sandbox, "rev-parse", "HEAD")
+	path := writeBundle(t, f.sandbox, []string{f.input, f.input + "^"}, tip, "refs/forge/results/"+testAttemptHex,
+		tip+"\n^"+f.input+"\n^"+f.input+"^\n")
+	report, err := ImportResult(testCtx(t), NewRunner(), f.request(tip, path))
+	require.NoError(t, err)
+	assert.Equal(t, 2, report.Commits)
+	assert.Equal(t, tip, refOf(t, f.repo, "refs/heads/"+testKey))
+}

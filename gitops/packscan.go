@@ -91,6 +91,7 @@ func ScanPack(r io.Reader, budget Budget) (PackStats, error) {
 	}
 	entries := make(map[int64]entry, min(int(count), 1<<16))
 	var st PackStats
+	inf := &inflater{}
 	for i := uint32(0); i < count; i++ {
 		offset := pr.n
 		typ, size, err := readEntryHeader(pr)
@@ -104,7 +105,7 @@ func ScanPack(r io.Reader, budget Budget) (PackStats, error) {
 		resolved, depth := size, 0
 		switch typ {
 		case packCommit, packTree, packBlob, packTag:
-			if err := inflateExactly(pr, size, nil); err != nil {
+			if err := inf.exactly(pr, size, nil); err != nil {
 				return invalid("entry %d: %v", i, err)
 			}
 		case packOfsDelta:
@@ -117,7 +118,7 @@ func ScanPack(r io.Reader, budget Budget) (PackStats, error) {
 				return invalid("entry %d: delta base is not an entry of the pack", i)
 			}
 			var head deltaHead
-			if err := inflateExactly(pr, size, &head); err != nil {
+			if err := inf.exactly(pr, size, &head); err != nil {
 				return invalid("entry %d: %v", i, err)
 			}
 			baseSize, result, ok := head.sizes()
@@ -240,15 +241,23 @@ func readOfsDeltaOffset(r io.ByteReader) (int64, error) {
 	return off, nil
 }
 
-// inflateExactly inflates one zlib stream from r, requiring exactly size
-// bytes of output and a valid checksum, keeping only the first bytes in
-// head (when not nil). Memory stays bounded whatever size says.
-func inflateExactly(r io.Reader, size int64, head *deltaHead) error {
-	zr, err := zlib.NewReader(r)
+// inflater inflates one zlib stream after another, reusing its reader.
+type inflater struct{ zr io.ReadCloser }
+
+// exactly inflates one zlib stream from r, requiring exactly size bytes of
+// output and a valid checksum, keeping only the first bytes in head (when
+// not nil). Memory stays bounded whatever size says.
+func (f *inflater) exactly(r io.Reader, size int64, head *deltaHead) error {
+	var err error
+	if f.zr == nil {
+		f.zr, err = zlib.NewReader(r)
+	} else {
+		err = f.zr.(zlib.Resetter).Reset(r, nil)
+	}
 	if err != nil {
 		return fmt.Errorf("malformed zlib stream: %w", err)
 	}
-	defer zr.Close()
+	zr := f.zr
 	var dst io.Writer = io.Discard
 	if head != nil {
 		dst = head

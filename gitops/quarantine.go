@@ -121,7 +121,7 @@ func (q *quarantine) receive(ctx context.Context, bundle string, h *BundleHeader
 	if err != nil {
 		return nil, PackStats{}, err
 	}
-	stats, err := ScanPack(pack, b)
+	stats, err := ScanPack(ctxReader{ctx: ctx, r: pack}, b)
 	done()
 	if err != nil {
 		return nil, PackStats{}, err
@@ -153,6 +153,19 @@ func (q *quarantine) receive(ctx context.Context, bundle string, h *BundleHeader
 		set[id] = true
 	}
 	return set, stats, nil
+}
+
+// ctxReader stops reading once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // checkRequest is what check verifies the quarantined pack against.

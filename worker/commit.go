@@ -165,13 +165,44 @@ func (ws *workspace) treeOf(commit plumbing.Hash) *object.Tree {
 // (prerequisites) and the objects they need that the input's tree does not
 // hold. Parents that cannot be read are prerequisites too: the host has
 // them or refuses the result.
+//
+// The common case, a history that grows from the input without merging
+// anything older, is walked with the input commit alone as the stop; only
+// when that walk meets a merge, a root or an unreadable commit is the
+// input's whole history read to stop at.
 func (ws *workspace) collectHistory(tip plumbing.Hash, res *result, known map[plumbing.Hash]bool) error {
-	inInput, err := ws.inputHistory()
+	stop := map[plumbing.Hash]bool{ws.input: true}
+	commits, prerequisites, simple, err := ws.walkNew(tip, stop, true)
+	if err == nil && !simple {
+		if stop, err = ws.inputHistory(); err == nil {
+			commits, prerequisites, _, err = ws.walkNew(tip, stop, false)
+		}
+	}
 	if err != nil {
 		return err
 	}
+	res.commits, res.prerequisites = commits, prerequisites
+	objs, err := ws.newObjects(res.commits, known)
+	if err != nil {
+		return err
+	}
+	res.objects = objs
+	return nil
+}
+
+// walkNew lists the commits reachable from tip without passing through a
+// commit in stop, newest first, and the stop commits (or unreadable ones)
+// they name as parents. With bail, it gives up (simple false) at the first
+// merge, root or unreadable parent.
+func (ws *workspace) walkNew(tip plumbing.Hash, stop map[plumbing.Hash]bool, bail bool) (commits []*object.Commit, prerequisites []plumbing.Hash, simple bool, err error) {
 	seen := map[plumbing.Hash]bool{}
 	prereq := map[plumbing.Hash]bool{}
+	addPrereq := func(h plumbing.Hash) {
+		if !prereq[h] {
+			prereq[h] = true
+			prerequisites = append(prerequisites, h)
+		}
+	}
 	queue := []plumbing.Hash{tip}
 	for len(queue) > 0 {
 		h := queue[0]
@@ -181,34 +212,27 @@ func (ws *workspace) collectHistory(tip plumbing.Hash, res *result, known map[pl
 		}
 		seen[h] = true
 		c, err := ws.repo.CommitObject(h)
-		if err != nil {
-			if h == tip {
-				return err
-			}
-			if !prereq[h] {
-				prereq[h] = true
-				res.prerequisites = append(res.prerequisites, h)
-			}
+		switch {
+		case err != nil && h == tip:
+			return nil, nil, false, err
+		case err != nil && bail:
+			return nil, nil, false, nil
+		case err != nil:
+			addPrereq(h)
 			continue
+		case bail && len(c.ParentHashes) != 1:
+			return nil, nil, false, nil
 		}
-		res.commits = append(res.commits, c)
+		commits = append(commits, c)
 		for _, p := range c.ParentHashes {
-			if inInput[p] {
-				if !prereq[p] {
-					prereq[p] = true
-					res.prerequisites = append(res.prerequisites, p)
-				}
+			if stop[p] {
+				addPrereq(p)
 				continue
 			}
 			queue = append(queue, p)
 		}
 	}
-	objs, err := ws.newObjects(res.commits, known)
-	if err != nil {
-		return err
-	}
-	res.objects = objs
-	return nil
+	return commits, prerequisites, true, nil
 }
 
 // inputHistory is the set of commits reachable from the input commit (the

@@ -150,3 +150,24 @@ func TestMainReadsPacksTheTaskWrote(t *testing.T) {
 	sha := f.fetchBundle()
 	assert.Equal(t, "packed commit", f.host.git("log", "--format=%s", f.input+".."+sha))
 }
+
+// TestMainMergeOfAnOlderCommit: the agent branches from the input's parent,
+// commits there and merges that into its branch. The bundle names both
+// the input and the input's parent as prerequisites and carries only the
+// two new commits' objects.
+func TestMainMergeOfAnOlderCommit(t *testing.T) {
+	requireGitTask(t)
+	h := newHostRepo(t)
+	h.write("second.txt", "2\n")
+	h.git("add", "second.txt")
+	h.git("commit", "-q", "-m", "second")
+	f := newFixtureFrom(t, h, sh(agentGit+`git checkout -q -b side HEAD~1
+echo x > x.txt; git add x.txt; git commit -q -m side
+git checkout -q `+testBranch+`
+git merge -q --no-edit side`)...)
+	res := f.run()
+	require.Equal(t, ExitOK, res.code, "stderr: %s", res.stderr)
+	parent := f.host.git("rev-parse", f.input+"~1")
+	sha := f.fetchBundle(f.input, parent)
+	assert.Equal(t, "Merge branch 'side' into "+testBranch+"\nside", f.host.git("log", "--format=%s", f.input+".."+sha))
+}
