@@ -374,3 +374,56 @@ func TestEndToEndUnmanagedWorktreeKeyIsRefused(t *testing.T) {
 	}
 	assert.Equal(t, before, e.git("for-each-ref"))
 }
+
+// TestEndToEndHostRepositoryHooksAndMalformedHistory: the host repository
+// holds a malformed commit in its history (strict fsck of the host fails),
+// hooks in .git/hooks and in a configured hooks directory, and an
+// fsmonitor; the managed branch is checked out in a worktree. The attempt
+// imports, the worktree is updated, and nothing planted runs.
+func TestEndToEndHostRepositoryHooksAndMalformedHistory(t *testing.T) {
+	e := newE2E(t, runner.Config{})
+	orig := e.git("rev-parse", "main^{tree}")
+	blob := strings.TrimSpace(gitStdin(t, e.repo, "evil\n", "hash-object", "-w", "--stdin"))
+	raw, err := hex.DecodeString(blob)
+	require.NoError(t, err)
+	padded := strings.TrimSpace(gitStdin(t, e.repo, "0100644 f\x00"+string(raw), "hash-object", "-t", "tree", "-w", "--stdin", "--literally"))
+	bad := e.git("-c", "user.name=host", "-c", "user.email=host@forge.invalid", "commit-tree", "-p", "main", "-m", "malformed", padded)
+	fixed := e.git("-c", "user.name=host", "-c", "user.email=host@forge.invalid", "commit-tree", "-p", bad, "-m", "restore", orig)
+	e.git("update-ref", "refs/heads/main", fixed)
+	_, err = exec.Command("git", "-C", e.repo, "fsck", "--strict", "--no-dangling").CombinedOutput()
+	require.Error(t, err, "the host repository's history really is malformed")
+
+	wt := filepath.Join(t.TempDir(), "managed")
+	e.git("worktree", "add", "-q", "-b", example.Branch, wt, "main")
+	marker := filepath.Join(t.TempDir(), "ran")
+	script := "#!/bin/sh\necho \"$0\" >> '" + marker + "'\n"
+	hooksDir := t.TempDir()
+	for _, dir := range []string{filepath.Join(e.repo, ".git", "hooks"), hooksDir} {
+		for _, hook := range []string{"reference-transaction", "post-checkout", "post-merge", "pre-auto-gc"} {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, hook), []byte(script), 0o755))
+		}
+	}
+	fsmonitor := filepath.Join(t.TempDir(), "fsmonitor")
+	require.NoError(t, os.WriteFile(fsmonitor, []byte(script), 0o755))
+	e.git("config", "core.hooksPath", hooksDir)
+	e.git("config", "core.fsmonitor", fsmonitor)
+	require.NoFileExists(t, marker)
+
+	out := e.wait(e.submit(e.dispatch(nil, 0)))
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s", out.Code, out.Message)
+	assert.Equal(t, out.ResultCommitSHA, e.git("rev-parse", "refs/heads/"+example.Branch))
+	assert.Nil(t, out.WorktreeLeft)
+	hello, err := os.ReadFile(filepath.Join(wt, "hello.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "hello from the sandbox\n", string(hello), "the checked-out worktree took the result")
+	assert.NoFileExists(t, marker, "no planted hook or fsmonitor ran")
+}
+
+func gitStdin(t *testing.T, dir, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	return string(out)
+}
