@@ -21,6 +21,7 @@ type runnerFlags struct {
 	managedNS      string
 	verbose        bool
 	preflight      preflightFlags
+	publish        publishFlags
 }
 
 // preflightFlags are the admission settings shared with `forged preflight`.
@@ -54,6 +55,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.managedNS, "managed-namespace", messages.DefaultManagedNamespace, "ref prefix every dispatch's worktreeKey must lie below (refs/heads/…/)")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "debug logging")
 	f.preflight.register(cmd)
+	f.publish.register(cmd)
 }
 
 func (f *runnerFlags) config(logger *slog.Logger) runner.Config {
