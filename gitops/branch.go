@@ -156,10 +156,14 @@ func moveCheckedOut(ctx context.Context, git *Runner, repo, dir, branch, input, 
 	if err != nil {
 		return err
 	}
+	noFilters, err := filterOverrides(ctx, git, dir)
+	if err != nil {
+		return err
+	}
 	if strings.TrimSpace(head) != input {
 		return conflict("HEAD moved after the sandbox input was captured")
 	}
-	status, err := git.Run(ctx, dir, RunOpts{Timeout: resetTimeout, Code: failure.SandboxOutputConflict},
+	status, err := git.Run(ctx, dir, RunOpts{Timeout: resetTimeout, Code: failure.SandboxOutputConflict, Config: noFilters},
 		"status", "--porcelain=v1", "--untracked-files=no")
 	if err != nil {
 		return err
@@ -169,7 +173,7 @@ func moveCheckedOut(ctx context.Context, git *Runner, repo, dir, branch, input, 
 	}
 	// A dry run of the two-tree fast-forward refuses when result would
 	// overwrite untracked files, which reset --hard would silently clobber.
-	if _, err := git.Run(ctx, dir, RunOpts{Timeout: resetTimeout, Code: failure.SandboxOutputConflict},
+	if _, err := git.Run(ctx, dir, RunOpts{Timeout: resetTimeout, Code: failure.SandboxOutputConflict, Config: noFilters},
 		"read-tree", "--dry-run", "-m", "-u", input, result); err != nil {
 		if ExitCode(err) >= 0 {
 			return conflict("cannot take the result without overwriting files%s", detail(err))
@@ -179,11 +183,42 @@ func moveCheckedOut(ctx context.Context, git *Runner, repo, dir, branch, input, 
 	if err := updateRef(ctx, git, repo, branch, result, input); err != nil {
 		return err
 	}
-	if _, err := git.Run(ctx, dir, RunOpts{Timeout: resetTimeout, Code: failure.SandboxOutputConflict},
+	if _, err := git.Run(ctx, dir, RunOpts{Timeout: resetTimeout, Code: failure.SandboxOutputConflict, Config: noFilters},
 		"reset", "--hard", "--quiet"); err != nil {
 		return failure.Wrap(failure.SandboxOutputConflict, err, "managed branch moved but worktree %s was not reset: %v", dir, err)
 	}
 	return nil
+}
+
+// filterOverrides switches off every filter driver the repository's
+// configuration defines (git-lfs, say): the result's .gitattributes is the
+// task's, and it could otherwise aim a driver's command at the files it
+// checks out on the host. Each filter.<name> gets empty clean, smudge and
+// process commands, which git treats as no filter, and required=false.
+func filterOverrides(ctx context.Context, git *Runner, dir string) ([]string, error) {
+	out, err := git.Run(ctx, dir, RunOpts{Timeout: shortTimeout, MaxOutput: 1 << 20}, "config", "--name-only", "--get-regexp", `^filter\.`)
+	if ExitCode(err) == 1 {
+		return nil, nil // no filter configured
+	}
+	if err != nil {
+		return nil, err
+	}
+	var config []string
+	seen := map[string]bool{}
+	for _, key := range strings.Split(strings.TrimSpace(out), "\n") {
+		name := strings.TrimPrefix(key, "filter.")
+		if i := strings.LastIndex(name, "."); i > 0 {
+			name = name[:i]
+		}
+		if name == "" || seen[name] || strings.ContainsAny(name, "=\n") {
+			continue
+		}
+		seen[name] = true
+		for _, v := range []string{"clean=", "smudge=", "process=", "required=false"} {
+			config = append(config, "filter."+name+"."+v)
+		}
+	}
+	return config, nil
 }
 
 // updateRef moves ref to newID only if it is at oldID (the zero id: only if

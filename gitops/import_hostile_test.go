@@ -387,3 +387,36 @@ func TestImportMergeOfAnOlderCommit(t *testing.T) {
 	assert.Equal(t, 2, report.Commits)
 	assert.Equal(t, tip, refOf(t, f.repo, "refs/heads/"+testKey))
 }
+
+// TestImportRunsNoFilterDriver: the host repository configures a filter
+// driver (as git-lfs does) and the result's .gitattributes aims it at every
+// file. Updating the checked-out worktree runs none of its commands.
+func TestImportRunsNoFilterDriver(t *testing.T) {
+	t.Parallel()
+	f := newImportFixture(t)
+	wt := f.addWorktree(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	driver := filepath.Join(t.TempDir(), "driver")
+	writeFile(t, driver, "#!/bin/sh\necho \"$0 $*\" >> '"+marker+"'\ncat\n")
+	require.NoError(t, os.Chmod(driver, 0o755))
+	for _, kv := range [][2]string{{"filter.evil.smudge", driver + " smudge"}, {"filter.evil.clean", driver + " clean"}, {"filter.evil.required", "true"}} {
+		gitT(t, f.repo, "config", kv[0], kv[1])
+	}
+	commitFile(t, f.sandbox, ".gitattributes", "* filter=evil\n", "aim the host's filter at everything")
+	result := commitFile(t, f.sandbox, "payload.txt", "payload\n", "payload")
+	// Plain git would run it when checking the result out.
+	probe := filepath.Join(t.TempDir(), "probe")
+	gitT(t, f.repo, "fetch", "-q", f.sandbox, result+":refs/probe")
+	gitT(t, f.repo, "worktree", "add", "-q", "--detach", probe, result)
+	require.FileExists(t, marker, "the driver is live for plain git")
+	gitT(t, f.repo, "worktree", "remove", "--force", probe)
+	gitT(t, f.repo, "update-ref", "-d", "refs/probe")
+	require.NoError(t, os.Remove(marker))
+
+	require.NoError(t, runImport(testCtx(t), NewRunner(), f.request(result, f.bundle(t, f.input, result))))
+	assert.Equal(t, result, gitT(t, wt, "rev-parse", "HEAD"))
+	payload, err := os.ReadFile(filepath.Join(wt, "payload.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "payload\n", string(payload))
+	assert.NoFileExists(t, marker, "no filter command ran")
+}

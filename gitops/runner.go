@@ -246,6 +246,7 @@ func configEnv(dir string, extra []string) []string {
 		"GIT_CONFIG_NOSYSTEM=1",
 		"GIT_CONFIG_GLOBAL=" + os.DevNull,
 		"GIT_NO_REPLACE_OBJECTS=1",
+		"GIT_ATTR_NOSYSTEM=1",
 		fmt.Sprintf("GIT_CONFIG_COUNT=%d", len(entries)),
 	}
 	for i, kv := range entries {
