@@ -2,7 +2,11 @@ package runner_test
 
 import (
 	"bytes"
+	"compress/zlib"
 	"context"
+	"crypto/sha1" //nolint:gosec // git's pack trailer
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -18,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/actors"
 	"github.com/forgedev/forged/example"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/messages"
@@ -426,4 +431,92 @@ func gitStdin(t *testing.T, dir, stdin string, args ...string) string {
 	out, err := cmd.Output()
 	require.NoError(t, err)
 	return string(out)
+}
+
+// bombDocker stands in for a worker the task subverted: after the output
+// is copied out, it replaces the result bundle with a delta bomb (a few
+// kilobytes whose deltas resolve to 16 GiB) and rewrites the manifest to
+// match, as the worker's own words would.
+type bombDocker struct {
+	actors.Docker
+}
+
+func (d bombDocker) CopyDirOut(ctx context.Context, containerID, srcDir, hostDir string, maxBytes int64, maxFiles int) error {
+	if err := d.Docker.CopyDirOut(ctx, containerID, srcDir, hostDir, maxBytes, maxFiles); err != nil {
+		return err
+	}
+	path := filepath.Join(hostDir, messages.ManifestFile)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var manifest messages.Manifest
+	if err := json.Unmarshal(raw, &manifest); err != nil {
+		return err
+	}
+	if manifest.ResultCommitSHA == nil || manifest.Bundle == nil {
+		return fmt.Errorf("no result to replace")
+	}
+	bundle := []byte("# v2 git bundle\n-" + manifest.InputCommitSHA + " \n" + *manifest.ResultCommitSHA + " refs/forge/results/x\n\n")
+	bundle = append(bundle, deltaBombPack()...)
+	if err := os.WriteFile(filepath.Join(hostDir, manifest.Bundle.Path), bundle, 0o600); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(bundle)
+	manifest.Bundle.Bytes, manifest.Bundle.SHA256 = int64(len(bundle)), hex.EncodeToString(sum[:])
+	if raw, err = json.Marshal(manifest); err != nil {
+		return err
+	}
+	return os.WriteFile(path, raw, 0o600)
+}
+
+// deltaBombPack is a pack of one 64 KiB blob and 16 offset deltas on it,
+// each copying it 16,384 times (1 GiB).
+func deltaBombPack() []byte {
+	var buf bytes.Buffer
+	buf.WriteString("PACK\x00\x00\x00\x02")
+	_ = binary.Write(&buf, binary.BigEndian, uint32(17))
+	entry := func(typ byte, data []byte, baseDistance int) {
+		size := len(data)
+		c := typ<<4 | byte(size&0x0f)
+		for size >>= 4; size > 0; size >>= 7 {
+			buf.WriteByte(c | 0x80)
+			c = byte(size & 0x7f)
+		}
+		buf.WriteByte(c)
+		if typ == 6 {
+			var enc []byte
+			n := baseDistance
+			enc = append(enc, byte(n&0x7f))
+			for n >>= 7; n > 0; n >>= 7 {
+				n--
+				enc = append([]byte{0x80 | byte(n&0x7f)}, enc...)
+			}
+			buf.Write(enc)
+		}
+		zw, _ := zlib.NewWriterLevel(&buf, zlib.BestCompression)
+		_, _ = zw.Write(data)
+		_ = zw.Close()
+	}
+	base := buf.Len()
+	entry(3, make([]byte, 0x10000), 0)
+	delta := []byte{0x80, 0x80, 0x04, 0x80, 0x80, 0x80, 0x80, 0x04} // base 64 KiB, result 1 GiB
+	delta = append(delta, bytes.Repeat([]byte{0x80}, 1<<14)...)     // 16,384 copies of 64 KiB
+	for i := 0; i < 16; i++ {
+		entry(6, delta, buf.Len()-base)
+	}
+	sum := sha1.Sum(buf.Bytes())
+	buf.Write(sum[:])
+	return buf.Bytes()
+}
+
+// TestEndToEndDeltaBombIsRefused: the import refuses the bomb from its
+// delta headers, in bounded memory, and nothing moves.
+func TestEndToEndDeltaBombIsRefused(t *testing.T) {
+	e := newE2E(t, runner.Config{WrapDocker: func(d actors.Docker) actors.Docker { return bombDocker{d} }})
+	out := e.wait(e.submit(e.dispatch(nil, 0)))
+	assert.Equal(t, messages.StatusFailed, out.Status)
+	assert.Equal(t, string(failure.SandboxOutputInvalid), out.Code, out.Message)
+	assert.Contains(t, out.Message, "delta budget")
+	assert.False(t, e.branchExists(example.Branch))
 }
