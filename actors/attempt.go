@@ -72,7 +72,8 @@ type attemptActor struct {
 	peak                                     PeakMemory
 	trusted                                  error // a trusted host failure (OOM, PIDs...) from inspected state
 	result                                   string
-	published                                string // the commit pushed to the remote (bridge_push)
+	imported                                 gitops.ImportReport // the host's account of the result
+	published                                string              // the commit pushed to the remote (bridge_push)
 
 	ledger        *ledgerWriter
 	ledgerWritten bool         // the planned ledger was posted
@@ -113,6 +114,7 @@ type (
 	}
 	importDone struct {
 		result  string
+		report  gitops.ImportReport
 		summary string // the worker's own summary: evidence, never a code
 		err     error
 	}
@@ -426,13 +428,20 @@ func (a *attemptActor) onCollected(ctx actor.Context, msg collectDone) {
 }
 
 func (a *attemptActor) onImported(ctx actor.Context, msg importDone) {
-	a.result = msg.result
+	a.result, a.imported = msg.result, msg.report
 	if msg.err != nil {
 		a.fail(msg.err)
 	} else if a.result != "" {
-		a.emit(ctx, messages.RunnerEvent("sandbox_output_imported", "Validated and imported sandbox output.", map[string]string{
+		data := map[string]any{
 			"resultCommitSha": a.result, "branch": a.d.Lease.WorktreeKey,
-		}))
+			"commitCount": msg.report.Commits, "commits": msg.report.Newest,
+		}
+		content := fmt.Sprintf("Validated and imported sandbox output: %d commit(s).", msg.report.Commits)
+		if msg.report.WorktreeLeft != "" {
+			data["worktreeLeft"] = msg.report.WorktreeLeft
+			content += fmt.Sprintf(" The branch moved, but the host worktree %s was left as it was: %s.", msg.report.WorktreeLeft, msg.report.WorktreeLeftReason)
+		}
+		a.emit(ctx, messages.RunnerEvent("sandbox_output_imported", content, data))
 	} else {
 		a.emit(ctx, messages.RunnerEvent("sandbox_output_unchanged", "The task changed nothing; the managed branch is unchanged.", nil))
 	}

@@ -73,11 +73,16 @@ func (a *attemptActor) outcome(report messages.CleanupReport, degraded bool) mes
 		AttemptID:          a.d.AttemptID(),
 		Status:             messages.StatusSucceeded,
 		ResultCommitSHA:    a.result,
+		ResultCommitCount:  a.imported.Commits,
+		ResultCommits:      a.imported.Newest,
 		PublishedCommitSHA: a.published,
 		PeakMemoryBytes:    a.peak.PeakBytes,
 		Degraded:           degraded,
 		Cleanup:            &report,
 		FinishedAt:         a.cfg.Clock.Now().UTC(),
+	}
+	if a.imported.WorktreeLeft != "" {
+		out.WorktreeLeft = &messages.WorktreeLeft{Path: a.imported.WorktreeLeft, Reason: a.imported.WorktreeLeftReason}
 	}
 	if a.workerExit != nil && a.workerExit.Err == nil {
 		code := a.workerExit.ExitCode

@@ -143,10 +143,11 @@ func importStep(ctx context.Context, in importInput) importDone {
 		return importDone{summary: summary}
 	}
 	token := in.d.Lease.FencingToken
-	if err := in.git.ImportResult(ctx, in.d, in.output, func() error { return in.fence.assertCurrent(token) }); err != nil {
+	report, err := in.git.ImportResult(ctx, in.d, in.output, func() error { return in.fence.assertCurrent(token) })
+	if err != nil {
 		return importDone{summary: summary, err: err}
 	}
-	return importDone{result: *in.output.Manifest.ResultCommitSHA, summary: summary}
+	return importDone{result: *in.output.Manifest.ResultCommitSHA, report: report, summary: summary}
 }
 
 // teardownInput is what the teardown step reads.

@@ -96,15 +96,15 @@ func (f *fakeHost) ValidateOutput(_ string, expected messages.SandboxIdentity) (
 	return out, nil
 }
 
-func (f *fakeHost) ImportResult(_ context.Context, _ *messages.Dispatch, _ *gitops.Output, assertCurrent func() error) error {
+func (f *fakeHost) ImportResult(_ context.Context, _ *messages.Dispatch, _ *gitops.Output, assertCurrent func() error) (gitops.ImportReport, error) {
 	if err := f.record("import"); err != nil {
-		return err
+		return gitops.ImportReport{}, err
 	}
 	err := assertCurrent()
 	f.mu.Lock()
 	f.assertErr = err
 	f.mu.Unlock()
-	return err
+	return gitops.ImportReport{}, err
 }
 
 // Docker.

@@ -17,7 +17,7 @@ import (
 type Git interface {
 	Prepare(ctx context.Context, d *messages.Dispatch, workDir string) (*gitops.Prepared, error)
 	ValidateOutput(outputDir string, expected messages.SandboxIdentity) (*gitops.Output, error)
-	ImportResult(ctx context.Context, d *messages.Dispatch, out *gitops.Output, assertCurrent func() error) error
+	ImportResult(ctx context.Context, d *messages.Dispatch, out *gitops.Output, assertCurrent func() error) (gitops.ImportReport, error)
 	Publish(ctx context.Context, d *messages.Dispatch, inputSHA, resultSHA string, credential gitops.Credential, assertCurrent func() error) (gitops.PublishResult, error)
 }
 

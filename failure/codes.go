@@ -10,7 +10,7 @@ import "net/http"
 
 // Dispatch decoding and admission.
 var (
-	DispatchInvalid        = define("dispatch_invalid", Permanent, http.StatusBadRequest, "the dispatch failed strict decoding; the message names the field")
+	DispatchInvalid        = define("dispatch_invalid", Permanent, http.StatusBadRequest, "the dispatch failed strict decoding, or its `worktreeKey` is the default or base branch or outside the managed namespace; the message names the field")
 	CapacityExhausted      = define("capacity_exhausted", Retryable, http.StatusTooManyRequests, "all slots busy and the queue full")
 	DispatchWrongRunner    = define("dispatch_runner_mismatch", Permanent, http.StatusConflict, "the dispatch names another runner id than this forged's")
 	AttemptDuplicate       = define("attempt_duplicate", Permanent, http.StatusConflict, "the attempt id is already admitted, or finished and still remembered")
@@ -55,7 +55,7 @@ var (
 	SandboxLogLimit            = define("sandbox_log_limit", Permanent, http.StatusInternalServerError, "the worker's output exceeded the capture budget (8 MiB)")
 	SandboxEventInvalid        = define("sandbox_event_invalid", Permanent, http.StatusInternalServerError, "a worker event broke the field bounds")
 	SandboxOutputMissing       = define("sandbox_output_missing", Permanent, http.StatusInternalServerError, "the worker left no manifest")
-	SandboxOutputInvalid       = define("sandbox_output_invalid", Permanent, http.StatusInternalServerError, "identity or fence mismatch, bad file, size or hash, bundle rejected by the quarantine")
+	SandboxOutputInvalid       = define("sandbox_output_invalid", Permanent, http.StatusInternalServerError, "identity or fence mismatch, bad file, size or hash; or a result the host refuses: over a budget (objects, bytes, delta result, 50,000 commits), failing strict fsck, not descended from the input, or needing an object outside the bundle and the input's history")
 	SandboxOutputConflict      = define("sandbox_output_conflict", Retryable, http.StatusConflict, "the managed branch or its checked-out worktree moved during the attempt")
 	SandboxOutputStale         = define("sandbox_output_stale", Permanent, http.StatusConflict, "at the moment of the move, the attempt was cancelled, its lease expired or its fence changed")
 	SandboxOutputPublishForbid = define("sandbox_output_publish_forbidden", Permanent, http.StatusForbidden, "no grant redeemer configured; the helper or endpoint failed, timed out or answered malformed; or the credential breaks the rules (expired, remote outside the allowed hosts, …)")

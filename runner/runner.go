@@ -71,6 +71,10 @@ type Config struct {
 	// and the allowed hosts), as `forged run` and `forged daemon` do.
 	Redeemer       actors.CredentialRedeemer
 	ValidateRemote gitops.RemoteValidator
+	// ManagedNamespace is the ref prefix ("refs/heads/…/") every dispatch's
+	// worktree key must lie below; empty means refs/heads/forge/. Other
+	// dispatches are refused with dispatch_invalid.
+	ManagedNamespace string
 	// SkipStartupReap leaves the previous process's ledgers alone at start
 	// (for a dry run that must change nothing).
 	SkipStartupReap bool
@@ -105,6 +109,12 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	}
 	if cfg.StateRoot == "" {
 		return nil, errors.New("runner: a state root is required")
+	}
+	if cfg.ManagedNamespace == "" {
+		cfg.ManagedNamespace = messages.DefaultManagedNamespace
+	}
+	if !messages.ValidManagedNamespace(cfg.ManagedNamespace) {
+		return nil, fmt.Errorf("runner: managed namespace %q is not a refs/heads/…/ prefix", cfg.ManagedNamespace)
 	}
 	stateRoot, err := filepath.Abs(cfg.StateRoot)
 	if err != nil {
@@ -185,7 +195,8 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		attemptDocker = cfg.WrapDocker(docker)
 	}
 	deps := actors.Deps{
-		Git:      actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot, ValidateRemote: cfg.ValidateRemote},
+		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot, ValidateRemote: cfg.ValidateRemote,
+			ManagedNamespace: cfg.ManagedNamespace},
 		Docker:   attemptDocker,
 		Redeemer: cfg.Redeemer,
 	}
@@ -198,6 +209,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Ledgers:    store,
 		Capacity:   cache,
 		RunnerID:   cfg.RunnerID,
+		ManagedNS:  cfg.ManagedNamespace,
 		Reaper:     &supervisor.ReaperConfig{Store: store, Docker: docker, Round: round, Interval: cfg.ReapInterval},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
 			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)

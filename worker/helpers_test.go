@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -116,7 +117,12 @@ type fixture struct {
 // argv.
 func newFixture(t *testing.T, argv ...string) *fixture {
 	t.Helper()
-	host := newHostRepo(t)
+	return newFixtureFrom(t, newHostRepo(t), argv...)
+}
+
+// newFixtureFrom is newFixture on the given host repository's HEAD.
+func newFixtureFrom(t *testing.T, host *hostRepo, argv ...string) *fixture {
+	t.Helper()
 	f := &fixture{t: t, host: host, input: host.git("rev-parse", "HEAD"), root: t.TempDir()}
 	f.cfg = Config{
 		WorkspaceDir:    filepath.Join(f.root, "workspace"),
@@ -292,12 +298,17 @@ func checkOutputFile(t *testing.T, dir string, of messages.OutputFile) {
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 }
 
-// fetchResult verifies the result bundle on the host exactly like the host
-// does (bundle verify, fetch of the result ref, fsck --strict), checks that
-// the result's only parent is the input commit and returns the result sha.
-func (f *fixture) fetchResult() string {
+// fetchBundle verifies the result bundle on the host with git (bundle
+// verify, fetch of the result ref, fsck --strict), checks its header
+// (the given prerequisites, one ref) and that its pack holds exactly the
+// objects between the prerequisites and the result, without deltas, and
+// returns the result sha.
+func (f *fixture) fetchBundle(prerequisites ...string) string {
 	t := f.t
 	t.Helper()
+	if len(prerequisites) == 0 {
+		prerequisites = []string{f.input}
+	}
 	bundle := filepath.Join(f.cfg.OutputDir, messages.ResultBundleFile)
 	ref := resultRefPrefix + attemptHex(testAttemptID)
 	f.host.git("bundle", "verify", bundle)
@@ -306,29 +317,53 @@ func (f *fixture) fetchResult() string {
 	f.host.git("fsck", "--strict", "--no-dangling")
 	sha := f.host.git("rev-parse", "refs/x/result")
 	require.Equal(t, sha+" "+ref, heads)
-	require.Equal(t, sha+" "+f.input, f.host.git("rev-list", "--parents", "-n", "1", sha))
-	require.Equal(t, "forge sandbox <sandbox@forge.invalid>", f.host.git("log", "-1", "--format=%an <%ae>", sha))
-	require.Equal(t, "forge sandbox <sandbox@forge.invalid>", f.host.git("log", "-1", "--format=%cn <%ce>", sha))
-	require.Equal(t, "forge: result of attempt "+testAttemptID, f.host.git("log", "-1", "--format=%B", sha))
 
-	// The bundle's header and pack: prerequisite input, one ref, and a
-	// pack of exactly the objects the host lacked.
 	file, err := os.Open(bundle)
 	require.NoError(t, err)
 	defer file.Close()
 	br := bufio.NewReader(file)
 	h, err := parseBundleHeader(br)
 	require.NoError(t, err)
-	require.Len(t, h.Prerequisites, 1)
-	require.Equal(t, f.input, h.Prerequisites[0].Hash.String())
+	var got []string
+	for _, p := range h.Prerequisites {
+		got = append(got, p.Hash.String())
+	}
+	require.Equal(t, prerequisites, got)
 	require.Len(t, h.References, 1)
 	require.Equal(t, ref, h.References[0].Name.String())
 	packHead := make([]byte, 12)
 	_, err = br.Read(packHead)
 	require.NoError(t, err)
 	require.Equal(t, "PACK", string(packHead[:4]))
-	want := strings.Count(f.host.git("rev-list", "--objects", f.input+".."+sha)+"\n", "\n")
+	args := []string{"rev-list", "--objects", sha}
+	for _, p := range prerequisites {
+		args = append(args, "^"+p)
+	}
+	want := strings.Count(f.host.git(args...)+"\n", "\n")
 	require.Equal(t, uint32(want), binary.BigEndian.Uint32(packHead[8:12]), "objects in the result pack")
+
+	// The host's own scanner accepts the pack, and it holds no delta.
+	raw, err := os.ReadFile(bundle)
+	require.NoError(t, err)
+	gh, err := gitops.ParseBundleHeader(bytes.NewReader(raw))
+	require.NoError(t, err)
+	st, err := gitops.ScanPack(bytes.NewReader(raw[gh.PackOffset:]), gitops.Budget{})
+	require.NoError(t, err)
+	require.Zero(t, st.Deltas)
+	return sha
+}
+
+// fetchResult is fetchBundle for a squash-style result: one commit by the
+// sandbox identity with the default message, whose only parent is the
+// input commit.
+func (f *fixture) fetchResult() string {
+	t := f.t
+	t.Helper()
+	sha := f.fetchBundle()
+	require.Equal(t, sha+" "+f.input, f.host.git("rev-list", "--parents", "-n", "1", sha))
+	require.Equal(t, "forge sandbox <sandbox@forge.invalid>", f.host.git("log", "-1", "--format=%an <%ae>", sha))
+	require.Equal(t, "forge sandbox <sandbox@forge.invalid>", f.host.git("log", "-1", "--format=%cn <%ce>", sha))
+	require.Equal(t, "forge: result of attempt "+testAttemptID, f.host.git("log", "-1", "--format=%B", sha))
 	return sha
 }
 

@@ -133,6 +133,9 @@ func validateTask(t messages.Task) error {
 	if t.TimeoutSeconds < 0 || t.TimeoutSeconds > messages.MaxTaskTimeoutSeconds {
 		return contractError("task.timeoutSeconds", "%d is outside [0, %d]", t.TimeoutSeconds, messages.MaxTaskTimeoutSeconds)
 	}
+	if err := t.ValidateResult(); err != nil {
+		return failure.Wrap(failure.SandboxContractInvalid, err, "start packet")
+	}
 	return nil
 }
 

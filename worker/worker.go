@@ -10,10 +10,15 @@
 //  3. it runs the task (argv, working directory, minimal environment,
 //     timeout and a monotonic lease deadline that signed lease updates may
 //     move), streaming its output lines as runner events on stdout;
-//  4. it stages the whole working tree much like "git add --all" (honouring
-//     .gitignore, keeping gitlinks, skipping names git refuses), commits the
-//     result on top of the input commit when the tree changed, and writes a
-//     result bundle holding the new objects;
+//  4. it takes the task's branch as the result (history mode, the
+//     default: the task's own commits as written), stages the whole working
+//     tree much like "git add --all" (honouring .gitignore, keeping
+//     gitlinks, skipping names git refuses) and commits what the task left
+//     uncommitted on top; in squash mode it ignores the task's commits and
+//     commits the working tree on top of the input. It writes a result
+//     bundle holding exactly the objects between the input's history and
+//     the result, without deltas, and judges none of them: the host proves
+//     the result (descent, budgets, fsck, paths);
 //  5. it writes result.json and then manifest.json into the output
 //     directory.
 //
@@ -207,21 +212,22 @@ func (r *run) execute(ctx context.Context) (int, error) {
 	outcome := r.runTask(ctx, dir)
 	killStragglers()
 
-	result, skipped, err := ws.commitResult(id.DispatchAttemptID)
+	result, err := ws.commitResult(id.DispatchAttemptID, r.pkt.Task, r.note)
 	if err != nil {
 		return 0, err
 	}
+	skipped := result.skipped
 	for _, p := range skipped {
 		r.note("not committed: git refuses the name %q", p)
 	}
 	var resultSHA *string
-	if result.IsZero() {
+	if result.commit.IsZero() {
 		r.events.lifecycle("result_unchanged", "the task changed nothing", nil)
 	} else {
-		s := result.String()
+		s := result.commit.String()
 		resultSHA = &s
-		r.events.lifecycle("result_committed", "result committed as "+s,
-			map[string]any{"resultCommitSha": s})
+		r.events.lifecycle("result_committed", fmt.Sprintf("result committed as %s (%d commit(s))", s, len(result.commits)),
+			map[string]any{"resultCommitSha": s, "commitCount": len(result.commits), "commits": result.reportedCommits()})
 	}
 
 	code := ExitOK

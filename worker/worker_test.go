@@ -473,10 +473,10 @@ func TestMainTaskUsesGit(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git binary not available")
 	}
-	// An agent with its own git commits, switches branches and scribbles
-	// on the index: the worker's result still has the input as parent and
-	// holds the working tree.
-	f := newFixture(t, sh(`set -e
+	// An agent with its own git commits on a branch of its own, and
+	// scribbles on the index and the config: the result is its branch, its
+	// commit kept, plus one commit of what it left uncommitted.
+	script := `set -e
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
 git checkout -q -b elsewhere
 echo one > one.txt
@@ -484,12 +484,25 @@ git add one.txt
 git -c user.name=agent -c user.email=agent@example.invalid commit -q -m agent
 echo two > two.txt
 git add two.txt
-git config user.name tampered`)...)
+git config user.name tampered`
+	f := newFixture(t, sh(script)...)
 	res := f.run()
 	require.Equal(t, ExitOK, res.code, "stderr: %s", res.stderr)
-	sha := f.fetchResult()
+	sha := f.fetchBundle()
 	assert.Equal(t, "one", f.show(sha, "one.txt"))
 	assert.Equal(t, "two", f.show(sha, "two.txt"))
+	assert.Equal(t, "forge: result of attempt "+testAttemptID+"\nagent", f.host.git("log", "--format=%s", f.input+".."+sha))
+	assert.Equal(t, "agent <agent@example.invalid>", f.host.git("log", "-1", "--format=%an <%ae>", sha+"^"))
+
+	// Squash mode keeps the old behaviour: one commit of the working tree
+	// on top of the input.
+	g := newFixture(t, sh(script)...)
+	g.pkt.Task.ResultMode = messages.ResultSquash
+	res = g.run()
+	require.Equal(t, ExitOK, res.code, "stderr: %s", res.stderr)
+	sha = g.fetchResult()
+	assert.Equal(t, "one", g.show(sha, "one.txt"))
+	assert.Equal(t, "two", g.show(sha, "two.txt"))
 }
 
 func TestMainInvalidInputBundle(t *testing.T) {

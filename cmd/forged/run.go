@@ -145,6 +145,15 @@ func printOutcome(out io.Writer, o messages.AttemptOutcome, asJSON bool) {
 	if o.ResultCommitSHA != "" {
 		fmt.Fprintf(out, "  result commit: %s\n", o.ResultCommitSHA)
 	}
+	if o.ResultCommitCount > 0 {
+		fmt.Fprintf(out, "  commits:       %d\n", o.ResultCommitCount)
+		for _, c := range o.ResultCommits { // subjects are made printable by the host
+			fmt.Fprintf(out, "    %.12s %s\n", c.SHA, c.Subject)
+		}
+	}
+	if w := o.WorktreeLeft; w != nil {
+		fmt.Fprintf(out, "  worktree left: %s (%s)\n", w.Path, w.Reason)
+	}
 	if o.PeakMemoryBytes > 0 {
 		fmt.Fprintf(out, "  peak memory:   %.1f MiB\n", float64(o.PeakMemoryBytes)/(1<<20))
 	}
