@@ -170,9 +170,10 @@ func within(root, p string) (string, bool) {
 
 // NamesContainer reports whether the cgroup path's last element names the
 // container: "<id>" (cgroupfs driver), "docker-<id>.scope" (systemd
-// driver) or "libpod-<id>.scope".
+// driver) or "libpod-<id>.scope". containerID must be an engine id (12 to
+// 64 lowercase hex digits).
 func NamesContainer(cgroupPath, containerID string) bool {
-	if containerID == "" {
+	if !isEngineID(containerID) {
 		return false
 	}
 	base := path.Base(path.Clean("/" + cgroupPath))
@@ -185,6 +186,18 @@ func NamesContainer(cgroupPath, containerID string) bool {
 		}
 	}
 	return false
+}
+
+func isEngineID(s string) bool {
+	if len(s) < 12 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // readBounded reads a whole file of at most max bytes.
