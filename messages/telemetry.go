@@ -164,7 +164,7 @@ func clipText(s string, n int) string {
 	return s
 }
 
-// TaskResourcesEvent is the worker's event (role "worker") reporting what
+// TaskResourcesEvent is the worker's lifecycle event reporting what
 // it saw of its task's resources; its data is a TaskResources.
 const TaskResourcesEvent = "task_resources"
 
@@ -173,8 +173,10 @@ const TaskResourcesEvent = "task_resources"
 // output. It is evidence from inside the sandbox: the host accepts a claim
 // only where it has no fact of its own, and its own facts win.
 type TaskResources struct {
-	// TaskFailed is true when the task did not exit 0.
-	TaskFailed bool `json:"taskFailed"`
+	// TaskFailed is true when the task did not exit 0; TaskExitCode is its
+	// exit status (128+signal when a signal ended it).
+	TaskFailed   bool `json:"taskFailed"`
+	TaskExitCode int  `json:"taskExitCode"`
 	// Storage lists the writable file systems the worker watched, with
 	// the fewest free bytes seen.
 	Storage []StorageObservation `json:"storage"`

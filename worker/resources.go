@@ -65,13 +65,13 @@ func (w *resourceWatch) loop() {
 
 // finish stops the watch, takes a last look at the file systems and
 // returns the report.
-func (w *resourceWatch) finish(taskFailed bool) messages.TaskResources {
+func (w *resourceWatch) finish(taskFailed bool, taskExitCode int) messages.TaskResources {
 	close(w.stop)
 	<-w.done
 	w.pollStorage()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.report.TaskFailed = taskFailed
+	w.report.TaskFailed, w.report.TaskExitCode = taskFailed, taskExitCode
 	r := w.report
 	r.Storage = append([]messages.StorageObservation(nil), w.report.Storage...)
 	return r

@@ -31,6 +31,7 @@ func TestResourcesReportFileDescriptorExhaustion(t *testing.T) {
 	assert.Equal(t, ExitTaskFailed, res.code, res.stderr)
 	r := taskResources(t, res.events)
 	assert.True(t, r.TaskFailed)
+	assert.Equal(t, 1, r.TaskExitCode)
 	assert.True(t, r.FDExhausted, "%+v", r)
 	assert.Equal(t, 10, r.FDLimit)
 	assert.GreaterOrEqual(t, r.MaxOpenFiles, 10)
@@ -59,7 +60,7 @@ func TestResourceWatchSeesAFullFileSystem(t *testing.T) {
 	// A real tmpfs cannot be mounted here without privilege; the check is
 	// the threshold on statfs's numbers, exercised on the real root.
 	w := startResourceWatch(t.TempDir())
-	r := w.finish(true)
+	r := w.finish(true, 1)
 	require.Len(t, r.Storage, 1)
 	s := r.Storage[0]
 	assert.Equal(t, s.MinFreeBytes < fullBelowBytes, s.Full)

@@ -214,7 +214,7 @@ func (r *run) execute(ctx context.Context) (int, error) {
 	watch := startResourceWatch(r.cfg.TempDir, r.cfg.WorkspaceDir)
 	outcome := r.runTask(ctx, dir)
 	killStragglers()
-	r.reportResources(watch.finish(!outcome.succeeded()))
+	r.reportResources(watch.finish(!outcome.succeeded(), outcome.ExitCode))
 	clearRelease(r.cfg.ReleasePath)
 
 	result, skipped, err := ws.commitResult(id.DispatchAttemptID)
