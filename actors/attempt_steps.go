@@ -114,6 +114,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		LeaseExpiresAt:     a.packetExpiry,
 		LeaseControlKey:    a.controlKey,
 		TaskTimeoutSeconds: timeout,
+		ReleaseWaitMillis:  int(releaseWait / time.Millisecond),
 	}
 	raw, err := json.Marshal(packet)
 	if err != nil {
@@ -255,7 +256,7 @@ func (a *attemptActor) outcome(report messages.CleanupReport, degraded bool) mes
 		Status:             messages.StatusSucceeded,
 		ResultCommitSHA:    a.result,
 		PublishedCommitSHA: a.published,
-		PeakMemoryBytes:    a.peak.PeakBytes,
+		Telemetry:          a.telemetry.Telemetry,
 		Degraded:           degraded,
 		Cleanup:            &report,
 		FinishedAt:         time.Now().UTC(),
@@ -263,6 +264,9 @@ func (a *attemptActor) outcome(report messages.CleanupReport, degraded bool) mes
 	if a.workerExit != nil && a.workerExit.Err == nil {
 		code := a.workerExit.ExitCode
 		out.WorkerExitCode = &code
+	}
+	if a.telemetry.Telemetry != nil {
+		out.PeakMemoryBytes = a.telemetry.Telemetry.PeakMemoryBytes
 	}
 	if a.failure != nil {
 		out.Status = messages.StatusFailed

@@ -217,3 +217,16 @@ func TestReadsThisHost(t *testing.T) {
 	}
 	assert.NotZero(t, r.MemoryPeakBytes)
 }
+
+func TestOpenStatsTheContainersFileSystems(t *testing.T) {
+	f := newFixture(t, mountinfoV1)
+	f.write("proc/4242/cgroup", procCgroupV1("/docker/"+containerID))
+	f.write("proc/4242/root/tmp/x", "")
+	c, err := f.locator().Open(4242, containerID)
+	require.NoError(t, err)
+	u, err := c.StatFS("/tmp")
+	require.NoError(t, err)
+	assert.NotZero(t, u.Total)
+	_, err = c.StatFS("/../../nowhere")
+	require.Error(t, err, "the path stays under the container's root")
+}

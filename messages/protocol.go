@@ -109,6 +109,9 @@ type AttemptOutcome struct {
 	PublishedCommitSHA string         `json:"publishedCommitSha,omitempty"`
 	WorkerExitCode     *int           `json:"workerExitCode,omitempty"`
 	PeakMemoryBytes    uint64         `json:"peakMemoryBytes,omitempty"`
+	// Telemetry is the attempt's resource record (per-container peaks,
+	// CPU time, the kernel's counters), when anything was sampled.
+	Telemetry *SandboxTelemetry `json:"telemetry,omitempty"`
 	Degraded           bool           `json:"degraded"`
 	Cleanup            *CleanupReport `json:"cleanup,omitempty"`
 	FinishedAt         time.Time      `json:"finishedAt"`
