@@ -76,7 +76,11 @@ type HostKernel struct {
 
 // Open implements KernelCounters.
 func (h HostKernel) Open(pid int, containerID string) (ContainerCounters, error) {
-	return h.Locator.Open(pid, containerID)
+	c, err := h.Locator.Open(pid, containerID)
+	if err != nil {
+		return nil, err // not a typed nil
+	}
+	return c, nil
 }
 
 // watchedPaths are the worker's writable file systems the host statfs's
@@ -301,6 +305,9 @@ func readContainer(ctx context.Context, docker SamplerDocker, kernel KernelCount
 			return res
 		case state.Running && state.Pid > 0:
 			counters, res.openErr = kernel.Open(state.Pid, p.id)
+			if res.openErr != nil {
+				counters = nil
+			}
 			res.opened = counters
 		}
 	}
