@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -36,8 +37,8 @@ var (
 )
 
 // stressBinary builds internal/stressprog once per test process.
-func stressBinary(t *testing.T) string {
-	t.Helper()
+func stressBinary(tb testing.TB) string {
+	tb.Helper()
 	stressOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "forged-stress-")
 		if err != nil {
@@ -53,7 +54,7 @@ func stressBinary(t *testing.T) string {
 		}
 	})
 	if stressErr != nil {
-		t.Fatalf("build stressprog: %v: %s", stressErr, stressBin)
+		tb.Fatalf("build stressprog: %v: %s", stressErr, stressBin)
 	}
 	return stressBin
 }
@@ -63,8 +64,25 @@ func stressBinary(t *testing.T) string {
 func newStressE2E(t *testing.T) *e2e {
 	t.Helper()
 	e := newE2E(t, runner.Config{})
-	bin, err := os.ReadFile(stressBinary(t))
-	require.NoError(t, err)
+	tag := stressImage(t, e.runner.Docker(), e.engine)
+	e.repo = filepath.Join(t.TempDir(), "stress-repo")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, example.CreateRepo(ctx, e.repo, example.RepoOptions{Dockerfile: "FROM " + tag + "\n"}))
+	return e
+}
+
+// stressImage builds the busybox base (when missing) plus the stress
+// helper, tagged by the helper's digest, and untags it when the test ends
+// (only untags while a cached project image is built on it).
+func stressImage(tb testing.TB, docker *dockerops.Client, engine *client.Client) string {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, err := example.BuildBaseImage(ctx, docker, "/bin/busybox")
+	require.NoError(tb, err)
+	bin, err := os.ReadFile(stressBinary(tb))
+	require.NoError(tb, err)
 	sum := sha256.Sum256(bin)
 	tag := "forged-test/stress:" + hex.EncodeToString(sum[:6])
 	dockerfile := "FROM " + example.BaseImage + "\nCOPY stressprog /usr/local/bin/stressprog\n"
@@ -75,24 +93,19 @@ func newStressE2E(t *testing.T) *e2e {
 		mode int64
 		data []byte
 	}{{"Dockerfile", 0o644, []byte(dockerfile)}, {"stressprog", 0o755, bin}} {
-		require.NoError(t, tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: time.Unix(0, 0)}))
+		require.NoError(tb, tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: time.Unix(0, 0)}))
 		_, err := tw.Write(f.data)
-		require.NoError(t, err)
+		require.NoError(tb, err)
 	}
-	require.NoError(t, tw.Close())
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	_, err = e.runner.Docker().BuildImage(ctx, dockerops.BuildRequest{ContextTar: &buf, Dockerfile: "Dockerfile", Tags: []string{tag}})
-	require.NoError(t, err)
-	t.Cleanup(func() {
+	require.NoError(tb, tw.Close())
+	_, err = docker.BuildImage(ctx, dockerops.BuildRequest{ContextTar: &buf, Dockerfile: "Dockerfile", Tags: []string{tag}})
+	require.NoError(tb, err)
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		// Untags only while a cached project image is built on it.
-		_, _ = e.engine.ImageRemove(ctx, tag, image.RemoveOptions{})
+		_, _ = engine.ImageRemove(ctx, tag, image.RemoveOptions{})
 	})
-	e.repo = filepath.Join(t.TempDir(), "stress-repo")
-	require.NoError(t, example.CreateRepo(ctx, e.repo, example.RepoOptions{Dockerfile: "FROM " + tag + "\n"}))
-	return e
+	return tag
 }
 
 // requireKernelTelemetry checks the outcome's record: from the kernel's
