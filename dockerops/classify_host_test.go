@@ -44,7 +44,7 @@ func TestClassifyHostFailure(t *testing.T) {
 			contains: []string{"tmpfs /tmp hold", "OOM-kill 1"},
 		},
 		"a full file system by statfs": {
-			ev: ResourceEvidence{ExitCode: 1, Kernel: KernelFacts{StorageKnown: true, Storage: []messages.StorageObservation{{Path: "/tmp", TotalBytes: 64 << 20, MinFreeBytes: 0, Full: true, TmpfsInMemory: true}}}, Worker: failedTask(1)},
+			ev:       ResourceEvidence{ExitCode: 1, Kernel: KernelFacts{StorageKnown: true, Storage: []messages.StorageObservation{{Path: "/tmp", TotalBytes: 64 << 20, MinFreeBytes: 0, Full: true, TmpfsInMemory: true}}}, Worker: failedTask(1)},
 			code:     failure.SandboxStorageExhausted,
 			contains: []string{"host saw /tmp full"},
 		},

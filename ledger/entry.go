@@ -40,20 +40,20 @@ type Resource struct {
 // its lease runs, in which lease state it is, and which objects it planned
 // and created. The five identities are full lowercase UUIDs.
 type Entry struct {
-	SchemaVersion    int         `json:"schemaVersion"`
-	AttemptID        string      `json:"attemptId"`
-	ExecutionLeaseID string      `json:"executionLeaseId"`
-	FencingToken     string      `json:"fencingToken"`
-	RunnerID         string      `json:"runnerId"`
-	RunnerInstanceID string      `json:"runnerInstanceId"`
-	WorktreeKey      string      `json:"worktreeKey"`
-	ExpiresAt        time.Time   `json:"expiresAt"`
-	State            State       `json:"state"`
-	Planned          []Resource  `json:"planned"`
-	Created          []Resource  `json:"created"`
+	SchemaVersion    int        `json:"schemaVersion"`
+	AttemptID        string     `json:"attemptId"`
+	ExecutionLeaseID string     `json:"executionLeaseId"`
+	FencingToken     string     `json:"fencingToken"`
+	RunnerID         string     `json:"runnerId"`
+	RunnerInstanceID string     `json:"runnerInstanceId"`
+	WorktreeKey      string     `json:"worktreeKey"`
+	ExpiresAt        time.Time  `json:"expiresAt"`
+	State            State      `json:"state"`
+	Planned          []Resource `json:"planned"`
+	Created          []Resource `json:"created"`
 	// PeakMemory is the attempt's resource record, once sampled.
 	PeakMemory *messages.SandboxTelemetry `json:"peakMemory,omitempty"`
-	UpdatedAt        time.Time   `json:"updatedAt"`
+	UpdatedAt  time.Time                  `json:"updatedAt"`
 }
 
 // Validate reports CodeLedgerInvalid, naming the field, when e does not

@@ -106,15 +106,15 @@ type AttemptOutcome struct {
 	Phase           string `json:"phase,omitempty"`
 	ResultCommitSHA string `json:"resultCommitSha,omitempty"`
 	// PublishedCommitSHA is set when the result was pushed (bridge_push).
-	PublishedCommitSHA string         `json:"publishedCommitSha,omitempty"`
-	WorkerExitCode     *int           `json:"workerExitCode,omitempty"`
-	PeakMemoryBytes    uint64         `json:"peakMemoryBytes,omitempty"`
+	PublishedCommitSHA string `json:"publishedCommitSha,omitempty"`
+	WorkerExitCode     *int   `json:"workerExitCode,omitempty"`
+	PeakMemoryBytes    uint64 `json:"peakMemoryBytes,omitempty"`
 	// Telemetry is the attempt's resource record (per-container peaks,
 	// CPU time, the kernel's counters), when anything was sampled.
-	Telemetry *SandboxTelemetry `json:"telemetry,omitempty"`
-	Degraded           bool           `json:"degraded"`
-	Cleanup            *CleanupReport `json:"cleanup,omitempty"`
-	FinishedAt         time.Time      `json:"finishedAt"`
+	Telemetry  *SandboxTelemetry `json:"telemetry,omitempty"`
+	Degraded   bool              `json:"degraded"`
+	Cleanup    *CleanupReport    `json:"cleanup,omitempty"`
+	FinishedAt time.Time         `json:"finishedAt"`
 }
 
 // CleanupReport is the account of one teardown: what was removed or failed,
