@@ -258,10 +258,7 @@ func (s *memorySampler) onWorkerEvent(ctx actor.Context, ev messages.Event) {
 		if s.worker != nil || ev.Data == nil {
 			return // the first report counts
 		}
-		var r messages.TaskResources
-		if json.Unmarshal([]byte(*ev.Data), &r) == nil && len(r.Storage) <= 8 {
-			s.worker = &r
-		}
+		s.worker = decodeTaskResources(*ev.Data)
 	case outputWrittenEvent:
 		if s.finalWanted {
 			return
@@ -271,6 +268,19 @@ func (s *memorySampler) onWorkerEvent(ctx actor.Context, ev messages.Event) {
 			s.round(ctx, true)
 		}
 	}
+}
+
+// maxReportedStorage bounds the file systems a worker report may list.
+const maxReportedStorage = 8
+
+// decodeTaskResources decodes the worker's task_resources data (bounded
+// by the event's data bound), or returns nil when it is malformed.
+func decodeTaskResources(data string) *messages.TaskResources {
+	var r messages.TaskResources
+	if json.Unmarshal([]byte(data), &r) != nil || len(r.Storage) > maxReportedStorage {
+		return nil
+	}
+	return &r
 }
 
 // round starts one round of readings off the mailbox.

@@ -197,3 +197,14 @@ func TestForwardToSamplerIgnoresTaskOutput(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 }
+
+func FuzzDecodeTaskResources(f *testing.F) {
+	f.Add(`{"taskFailed":true,"taskExitCode":1,"storage":[{"path":"/tmp","full":true}],"fdExhausted":true}`)
+	f.Add(`{"storage":[{},{},{},{},{},{},{},{},{}]}`)
+	f.Add(`null`)
+	f.Fuzz(func(t *testing.T, data string) {
+		if r := decodeTaskResources(data); r != nil && len(r.Storage) > maxReportedStorage {
+			t.Fatalf("accepted %d storage rows", len(r.Storage))
+		}
+	})
+}

@@ -1,8 +1,6 @@
 package worker
 
 import (
-	"bufio"
-	"bytes"
 	"os"
 	"strconv"
 	"strings"
@@ -85,19 +83,7 @@ func openFilesLimit(dir string) int {
 	if err != nil {
 		return 0
 	}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, "Max open files"); ok {
-			fields := strings.Fields(rest)
-			if len(fields) > 0 {
-				if n, err := strconv.Atoi(fields[0]); err == nil {
-					return n
-				}
-			}
-		}
-	}
-	return 0
+	return parseOpenFilesLimit(raw)
 }
 
 // fdTableSize is FDSize from /proc/<pid>/status, or 0.
@@ -106,13 +92,7 @@ func fdTableSize(dir string) int {
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "FDSize:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(rest))
-			return n
-		}
-	}
-	return 0
+	return parseFDSize(raw)
 }
 
 func countDir(dir string) (int, error) {
