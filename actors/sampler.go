@@ -117,6 +117,7 @@ type samplerState struct {
 	samples   int
 	last      cgroups.Reading
 	storage   map[string]messages.StorageObservation
+	final     bool // the last reading (after the task) read the kernel counters
 }
 
 // probe is what one round does for one container, decided in Receive and
@@ -372,6 +373,7 @@ func (s *memorySampler) onRound(ctx actor.Context, msg roundDone) {
 			for path, u := range r.storage {
 				c.observe(path, u)
 			}
+			c.final = c.final || msg.final
 		case r.gone:
 			c.gone, c.counters = true, nil
 		case r.statsOK:
@@ -495,6 +497,7 @@ func (s *memorySampler) report() SamplerReport {
 			}
 		}
 		rep.Kernel.StorageKnown = len(rep.Kernel.Storage) > 0
+		rep.Kernel.StorageFinal = rep.Kernel.StorageKnown && agent.final
 	}
 	if s.rounds == 0 {
 		return rep

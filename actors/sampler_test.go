@@ -135,7 +135,7 @@ func TestSamplerKeepsTheKernelPeakAndTakesTheLastReadingBeforeRelease(t *testing
 	require.Len(t, tel.Containers, 1)
 	assert.Equal(t, roleAgent, tel.Containers[0].Role)
 	assert.Equal(t, uint64(3), tel.Containers[0].PidsMaxEvents)
-	assert.Equal(t, dockerops.KernelFacts{PidsMaxEvents: 3, PidsKnown: true, OOMKnown: true, StorageKnown: true,
+	assert.Equal(t, dockerops.KernelFacts{PidsMaxEvents: 3, PidsKnown: true, OOMKnown: true, StorageKnown: true, StorageFinal: true,
 		Storage: []messages.StorageObservation{{Path: "/tmp", TotalBytes: 1 << 30, MinFreeBytes: 1 << 29, MaxUsedBytes: 1 << 29, TmpfsInMemory: true}}}, rep.Kernel)
 	require.NotNil(t, rep.Worker)
 	assert.Equal(t, 64, rep.Worker.MaxProcesses)

@@ -94,6 +94,10 @@ type KernelFacts struct {
 	PidsKnown     bool
 	Storage       []messages.StorageObservation
 	StorageKnown  bool
+	// StorageFinal is true when Storage includes a reading taken after the
+	// task ended (the sampler's last reading): only then does it override
+	// the worker's report.
+	StorageFinal bool
 }
 
 // tmpfsShareOfMemory is the share of the memory limit a tmpfs must hold,
@@ -141,29 +145,42 @@ func ClassifyHostFailure(ev ResourceEvidence) *failure.Error {
 		return failure.New(code, "%s: %s", summary, strings.Join(parts, "; "))
 	}
 
-	// Storage: the host's statfs when it has one, else the worker's.
-	storage, source := ev.Kernel.Storage, "host"
-	if !ev.Kernel.StorageKnown {
+	// Storage: the host's statfs from its last reading, taken after the
+	// task ended, is the fact. Without it, what the host saw earlier
+	// counts first, then the worker's own statfs (taken after the task).
+	type view struct {
+		source  string
+		storage []messages.StorageObservation
+	}
+	var views []view
+	switch {
+	case ev.Kernel.StorageKnown && ev.Kernel.StorageFinal:
+		views = []view{{"host", ev.Kernel.Storage}}
 		if ev.Worker != nil {
-			storage, source = ev.Worker.Storage, "worker"
-		} else {
-			storage = nil
-		}
-	} else if ev.Worker != nil {
-		for _, w := range ev.Worker.Storage {
-			if w.Full && !storageFull(ev.Kernel.Storage, w.Path) {
-				chain = append(chain, fmt.Sprintf("worker reported %s full, host statfs disagrees", clip(w.Path, 128)))
+			for _, w := range ev.Worker.Storage {
+				if w.Full && !storageFull(ev.Kernel.Storage, w.Path) {
+					chain = append(chain, fmt.Sprintf("worker reported %s full, host statfs disagrees", clip(w.Path, 128)))
+				}
 			}
 		}
+	default:
+		if ev.Kernel.StorageKnown {
+			views = append(views, view{"host", ev.Kernel.Storage})
+		}
+		if ev.Worker != nil {
+			views = append(views, view{"worker", ev.Worker.Storage})
+		}
 	}
-	for _, s := range storage {
-		switch {
-		case s.Full:
-			return result(failure.SandboxStorageExhausted, "the sandbox ran out of storage",
-				append([]string{fmt.Sprintf("%s saw %s full (%d of %d bytes free)", source, clip(s.Path, 128), s.MinFreeBytes, s.TotalBytes)}, oomFacts...)...)
-		case oom && s.TmpfsInMemory && ev.MemoryLimitBytes > 0 && s.MaxUsedBytes >= uint64(ev.MemoryLimitBytes)/tmpfsShareOfMemory:
-			return result(failure.SandboxStorageExhausted, "the sandbox ran out of storage",
-				append([]string{fmt.Sprintf("%s saw the tmpfs %s hold %d bytes of the %d-byte memory limit it is charged to", source, clip(s.Path, 128), s.MaxUsedBytes, ev.MemoryLimitBytes)}, oomFacts...)...)
+	for _, v := range views {
+		for _, s := range v.storage {
+			switch {
+			case s.Full:
+				return result(failure.SandboxStorageExhausted, "the sandbox ran out of storage",
+					append([]string{fmt.Sprintf("%s saw %s full (%d of %d bytes free)", v.source, clip(s.Path, 128), s.MinFreeBytes, s.TotalBytes)}, oomFacts...)...)
+			case oom && s.TmpfsInMemory && ev.MemoryLimitBytes > 0 && s.MaxUsedBytes >= uint64(ev.MemoryLimitBytes)/tmpfsShareOfMemory:
+				return result(failure.SandboxStorageExhausted, "the sandbox ran out of storage",
+					append([]string{fmt.Sprintf("%s saw the tmpfs %s hold %d bytes of the %d-byte memory limit it is charged to", v.source, clip(s.Path, 128), s.MaxUsedBytes, ev.MemoryLimitBytes)}, oomFacts...)...)
+			}
 		}
 	}
 	if oom {

@@ -79,8 +79,17 @@ func TestClassifyHostFailureHostFactsWin(t *testing.T) {
 	claim := failedTask(1)
 	claim.Storage[0].Full = true
 	err := ClassifyHostFailure(ResourceEvidence{ExitCode: 1, Worker: claim,
-		Kernel: KernelFacts{StorageKnown: true, Storage: []messages.StorageObservation{{Path: "/tmp", TotalBytes: 1 << 30, MinFreeBytes: 1 << 29}}}})
+		Kernel: KernelFacts{StorageKnown: true, StorageFinal: true, Storage: []messages.StorageObservation{{Path: "/tmp", TotalBytes: 1 << 30, MinFreeBytes: 1 << 29}}}})
 	assert.Nil(t, err)
+
+	// The host's statfs from before the task ended is stale: the worker's
+	// own statfs, taken after the task, is the better fact.
+	err = ClassifyHostFailure(ResourceEvidence{ExitCode: 137, MemoryLimitBytes: 256 << 20, State: ContainerState{OOMKilled: true},
+		Worker: &messages.TaskResources{TaskFailed: true, TaskExitCode: 1, Storage: []messages.StorageObservation{{Path: "/tmp", TotalBytes: 1 << 30, MaxUsedBytes: 250 << 20, TmpfsInMemory: true}}},
+		Kernel: KernelFacts{OOMKills: 2, OOMKnown: true, StorageKnown: true, Storage: []messages.StorageObservation{{Path: "/tmp", TotalBytes: 1 << 30, MaxUsedBytes: 4096, TmpfsInMemory: true}}}})
+	require.NotNil(t, err)
+	assert.Equal(t, failure.SandboxStorageExhausted, err.Code)
+	assert.Contains(t, err.Message, "worker saw the tmpfs /tmp hold")
 
 	// A task that only exited 1 names no resource, whatever it printed.
 	assert.Nil(t, ClassifyHostFailure(ResourceEvidence{ExitCode: 1, Worker: failedTask(1), Kernel: KernelFacts{OOMKnown: true, PidsKnown: true}}))
