@@ -64,7 +64,7 @@ type attemptActor struct {
 	containerID                      string
 	workerExit                       *WorkerExited
 	telemetry                        SamplerReport
-	trusted                          error // a trusted host failure (OOM, PIDs...) from inspected state
+	trusted                          error // a resource failure from host facts (resourceFailure)
 	result                           string
 
 	ledger        *ledgerWriter
