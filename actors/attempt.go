@@ -69,8 +69,8 @@ type attemptActor struct {
 	watchdog, build, worker, sampler, pusher *actor.PID
 	containerID                              string
 	workerExit                               *WorkerExited
-	peak                                     PeakMemory
-	trusted                                  error // a trusted host failure (OOM, PIDs...) from inspected state
+	telemetry                                SamplerReport
+	trusted                                  error // a resource failure from host facts (resourceFailure)
 	result                                   string
 	imported                                 gitops.ImportReport // the host's account of the result
 	published                                string              // the commit pushed to the remote (bridge_push)
@@ -200,6 +200,7 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		if msg.Event.EventType == workerStartedEvent {
 			a.onWorkerRunning(ctx)
 		}
+		forwardToSampler(ctx, a.sampler, msg.Event)
 		a.emit(ctx, msg.Event)
 	case WorkerExited:
 		a.onWorkerExited(ctx, msg)
@@ -340,7 +341,8 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 		"volumes":        []string{a.names.WorkspaceVolume, a.names.ControlVolume, a.names.SecretsVolume},
 	}))
 	if a.failure == nil {
-		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.deps.Docker, a.cfg.Clock, a.cfg.SampleInterval, msg.ContainerID), kindSampler)
+		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval,
+			[]SampledContainer{{ID: msg.ContainerID, Name: a.names.Container, Role: roleAgent}}), kindSampler)
 	}
 }
 
@@ -352,21 +354,13 @@ func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
 		return
 	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_agent_exited", fmt.Sprintf("Sandbox worker exited with code %d.", msg.ExitCode), map[string]int{"workerExitCode": msg.ExitCode}))
-	// Docker's inspected state is trusted host telemetry; the worker's own
-	// output is evidence only and never chooses a machine failure code.
-	if msg.State.OOMKilled {
-		a.trusted = failure.New(failure.SandboxOOMKilled, "Docker terminated the sandbox after it exceeded its memory limit")
-	} else if msg.ExitCode != 0 {
-		if code, text, ok := dockerops.ClassifyResourceFailure(msg.State.Error); ok {
-			a.trusted = failure.New(code, "%s", text)
-		}
-	}
 	if a.failure != nil {
 		a.advance(ctx)
 		return
 	}
 	a.setPhase(ctx, messages.PhaseCollecting)
 	a.collectPeak(ctx, func() {
+		a.trusted = a.resourceFailure()
 		if a.failure != nil {
 			a.advance(ctx)
 			return
@@ -386,25 +380,26 @@ func (a *attemptActor) collectPeak(ctx actor.Context, then func()) {
 	sampler := a.sampler
 	a.sampler = nil
 	a.inflight = "peak memory"
-	future := ctx.RequestFuture(sampler, PeakMemoryRequest{}, 5*time.Second)
+	future := ctx.RequestFuture(sampler, PeakMemoryRequest{}, sampleTimeout+time.Second)
 	ctx.ReenterAfter(future, func(res any, err error) {
 		a.inflight = ""
-		if peak, ok := res.(PeakMemory); ok && err == nil {
-			a.recordPeak(ctx, peak)
+		if report, ok := res.(SamplerReport); ok && err == nil {
+			a.recordPeak(ctx, report)
 		}
 		ctx.Stop(sampler)
 		then()
 	})
 }
 
-func (a *attemptActor) recordPeak(ctx actor.Context, peak PeakMemory) {
-	a.peak = peak
+func (a *attemptActor) recordPeak(ctx actor.Context, report SamplerReport) {
+	a.telemetry = report
+	if report.Telemetry == nil {
+		return
+	}
 	if a.ledgerWritten {
 		a.writeLedger(a.ledgerState)
 	}
-	a.emit(ctx, messages.RunnerEvent("sandbox_peak_memory_observed",
-		fmt.Sprintf("Observed sandbox peak memory %d bytes from %d samples.", peak.PeakBytes, peak.Samples),
-		map[string]any{"peakMemoryBytes": peak.PeakBytes, "sampleCount": peak.Samples, "failedSampleCount": peak.FailedSamples}))
+	a.emit(ctx, peakMemoryEvent(report.Telemetry))
 }
 
 func (a *attemptActor) onCollected(ctx actor.Context, msg collectDone) {

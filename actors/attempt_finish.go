@@ -76,7 +76,7 @@ func (a *attemptActor) outcome(report messages.CleanupReport, degraded bool) mes
 		ResultCommitCount:  a.imported.Commits,
 		ResultCommits:      a.imported.Newest,
 		PublishedCommitSHA: a.published,
-		PeakMemoryBytes:    a.peak.PeakBytes,
+		Telemetry:          a.telemetry.Telemetry,
 		Degraded:           degraded,
 		Cleanup:            &report,
 		FinishedAt:         a.cfg.Clock.Now().UTC(),
@@ -87,6 +87,9 @@ func (a *attemptActor) outcome(report messages.CleanupReport, degraded bool) mes
 	if a.workerExit != nil && a.workerExit.Err == nil {
 		code := a.workerExit.ExitCode
 		out.WorkerExitCode = &code
+	}
+	if a.telemetry.Telemetry != nil {
+		out.PeakMemoryBytes = a.telemetry.Telemetry.PeakMemoryBytes
 	}
 	if a.failure != nil {
 		out.Status = messages.StatusFailed

@@ -24,6 +24,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		LeaseExpiresAt:     a.packetExpiry,
 		LeaseControlKey:    a.controlKey,
 		TaskTimeoutSeconds: timeout,
+		ReleaseWaitMillis:  int(releaseWait / time.Millisecond),
 	}
 	raw, err := json.Marshal(packet)
 	if err != nil {

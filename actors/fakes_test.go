@@ -14,6 +14,9 @@ import (
 	"github.com/forgedev/forged/messages"
 )
 
+// fakeContainerID is the worker container the fake creates.
+const fakeContainerID = "c0ffee0000000000000000000000000000000000000000000000000000000001"
+
 // fakeHost is a fake Git and Docker with injectable failures, recording
 // the calls it receives. Steps: prepare, lookup, build, network, volume,
 // create, copyin, run, inspect, copyout, validate, import, teardown.
@@ -146,7 +149,7 @@ func (f *fakeHost) CreateVolume(context.Context, string, map[string]string) erro
 }
 
 func (f *fakeHost) CreateWorker(context.Context, dockerops.WorkerSpec) (string, error) {
-	return "container1", f.record("create")
+	return fakeContainerID, f.record("create")
 }
 
 func (f *fakeHost) CopyFileInto(_ context.Context, _, _, _ string, src io.Reader, _ int64, _, _ int, _ int64) error {
@@ -186,6 +189,10 @@ func (f *fakeHost) InspectState(context.Context, string) (dockerops.ContainerSta
 
 func (f *fakeHost) MemoryUsage(context.Context, string) (uint64, error) {
 	return 42 << 20, f.record("stats")
+}
+
+func (f *fakeHost) ReleaseWorker(context.Context, string) error {
+	return f.record("release")
 }
 
 func (f *fakeHost) CopyDirOut(context.Context, string, string, string, int64, int) error {

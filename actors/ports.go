@@ -59,9 +59,13 @@ type LeaseDocker interface {
 	WriteLeaseUpdate(ctx context.Context, containerID string, update []byte) error
 }
 
-// SamplerDocker is what the memory sampler needs.
+// SamplerDocker is what the memory sampler needs: the init pid (to find
+// the cgroup), stats where the cgroup cannot be read, and the worker's
+// release after the last reading.
 type SamplerDocker interface {
 	MemoryUsage(ctx context.Context, id string) (uint64, error)
+	InspectState(ctx context.Context, id string) (dockerops.ContainerState, error)
+	ReleaseWorker(ctx context.Context, containerID string) error
 }
 
 // SandboxDocker is what the attempt itself needs: the attempt's network and
@@ -89,4 +93,7 @@ type Deps struct {
 	Docker Docker
 	// Redeemer redeems publication grants; nil refuses bridge_push.
 	Redeemer CredentialRedeemer
+	// Kernel reads containers' kernel counters; nil means HostKernel
+	// (this host's /proc and cgroup mounts).
+	Kernel KernelCounters
 }

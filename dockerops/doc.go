@@ -12,8 +12,11 @@
 //     the latter with a strict, bounded tar extractor;
 //   - running the worker attached (RunAttached), with bounded stdout and
 //     stderr capture, line streaming and stop-on-cancel;
-//   - inspecting exit state and memory use, and classifying resource
-//     failures from trusted Docker state (ClassifyResourceFailure);
+//   - inspecting exit state and memory use, releasing a worker that waits
+//     for the host's last reading (ReleaseWorker), and classifying resource
+//     failures from trusted host facts (ClassifyHostFailure: the engine's
+//     state, the kernel's counters, the host's statfs, the worker's report
+//     where the host has none);
 //   - label-driven teardown with a cleanup report (Teardown);
 //   - building the project image and the agent overlay with the classic
 //     builder (BuildImage, OverlayContext) and the image cache key.

@@ -36,32 +36,24 @@ type Resource struct {
 	Role string `json:"role,omitempty"`
 }
 
-// PeakMemory is the attempt's memory record: the highest usage observed
-// over how many samples, and how many samples failed.
-type PeakMemory struct {
-	PeakBytes     uint64    `json:"peakBytes"`
-	Samples       int       `json:"samples"`
-	FailedSamples int       `json:"failedSamples"`
-	RecordedAt    time.Time `json:"recordedAt,omitzero"`
-}
-
 // Entry is one attempt's ledger: who owns its Docker objects, until when
 // its lease runs, in which lease state it is, and which objects it planned
 // and created. The five identities are full lowercase UUIDs.
 type Entry struct {
-	SchemaVersion    int         `json:"schemaVersion"`
-	AttemptID        string      `json:"attemptId"`
-	ExecutionLeaseID string      `json:"executionLeaseId"`
-	FencingToken     string      `json:"fencingToken"`
-	RunnerID         string      `json:"runnerId"`
-	RunnerInstanceID string      `json:"runnerInstanceId"`
-	WorktreeKey      string      `json:"worktreeKey"`
-	ExpiresAt        time.Time   `json:"expiresAt"`
-	State            State       `json:"state"`
-	Planned          []Resource  `json:"planned"`
-	Created          []Resource  `json:"created"`
-	PeakMemory       *PeakMemory `json:"peakMemory,omitempty"`
-	UpdatedAt        time.Time   `json:"updatedAt"`
+	SchemaVersion    int        `json:"schemaVersion"`
+	AttemptID        string     `json:"attemptId"`
+	ExecutionLeaseID string     `json:"executionLeaseId"`
+	FencingToken     string     `json:"fencingToken"`
+	RunnerID         string     `json:"runnerId"`
+	RunnerInstanceID string     `json:"runnerInstanceId"`
+	WorktreeKey      string     `json:"worktreeKey"`
+	ExpiresAt        time.Time  `json:"expiresAt"`
+	State            State      `json:"state"`
+	Planned          []Resource `json:"planned"`
+	Created          []Resource `json:"created"`
+	// PeakMemory is the attempt's resource record, once sampled.
+	PeakMemory *messages.SandboxTelemetry `json:"peakMemory,omitempty"`
+	UpdatedAt  time.Time                  `json:"updatedAt"`
 }
 
 // Validate reports CodeLedgerInvalid, naming the field, when e does not
@@ -98,8 +90,10 @@ func (e Entry) Validate() error {
 	if err := validResources("created", e.Created); err != nil {
 		return err
 	}
-	if p := e.PeakMemory; p != nil && (p.Samples < 0 || p.FailedSamples < 0) {
-		return invalid("peakMemory sample counts are negative")
+	if p := e.PeakMemory; p != nil {
+		if err := p.Validate(); err != nil {
+			return invalid("peakMemory: %v", err)
+		}
 	}
 	return nil
 }

@@ -115,12 +115,15 @@ type AttemptOutcome struct {
 	// exceeds the worktree budget).
 	WorktreeLeft *WorktreeLeft `json:"worktreeLeft,omitempty"`
 	// PublishedCommitSHA is set when the result was pushed (bridge_push).
-	PublishedCommitSHA string         `json:"publishedCommitSha,omitempty"`
-	WorkerExitCode     *int           `json:"workerExitCode,omitempty"`
-	PeakMemoryBytes    uint64         `json:"peakMemoryBytes,omitempty"`
-	Degraded           bool           `json:"degraded"`
-	Cleanup            *CleanupReport `json:"cleanup,omitempty"`
-	FinishedAt         time.Time      `json:"finishedAt"`
+	PublishedCommitSHA string `json:"publishedCommitSha,omitempty"`
+	WorkerExitCode     *int   `json:"workerExitCode,omitempty"`
+	PeakMemoryBytes    uint64 `json:"peakMemoryBytes,omitempty"`
+	// Telemetry is the attempt's resource record (per-container peaks,
+	// CPU time, the kernel's counters), when anything was sampled.
+	Telemetry  *SandboxTelemetry `json:"telemetry,omitempty"`
+	Degraded   bool              `json:"degraded"`
+	Cleanup    *CleanupReport    `json:"cleanup,omitempty"`
+	FinishedAt time.Time         `json:"finishedAt"`
 }
 
 // WorktreeLeft names a host worktree left behind by an import, and why.

@@ -20,6 +20,7 @@ const (
 	InputBundlePath  = "/control/input/repo.bundle"
 	OutputDir        = "/control/output"
 	LeaseUpdatePath  = "/run/forge/lease-update.json"
+	ReleasePath      = "/run/forge/release"
 	WorkerBinaryPath = "/opt/forge/forged"
 	WorkerUID        = 10001
 	WorkerGID        = 10001
@@ -61,6 +62,11 @@ type StartPacket struct {
 	LeaseControlKey  string    `json:"leaseControlKey"`
 	// TaskTimeoutSeconds bounds the task's run time inside the worker.
 	TaskTimeoutSeconds int `json:"taskTimeoutSeconds"`
+	// ReleaseWaitMillis, when positive, makes the worker wait that long
+	// after writing its output for the host's release (ReleasePath), so
+	// that the host takes its last reading of the container's cgroup
+	// while it still exists.
+	ReleaseWaitMillis int `json:"releaseWaitMillis,omitempty"`
 }
 
 // OutputFile describes one file in OutputDir: a bare file name, its size and

@@ -129,6 +129,7 @@ func newFixtureFrom(t *testing.T, host *hostRepo, argv ...string) *fixture {
 		InputBundlePath: filepath.Join(f.root, "input", "repo.bundle"),
 		OutputDir:       filepath.Join(f.root, "output"),
 		LeaseUpdatePath: filepath.Join(f.root, "lease-update.json"),
+		ReleasePath:     filepath.Join(f.root, "release"),
 		HomeDir:         filepath.Join(f.root, "home"),
 		TempDir:         filepath.Join(f.root, "tmp"),
 		Environ:         []string{"FORGE_TEST_VAR=forge-value", "NOT_FORGE=secret", "FORGE_bad=x"},

@@ -121,6 +121,7 @@ func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeo
 		return taskOutcome{ExitCode: code, Reason: reasonStartFailed, StartErr: err}
 	}
 	pgid := cmd.Process.Pid
+	raiseOOMScore(pgid)
 	r.events.lifecycle("task_started", "task started: "+boundLine(argv[0], 256),
 		map[string]any{"workingDirectory": r.pkt.WorkingDirectory, "timeoutSeconds": int(timeout / time.Second)})
 

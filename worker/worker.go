@@ -75,6 +75,9 @@ type Config struct {
 	// move the lease deadline (see WriteLeaseUpdateFile); it is read when
 	// the current deadline is reached.
 	LeaseUpdatePath string
+	// ReleasePath is where the host's release appears (WriteReleaseFile)
+	// when the start packet asks the worker to wait for it.
+	ReleasePath string
 	// HomeDir and TempDir are the task's HOME and TMPDIR.
 	HomeDir string
 	TempDir string
@@ -98,6 +101,7 @@ func DefaultConfig() Config {
 		InputBundlePath: messages.InputBundlePath,
 		OutputDir:       messages.OutputDir,
 		LeaseUpdatePath: messages.LeaseUpdatePath,
+		ReleasePath:     messages.ReleasePath,
 		HomeDir:         defaultHomeDir,
 		TempDir:         defaultTempDir,
 		KillGrace:       DefaultKillGrace,
@@ -118,6 +122,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseUpdatePath == "" {
 		c.LeaseUpdatePath = d.LeaseUpdatePath
+	}
+	if c.ReleasePath == "" {
+		c.ReleasePath = d.ReleasePath
 	}
 	if c.HomeDir == "" {
 		c.HomeDir = d.HomeDir
@@ -209,8 +216,11 @@ func (r *run) execute(ctx context.Context) (int, error) {
 			r.lease.ExpiresAt().UTC().Format(time.RFC3339))
 	}
 
+	watch := startResourceWatch(r.cfg.TempDir, r.cfg.WorkspaceDir)
 	outcome := r.runTask(ctx, dir)
 	killStragglers()
+	r.reportResources(watch.finish(!outcome.succeeded(), outcome.ExitCode))
+	clearRelease(r.cfg.ReleasePath)
 
 	result, err := ws.commitResult(id.DispatchAttemptID, r.pkt.Task, r.note)
 	if err != nil {
@@ -245,6 +255,7 @@ func (r *run) execute(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	r.events.lifecycle("output_written", "manifest written", map[string]any{"exitCode": code})
+	r.awaitHostRelease()
 	return code, nil
 }
 

@@ -27,7 +27,7 @@ func TestMainCommitsResult(t *testing.T) {
 	require.Equal(t, ExitOK, res.code, "stderr: %s", res.stderr)
 	assert.Empty(t, res.stderr)
 
-	assert.Equal(t, []string{"worker_started", "workspace_materialized", "task_started", "task_exited",
+	assert.Equal(t, []string{"worker_started", "workspace_materialized", "task_started", "task_exited", "task_resources",
 		"result_committed", "output_written"}, lifecycleTypes(res.events))
 	var outputs []string
 	for _, ev := range res.events {
@@ -101,7 +101,7 @@ func TestMainNothingChanged(t *testing.T) {
 	f := newFixture(t, sh("echo looking; cat README.md >/dev/null; touch README.md")...)
 	res := f.run()
 	require.Equal(t, ExitOK, res.code, "stderr: %s", res.stderr)
-	assert.Equal(t, []string{"worker_started", "workspace_materialized", "task_started", "task_exited",
+	assert.Equal(t, []string{"worker_started", "workspace_materialized", "task_started", "task_exited", "task_resources",
 		"result_unchanged", "output_written"}, lifecycleTypes(res.events))
 
 	m, r := f.outputs()
@@ -552,6 +552,7 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, messages.InputBundlePath, c.InputBundlePath)
 	assert.Equal(t, messages.OutputDir, c.OutputDir)
 	assert.Equal(t, messages.LeaseUpdatePath, c.LeaseUpdatePath)
+	assert.Equal(t, messages.ReleasePath, c.ReleasePath)
 	assert.Equal(t, c, Config{}.withDefaults())
 }
 
