@@ -58,7 +58,8 @@ type attemptActor struct {
 	imageID  string
 	names    dockerops.Names
 	labels   map[string]string
-	network  string
+	// provisioned: the volumes were (at least partly) created.
+	provisioned bool
 
 	watchdog, build, worker, sampler *actor.PID
 	containerID                      string
@@ -98,8 +99,7 @@ type (
 		err      error
 	}
 	provisionDone struct {
-		network string
-		err     error
+		err error
 	}
 	collectDone struct {
 		output *gitops.Output
@@ -303,7 +303,7 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
 }
 
 func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
-	a.network = msg.network
+	a.provisioned = true
 	if msg.err != nil {
 		a.fail(msg.err)
 	}
@@ -326,7 +326,8 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 	a.writeLedger(ledger.Active)
 	a.emit(ctx, messages.RunnerEvent("sandbox_started", fmt.Sprintf("Docker sandbox %s started.", a.names.AttemptHex), map[string]any{
 		"agentContainer": map[string]string{"id": msg.ContainerID, "name": a.names.Container, "role": "agent"},
-		"networks":       []map[string]string{{"id": a.network, "name": a.names.Network, "role": "internal"}},
+		"networkMode":    "none",
+		"networks":       []map[string]string{},
 		"volumes":        []string{a.names.WorkspaceVolume, a.names.ControlVolume, a.names.SecretsVolume},
 	}))
 	if a.failure == nil {

@@ -78,25 +78,20 @@ func (a *attemptActor) startProvision(ctx actor.Context) {
 	})
 }
 
-// provision creates the attempt's internal network and volumes, each
-// labelled with the attempt's ownership.
+// provision creates the attempt's volumes, each labelled with the
+// attempt's ownership. No attempt network is created: the worker runs with
+// network none (no attempt needs services or egress yet; when one does, it
+// gets a dockerops.CreateIsolatedNetwork network).
 func (a *attemptActor) provision(ctx context.Context) any {
-	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, provisionTimeout) }
-	callCtx, cancel := call()
-	network, err := a.deps.Docker.CreateInternalNetwork(callCtx, a.names.Network, a.labels)
-	cancel()
-	if err != nil {
-		return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "create internal network")}
-	}
 	for _, volume := range []string{a.names.WorkspaceVolume, a.names.ControlVolume, a.names.SecretsVolume} {
-		callCtx, cancel := call()
+		callCtx, cancel := context.WithTimeout(ctx, provisionTimeout)
 		err := a.deps.Docker.CreateVolume(callCtx, volume, a.labels)
 		cancel()
 		if err != nil {
-			return provisionDone{network: network, err: failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)}
+			return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)}
 		}
 	}
-	return provisionDone{network: network}
+	return provisionDone{}
 }
 
 // workerJob assembles the hardened worker container and its start packet.
@@ -123,7 +118,6 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		spec: dockerops.WorkerSpec{
 			Name:            a.names.Container,
 			Image:           a.imageID,
-			Network:         a.names.Network,
 			WorkingDir:      a.contract.Contract.WorkingDirectory,
 			Labels:          a.labels,
 			Resources:       a.d.Sandbox.RequestedResources,
@@ -303,7 +297,7 @@ func (a *attemptActor) inspect(ctx actor.Context) messages.InspectReply {
 		"inflight":    a.inflight,
 		"image":       a.imageID,
 		"container":   a.containerID,
-		"network":     a.network,
+		"network":     "none",
 		"tearingDown": strconv.FormatBool(a.tearingDown),
 	}
 	if a.failure != nil {

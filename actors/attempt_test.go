@@ -123,7 +123,6 @@ func TestTeardownIsReachedFromEveryFailurePath(t *testing.T) {
 		{"prepare", failure.New(failure.SandboxInputFailed, "no input ref"), failure.SandboxInputFailed},
 		{"lookup", boom, failure.SandboxBuildFailed},
 		{"build", boom, failure.SandboxBuildFailed},
-		{"network", boom, failure.SandboxCreateFailed},
 		{"volume", boom, failure.SandboxCreateFailed},
 		{"create", boom, failure.SandboxCreateFailed},
 		{"copyin", boom, failure.SandboxCreateFailed},
@@ -168,7 +167,20 @@ func TestFailedTeardownMarksTheAttemptDegraded(t *testing.T) {
 	assert.Empty(t, corrupt)
 	require.Len(t, entries, 1, "the ledger is kept for the reaper")
 	assert.Equal(t, ledger.Degraded, entries[0].State)
-	assert.Len(t, entries[0].Created, 5)
+	// No services or egress: no attempt network is planned nor created, and
+	// the worker runs with network none.
+	var planned, created []string
+	for _, r := range entries[0].Planned {
+		planned = append(planned, r.Type+":"+r.Role)
+	}
+	for _, r := range entries[0].Created {
+		created = append(created, r.Type+":"+r.Role)
+	}
+	want := []string{"container:agent", "volume:workspace", "volume:control", "volume:secrets"}
+	assert.ElementsMatch(t, want, planned)
+	assert.ElementsMatch(t, want, created)
+	require.Len(t, host.specs, 1)
+	assert.Empty(t, host.specs[0].Network, "network none")
 	require.Eventually(t, func() bool {
 		res, err := h.system.Root.RequestFuture(h.root, messages.SnapshotRequest{}, within).Result()
 		return err == nil && res.(messages.Snapshot).Degraded == 1
@@ -181,7 +193,7 @@ func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
 		host.contract = "version: 1\nservices:\n  - type: postgres\n"
 		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
 		assert.Equal(t, string(failure.SandboxServicesUnsupported), out.Code)
-		assert.Zero(t, host.called("lookup")+host.called("network")+host.called("volume")+host.called("create"))
+		assert.Zero(t, host.called("lookup")+host.called("volume")+host.called("create"))
 	})
 	t.Run("egress", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())
@@ -189,14 +201,14 @@ func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
 		d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkPublicAllowlist, AllowedHosts: []string{"example.com"}}
 		out := newHarness(t, host, nil).run(t, d)
 		assert.Equal(t, string(failure.SandboxEgressUnsupported), out.Code)
-		assert.Zero(t, host.called("prepare")+host.called("network"))
+		assert.Zero(t, host.called("prepare")+host.called("volume"))
 	})
 	t.Run("invalid contract", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())
 		host.contract = "version: 1\nworkingDirectory: /etc\n"
 		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
 		assert.Equal(t, string(failure.SandboxContractInvalid), out.Code)
-		assert.Zero(t, host.called("network"))
+		assert.Zero(t, host.called("volume"))
 	})
 	t.Run("sandbox_required without security profiles", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())
@@ -204,7 +216,7 @@ func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
 		d.Sandbox.ExecutionPolicy = messages.PolicySandboxRequired
 		out := newHarness(t, host, nil).run(t, d)
 		assert.Equal(t, string(failure.SandboxSecurityUnavailable), out.Code)
-		assert.Zero(t, host.called("network"))
+		assert.Zero(t, host.called("volume"))
 	})
 }
 

@@ -15,8 +15,8 @@ import (
 )
 
 // fakeHost is a fake Git and Docker with injectable failures, recording
-// the calls it receives. Steps: prepare, lookup, build, network, volume,
-// create, copyin, run, inspect, copyout, validate, import, teardown.
+// the calls it receives. Steps: prepare, lookup, build, volume, create,
+// copyin, run, inspect, copyout, validate, import, teardown.
 type fakeHost struct {
 	dir string
 
@@ -35,6 +35,7 @@ type fakeHost struct {
 	assertErr  error
 	teardowns  int
 	leases     [][]byte
+	specs      []dockerops.WorkerSpec // the workers asked for
 }
 
 func newFakeHost(dir string) *fakeHost {
@@ -137,15 +138,14 @@ func (f *fakeHost) BuildImage(_ context.Context, req dockerops.BuildRequest) (st
 	return "sha256:built", nil
 }
 
-func (f *fakeHost) CreateInternalNetwork(context.Context, string, map[string]string) (string, error) {
-	return "net1", f.record("network")
-}
-
 func (f *fakeHost) CreateVolume(context.Context, string, map[string]string) error {
 	return f.record("volume")
 }
 
-func (f *fakeHost) CreateWorker(context.Context, dockerops.WorkerSpec) (string, error) {
+func (f *fakeHost) CreateWorker(_ context.Context, spec dockerops.WorkerSpec) (string, error) {
+	f.mu.Lock()
+	f.specs = append(f.specs, spec)
+	f.mu.Unlock()
 	return "container1", f.record("create")
 }
 
