@@ -221,7 +221,7 @@ func (a *attemptActor) start(ctx actor.Context) {
 	a.watchdog = ctx.SpawnPrefix(newLeaseWatchdogProps(a.fence, a.cfg.Clock), kindWatchdog)
 	a.setPhase(ctx, messages.PhasePreparing)
 	a.emit(ctx, messages.RunnerEvent("sandbox_preparing", fmt.Sprintf("Preparing Docker sandbox attempt %s.", a.d.AttemptID()), nil))
-	if err := checkDispatchSupported(a.d, a.deps.Redeemer != nil); err != nil {
+	if err := checkDispatchSupported(a.d, a.deps.Redeemer != nil, a.cfg.Confinement()); err != nil {
 		a.fail(err)
 		a.advance(ctx)
 		return

@@ -53,10 +53,11 @@ func (a *attemptActor) prepare(ctx context.Context) any {
 	if err != nil {
 		return prepareDone{err: err}
 	}
-	if err := checkContractSupported(a.d, parsed.Contract); err != nil {
+	confinement := a.cfg.Confinement()
+	if err := checkContractSupported(a.d, parsed.Contract, confinement); err != nil {
 		return prepareDone{err: err}
 	}
-	security, err := dockerops.ResolveSecurityOptions(a.d.Sandbox.ExecutionPolicy, a.cfg.SeccompProfile, a.cfg.LSMOption)
+	security, err := dockerops.ResolveSecurityOptions(a.d.Sandbox.ExecutionPolicy, a.cfg.SeccompProfile, a.cfg.LSMOption, confinement.Security)
 	if err != nil {
 		return prepareDone{err: err}
 	}

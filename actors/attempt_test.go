@@ -55,7 +55,8 @@ func newHarness(t *testing.T, host *fakeHost, clock Clock) *harness {
 	}
 	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clock: clock}
 	t.Cleanup(h.system.Shutdown)
-	cfg := AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clock, SampleInterval: 10 * time.Millisecond}
+	cfg := AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clock, SampleInterval: 10 * time.Millisecond,
+		Confinement: host.confinementFacts}
 	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host,
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
@@ -202,6 +203,29 @@ func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
 		out := newHarness(t, host, nil).run(t, d)
 		assert.Equal(t, string(failure.SandboxEgressUnsupported), out.Code)
 		assert.Zero(t, host.called("prepare")+host.called("volume"))
+	})
+	t.Run("services without network isolation", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.noIsolation = true
+		host.contract = "version: 1\nservices:\n  - type: postgres\n"
+		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
+		assert.Equal(t, string(failure.SandboxNetworkIsolation), out.Code)
+		assert.Zero(t, host.called("lookup")+host.called("volume")+host.called("create"))
+	})
+	t.Run("egress without network isolation", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.noIsolation = true
+		d := testDispatch(time.Now().Add(time.Hour))
+		d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkPublicAllowlist, AllowedHosts: []string{"example.com"}}
+		out := newHarness(t, host, nil).run(t, d)
+		assert.Equal(t, string(failure.SandboxNetworkIsolation), out.Code)
+		assert.Zero(t, host.called("prepare")+host.called("volume"))
+	})
+	t.Run("no network needed, no isolation", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.noIsolation = true
+		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
+		assert.Equal(t, messages.StatusSucceeded, out.Status, "network none needs no isolated network: %s", out.Message)
 	})
 	t.Run("invalid contract", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())

@@ -29,6 +29,10 @@ type AttemptConfig struct {
 	StepTimeout time.Duration
 	// Clock drives the lease watchdog and sampler; nil means SystemClock.
 	Clock Clock
+	// Confinement returns the engine's and host's confinement facts from
+	// the latest preflight report; nil means unknown, which refuses
+	// sandbox_required and every attempt that needs a network.
+	Confinement func() Confinement
 }
 
 func (c AttemptConfig) withDefaults() AttemptConfig {
@@ -43,6 +47,9 @@ func (c AttemptConfig) withDefaults() AttemptConfig {
 	}
 	if c.Clock == nil {
 		c.Clock = SystemClock{}
+	}
+	if c.Confinement == nil {
+		c.Confinement = unknownConfinement
 	}
 	if c.Platform == "" {
 		c.Platform = "linux/amd64"

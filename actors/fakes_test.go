@@ -36,6 +36,20 @@ type fakeHost struct {
 	teardowns  int
 	leases     [][]byte
 	specs      []dockerops.WorkerSpec // the workers asked for
+	// noIsolation: preflight could not verify network isolation.
+	noIsolation bool
+}
+
+// confinementFacts is an engine enforcing seccomp and AppArmor whose
+// attempt networks are isolated, unless noIsolation.
+func (f *fakeHost) confinementFacts() Confinement {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := Confinement{Security: dockerops.EngineSecurity{Known: true, Seccomp: true, LSM: []string{"apparmor"}}}
+	if f.noIsolation {
+		c.NetworkIsolation = failure.New(failure.SandboxNetworkIsolation, "the bridge holds a host address")
+	}
+	return c
 }
 
 func newFakeHost(dir string) *fakeHost {

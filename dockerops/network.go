@@ -14,7 +14,10 @@ import (
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/ids"
+	"github.com/forgedev/forged/preflight"
 )
+
+var _ preflight.IsolationProber = (*Client)(nil)
 
 // An attempt that needs no network (today: every attempt, because services
 // and egress are refused) runs with NetworkMode "none": its container has
@@ -231,27 +234,16 @@ func VerifyHostIsolation(n IsolatedNetwork, host []HostInterface) error {
 	return nil
 }
 
-// NetworkIsolation is what preflight learns about isolated networks on
-// this engine and host.
-type NetworkIsolation struct {
-	// Mechanism names the mechanism (IsolationMechanism).
-	Mechanism string `json:"mechanism"`
-	// Verified: a probe network was created and checked from the host's
-	// side. Attempts that need a network are refused otherwise.
-	Verified bool `json:"verified"`
-	// Reason says why it is not verified.
-	Reason string `json:"reason,omitempty"`
-}
-
 // ProbeNetworkIsolation creates a throwaway isolated network, checks it
-// with VerifyHostIsolation against the host's interfaces (interfaces nil:
-// LocalInterfaces), and removes it on a context that survives ctx's
-// cancellation. It reports rather than returns failures.
-func (c *Client) ProbeNetworkIsolation(ctx context.Context, interfaces func() ([]HostInterface, error)) NetworkIsolation {
+// with VerifyHostIsolation against this host's interfaces, and removes it
+// on a context that survives ctx's cancellation. It reports rather than
+// returns failures; it makes *Client a preflight.IsolationProber.
+func (c *Client) ProbeNetworkIsolation(ctx context.Context) preflight.NetworkIsolation {
+	interfaces := c.hostInterfaces
 	if interfaces == nil {
 		interfaces = LocalInterfaces
 	}
-	res := NetworkIsolation{Mechanism: IsolationMechanism}
+	res := preflight.NetworkIsolation{Mechanism: IsolationMechanism, Nameserver: SandboxNameserver}
 	name := "forge-isolation-probe-" + strings.ReplaceAll(ids.NewUUID(), "-", "")
 	n, err := c.CreateIsolatedNetwork(ctx, name, map[string]string{probeLabel: "true"})
 	defer func() {

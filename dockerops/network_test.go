@@ -9,6 +9,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/preflight"
 )
 
 func TestCreateIsolatedNetworkAsksForIsolation(t *testing.T) {
@@ -86,27 +88,29 @@ func TestProbeNetworkIsolation(t *testing.T) {
 	f := &fakeProvisioner{}
 	c := newClient(fastOptions(), f)
 	var probed string
-	res := c.ProbeNetworkIsolation(context.Background(), func() ([]HostInterface, error) {
+	c.hostInterfaces = func() ([]HostInterface, error) {
 		for name := range f.created {
 			probed = name
 		}
 		return []HostInterface{{Name: "br-0123456789ab", Addrs: []netip.Prefix{p("fe80::1/64")}}}, nil
-	})
-	assert.Equal(t, NetworkIsolation{Mechanism: IsolationMechanism, Verified: true}, res)
+	}
+	res := c.ProbeNetworkIsolation(context.Background())
+	assert.Equal(t, preflight.NetworkIsolation{Mechanism: IsolationMechanism, Verified: true, Nameserver: "127.0.0.1"}, res)
 	assert.Equal(t, []string{probed}, f.removed, "the probe network is removed")
 	assert.Equal(t, "true", f.created[probed].Labels[probeLabel])
 
 	f = &fakeProvisioner{}
 	c = newClient(fastOptions(), f)
-	res = c.ProbeNetworkIsolation(context.Background(), func() ([]HostInterface, error) {
+	c.hostInterfaces = func() ([]HostInterface, error) {
 		return []HostInterface{{Name: "br-0123456789ab", Addrs: []netip.Prefix{p("172.30.0.1/16")}}}, nil
-	})
+	}
+	res = c.ProbeNetworkIsolation(context.Background())
 	assert.False(t, res.Verified)
 	assert.Contains(t, res.Reason, "holds the host address")
 	assert.Len(t, f.removed, 1)
 
 	f = &fakeProvisioner{networkErrs: []error{errors.New("engine says no")}}
-	res = newClient(fastOptions(), f).ProbeNetworkIsolation(context.Background(), nil)
+	res = newClient(fastOptions(), f).ProbeNetworkIsolation(context.Background())
 	assert.False(t, res.Verified)
 	assert.Contains(t, res.Reason, "engine says no")
 	assert.Len(t, f.removed, 1, "removal is attempted whatever happened")
@@ -114,7 +118,7 @@ func TestProbeNetworkIsolation(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	f = &fakeProvisioner{}
-	res = newClient(fastOptions(), f).ProbeNetworkIsolation(ctx, nil)
+	res = newClient(fastOptions(), f).ProbeNetworkIsolation(ctx)
 	assert.False(t, res.Verified)
 	assert.NotEmpty(t, res.Reason)
 	assert.Len(t, f.removed, 1, "the removal survives the caller's cancellation")

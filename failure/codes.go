@@ -16,6 +16,7 @@ const (
 	SandboxContractInvalid     Code = "sandbox_contract_invalid"
 	SandboxServicesUnsupported Code = "sandbox_services_unsupported"
 	SandboxEgressUnsupported   Code = "sandbox_egress_unsupported"
+	SandboxNetworkIsolation    Code = "sandbox_network_isolation_unavailable"
 	SandboxCapacityProfile     Code = "sandbox_capacity_profile_mismatch"
 	SandboxSecurityProfile     Code = "sandbox_security_profile_invalid"
 	SandboxSecurityUnavailable Code = "sandbox_security_profile_unavailable"

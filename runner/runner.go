@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -149,6 +150,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Endpoint:     engine.DaemonHost(),
 		StateRoot:    stateRoot,
 		Capacity:     policy,
+		Isolation:    docker,
 	}), 0)
 	// The first report is taken now, so that admission starts from it.
 	cache.Current(ctx)
@@ -177,6 +179,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Platform:       runtime.GOOS + "/" + runtime.GOARCH,
 		SeccompProfile: cfg.SeccompProfile,
 		LSMOption:      cfg.LSMOption,
+		Confinement:    func() actors.Confinement { return confinementOf(cache) },
 	}
 	var attemptDocker actors.Docker = docker
 	if cfg.WrapDocker != nil {
@@ -394,5 +397,18 @@ func (r *Runner) Drain(ctx context.Context, reason string) error {
 			return fmt.Errorf("drain: %w (%d attempts still running)", ctx.Err(), len(snap.Attempts))
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// confinementOf turns the latest preflight report into the attempts'
+// confinement facts; without a report nothing is known.
+func confinementOf(cache *preflight.Cache) actors.Confinement {
+	r, _, ok := cache.Last()
+	if !ok {
+		return actors.Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report yet")}
+	}
+	return actors.Confinement{
+		Security:         dockerops.EngineSecurity{Known: r.Engine.Reachable, Seccomp: r.Features.Seccomp, LSM: slices.Clone(r.Features.LSM)},
+		NetworkIsolation: r.Network.NetworkErr(),
 	}
 }
