@@ -17,11 +17,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/forgedev/forged/failure"
@@ -57,28 +55,6 @@ func Handler(r Runner, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /v1/snapshot", api.snapshot)
 	mux.HandleFunc("GET /v1/inspect", api.inspect)
 	return mux
-}
-
-// Listen opens the unix socket at path with mode 0600, replacing a stale
-// socket file.
-func Listen(path string) (net.Listener, error) {
-	if info, err := os.Lstat(path); err == nil {
-		if info.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("listen: %s exists and is not a socket", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("listen: remove stale socket: %w", err)
-		}
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("listen: chmod socket: %w", err)
-	}
-	return l, nil
 }
 
 type api struct {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -109,8 +110,8 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: state root: %w", err)
 	}
-	if err := os.MkdirAll(stateRoot, 0o700); err != nil {
-		return nil, fmt.Errorf("runner: state root: %w", err)
+	if err := prepareStateRoot(stateRoot); err != nil {
+		return nil, err
 	}
 	worker, digest, err := resolveWorkerBinary(cfg.WorkerBinary)
 	if err != nil {
@@ -411,4 +412,30 @@ func confinementOf(cache *preflight.Cache) actors.Confinement {
 		Security:         dockerops.EngineSecurity{Known: r.Engine.Reachable, Seccomp: r.Features.Seccomp, LSM: slices.Clone(r.Features.LSM)},
 		NetworkIsolation: r.Network.NetworkErr(),
 	}
+}
+
+// prepareStateRoot creates the state root, or tightens an existing one, to
+// mode 0700: it holds ledgers, attempt inputs and the daemon's socket. A
+// state root that is not a directory owned by this process's uid is
+// refused.
+func prepareStateRoot(path string) error {
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return fmt.Errorf("runner: state root: %w", err)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("runner: state root: %w", err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("runner: state root %s is not a directory", path)
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("runner: state root %s is owned by uid %d, not by forged's uid %d", path, st.Uid, os.Getuid())
+	}
+	if info.Mode().Perm() != 0o700 {
+		if err := os.Chmod(path, 0o700); err != nil {
+			return fmt.Errorf("runner: tighten state root: %w", err)
+		}
+	}
+	return nil
 }
