@@ -1,6 +1,8 @@
-// Package httpapi is the daemon's HTTP API, served on a unix socket (mode
-// 0600): submit a dispatch, follow its events as NDJSON, cancel it, and read
-// the supervisor's snapshot or the live actor tree (the debug console).
+// Package httpapi is the daemon's HTTP API, served on a unix socket that is
+// created with mode 0600 (no chmod window) and serves only the peers whose
+// uid (SO_PEERCRED) is allowed; see Listen. It lets clients submit a
+// dispatch, follow its events as NDJSON, cancel it, and read the
+// supervisor's snapshot or the live actor tree (the debug console).
 //
 //	POST   /v1/attempts             body: dispatch JSON → 202 {attemptId, queued} | 4xx {code, message}
 //	GET    /v1/attempts/{id}/events NDJSON: {"type":"event","event":{...}} … {"type":"finished","outcome":{...}}
