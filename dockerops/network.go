@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/forgedev/forged/failure"
@@ -72,8 +74,13 @@ var isolatedSysctls = map[string]string{
 	"net.ipv6.conf.default.disable_ipv6": "1",
 }
 
-// probeLabel marks preflight's throwaway probe networks.
-const probeLabel = "dev.forge.isolation-probe"
+// probeLabel marks preflight's throwaway probe networks. A probe network
+// lives for seconds; one older than probeStaleAfter was left by a process
+// that died mid-probe, and the next probe removes it.
+const (
+	probeLabel      = "dev.forge.isolation-probe"
+	probeStaleAfter = 5 * time.Minute
+)
 
 // IsolatedNetwork is a provisioned isolated network.
 type IsolatedNetwork struct {
@@ -244,6 +251,7 @@ func (c *Client) ProbeNetworkIsolation(ctx context.Context) preflight.NetworkIso
 		interfaces = LocalInterfaces
 	}
 	res := preflight.NetworkIsolation{Mechanism: IsolationMechanism, Nameserver: SandboxNameserver}
+	c.removeStaleProbes(ctx)
 	name := "forge-isolation-probe-" + strings.ReplaceAll(ids.NewUUID(), "-", "")
 	n, err := c.CreateIsolatedNetwork(ctx, name, map[string]string{probeLabel: "true"})
 	defer func() {
@@ -270,4 +278,26 @@ func (c *Client) ProbeNetworkIsolation(ctx context.Context) preflight.NetworkIso
 	}
 	res.Verified = true
 	return res
+}
+
+// removeStaleProbes removes the probe networks older than probeStaleAfter
+// (best effort: a failure leaves them for the next probe).
+func (c *Client) removeStaleProbes(ctx context.Context) {
+	list, err := call(ctx, c, c.opts.Timeouts.List, readCall, func(ctx context.Context) ([]network.Summary, error) {
+		return c.provisioner.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", probeLabel+"=true"))})
+	})
+	if err != nil {
+		return
+	}
+	for _, n := range list {
+		if n.Labels[probeLabel] != "true" || n.Created.IsZero() || time.Since(n.Created) < probeStaleAfter {
+			continue
+		}
+		_ = callErr(ctx, c, c.opts.Timeouts.Remove, writeCall, func(ctx context.Context) error {
+			if err := c.provisioner.NetworkRemove(ctx, n.ID); err != nil && !cerrdefs.IsNotFound(err) {
+				return err
+			}
+			return nil
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/network"
 	"github.com/stretchr/testify/assert"
@@ -114,6 +115,16 @@ func TestProbeNetworkIsolation(t *testing.T) {
 	assert.False(t, res.Verified)
 	assert.Contains(t, res.Reason, "engine says no")
 	assert.Len(t, f.removed, 1, "removal is attempted whatever happened")
+
+	// A probe network left by a process that died mid-probe is removed by
+	// the next probe; a young one (another process's probe) is not.
+	f = &fakeProvisioner{listed: []network.Summary{
+		{ID: "old", Labels: map[string]string{probeLabel: "true"}, Created: time.Now().Add(-time.Hour)},
+		{ID: "young", Labels: map[string]string{probeLabel: "true"}, Created: time.Now()},
+	}}
+	newClient(fastOptions(), f).ProbeNetworkIsolation(context.Background())
+	assert.Contains(t, f.removed, "old")
+	assert.NotContains(t, f.removed, "young")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -18,6 +18,7 @@ type provisionAPI interface {
 	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
 	NetworkInspect(ctx context.Context, network string, options network.InspectOptions) (network.Inspect, error)
 	NetworkRemove(ctx context.Context, network string) error
+	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
 	VolumeCreate(ctx context.Context, options volume.CreateOptions) (volume.Volume, error)
 }
 

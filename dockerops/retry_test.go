@@ -74,6 +74,11 @@ type fakeProvisioner struct {
 	volumeLabels              map[string]string
 	created                   map[string]network.CreateOptions // by name
 	removed                   []string
+	listed                    []network.Summary // NetworkList's answer
+}
+
+func (f *fakeProvisioner) NetworkList(context.Context, network.ListOptions) ([]network.Summary, error) {
+	return f.listed, nil
 }
 
 func (f *fakeProvisioner) NetworkCreate(ctx context.Context, name string, opts network.CreateOptions) (network.CreateResponse, error) {
