@@ -64,7 +64,8 @@ type attemptActor struct {
 	imageID  string
 	names    dockerops.Names
 	labels   map[string]string
-	network  string
+	// provisioned: the volumes were (at least partly) created.
+	provisioned bool
 
 	watchdog, build, worker, sampler, pusher *actor.PID
 	containerID                              string
@@ -105,8 +106,7 @@ type (
 		err      error
 	}
 	provisionDone struct {
-		network string
-		err     error
+		err error
 	}
 	collectDone struct {
 		output *gitops.Output
@@ -231,7 +231,7 @@ func (a *attemptActor) start(ctx actor.Context) {
 	a.controlKey = key
 	a.watchdog = a.children.spawn(ctx, newLeaseWatchdogProps(a.d.Lease.ExpiresAt, a.cfg.Clock), kindWatchdog)
 	a.emit(ctx, messages.RunnerEvent("sandbox_preparing", fmt.Sprintf("Preparing Docker sandbox attempt %s.", a.d.AttemptID()), nil))
-	if err := checkDispatchSupported(a.d, a.deps.Redeemer != nil); err != nil {
+	if err := checkDispatchSupported(a.d, a.deps.Redeemer != nil, a.cfg.Confinement()); err != nil {
 		a.fail(err)
 		a.advance(ctx)
 		return
@@ -244,7 +244,7 @@ func (a *attemptActor) start(ctx actor.Context) {
 	}
 	a.names = names
 	a.workDir = attemptWorkDir(a.cfg.StateRoot, names.AttemptHex)
-	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption}
+	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption, confinement: a.cfg.Confinement()}
 	a.step(ctx, "prepare", func(stepCtx context.Context) any { return prepareStep(stepCtx, in) })
 }
 
@@ -314,7 +314,7 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
 }
 
 func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
-	a.network = msg.network
+	a.provisioned = true
 	if msg.err != nil {
 		a.fail(msg.err)
 	}
@@ -337,7 +337,8 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 	a.writeLedger(ledger.Active)
 	a.emit(ctx, messages.RunnerEvent("sandbox_started", fmt.Sprintf("Docker sandbox %s started.", a.names.AttemptHex), map[string]any{
 		"agentContainer": map[string]string{"id": msg.ContainerID, "name": a.names.Container, "role": "agent"},
-		"networks":       []map[string]string{{"id": a.network, "name": a.names.Network, "role": "internal"}},
+		"networkMode":    "none",
+		"networks":       []map[string]string{},
 		"volumes":        []string{a.names.WorkspaceVolume, a.names.ControlVolume, a.names.SecretsVolume},
 	}))
 	if a.failure == nil {

@@ -111,7 +111,7 @@ func (a *attemptActor) inspect(ctx actor.Context) messages.InspectReply {
 		"inflight":    a.inflight,
 		"image":       a.imageID,
 		"container":   a.containerID,
-		"network":     a.network,
+		"network":     "none",
 		"tearingDown": strconv.FormatBool(a.tearingDown),
 	}
 	if a.failure != nil {

@@ -34,7 +34,6 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		spec: dockerops.WorkerSpec{
 			Name:            a.names.Container,
 			Image:           a.imageID,
-			Network:         a.names.Network,
 			WorkingDir:      a.contract.Contract.WorkingDirectory,
 			Labels:          a.labels,
 			Resources:       a.d.Sandbox.RequestedResources,

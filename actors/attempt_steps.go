@@ -48,6 +48,7 @@ type prepareInput struct {
 	workDir        string
 	seccompProfile string
 	lsmOption      string
+	confinement    Confinement // the engine's and host's facts, read on the mailbox
 }
 
 // prepareStep reads the input from the host repository and validates the
@@ -64,10 +65,10 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 	if err != nil {
 		return prepareDone{err: err}
 	}
-	if err := checkContractSupported(in.d, parsed.Contract); err != nil {
+	if err := checkContractSupported(in.d, parsed.Contract, in.confinement); err != nil {
 		return prepareDone{err: err}
 	}
-	security, err := dockerops.ResolveSecurityOptions(in.d.Sandbox.ExecutionPolicy, in.seccompProfile, in.lsmOption)
+	security, err := dockerops.ResolveSecurityOptions(in.d.Sandbox.ExecutionPolicy, in.seccompProfile, in.lsmOption, in.confinement.Security)
 	if err != nil {
 		return prepareDone{err: err}
 	}
@@ -84,23 +85,21 @@ type provisionInput struct {
 }
 
 // provisionStep makes the ledger durable with the planned resources, then
-// creates the attempt's internal network and volumes, each labelled with
-// the attempt's ownership. The ledger comes first so that a crash from
-// here on leaves something for the reaper to find.
+// creates the attempt's volumes, each labelled with the attempt's
+// ownership. The ledger comes first so that a crash from here on leaves
+// something for the reaper to find. No attempt network is created: the
+// worker runs with network none (no attempt needs services or egress yet;
+// when one does, it gets a dockerops.CreateIsolatedNetwork network).
 func provisionStep(ctx context.Context, in provisionInput) provisionDone {
 	if err := in.ledger.Write(in.planned); err != nil {
 		return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "write the attempt's ledger")}
 	}
-	network, err := in.docker.CreateInternalNetwork(ctx, in.names.Network, in.labels)
-	if err != nil {
-		return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "create internal network")}
-	}
 	for _, volume := range []string{in.names.WorkspaceVolume, in.names.ControlVolume, in.names.SecretsVolume} {
 		if err := in.docker.CreateVolume(ctx, volume, in.labels); err != nil {
-			return provisionDone{network: network, err: failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)}
+			return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)}
 		}
 	}
-	return provisionDone{network: network}
+	return provisionDone{}
 }
 
 // collectInput is what the collect step reads.

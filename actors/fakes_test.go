@@ -18,8 +18,8 @@ import (
 const fakeContainerID = "c0ffee0000000000000000000000000000000000000000000000000000000001"
 
 // fakeHost is a fake Git and Docker with injectable failures, recording
-// the calls it receives. Steps: prepare, lookup, build, network, volume,
-// create, copyin, run, inspect, copyout, validate, import, teardown.
+// the calls it receives. Steps: prepare, lookup, build, volume, create,
+// copyin, run, inspect, copyout, validate, import, teardown.
 type fakeHost struct {
 	dir string
 
@@ -38,6 +38,21 @@ type fakeHost struct {
 	assertErr  error
 	teardowns  int
 	leases     [][]byte
+	specs      []dockerops.WorkerSpec // the workers asked for
+	// noIsolation: preflight could not verify network isolation.
+	noIsolation bool
+}
+
+// confinementFacts is an engine enforcing seccomp and AppArmor whose
+// attempt networks are isolated, unless noIsolation.
+func (f *fakeHost) confinementFacts() Confinement {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := Confinement{Security: dockerops.EngineSecurity{Known: true, Seccomp: true, LSM: []string{"apparmor"}}}
+	if f.noIsolation {
+		c.NetworkIsolation = failure.New(failure.SandboxNetworkIsolation, "the bridge holds a host address")
+	}
+	return c
 }
 
 func newFakeHost(dir string) *fakeHost {
@@ -140,15 +155,14 @@ func (f *fakeHost) BuildImage(_ context.Context, req dockerops.BuildRequest) (st
 	return "sha256:built", nil
 }
 
-func (f *fakeHost) CreateInternalNetwork(context.Context, string, map[string]string) (string, error) {
-	return "net1", f.record("network")
-}
-
 func (f *fakeHost) CreateVolume(context.Context, string, map[string]string) error {
 	return f.record("volume")
 }
 
-func (f *fakeHost) CreateWorker(context.Context, dockerops.WorkerSpec) (string, error) {
+func (f *fakeHost) CreateWorker(_ context.Context, spec dockerops.WorkerSpec) (string, error) {
+	f.mu.Lock()
+	f.specs = append(f.specs, spec)
+	f.mu.Unlock()
 	return fakeContainerID, f.record("create")
 }
 

@@ -68,10 +68,9 @@ type SamplerDocker interface {
 	ReleaseWorker(ctx context.Context, containerID string) error
 }
 
-// SandboxDocker is what the attempt itself needs: the attempt's network and
-// volumes, the output copy and the teardown.
+// SandboxDocker is what the attempt itself needs: the attempt's volumes,
+// the output copy and the teardown.
 type SandboxDocker interface {
-	CreateInternalNetwork(ctx context.Context, name string, labels map[string]string) (string, error)
 	CreateVolume(ctx context.Context, name string, labels map[string]string) error
 	CopyDirOut(ctx context.Context, containerID, srcDir, hostDir string, maxBytes int64, maxFiles int) error
 	Teardown(ctx context.Context, owner dockerops.Ownership, source string) (dockerops.CleanupReport, error)

@@ -106,6 +106,10 @@ type Client struct {
 	cleaner     teardownAPI
 	images      imageAPI
 	execs       execAPI
+
+	// hostInterfaces lists the host's interfaces for the isolation probe;
+	// nil means LocalInterfaces (tests substitute their own).
+	hostInterfaces func() ([]HostInterface, error)
 }
 
 // The engine client serves every narrow interface: an SDK change that

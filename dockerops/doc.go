@@ -5,9 +5,15 @@
 //   - naming and labelling an attempt's resources (NamesFor, Labels,
 //     Ownership) so that they can later be found and removed by exact
 //     identity;
-//   - provisioning an internal network and the attempt's volumes, and
-//     creating the hardened worker container (WorkerContainerConfig,
-//     CreateWorker);
+//   - provisioning the attempt's volumes and, for attempts that need one,
+//     an isolated network whose containers reach no address of the host
+//     (CreateIsolatedNetwork, VerifyHostIsolation, ProbeNetworkIsolation;
+//     the design is written down in network.go), and creating the hardened
+//     worker container, with network none by default
+//     (WorkerContainerConfig, CreateWorker);
+//   - resolving the operator's seccomp and LSM options, refusing under
+//     sandbox_required those that switch confinement off or that the
+//     engine would not enforce (ResolveSecurityOptions);
 //   - copying the input in and the output out (CopyFileInto, CopyDirOut),
 //     the latter with a strict, bounded tar extractor;
 //   - running the worker attached (RunAttached), with bounded stdout and

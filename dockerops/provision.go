@@ -13,43 +13,13 @@ import (
 )
 
 // provisionAPI is the part of the engine API that provisions networks and
-// volumes.
+// volumes (and removes preflight's probe networks).
 type provisionAPI interface {
 	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
 	NetworkInspect(ctx context.Context, network string, options network.InspectOptions) (network.Inspect, error)
+	NetworkRemove(ctx context.Context, network string) error
+	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
 	VolumeCreate(ctx context.Context, options volume.CreateOptions) (volume.Volume, error)
-}
-
-// CreateInternalNetwork creates the attempt's bridge network with
-// Internal set: containers on it reach each other but nothing outside the
-// host. It returns the network id. Failures carry
-// failure.SandboxCreateFailed.
-func (c *Client) CreateInternalNetwork(ctx context.Context, name string, labels map[string]string) (string, error) {
-	attempt := 0
-	id, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (string, error) {
-		attempt++
-		resp, err := c.provisioner.NetworkCreate(ctx, name, network.CreateOptions{
-			Driver:   "bridge",
-			Internal: true,
-			Labels:   maps.Clone(labels),
-		})
-		if err == nil {
-			return resp.ID, nil
-		}
-		if attempt > 1 && cerrdefs.IsConflict(err) {
-			// An earlier attempt may have succeeded without us hearing the
-			// answer: adopt the network only if it is exactly ours.
-			if existing, ierr := c.provisioner.NetworkInspect(ctx, name, network.InspectOptions{}); ierr == nil &&
-				existing.Internal && maps.Equal(existing.Labels, labels) {
-				return existing.ID, nil
-			}
-		}
-		return "", err
-	})
-	if err != nil {
-		return "", opError(ctx, failure.SandboxCreateFailed, err, "network create %s", name)
-	}
-	return id, nil
 }
 
 // CreateVolume creates a local volume with the given labels. An existing

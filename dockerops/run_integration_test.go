@@ -86,9 +86,9 @@ func TestIntegrationRunMissingEntrypoint(t *testing.T) {
 }
 
 func TestIntegrationRunStartFailure(t *testing.T) {
-	s := provision(t, "echo never", nil)
+	s := provisionIsolated(t, "echo never")
 	// Without its network the container cannot start.
-	require.NoError(t, s.c.raw.NetworkRemove(testCtx(t), s.networkID))
+	require.NoError(t, s.c.raw.NetworkRemove(testCtx(t), s.network.ID))
 	_, res, err := s.run(t, testCtx(t), "", RunLimits{})
 	require.Error(t, err)
 	assert.Equal(t, failure.SandboxWorkerFailed, failure.CodeOf(err), err)

@@ -37,10 +37,13 @@ const (
 
 // WorkerSpec describes the worker container of one attempt.
 type WorkerSpec struct {
-	Name, Image, Network, WorkingDir string
-	Labels                           map[string]string
-	Resources                        messages.RequestedResources
-	Env                              []string
+	Name, Image, WorkingDir string
+	// Network is the isolated network (CreateIsolatedNetwork) the worker
+	// joins; empty means NetworkMode "none": loopback only.
+	Network   string
+	Labels    map[string]string
+	Resources messages.RequestedResources
+	Env       []string
 	// SecurityOpts are extra operator options in Engine API form
 	// ("seccomp=<profile JSON>", "apparmor=<profile>"); see
 	// ResolveSecurityOptions. no-new-privileges is always set.
@@ -55,8 +58,11 @@ type WorkerSpec struct {
 // to stdin once), read-only root filesystem, every capability dropped,
 // no-new-privileges, PID/memory/CPU/ulimit bounds with swap disabled,
 // private tmpfs for /tmp and /run/forge, an unprivileged numeric user,
-// docker-init as PID 1, no log driver, only the attempt's internal network,
-// and the workspace, control and (read-only) secrets volumes.
+// docker-init as PID 1, no log driver, and the workspace, control and
+// (read-only) secrets volumes. Its network is none (loopback only), or the
+// isolated network spec.Network with IPv6 switched off inside the
+// container; either way its only DNS server is its own loopback
+// (SandboxNameserver). See network.go for the isolation design.
 //
 // /workspace is mounted without volume-nocopy on purpose: the agent image
 // carries /workspace, /control/input and /control/output owned by the
@@ -83,7 +89,8 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 		StopTimeout:  &stopTimeout,
 	}
 	host := &container.HostConfig{
-		NetworkMode:    container.NetworkMode(spec.Network),
+		NetworkMode:    network.NetworkNone,
+		DNS:            []string{SandboxNameserver},
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    append([]string{"no-new-privileges"}, spec.SecurityOpts...),
@@ -109,16 +116,19 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 			},
 		},
 	}
-	net := &network.NetworkingConfig{
-		EndpointsConfig: map[string]*network.EndpointSettings{spec.Network: {}},
+	net := &network.NetworkingConfig{}
+	if spec.Network != "" {
+		host.NetworkMode = container.NetworkMode(spec.Network)
+		host.Sysctls = maps.Clone(isolatedSysctls)
+		net.EndpointsConfig = map[string]*network.EndpointSettings{spec.Network: {}}
 	}
 	return cfg, host, net
 }
 
 func (s WorkerSpec) validate() error {
 	switch {
-	case s.Name == "", s.Image == "", s.Network == "":
-		return fmt.Errorf("worker spec needs a name, an image and a network")
+	case s.Name == "", s.Image == "":
+		return fmt.Errorf("worker spec needs a name and an image")
 	case s.WorkspaceVolume == "", s.ControlVolume == "", s.SecretsVolume == "":
 		return fmt.Errorf("worker spec needs workspace, control and secrets volumes")
 	case s.WorkingDir == "" || !path.IsAbs(s.WorkingDir):

@@ -36,6 +36,7 @@ var (
 	SandboxContractInvalid     = define("sandbox_contract_invalid", Permanent, http.StatusUnprocessableEntity, "`.forge/forge.sandbox.yml` is invalid")
 	SandboxServicesUnsupported = define("sandbox_services_unsupported", Permanent, http.StatusUnprocessableEntity, "the contract declares services; refused before anything is created")
 	SandboxEgressUnsupported   = define("sandbox_egress_unsupported", Permanent, http.StatusUnprocessableEntity, "the dispatch asks for `public_allowlist`; refused before anything is created")
+	SandboxNetworkIsolation    = define("sandbox_network_isolation_unavailable", Permanent, http.StatusUnprocessableEntity, "the attempt needs a network (services, egress) and preflight could not verify that attempt networks are isolated from the host; refused before anything is created")
 	SandboxCachesUnsupported   = define("sandbox_caches_unsupported", Permanent, http.StatusUnprocessableEntity, "the contract declares caches, which are not mounted yet; refused before anything is created")
 	SandboxCapacityProfile     = define("sandbox_capacity_profile_mismatch", Permanent, http.StatusUnprocessableEntity, "the reserved service or runtime memory is below what the contract needs")
 	SandboxSecurityUnavailable = define("sandbox_security_profile_unavailable", Permanent, http.StatusUnprocessableEntity, "`sandbox_required` without seccomp and LSM profiles")

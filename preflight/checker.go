@@ -28,6 +28,12 @@ type Options struct {
 	CallTimeout time.Duration
 	Disk        DiskPolicy
 	Capacity    CapacityPolicy
+	// Isolation probes whether attempt networks can be isolated from the
+	// host (nil: they cannot be verified, and attempts that need a network
+	// are refused). IsolationTTL is how long a probe stays valid for the
+	// same engine; default DefaultIsolationTTL.
+	Isolation    IsolationProber
+	IsolationTTL time.Duration
 }
 
 // supportedPlatforms are the OSes forged can drive Docker sandboxes from.
@@ -44,6 +50,10 @@ type Checker struct {
 
 	mu   sync.Mutex
 	disk DiskState // the hysteresis latch
+	// The last isolation probe, for the engine identified by isolationFor.
+	isolation    NetworkIsolation
+	isolationFor string
+	isolationAt  time.Time
 }
 
 // NewChecker returns a Checker for engine (nil: every check reports
@@ -59,6 +69,9 @@ func NewChecker(engine Engine, host HostFacts, opts Options) *Checker {
 		opts.StateRoot = os.TempDir()
 	}
 	opts.Capacity = opts.Capacity.withDefaults()
+	if opts.IsolationTTL <= 0 {
+		opts.IsolationTTL = DefaultIsolationTTL
+	}
 	return &Checker{engine: engine, host: host, opts: opts, now: time.Now}
 }
 
@@ -73,6 +86,7 @@ func (c *Checker) Check(ctx context.Context) Report {
 		RootlessRequired: !c.opts.AllowRootful,
 		Engine:           EngineFacts{Endpoint: c.opts.Endpoint},
 		Features:         Features{LSM: []string{}},
+		Network:          NetworkFacts{DefaultMode: "none", Code: failure.SandboxNetworkIsolation},
 	}
 	goos, goarch := c.host.Platform()
 	r.Platform = Platform{OS: goos, Arch: goarch, Supported: supportedPlatforms[goos]}
@@ -110,6 +124,9 @@ func (c *Checker) Check(ctx context.Context) Report {
 		MemTotalBytes:   info.MemTotal,
 	}
 	r.Features = featuresOf(info, ping)
+	if r.Engine.Linux {
+		r.Network = c.networkFacts(ctx, info.ID+"/"+r.Engine.ServerVersion, r.Engine.ServerVersion)
+	}
 
 	switch {
 	case !r.Engine.Linux:

@@ -23,12 +23,13 @@ type Report struct {
 	// RootlessRequired is false when a rootful engine was allowed.
 	RootlessRequired bool `json:"rootlessRequired"`
 
-	Platform Platform    `json:"platform"`
-	Engine   EngineFacts `json:"engine"`
-	Features Features    `json:"features"`
-	Disk     DiskState   `json:"disk"`
-	Memory   Memory      `json:"memory"`
-	CPU      CPU         `json:"cpu"`
+	Platform Platform     `json:"platform"`
+	Engine   EngineFacts  `json:"engine"`
+	Features Features     `json:"features"`
+	Network  NetworkFacts `json:"network"`
+	Disk     DiskState    `json:"disk"`
+	Memory   Memory       `json:"memory"`
+	CPU      CPU          `json:"cpu"`
 }
 
 // Platform is the OS forged itself runs on.

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -120,8 +122,8 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: state root: %w", err)
 	}
-	if err := os.MkdirAll(stateRoot, 0o700); err != nil {
-		return nil, fmt.Errorf("runner: state root: %w", err)
+	if err := prepareStateRoot(stateRoot); err != nil {
+		return nil, err
 	}
 	worker, digest, err := resolveWorkerBinary(cfg.WorkerBinary)
 	if err != nil {
@@ -161,6 +163,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Endpoint:     engine.DaemonHost(),
 		StateRoot:    stateRoot,
 		Capacity:     policy,
+		Isolation:    docker,
 	}), 0)
 	// The first report is taken now, so that admission starts from it.
 	cache.Current(ctx)
@@ -189,6 +192,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Platform:       runtime.GOOS + "/" + runtime.GOARCH,
 		SeccompProfile: cfg.SeccompProfile,
 		LSMOption:      cfg.LSMOption,
+		Confinement:    func() actors.Confinement { return confinementOf(cache) },
 	}
 	var attemptDocker actors.Docker = docker
 	if cfg.WrapDocker != nil {
@@ -414,4 +418,43 @@ func (r *Runner) Drain(ctx context.Context, reason string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// confinementOf turns the latest preflight report into the attempts'
+// confinement facts; without a report nothing is known.
+func confinementOf(cache *preflight.Cache) actors.Confinement {
+	r, _, ok := cache.Last()
+	if !ok {
+		return actors.Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report yet")}
+	}
+	return actors.Confinement{
+		Security:         dockerops.EngineSecurity{Known: r.Engine.Reachable, Seccomp: r.Features.Seccomp, LSM: slices.Clone(r.Features.LSM)},
+		NetworkIsolation: r.Network.NetworkErr(),
+	}
+}
+
+// prepareStateRoot creates the state root, or tightens an existing one, to
+// mode 0700: it holds ledgers, attempt inputs and the daemon's socket. A
+// state root that is not a directory owned by this process's uid is
+// refused.
+func prepareStateRoot(path string) error {
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return fmt.Errorf("runner: state root: %w", err)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("runner: state root: %w", err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("runner: state root %s is not a directory", path)
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("runner: state root %s is owned by uid %d, not by forged's uid %d", path, st.Uid, os.Getuid())
+	}
+	if info.Mode().Perm() != 0o700 {
+		if err := os.Chmod(path, 0o700); err != nil {
+			return fmt.Errorf("runner: tighten state root: %w", err)
+		}
+	}
+	return nil
 }

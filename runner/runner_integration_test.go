@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
@@ -245,14 +247,19 @@ func TestEndToEndWorkerContainerIsHardened(t *testing.T) {
 	require.NotNil(t, host.Init)
 	assert.True(t, *host.Init)
 	assert.Equal(t, "none", host.LogConfig.Type)
+	// No services or egress: loopback only, and no attempt network exists.
+	assert.Equal(t, "none", string(host.NetworkMode))
+	assert.Equal(t, []string{dockerops.SandboxNameserver}, host.DNS)
 	var networks []string
 	for name := range info.NetworkSettings.Networks {
 		networks = append(networks, name)
 	}
-	assert.Equal(t, []string{names.Network}, networks)
-	net, err := e.engine.NetworkInspect(ctx, names.Network, network.InspectOptions{})
+	assert.Equal(t, []string{"none"}, networks)
+	attemptNetworks, err := e.engine.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", dockerops.LabelAttemptID+"="+d.AttemptID()))})
 	require.NoError(t, err)
-	assert.True(t, net.Internal, "the attempt's network is internal")
+	assert.Empty(t, attemptNetworks, "no attempt network is created")
+	_, err = e.engine.NetworkInspect(ctx, names.Network, network.InspectOptions{})
+	assert.True(t, cerrdefs.IsNotFound(err), "%v", err)
 
 	_, err = e.runner.Cancel(d.AttemptID(), "hardening inspected")
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/preflight"
 )
 
@@ -34,12 +35,19 @@ func preflightCommand() *cobra.Command {
 				return exitError{2}
 			}
 			defer cli.Close()
-			checker := preflight.NewChecker(cli, nil, preflight.Options{
+			opts := preflight.Options{
 				AllowRootful: admission.allowRootful,
 				Endpoint:     cli.DaemonHost(),
 				StateRoot:    stateRoot,
 				Capacity:     admission.policy(maxSlots),
-			})
+			}
+			// The isolation probe needs a full client; without one the
+			// report says isolation is not verified.
+			if docker, err := dockerops.Connect(cmd.Context(), dockerops.Options{}); err == nil {
+				defer docker.Close()
+				opts.Isolation = docker
+			}
+			checker := preflight.NewChecker(cli, nil, opts)
 			r := checker.Check(cmd.Context())
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
@@ -109,6 +117,14 @@ func printPreflight(w io.Writer, r preflight.Report) error {
 		lsm = "none"
 	}
 	row("isolation", "%s, user namespaces %s, cgroup v%s (%s), seccomp %s, LSM %s", mode, yes(f.UserNamespaces), f.CgroupVersion, f.CgroupDriver, yes(f.Seccomp), lsm)
+	n := r.Network
+	row("network", "attempts without services or egress: %s (loopback only)", n.DefaultMode)
+	if n.Isolation.Verified {
+		row("attempt networks", "isolated: %s (verified)", n.Isolation.Mechanism)
+	} else {
+		row("attempt networks", "refused (%s): %s", n.Code, n.Isolation.Reason)
+	}
+	row("dns", "internal-network forwarding fixed (CVE-2024-29018): %s; %s", yes(n.DNS.InternalForwardingFixed), n.DNS.Note)
 	row("storage", "%s, project quota %s, Docker root %s", f.StorageDriver, yes(f.StorageQuota), e.DockerRootDir)
 	row("build", "classic builder %s, BuildKit default %s", yes(f.ClassicBuilder), yes(f.BuildKit))
 	d := r.Disk
