@@ -188,7 +188,7 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 	case WorkerCreated:
 		a.onWorkerCreated(ctx, msg)
 	case WorkerOutput:
-		if msg.Event.EventType == workerStartedEvent {
+		if msg.Event.EventType == workerStartedEvent && msg.Event.Role == messages.RoleRunner {
 			a.onWorkerRunning(ctx)
 		}
 		a.emit(ctx, msg.Event)

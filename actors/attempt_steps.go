@@ -136,6 +136,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		},
 		bundlePath:  a.prepared.BundlePath,
 		startPacket: append(raw, '\n'),
+		eventKey:    messages.EventKey(a.controlKey),
 		runTimeout:  time.Duration(timeout)*time.Second + runMargin,
 		limits:      dockerops.RunLimits{},
 	}, nil

@@ -53,8 +53,11 @@ type workerJob struct {
 	spec        dockerops.WorkerSpec
 	bundlePath  string
 	startPacket []byte
-	runTimeout  time.Duration
-	limits      dockerops.RunLimits
+	// eventKey authenticates the worker's own events (see
+	// messages.EventVerifier); every other line arrives as the agent's.
+	eventKey   []byte
+	runTimeout time.Duration
+	limits     dockerops.RunLimits
 }
 
 // workerActor runs the hardened worker container once. It is never
@@ -125,8 +128,9 @@ func (w *workerActor) start(ctx actor.Context) {
 		}
 		runCtx, cancel := context.WithTimeout(runCtx, w.job.runTimeout)
 		defer cancel()
+		events := messages.NewEventVerifier(w.job.eventKey)
 		result, runErr := w.docker.RunAttached(runCtx, id, w.job.startPacket, func(line []byte) error {
-			ev, err := messages.ParseRunnerEventLine(line)
+			ev, err := events.Parse(line)
 			if err != nil {
 				return err
 			}
