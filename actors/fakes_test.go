@@ -31,13 +31,13 @@ type fakeHost struct {
 	lines      []string
 	// workerEvents are sent after lines, signed with the attempt's event key.
 	workerEvents []messages.Event
-	blockRun   bool
-	runEntered chan struct{}
-	noResult   bool
-	missing    bool // ValidateOutput reports the manifest missing
-	assertErr  error
-	teardowns  int
-	leases     [][]byte
+	blockRun     bool
+	runEntered   chan struct{}
+	noResult     bool
+	missing      bool // ValidateOutput reports the manifest missing
+	assertErr    error
+	teardowns    int
+	leases       [][]byte
 }
 
 func newFakeHost(dir string) *fakeHost {
