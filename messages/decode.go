@@ -27,6 +27,9 @@ const (
 	MaxPIDs                = 65_536
 	MaxServiceMemoryBytes  = 256 << 30
 	MaxRuntimeOverhead     = 64 << 30
+	MinWorkspaceBytes      = 64 << 20
+	DefaultWorkspaceBytes  = 4 << 30
+	MaxWorkspaceBytes      = 64 << 30
 	MaxTaskArgs            = 256
 	MaxTaskArgBytes        = 64 * 1024
 	MaxTaskTimeoutSeconds  = 8 * 60 * 60
@@ -196,6 +199,10 @@ func (p NetworkPolicy) validate() error {
 }
 
 func (r RequestedResources) validate() error {
+	workspace := r.WorkspaceBytes
+	if workspace == 0 {
+		workspace = DefaultWorkspaceBytes
+	}
 	checks := []struct {
 		field    string
 		value    int64
@@ -206,6 +213,7 @@ func (r RequestedResources) validate() error {
 		{"sandbox.requestedResources.pids", r.PIDs, MinPIDs, MaxPIDs},
 		{"sandbox.requestedResources.serviceMemoryLimitBytes", r.ServiceMemoryLimitBytes, 0, MaxServiceMemoryBytes},
 		{"sandbox.requestedResources.runtimeOverheadBytes", r.RuntimeOverheadBytes, 0, MaxRuntimeOverhead},
+		{"sandbox.requestedResources.workspaceBytes", workspace, MinWorkspaceBytes, MaxWorkspaceBytes},
 	}
 	for _, c := range checks {
 		if c.value < c.min || c.value > c.max {
