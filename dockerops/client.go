@@ -27,6 +27,16 @@ type Options struct {
 	StopGrace time.Duration
 	// TeardownTimeout bounds one whole Teardown. Default 3m.
 	TeardownTimeout time.Duration
+	// VolumeImages, when set, backs sized volumes (see
+	// CreateVolumeWithOptions); Teardown releases an attempt's images once
+	// its volumes are gone.
+	VolumeImages VolumeImages
+}
+
+// VolumeImages releases the filesystem images behind an attempt's volumes
+// (quota.Store). Releasing is idempotent.
+type VolumeImages interface {
+	ReleaseAttempt(ctx context.Context, attemptHex string) ([]string, error)
 }
 
 // Timeouts are per-call deadlines. Each attempt of a retried call gets the

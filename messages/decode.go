@@ -12,6 +12,7 @@ import (
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/strictjson"
+	"github.com/forgedev/forged/quota"
 )
 
 // MaxDispatchBytes bounds an encoded dispatch.
@@ -27,9 +28,9 @@ const (
 	MaxPIDs                = 65_536
 	MaxServiceMemoryBytes  = 256 << 30
 	MaxRuntimeOverhead     = 64 << 30
-	MinWorkspaceBytes      = 64 << 20
-	DefaultWorkspaceBytes  = 4 << 30
-	MaxWorkspaceBytes      = 64 << 30
+	MinWorkspaceBytes      = quota.MinWorkspaceBytes
+	DefaultWorkspaceBytes  = quota.DefaultWorkspaceBytes
+	MaxWorkspaceBytes      = quota.MaxWorkspaceBytes
 	MaxTaskArgs            = 256
 	MaxTaskArgBytes        = 64 * 1024
 	MaxTaskTimeoutSeconds  = 8 * 60 * 60

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/quota"
 )
 
 // Options configures a Checker. Zero fields take the defaults.
@@ -28,6 +29,9 @@ type Options struct {
 	CallTimeout time.Duration
 	Disk        DiskPolicy
 	Capacity    CapacityPolicy
+	// DetectStorage finds how attempt volumes are bounded, given whether
+	// the engine runs rootless. Default quota.Detect.
+	DetectStorage func(engineRootless bool) quota.Facts
 }
 
 // supportedPlatforms are the OSes forged can drive Docker sandboxes from.
@@ -59,6 +63,9 @@ func NewChecker(engine Engine, host HostFacts, opts Options) *Checker {
 		opts.StateRoot = os.TempDir()
 	}
 	opts.Capacity = opts.Capacity.withDefaults()
+	if opts.DetectStorage == nil {
+		opts.DetectStorage = quota.Detect
+	}
 	return &Checker{engine: engine, host: host, opts: opts, now: time.Now}
 }
 
@@ -152,6 +159,17 @@ func (c *Checker) measure(r *Report, goos string) {
 		return
 	}
 	r.Capacity, r.Code, r.Reason = adm.Capacity, adm.Code, adm.Reason
+	r.Storage = c.opts.DetectStorage(r.Features.Rootless)
+	stateTotal, stateFree, stateErr := total, free, diskErr
+	if path != c.opts.StateRoot {
+		stateTotal, stateFree, stateErr = c.host.DiskUsage(c.opts.StateRoot)
+	}
+	if stateErr == nil && stateTotal > 0 {
+		r.DiskSlots = diskSlots(c.opts.StateRoot, stateFree, r.Storage, c.opts.Disk, c.opts.Capacity)
+		r.admitDisk()
+	} else {
+		r.DiskSlots = DiskSlots{Path: c.opts.StateRoot, Slots: -1}
+	}
 	switch {
 	case r.Code == DockerDiskLow && diskErr != nil:
 		r.Reason = fmt.Sprintf("cannot measure the disk of %s: %v", path, diskErr)

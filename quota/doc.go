@@ -32,7 +32,7 @@
 // # Sizes and slack
 //
 // The workspace image is exactly the dispatch's workspaceBytes
-// (messages.DefaultWorkspaceBytes when absent). The control image is
+// (DefaultWorkspaceBytes, 4 GiB, when absent; at most MaxWorkspaceBytes, 64 GiB). The control image is
 // ControlBytes: the input bundle, plus the output budget (the workspace
 // size, at most 600 MiB: the result bundle holds at most the workspace's
 // new objects), plus 32 MiB of filesystem overhead. So an attempt lowers

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/messages"
 )
 
 // Mechanisms that bound a volume.
@@ -24,6 +23,12 @@ const (
 
 // Sizes.
 const (
+	// DefaultWorkspaceBytes is the workspace of a dispatch that names none.
+	DefaultWorkspaceBytes = 4 << 30
+	// MinWorkspaceBytes and MaxWorkspaceBytes bound a dispatch's
+	// workspaceBytes.
+	MinWorkspaceBytes = 64 << 20
+	MaxWorkspaceBytes = 64 << 30
 	// FullSlackBytes is the free space below which a volume counts as full.
 	FullSlackBytes = 1 << 20
 	// ControlOverheadBytes is the control image's room for filesystem
@@ -65,18 +70,20 @@ func PerAttemptBytes(workspaceBytes int64) int64 {
 // Store provisions and releases the volume images under one state root.
 // Its methods are safe for concurrent use on different volumes.
 type Store struct {
-	dir  string
-	mkfs string
+	dir      string
+	mkfs     string
+	uid, gid int
 }
 
 // NewStore returns the store of stateRoot for the detected facts, or nil
-// when volumes cannot be bounded.
-func NewStore(stateRoot string, facts Facts) *Store {
+// when volumes cannot be bounded. The filesystems' roots (and populated
+// directories) are owned by uid:gid, the sandbox's user.
+func NewStore(stateRoot string, facts Facts, uid, gid int) *Store {
 	if !facts.Bounded() {
 		return nil
 	}
 	mkfs, _ := findMkfs()
-	return &Store{dir: filepath.Join(stateRoot, ImageDir), mkfs: mkfs}
+	return &Store{dir: filepath.Join(stateRoot, ImageDir), mkfs: mkfs, uid: uid, gid: gid}
 }
 
 // Dir is the directory of the images.
@@ -157,7 +164,7 @@ func (s *Store) provision(ctx context.Context, volume string, bytes int64, dirs 
 // lives as long as one attempt), no reserved blocks (the task may use all
 // of it), the root and the populated directories owned by the worker.
 func (s *Store) makeFilesystem(ctx context.Context, path string, dirs []string) error {
-	owner := strconv.Itoa(messages.WorkerUID) + ":" + strconv.Itoa(messages.WorkerGID)
+	owner := strconv.Itoa(s.uid) + ":" + strconv.Itoa(s.gid)
 	args := []string{"-q", "-F", "-t", "ext4", "-m", "0", "-O", "^has_journal", "-E", "root_owner=" + owner, "-L", "forge"}
 	if len(dirs) > 0 {
 		root, err := os.MkdirTemp(s.dir, ".populate-")
@@ -176,11 +183,11 @@ func (s *Store) makeFilesystem(ctx context.Context, path string, dirs []string) 
 			if err := os.Mkdir(p, 0o755); err != nil {
 				return err
 			}
-			if err := os.Lchown(p, messages.WorkerUID, messages.WorkerGID); err != nil {
+			if err := os.Lchown(p, s.uid, s.gid); err != nil {
 				return err
 			}
 		}
-		if err := os.Lchown(root, messages.WorkerUID, messages.WorkerGID); err != nil {
+		if err := os.Lchown(root, s.uid, s.gid); err != nil {
 			return err
 		}
 		args = append(args, "-d", root)

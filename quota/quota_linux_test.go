@@ -12,8 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
-
-	"github.com/forgedev/forged/messages"
 )
 
 // newImageStore returns a store in a temporary state root, skipping when
@@ -27,8 +25,10 @@ func newImageStore(t *testing.T) *Store {
 		}
 		t.Skipf("no filesystem images here: %s", facts.Reason)
 	}
-	return NewStore(t.TempDir(), facts)
+	return NewStore(t.TempDir(), facts, workerUID, workerGID)
 }
+
+const workerUID, workerGID = 10001, 10001
 
 const testVolume = "forge-0123456789abcdef0123456789abcdef-workspace"
 
@@ -73,8 +73,8 @@ func TestImageFillsUpAndIsReleased(t *testing.T) {
 	for _, d := range []string{".", "input", "output"} {
 		var st unix.Stat_t
 		require.NoError(t, unix.Stat(filepath.Join(mnt, d), &st))
-		assert.Equal(t, uint32(messages.WorkerUID), st.Uid, d)
-		assert.Equal(t, uint32(messages.WorkerGID), st.Gid, d)
+		assert.Equal(t, uint32(workerUID), st.Uid, d)
+		assert.Equal(t, uint32(workerGID), st.Gid, d)
 	}
 
 	// Fill it as the worker user would (a child process with uid 10001).
@@ -141,7 +141,7 @@ func TestSweepReleasesLeftoversExceptLiveAttempts(t *testing.T) {
 }
 
 func TestProvisionRefusesForeignNames(t *testing.T) {
-	s := NewStore(t.TempDir(), Facts{Mechanism: MechanismImage})
+	s := NewStore(t.TempDir(), Facts{Mechanism: MechanismImage}, workerUID, workerGID)
 	for _, name := range []string{"../x", "forge-../../etc", "other", "forge-A"} {
 		_, err := s.Provision(context.Background(), name, 16<<20)
 		assert.Error(t, err, name)
@@ -160,7 +160,7 @@ func allocated(t *testing.T, path string) int64 {
 func fillAs(t *testing.T, path string) {
 	t.Helper()
 	cmd := osCommand("/bin/sh", "-c", "dd if=/dev/zero of="+path+" bs=1M count=1024 2>&1; true")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: messages.WorkerUID, Gid: messages.WorkerGID}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: workerUID, Gid: workerGID}}
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err)
 	assert.Contains(t, string(out), "No space left on device")
