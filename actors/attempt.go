@@ -349,6 +349,8 @@ func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
 	} else if msg.ExitCode != 0 {
 		if code, text, ok := dockerops.ClassifyResourceFailure(msg.State.Error); ok {
 			a.trusted = failure.New(code, "%s", text)
+		} else if msg.StorageFull != "" {
+			a.trusted = failure.New(failure.SandboxStorageExhausted, "the sandbox ran out of its bounded storage: %s", msg.StorageFull)
 		}
 	}
 	if a.failure != nil {

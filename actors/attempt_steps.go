@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,6 +18,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/quota"
 )
 
 // Bounds of the output copied out of the sandbox.
@@ -88,15 +90,64 @@ func (a *attemptActor) provision(ctx context.Context) any {
 	if err != nil {
 		return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "create internal network")}
 	}
+	bounded, err := a.boundVolumes(ctx)
+	if err != nil {
+		return provisionDone{network: network, err: err}
+	}
 	for _, volume := range []string{a.names.WorkspaceVolume, a.names.ControlVolume, a.names.SecretsVolume} {
 		callCtx, cancel := call()
-		err := a.deps.Docker.CreateVolume(callCtx, volume, a.labels)
+		err := a.deps.Docker.CreateVolumeWithOptions(callCtx, volume, a.labels, bounded[volume])
 		cancel()
 		if err != nil {
 			return provisionDone{network: network, err: failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)}
 		}
 	}
 	return provisionDone{network: network}
+}
+
+// boundVolumes makes the fixed-size filesystems of the workspace (the
+// dispatch's workspaceBytes) and of the control volume (the input bundle
+// and the output budget, with input/ and output/ made for the worker), and
+// returns each volume's driver options. Without a volume store the
+// volumes stay plain. The teardown releases whatever was made.
+func (a *attemptActor) boundVolumes(ctx context.Context) (map[string]map[string]string, error) {
+	if a.deps.Volumes == nil {
+		return nil, nil
+	}
+	workspace := a.d.Sandbox.RequestedResources.Workspace()
+	info, err := os.Stat(a.prepared.BundlePath)
+	if err != nil {
+		return nil, failure.Wrap(failure.SandboxInputFailed, err, "stat input bundle")
+	}
+	wsOpts, err := a.deps.Volumes.Provision(ctx, a.names.WorkspaceVolume, workspace)
+	if err != nil {
+		return nil, err
+	}
+	ctlOpts, err := a.deps.Volumes.Provision(ctx, a.names.ControlVolume, quota.ControlBytes(info.Size(), workspace), "input", "output")
+	if err != nil {
+		return nil, err
+	}
+	return map[string]map[string]string{a.names.WorkspaceVolume: wsOpts, a.names.ControlVolume: ctlOpts}, nil
+}
+
+// storageFull returns the check the worker runs once the container has
+// exited: a description of every bounded volume the host finds full, or
+// "" (nil without a volume store).
+func (a *attemptActor) storageFull() func(ctx context.Context) string {
+	if a.deps.Volumes == nil {
+		return nil
+	}
+	store, volumes := a.deps.Volumes, []string{a.names.WorkspaceVolume, a.names.ControlVolume}
+	return func(ctx context.Context) string {
+		var full []string
+		for _, v := range volumes {
+			if u, err := store.Usage(ctx, v); err == nil && u.Full() {
+				full = append(full, fmt.Sprintf("volume %s is full (%d of %d bytes free, %d inodes free, from the host's %s)",
+					v, u.FreeBytes, u.TotalBytes, u.FreeInodes, u.Source))
+			}
+		}
+		return strings.Join(full, "; ")
+	}
 }
 
 // workerJob assembles the hardened worker container and its start packet.
@@ -137,6 +188,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		bundlePath:  a.prepared.BundlePath,
 		startPacket: append(raw, '\n'),
 		eventKey:    messages.EventKey(a.controlKey),
+		storageFull: a.storageFull(),
 		runTimeout:  time.Duration(timeout)*time.Second + runMargin,
 		limits:      dockerops.RunLimits{},
 	}, nil

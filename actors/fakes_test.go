@@ -144,6 +144,10 @@ func (f *fakeHost) CreateInternalNetwork(context.Context, string, map[string]str
 	return "net1", f.record("network")
 }
 
+func (f *fakeHost) CreateVolumeWithOptions(ctx context.Context, name string, labels, _ map[string]string) error {
+	return f.CreateVolume(ctx, name, labels)
+}
+
 func (f *fakeHost) CreateVolume(context.Context, string, map[string]string) error {
 	return f.record("volume")
 }

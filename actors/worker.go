@@ -42,6 +42,9 @@ type WorkerExited struct {
 	ExitCode    int
 	Stderr      string
 	State       dockerops.ContainerState
+	// StorageFull, when not empty, says which bounded volumes the host
+	// found full once the worker exited (a host fact, see quota.Usage).
+	StorageFull string
 	Err         error
 }
 
@@ -55,9 +58,12 @@ type workerJob struct {
 	startPacket []byte
 	// eventKey authenticates the worker's own events (see
 	// messages.EventVerifier); every other line arrives as the agent's.
-	eventKey   []byte
-	runTimeout time.Duration
-	limits     dockerops.RunLimits
+	eventKey []byte
+	// storageFull, when set, measures the bounded volumes after the
+	// worker exited (see WorkerExited.StorageFull).
+	storageFull func(ctx context.Context) string
+	runTimeout  time.Duration
+	limits      dockerops.RunLimits
 }
 
 // workerActor runs the hardened worker container once. It is never
@@ -151,7 +157,11 @@ func (w *workerActor) start(ctx actor.Context) {
 		if err != nil {
 			return WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, Err: err}
 		}
-		return WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, State: state}
+		exited := WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, State: state}
+		if result.ExitCode != 0 && w.job.storageFull != nil {
+			exited.StorageFull = w.job.storageFull(inspectCtx)
+		}
+		return exited
 	})
 }
 
