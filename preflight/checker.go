@@ -159,7 +159,11 @@ func (c *Checker) measure(r *Report, goos string) {
 		return
 	}
 	r.Capacity, r.Code, r.Reason = adm.Capacity, adm.Code, adm.Reason
-	r.Storage = c.opts.DetectStorage(r.Features.Rootless)
+	if c.localEngine() && goos == "linux" {
+		r.Storage = c.opts.DetectStorage(r.Features.Rootless)
+	} else {
+		r.Storage = quota.Facts{Mechanism: quota.MechanismNone, Reason: "the engine does not share this host's devices"}
+	}
 	stateTotal, stateFree, stateErr := total, free, diskErr
 	if path != c.opts.StateRoot {
 		stateTotal, stateFree, stateErr = c.host.DiskUsage(c.opts.StateRoot)

@@ -32,7 +32,7 @@ func main() {
 		if errors.As(err, &exit) {
 			os.Exit(exit.code)
 		}
-		fmt.Fprintln(os.Stderr, "forged:", err)
+		fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))
 		os.Exit(2)
 	}
 }
