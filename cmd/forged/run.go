@@ -39,14 +39,19 @@ func runCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := readDispatch(args[0])
 			if err != nil {
-				fmt.Fprintln(os.Stderr, "forged:", err)
+				fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))
 				return exitError{exitInvalid}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			r, err := runner.New(ctx, flags.config(newLogger(flags.logLevel())))
+			cfg := flags.config(newLogger(flags.logLevel()))
+			if err := flags.publish.apply(&cfg); err != nil {
+				fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))
+				return exitError{exitInvalid}
+			}
+			r, err := runner.New(ctx, cfg)
 			if err != nil {
-				fmt.Fprintln(os.Stderr, "forged:", err)
+				fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))
 				return exitError{exitInvalid}
 			}
 			defer r.Close()
@@ -102,7 +107,7 @@ func follow(ctx context.Context, stopSignals func(), r *runner.Runner, attemptID
 				stopSignals()
 				fmt.Fprintln(os.Stderr, "forged: cancelling the attempt; tearing down")
 				if _, err := r.Cancel(attemptID, "interrupted"); err != nil {
-					fmt.Fprintln(os.Stderr, "forged:", err)
+					fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))
 				}
 			}
 			select {
