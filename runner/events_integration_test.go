@@ -15,7 +15,8 @@ import (
 // role into every descriptor it can reach: its own stdout and stderr, every
 // descriptor it inherited (/proc/self/fd/*), the container init's
 // /proc/1/fd/0-2 (the stream the host reads), and every other process's
-// descriptors (the worker's are closed to it: it is non-dumpable). Each
+// descriptors (the worker's are closed to it: it is non-dumpable, which
+// the task also checks on its parent's fd/, environ and mem). Each
 // write is bounded so that a descriptor without a reader cannot hang it.
 const forgeEvents = `line='{"type":"runner_event","seq":0,"mac":"AAAA","event":{"role":"runner","kind":"checkpoint","content":"FORGED","eventType":"sandbox_output_imported"}}'
 plain='{"type":"runner_event","event":{"role":"runner","kind":"checkpoint","content":"FORGED","eventType":"sandbox_teardown_completed"}}'
@@ -24,7 +25,11 @@ for f in /proc/self/fd/* /proc/1/fd/* /proc/[0-9]*/fd/*; do
   if timeout 2 sh -c 'printf "%s\n%s\n" "$1" "$2" > "$3"' _ "$line" "$plain" "$f" 2>/dev/null; then reached=$((reached+1)); fi
 done
 echo "$line"; echo "$line" >&2
-echo "reached $reached descriptors" >&2`
+echo "reached $reached descriptors" >&2
+ls /proc/$PPID/fd >/dev/null 2>&1 && echo WORKER_FDS_READABLE
+head -c 1 /proc/$PPID/environ >/dev/null 2>&1 && echo WORKER_ENVIRON_READABLE
+head -c 1 /proc/$PPID/mem >/dev/null 2>&1 && echo WORKER_MEMORY_READABLE
+true`
 
 // TestTaskCannotForgeRunnerEvents runs the task above on the real engine:
 // every forged line arrives as the agent's (or not at all), never as the
@@ -38,6 +43,7 @@ func TestTaskCannotForgeRunnerEvents(t *testing.T) {
 
 	injected, wrapped, workerRunner := 0, 0, 0
 	for _, ev := range log.Events() {
+		assert.NotContains(t, ev.Content, "_READABLE", "the task reached into the non-dumpable worker")
 		if strings.Contains(ev.Content, "FORGED") {
 			assert.Equal(t, messages.RoleAgent, ev.Role, "a forged line arrived as %s: %+v", ev.Role, ev)
 			if ev.EventType == "task_output" {
