@@ -54,8 +54,9 @@
 // the backing file the kernel reports in /sys/block/loop*/loop/backing_file)
 // and removes the image; both are idempotent. A loop device that is still
 // mounted is marked to detach itself when the engine unmounts it. The
-// Docker teardown of an attempt, the reaper and the start-up sweep all end
-// with ReleaseAttempt, so a kill -9 at any point leaves nothing behind
+// Docker teardown of an attempt (and so the reaper's ledger path) ends
+// with ReleaseAttempt, and Sweep runs at start-up and after every reaper
+// round for the attempts that are not live, so a kill -9 at any point leaves nothing behind
 // once the next forged has started: images are named after the attempt's
 // volumes, so nothing needs to be recorded to find them again.
 package quota

@@ -93,6 +93,14 @@ type Runner struct {
 	Restart reaper.Round
 }
 
+// imageSweeper is the store as the reaper's sweeper, nil without a store.
+func imageSweeper(store *quota.Store) supervisor.ImageSweeper {
+	if store == nil {
+		return nil
+	}
+	return store
+}
+
 // New connects to Docker and starts the actor system.
 func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if cfg.Slots <= 0 {
@@ -217,7 +225,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Cleaner:    docker,
 		Capacity:   cache,
 		RunnerID:   cfg.RunnerID,
-		Reaper:     &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval},
+		Reaper:     &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval, Images: imageSweeper(store)},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
 			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
 		},
