@@ -197,7 +197,7 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 	case WorkerCreated:
 		a.onWorkerCreated(ctx, msg)
 	case WorkerOutput:
-		if msg.Event.EventType == workerStartedEvent {
+		if msg.Event.EventType == workerStartedEvent && msg.Event.Role == messages.RoleRunner {
 			a.onWorkerRunning(ctx)
 		}
 		forwardToSampler(ctx, a.sampler, msg.Event)
@@ -309,7 +309,8 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
 	a.setPhase(ctx, messages.PhaseProvisioning)
 	planned := a.ledgerEntry(ledger.Starting)
 	a.ledgerState, a.ledgerWritten = ledger.Starting, true
-	in := provisionInput{docker: a.deps.Docker, ledger: a.ledger, planned: planned, names: a.names, labels: a.labels}
+	in := provisionInput{docker: a.deps.Docker, ledger: a.ledger, planned: planned, names: a.names, labels: a.labels,
+		volumes: a.deps.Volumes, workspaceBytes: a.d.Sandbox.RequestedResources.Workspace(), bundlePath: a.prepared.BundlePath}
 	a.step(ctx, "provision", func(stepCtx context.Context) any { return provisionStep(stepCtx, in) })
 }
 

@@ -46,6 +46,8 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		},
 		bundlePath:  a.prepared.BundlePath,
 		startPacket: append(raw, '\n'),
+		eventKey:    messages.EventKey(a.controlKey),
+		storageFull: a.storageFull(),
 		runTimeout:  time.Duration(timeout)*time.Second + runMargin,
 		limits:      dockerops.RunLimits{},
 	}, nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -26,10 +27,14 @@ func (a *attemptActor) resourceFailure() error {
 		Kernel:           a.telemetry.Kernel,
 		Worker:           a.telemetry.Worker,
 	})
-	if err == nil {
-		return nil
+	if err != nil {
+		return err // a *failure.Error: never returned as a typed nil
 	}
-	return err
+	if exit.ExitCode != 0 && exit.StorageFull != "" {
+		// The host measured a bounded volume full (quota.Usage).
+		return failure.New(failure.SandboxStorageExhausted, "the sandbox ran out of its bounded storage: %s", exit.StorageFull)
+	}
+	return nil
 }
 
 // peakMemoryEvent is the sandbox_peak_memory_observed event carrying the

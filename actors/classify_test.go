@@ -51,10 +51,10 @@ func TestAttemptClassifiesFromTheKernelsCounters(t *testing.T) {
 	host := newFakeHost(t.TempDir())
 	host.exitCode = 1
 	host.state = dockerops.ContainerState{Running: true, Pid: 4242, ExitCode: 1}
-	host.lines = []string{
-		eventLine(t, "task_output", nil), // what the task prints is not a fact
-		eventLine(t, messages.TaskResourcesEvent, messages.TaskResources{TaskFailed: true, TaskExitCode: 2, MaxProcesses: 12}),
-		eventLine(t, outputWrittenEvent, map[string]int{"exitCode": 1}),
+	host.lines = []string{eventLine(t, "task_output", nil)} // what the task prints is not a fact
+	host.workerEvents = []messages.Event{
+		messages.RunnerEvent(messages.TaskResourcesEvent, "x", messages.TaskResources{TaskFailed: true, TaskExitCode: 2, MaxProcesses: 12}),
+		messages.RunnerEvent(outputWrittenEvent, "x", map[string]int{"exitCode": 1}),
 	}
 	kernel := &fakeKernel{reading: cgroups.Reading{MemoryPeakBytes: 64 << 20, PeakKnown: true, PidsMaxEvents: 5, PidsKnown: true, OOMKnown: true, CPUKnown: true, CPUUsageNanos: 1e9}}
 	out, events := runWithKernel(t, host, kernel)
@@ -86,7 +86,7 @@ func TestAttemptEngineStatsFallbackAndNoResourceFailure(t *testing.T) {
 	host := newFakeHost(t.TempDir())
 	host.exitCode = 1
 	host.state = dockerops.ContainerState{Running: true, Pid: 4242, ExitCode: 1}
-	host.lines = []string{eventLine(t, outputWrittenEvent, nil)}
+	host.workerEvents = []messages.Event{messages.RunnerEvent(outputWrittenEvent, "x", nil)}
 	out, _ := runWithKernel(t, host, &fakeKernel{openErr: assert.AnError})
 	assert.Equal(t, string(failure.SandboxWorkerFailed), out.Code, out.Message)
 	require.NotNil(t, out.Telemetry)
@@ -96,9 +96,9 @@ func TestAttemptEngineStatsFallbackAndNoResourceFailure(t *testing.T) {
 	// The kernel keeps no count of EMFILE: the worker's report is taken.
 	host = newFakeHost(t.TempDir())
 	host.exitCode = 1
-	host.lines = []string{
-		eventLine(t, messages.TaskResourcesEvent, messages.TaskResources{TaskFailed: true, TaskExitCode: 1, FDExhausted: true, MaxOpenFiles: 4096, FDLimit: 4096}),
-		eventLine(t, outputWrittenEvent, nil),
+	host.workerEvents = []messages.Event{
+		messages.RunnerEvent(messages.TaskResourcesEvent, "x", messages.TaskResources{TaskFailed: true, TaskExitCode: 1, FDExhausted: true, MaxOpenFiles: 4096, FDLimit: 4096}),
+		messages.RunnerEvent(outputWrittenEvent, "x", nil),
 	}
 	out, _ = runWithKernel(t, host, &fakeKernel{openErr: assert.AnError})
 	assert.Equal(t, string(failure.SandboxFDExhausted), out.Code, out.Message)

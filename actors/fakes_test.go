@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -31,14 +32,16 @@ type fakeHost struct {
 	exitCode   int
 	state      dockerops.ContainerState
 	lines      []string
-	blockRun   bool
-	runEntered chan struct{}
-	noResult   bool
-	missing    bool // ValidateOutput reports the manifest missing
-	assertErr  error
-	teardowns  int
-	leases     [][]byte
-	specs      []dockerops.WorkerSpec // the workers asked for
+	// workerEvents are sent after lines, signed with the attempt's event key.
+	workerEvents []messages.Event
+	blockRun     bool
+	runEntered   chan struct{}
+	noResult     bool
+	missing      bool // ValidateOutput reports the manifest missing
+	assertErr    error
+	teardowns    int
+	leases       [][]byte
+	specs        []dockerops.WorkerSpec // the workers asked for
 	// noIsolation: preflight could not verify network isolation.
 	noIsolation bool
 }
@@ -155,6 +158,10 @@ func (f *fakeHost) BuildImage(_ context.Context, req dockerops.BuildRequest) (st
 	return "sha256:built", nil
 }
 
+func (f *fakeHost) CreateVolumeWithOptions(ctx context.Context, name string, labels, _ map[string]string) error {
+	return f.CreateVolume(ctx, name, labels)
+}
+
 func (f *fakeHost) CreateVolume(context.Context, string, map[string]string) error {
 	return f.record("volume")
 }
@@ -173,7 +180,7 @@ func (f *fakeHost) CopyFileInto(_ context.Context, _, _, _ string, src io.Reader
 	return f.record("copyin")
 }
 
-func (f *fakeHost) RunAttached(ctx context.Context, _ string, _ []byte, onLine func([]byte) error, _ dockerops.RunLimits) (dockerops.RunResult, error) {
+func (f *fakeHost) RunAttached(ctx context.Context, _ string, startPacket []byte, onLine func([]byte) error, _ dockerops.RunLimits) (dockerops.RunResult, error) {
 	err := f.record("run")
 	select {
 	case f.runEntered <- struct{}{}:
@@ -184,6 +191,21 @@ func (f *fakeHost) RunAttached(ctx context.Context, _ string, _ []byte, onLine f
 	}
 	for _, line := range f.lines {
 		if err := onLine([]byte(line)); err != nil {
+			return dockerops.RunResult{}, err
+		}
+	}
+	// The worker's own events, signed as the real worker signs them with
+	// the key of the start packet.
+	var packet messages.StartPacket
+	if err := json.Unmarshal(startPacket, &packet); err != nil {
+		return dockerops.RunResult{}, err
+	}
+	for i, ev := range f.workerEvents {
+		line, err := messages.SignEventLine(messages.EventKey(packet.LeaseControlKey), uint64(i), ev)
+		if err != nil {
+			return dockerops.RunResult{}, err
+		}
+		if err := onLine(line); err != nil {
 			return dockerops.RunResult{}, err
 		}
 	}

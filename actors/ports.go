@@ -7,6 +7,7 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/quota"
 )
 
 // The interfaces below are what each actor needs from the host, declared at
@@ -72,6 +73,7 @@ type SamplerDocker interface {
 // the output copy and the teardown.
 type SandboxDocker interface {
 	CreateVolume(ctx context.Context, name string, labels map[string]string) error
+	CreateVolumeWithOptions(ctx context.Context, name string, labels, driverOpts map[string]string) error
 	CopyDirOut(ctx context.Context, containerID, srcDir, hostDir string, maxBytes int64, maxFiles int) error
 	Teardown(ctx context.Context, owner dockerops.Ownership, source string) (dockerops.CleanupReport, error)
 }
@@ -86,10 +88,21 @@ type Docker interface {
 	LeaseDocker
 }
 
+// VolumeStore bounds the attempt's workspace and control volumes with
+// fixed-size filesystems and measures them from the host (quota.Store).
+// Release is the Docker teardown's business (dockerops.Options.VolumeImages).
+type VolumeStore interface {
+	Provision(ctx context.Context, volume string, bytes int64, dirs ...string) (map[string]string, error)
+	Usage(ctx context.Context, volume string) (quota.Usage, error)
+}
+
 // Deps are the attempt tree's collaborators.
 type Deps struct {
 	Git    Git
 	Docker Docker
+	// Volumes, when set, bounds the attempt's volumes; nil leaves them
+	// plain (preflight reports why).
+	Volumes VolumeStore
 	// Redeemer redeems publication grants; nil refuses bridge_push.
 	Redeemer CredentialRedeemer
 	// Kernel reads containers' kernel counters; nil means HostKernel

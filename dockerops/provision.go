@@ -26,13 +26,26 @@ type provisionAPI interface {
 // volume of that name is accepted only when its labels are exactly these.
 // Failures carry failure.SandboxCreateFailed.
 func (c *Client) CreateVolume(ctx context.Context, name string, labels map[string]string) error {
+	return c.CreateVolumeWithOptions(ctx, name, labels, nil)
+}
+
+// CreateVolumeWithOptions is CreateVolume with the local driver's options:
+// {type, device, o} mount a filesystem (such as a quota.Store image on a
+// loop device) as the volume instead of a directory in Docker's root. An
+// existing volume is accepted only when its labels and options are
+// exactly these.
+func (c *Client) CreateVolumeWithOptions(ctx context.Context, name string, labels, driverOpts map[string]string) error {
 	v, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (volume.Volume, error) {
 		return c.provisioner.VolumeCreate(ctx, volume.CreateOptions{
-			Name:   name,
-			Driver: "local",
-			Labels: maps.Clone(labels),
+			Name:       name,
+			Driver:     "local",
+			DriverOpts: maps.Clone(driverOpts),
+			Labels:     maps.Clone(labels),
 		})
 	})
+	if err == nil && len(driverOpts) > 0 && !maps.Equal(v.Options, driverOpts) {
+		err = fmt.Errorf("volume %s already exists with other options: %w", name, cerrdefs.ErrConflict)
+	}
 	if err == nil && !maps.Equal(v.Labels, labels) {
 		// The engine hands back an existing volume of the same name as if
 		// it had created it; one that is not exactly ours must not be used.

@@ -25,6 +25,9 @@ const (
 	ResourceContainer = "container"
 	ResourceNetwork   = "network"
 	ResourceVolume    = "volume"
+	// ResourceVolumeImage is the filesystem image behind a bounded volume
+	// (cleanup reports only).
+	ResourceVolumeImage = "volume_image"
 )
 
 // Resource is one Docker object of an attempt: planned (Name and Role
@@ -118,9 +121,10 @@ func validResources(field string, list []Resource) error {
 	return nil
 }
 
-// knownResourceType reports whether t is container, network or volume.
+// knownResourceType reports whether t is container, network, volume or
+// volume image.
 func knownResourceType(t string) bool {
-	return t == ResourceContainer || t == ResourceNetwork || t == ResourceVolume
+	return t == ResourceContainer || t == ResourceNetwork || t == ResourceVolume || t == ResourceVolumeImage
 }
 
 // boundedText reports whether s has between min and max bytes and no

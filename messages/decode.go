@@ -13,6 +13,7 @@ import (
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/strictjson"
+	"github.com/forgedev/forged/quota"
 )
 
 // MaxDispatchBytes bounds an encoded dispatch.
@@ -28,6 +29,9 @@ const (
 	MaxPIDs                = 65_536
 	MaxServiceMemoryBytes  = 256 << 30
 	MaxRuntimeOverhead     = 64 << 30
+	MinWorkspaceBytes      = quota.MinWorkspaceBytes
+	DefaultWorkspaceBytes  = quota.DefaultWorkspaceBytes
+	MaxWorkspaceBytes      = quota.MaxWorkspaceBytes
 	MaxTaskArgs            = 256
 	MaxTaskArgBytes        = 64 * 1024
 	MaxTaskTimeoutSeconds  = 8 * 60 * 60
@@ -208,6 +212,10 @@ func (p NetworkPolicy) validate() error {
 }
 
 func (r RequestedResources) validate() error {
+	workspace := r.WorkspaceBytes
+	if workspace == 0 {
+		workspace = DefaultWorkspaceBytes
+	}
 	checks := []struct {
 		field    string
 		value    int64
@@ -218,6 +226,7 @@ func (r RequestedResources) validate() error {
 		{"sandbox.requestedResources.pids", r.PIDs, MinPIDs, MaxPIDs},
 		{"sandbox.requestedResources.serviceMemoryLimitBytes", r.ServiceMemoryLimitBytes, 0, MaxServiceMemoryBytes},
 		{"sandbox.requestedResources.runtimeOverheadBytes", r.RuntimeOverheadBytes, 0, MaxRuntimeOverhead},
+		{"sandbox.requestedResources.workspaceBytes", workspace, MinWorkspaceBytes, MaxWorkspaceBytes},
 	}
 	for _, c := range checks {
 		if c.value < c.min || c.value > c.max {

@@ -35,6 +35,14 @@ func TestDecodeDispatchValid(t *testing.T) {
 	assert.Equal(t, "3e3f7c9e-6d0e-4a55-9a53-6f3d0b8e2c14", d.AttemptID())
 	assert.Equal(t, int64(1000), d.Sandbox.RequestedResources.CPUMillis)
 	assert.Equal(t, 2030, d.Lease.ExpiresAt.Year())
+	assert.Zero(t, d.Sandbox.RequestedResources.WorkspaceBytes, "absent")
+	assert.Equal(t, int64(DefaultWorkspaceBytes), d.Sandbox.RequestedResources.Workspace(), "absent means the default")
+
+	d, err = DecodeDispatch(strings.NewReader(mutate(t, func(m map[string]any) {
+		sub(sub(m, "sandbox"), "requestedResources")["workspaceBytes"] = 256 << 20
+	})))
+	require.NoError(t, err)
+	assert.Equal(t, int64(256<<20), d.Sandbox.RequestedResources.Workspace())
 }
 
 // mutate decodes validDispatch into a generic map, applies f and re-encodes.
@@ -74,6 +82,15 @@ func TestDecodeDispatchRefusals(t *testing.T) {
 		{"negative cpu", mutate(t, func(m map[string]any) { sub(sub(m, "sandbox"), "requestedResources")["cpuMillis"] = -1 }), "cpuMillis"},
 		{"pids too large", mutate(t, func(m map[string]any) { sub(sub(m, "sandbox"), "requestedResources")["pids"] = 1 << 20 }), "pids"},
 		{"fractional pids", mutate(t, func(m map[string]any) { sub(sub(m, "sandbox"), "requestedResources")["pids"] = 1.5 }), "pids"},
+		{"workspace too small", mutate(t, func(m map[string]any) {
+			sub(sub(m, "sandbox"), "requestedResources")["workspaceBytes"] = 1 << 20
+		}), "workspaceBytes"},
+		{"workspace above the ceiling", mutate(t, func(m map[string]any) {
+			sub(sub(m, "sandbox"), "requestedResources")["workspaceBytes"] = int64(MaxWorkspaceBytes) + 1
+		}), "workspaceBytes"},
+		{"negative workspace", mutate(t, func(m map[string]any) {
+			sub(sub(m, "sandbox"), "requestedResources")["workspaceBytes"] = -1
+		}), "workspaceBytes"},
 		{"policy", mutate(t, func(m map[string]any) { sub(m, "sandbox")["executionPolicy"] = "yolo" }), "sandbox.executionPolicy"},
 		{"network mode", mutate(t, func(m map[string]any) { sub(sub(m, "sandbox"), "networkPolicy")["mode"] = "host" }), "sandbox.networkPolicy.mode"},
 		{"allowlist without hosts", mutate(t, func(m map[string]any) {

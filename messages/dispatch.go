@@ -96,6 +96,19 @@ type RequestedResources struct {
 	PIDs                    int64 `json:"pids"`
 	ServiceMemoryLimitBytes int64 `json:"serviceMemoryLimitBytes"`
 	RuntimeOverheadBytes    int64 `json:"runtimeOverheadBytes"`
+	// WorkspaceBytes is the size of the attempt's workspace filesystem
+	// (/workspace). Absent or 0 means DefaultWorkspaceBytes; at most
+	// MaxWorkspaceBytes. Writing past it fails the attempt with
+	// sandbox_storage_exhausted.
+	WorkspaceBytes int64 `json:"workspaceBytes,omitempty"`
+}
+
+// Workspace returns WorkspaceBytes, or DefaultWorkspaceBytes when unset.
+func (r RequestedResources) Workspace() int64 {
+	if r.WorkspaceBytes <= 0 {
+		return DefaultWorkspaceBytes
+	}
+	return r.WorkspaceBytes
 }
 
 // Result modes: how the task's work becomes the result.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/quota"
 )
 
 // Options configures a Checker. Zero fields take the defaults.
@@ -34,6 +35,9 @@ type Options struct {
 	// same engine; default DefaultIsolationTTL.
 	Isolation    IsolationProber
 	IsolationTTL time.Duration
+	// DetectStorage finds how attempt volumes are bounded, given whether
+	// the engine runs rootless. Default quota.Detect.
+	DetectStorage func(engineRootless bool) quota.Facts
 }
 
 // supportedPlatforms are the OSes forged can drive Docker sandboxes from.
@@ -71,6 +75,9 @@ func NewChecker(engine Engine, host HostFacts, opts Options) *Checker {
 	opts.Capacity = opts.Capacity.withDefaults()
 	if opts.IsolationTTL <= 0 {
 		opts.IsolationTTL = DefaultIsolationTTL
+	}
+	if opts.DetectStorage == nil {
+		opts.DetectStorage = quota.Detect
 	}
 	return &Checker{engine: engine, host: host, opts: opts, now: time.Now}
 }
@@ -169,6 +176,21 @@ func (c *Checker) measure(r *Report, goos string) {
 		return
 	}
 	r.Capacity, r.Code, r.Reason = adm.Capacity, adm.Code, adm.Reason
+	if c.localEngine() && goos == "linux" {
+		r.Storage = c.opts.DetectStorage(r.Features.Rootless)
+	} else {
+		r.Storage = quota.Facts{Mechanism: quota.MechanismNone, Reason: "the engine does not share this host's devices"}
+	}
+	stateTotal, stateFree, stateErr := total, free, diskErr
+	if path != c.opts.StateRoot {
+		stateTotal, stateFree, stateErr = c.host.DiskUsage(c.opts.StateRoot)
+	}
+	if stateErr == nil && stateTotal > 0 {
+		r.DiskSlots = diskSlots(c.opts.StateRoot, stateFree, r.Storage, c.opts.Disk, c.opts.Capacity)
+		r.admitDisk()
+	} else {
+		r.DiskSlots = DiskSlots{Path: c.opts.StateRoot, Slots: -1}
+	}
 	switch {
 	case r.Code == DockerDiskLow && diskErr != nil:
 		r.Reason = fmt.Sprintf("cannot measure the disk of %s: %v", path, diskErr)

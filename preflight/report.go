@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/quota"
 )
 
 // Report is one preflight verdict. Available is true exactly when Code is
@@ -28,8 +29,12 @@ type Report struct {
 	Features Features     `json:"features"`
 	Network  NetworkFacts `json:"network"`
 	Disk     DiskState    `json:"disk"`
-	Memory   Memory       `json:"memory"`
-	CPU      CPU          `json:"cpu"`
+	// Storage says how attempt volumes are bounded (quota.Detect).
+	Storage quota.Facts `json:"storage"`
+	// DiskSlots is the disk side of admission.
+	DiskSlots DiskSlots `json:"diskSlots"`
+	Memory    Memory    `json:"memory"`
+	CPU       CPU       `json:"cpu"`
 }
 
 // Platform is the OS forged itself runs on.

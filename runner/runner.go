@@ -26,6 +26,7 @@ import (
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
+	"github.com/forgedev/forged/quota"
 	"github.com/forgedev/forged/reaper"
 	"github.com/forgedev/forged/supervisor"
 )
@@ -98,6 +99,14 @@ type Runner struct {
 	Restart reaper.Round
 }
 
+// imageSweeper is the store as the reaper's sweeper, nil without a store.
+func imageSweeper(store *quota.Store) supervisor.ImageSweeper {
+	if store == nil {
+		return nil
+	}
+	return store
+}
+
 // New connects to Docker and starts the actor system.
 func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if cfg.Slots <= 0 {
@@ -166,24 +175,45 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Isolation:    docker,
 	}), 0)
 	// The first report is taken now, so that admission starts from it.
-	cache.Current(ctx)
+	first, _ := cache.Current(ctx)
+
+	// Attempt volumes are bounded by the mechanism preflight found.
+	var volumeImages dockerops.VolumeImages
+	var volumes actors.VolumeStore
+	store := quota.NewStore(stateRoot, first.Storage, messages.WorkerUID, messages.WorkerGID)
+	if store != nil {
+		volumeImages, volumes = store, store
+	} else {
+		cfg.Logger.Warn("attempt volumes are not bounded", "reason", first.Storage.Reason)
+	}
+	if volumeImages != nil {
+		docker = docker.WithVolumeImages(volumeImages)
+	}
 
 	// Nothing of this process runs yet, and the context lock keeps other
 	// forged processes off this engine: every ledger left in the state root
 	// belongs to an attempt a previous process was running when it died.
-	store := ledger.Store{Root: stateRoot}
+	ledgers := ledger.Store{Root: stateRoot}
 	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace}
 	startup := round
 	startup.SnapshotAvailable = true // an empty snapshot: nothing is live
 	startup.DryRun = cfg.SkipStartupReap
 	if !cfg.SkipStartupReap {
-		if _, err := store.RemoveTemporaryFiles(); err != nil {
+		if _, err := ledgers.RemoveTemporaryFiles(); err != nil {
 			cfg.Logger.Warn("could not remove temporary ledger files", "err", err)
 		}
 	}
-	restart, err := reaper.Run(ctx, startup, store, docker)
+	restart, err := reaper.Run(ctx, startup, ledgers, docker)
 	if err != nil {
 		cfg.Logger.Error("start-up reaper round failed; the periodic reaper retries", "err", err)
+	}
+	if store != nil && !cfg.SkipStartupReap {
+		// Nothing is live yet: every image left is a dead process's.
+		if released, err := store.Sweep(ctx, nil); err != nil {
+			cfg.Logger.Error("start-up release of volume images failed", "err", err, "released", released)
+		} else if len(released) > 0 {
+			cfg.Logger.Info("released leftover volume images", "images", released)
+		}
 	}
 	attemptCfg := actors.AttemptConfig{
 		StateRoot:      stateRoot,
@@ -203,6 +233,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 			ManagedNamespace: cfg.ManagedNamespace},
 		Docker:   attemptDocker,
 		Redeemer: cfg.Redeemer,
+		Volumes:  volumes,
 	}
 	logger := cfg.Logger
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "actor") }))
@@ -210,11 +241,11 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Slots:      cfg.Slots,
 		QueueLimit: cfg.QueueLimit,
 		Cleaner:    docker,
-		Ledgers:    store,
+		Ledgers:    ledgers,
 		Capacity:   cache,
 		RunnerID:   cfg.RunnerID,
 		ManagedNS:  cfg.ManagedNamespace,
-		Reaper:     &supervisor.ReaperConfig{Store: store, Docker: docker, Round: round, Interval: cfg.ReapInterval},
+		Reaper:     &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval, Images: imageSweeper(store)},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
 			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
 		},
@@ -226,7 +257,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("runner: spawn supervisor: %w", err)
 	}
 	r := &Runner{system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0),
-		store: store, runnerID: cfg.RunnerID, Restart: restart}
+		store: ledgers, runnerID: cfg.RunnerID, Restart: restart}
 	for _, id := range restart.Reaped {
 		r.logs.recordRestarted(id)
 	}

@@ -37,10 +37,11 @@ import (
 const attemptTimeout = 4 * time.Minute
 
 type e2e struct {
-	t      *testing.T
-	engine *client.Client
-	runner *runner.Runner
-	repo   string
+	t         *testing.T
+	engine    *client.Client
+	runner    *runner.Runner
+	repo      string
+	stateRoot string
 }
 
 func newE2E(t *testing.T, cfg runner.Config) *e2e {
@@ -63,7 +64,7 @@ func newE2E(t *testing.T, cfg runner.Config) *e2e {
 	require.NoError(t, err)
 	repo := filepath.Join(t.TempDir(), "repo")
 	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{}))
-	return &e2e{t: t, engine: engine, runner: r, repo: repo}
+	return &e2e{t: t, engine: engine, runner: r, repo: repo, stateRoot: cfg.StateRoot}
 }
 
 func (e *e2e) dispatch(argv []string, memory int64) *messages.Dispatch {

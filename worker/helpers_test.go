@@ -200,19 +200,32 @@ func runMain(t *testing.T, ctx context.Context, stdin []byte, cfg Config) runRes
 	return res
 }
 
-// parseEvents strictly decodes every stdout line as a runner event line.
+// parseEvents strictly decodes every stdout line as a runner event line
+// and checks that the host verifies each one as the worker's: numbered in
+// order and signed with the event key derived from the packet's key.
 func parseEvents(t *testing.T, stdout string) []messages.Event {
 	t.Helper()
 	var events []messages.Event
+	verifier := messages.NewEventVerifier(messages.EventKey(testLeaseKey))
 	sc := bufio.NewScanner(strings.NewReader(stdout))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		dec := json.NewDecoder(strings.NewReader(sc.Text()))
 		dec.DisallowUnknownFields()
-		var line messages.RunnerEventLine
+		var line struct {
+			messages.RunnerEventLine
+			Seq uint64 `json:"seq"`
+			MAC string `json:"mac"`
+		}
 		require.NoError(t, dec.Decode(&line), "stdout line %q", sc.Text())
 		require.Equal(t, messages.RunnerEventType, line.Type)
 		require.False(t, line.Event.OccurredAt.IsZero())
+		require.Equal(t, uint64(len(events)), line.Seq, "lines are numbered in order")
+		verified := verifier.Verified
+		ev, err := verifier.Parse(sc.Bytes())
+		require.NoError(t, err)
+		require.Equal(t, verified+1, verifier.Verified, "the host verifies line %q", sc.Text())
+		require.Equal(t, line.Event.Role, ev.Role)
 		events = append(events, line.Event)
 	}
 	require.NoError(t, sc.Err())

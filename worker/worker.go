@@ -22,9 +22,39 @@
 //  5. it writes result.json and then manifest.json into the output
 //     directory.
 //
-// Only messages.RunnerEventLine JSON lines are written to stdout;
-// diagnostics go to stderr. Everything the worker produces is untrusted and
-// validated again on the host.
+// Only runner event JSON lines are written to stdout; diagnostics go to
+// stderr. Everything the worker produces is untrusted and validated again
+// on the host.
+//
+// # Authentic events
+//
+// Only the worker speaks for the runner (role "runner"); everything the
+// task writes is the agent's, whatever it claims. The channel cannot tell
+// them apart: the task runs as the worker's uid, so it can open
+// /proc/1/fd/1 and /proc/1/fd/2 (the container's stdout and stderr, held by
+// the init process) and write lines into the very stream the host reads.
+// So the host decides the role from a key, not from the line:
+//
+//   - The host draws a random per-attempt control key and sends it only in
+//     the start packet, on the worker's stdin. The worker reads stdin to its
+//     end before the task exists; the task's stdin is /dev/null and it
+//     inherits only its own output pipes (every other descriptor of the
+//     worker is close-on-exec). The key is never in an environment, an
+//     argument or a file.
+//   - The worker makes itself non-dumpable (PR_SET_DUMPABLE 0) before it
+//     reads the packet, so that a same-uid task can neither ptrace it nor
+//     read /proc/<worker>/mem, environ or fd/.
+//   - Every line the worker writes carries a sequence number and an
+//     HMAC-SHA256, under messages.EventKey(controlKey), of that number and
+//     the exact bytes of the event (messages.SignEventLine). The event key
+//     is derived from, and separate from, the lease key.
+//   - The host (messages.EventVerifier, in the worker actor) keeps an
+//     event's role only when its MAC verifies and its number is above every
+//     one verified before; any other line that parses as an event arrives as
+//     role "agent". A task can thus suppress or delay worker lines it steals
+//     from the pipe, never forge, alter or replay one as the runner's. The
+//     host takes no decision from what an event says: outcomes come from
+//     the engine's inspected state and the validated output.
 package worker
 
 import (
@@ -156,6 +186,7 @@ func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, cfg Co
 		return ExitInternal
 	}
 	r.pkt = pkt
+	r.events.setKey(messages.EventKey(pkt.LeaseControlKey))
 	r.lease = r.newLeaseDeadline()
 	code, err := r.execute(ctx)
 	if err != nil {
