@@ -88,6 +88,9 @@ func (r *run) runTask(ctx context.Context, dir string) taskOutcome {
 }
 
 func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeout time.Duration) taskOutcome {
+	if err := prepareTaskDirs(r.cfg); err != nil {
+		return taskOutcome{ExitCode: 126, Reason: reasonStartFailed, StartErr: err}
+	}
 	path, err := lookPath(argv[0])
 	if err != nil {
 		return taskOutcome{ExitCode: 127, Reason: reasonStartFailed, StartErr: err}
@@ -250,10 +253,48 @@ func lookPath(name string) (string, error) {
 	return "", fmt.Errorf("%q: executable file not found in %s", name, TaskPath)
 }
 
-// taskEnv is the task's environment: PATH, HOME, TMPDIR and the FORGE_*
-// variables of the worker's own environment.
+// xdgDirs are the XDG base directories of the task, relative to HOME, in
+// the order of taskEnv.
+var xdgDirs = []struct{ env, rel string }{
+	{"XDG_CACHE_HOME", ".cache"},
+	{"XDG_CONFIG_HOME", ".config"},
+	{"XDG_DATA_HOME", ".local/share"},
+	{"XDG_STATE_HOME", ".local/state"},
+}
+
+// prepareTaskDirs makes sure the task's HOME, TMPDIR and XDG base
+// directories exist (mode 0700 for those the worker creates) and are
+// directories, not links a previous step could have planted. Toolchains
+// write their caches and configuration there (Go's build cache under
+// XDG_CACHE_HOME, npm's under HOME, cargo's CARGO_HOME).
+func prepareTaskDirs(cfg Config) error {
+	dirs := []string{cfg.HomeDir, cfg.TempDir}
+	for _, x := range xdgDirs {
+		dirs = append(dirs, filepath.Join(cfg.HomeDir, x.rel))
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("prepare the task's directories: %w", err)
+		}
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return fmt.Errorf("prepare the task's directories: %w", err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("prepare the task's directories: %s is not a directory", d)
+		}
+	}
+	return nil
+}
+
+// taskEnv is the task's environment: PATH, HOME, TMPDIR, the XDG base
+// directories under HOME and the FORGE_* variables of the worker's own
+// environment.
 func taskEnv(cfg Config) []string {
 	env := []string{"PATH=" + TaskPath, "HOME=" + cfg.HomeDir, "TMPDIR=" + cfg.TempDir}
+	for _, x := range xdgDirs {
+		env = append(env, x.env+"="+filepath.Join(cfg.HomeDir, x.rel))
+	}
 	src := cfg.Environ
 	if src == nil {
 		src = os.Environ()

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -50,7 +52,26 @@ func TestTaskEnv(t *testing.T) {
 	env := taskEnv(Config{HomeDir: "/h", TempDir: "/t", Environ: []string{
 		"FORGE_A=1", "FORGE_A=2", "FORGE_lower=x", "FORGE_B=has=equals", "PATH=/evil", "HOME=/evil", "OTHER=y", "FORGE_NOVALUE",
 	}})
-	assert.Equal(t, []string{"PATH=" + TaskPath, "HOME=/h", "TMPDIR=/t", "FORGE_A=1", "FORGE_B=has=equals"}, env)
+	assert.Equal(t, []string{"PATH=" + TaskPath, "HOME=/h", "TMPDIR=/t",
+		"XDG_CACHE_HOME=/h/.cache", "XDG_CONFIG_HOME=/h/.config", "XDG_DATA_HOME=/h/.local/share", "XDG_STATE_HOME=/h/.local/state",
+		"FORGE_A=1", "FORGE_B=has=equals"}, env)
+}
+
+func TestPrepareTaskDirs(t *testing.T) {
+	root := t.TempDir()
+	cfg := Config{HomeDir: filepath.Join(root, "home"), TempDir: filepath.Join(root, "tmp")}
+	require.NoError(t, prepareTaskDirs(cfg))
+	for _, d := range []string{"home", "tmp", "home/.cache", "home/.config", "home/.local/share", "home/.local/state"} {
+		fi, err := os.Lstat(filepath.Join(root, d))
+		require.NoError(t, err, d)
+		assert.True(t, fi.IsDir(), d)
+	}
+	require.NoError(t, prepareTaskDirs(cfg), "idempotent")
+
+	// A link where a directory belongs is refused, not followed.
+	require.NoError(t, os.RemoveAll(filepath.Join(root, "home/.cache")))
+	require.NoError(t, os.Symlink(root, filepath.Join(root, "home/.cache")))
+	assert.ErrorContains(t, prepareTaskDirs(cfg), "is not a directory")
 }
 
 func TestTaskTimeoutSeconds(t *testing.T) {

@@ -51,8 +51,8 @@ const (
 const (
 	DefaultKillGrace      = 10 * time.Second
 	DefaultMaxOutputBytes = 8 << 20
-	defaultHomeDir        = "/tmp"
-	defaultTempDir        = "/tmp"
+	defaultHomeDir        = messages.HomeDir
+	defaultTempDir        = messages.TempDir
 )
 
 // Config holds the worker's paths and tunables. DefaultConfig returns the
@@ -86,7 +86,8 @@ type Config struct {
 }
 
 // DefaultConfig returns the configuration of the worker inside the sandbox
-// container: the paths from package messages, HOME and TMPDIR in /tmp.
+// container: the paths from package messages (HOME /home/forge, TMPDIR
+// /tmp).
 func DefaultConfig() Config {
 	return Config{
 		WorkspaceDir:    messages.WorkspaceDir,
