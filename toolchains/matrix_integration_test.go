@@ -30,22 +30,30 @@ import (
 const reportFile = "forge-test-report.txt"
 
 // toolchain is one row of the matrix: a sample project under
-// testdata/<name>, its own test command, and lines its report must hold
-// to show that the real suite ran and passed.
+// testdata/<name>, its own test command, lines its report must hold to
+// show that the real suite ran and passed, and extra lines for the
+// project's .forge/Dockerfile after FROM.
 type toolchain struct {
-	name    string
-	command string
-	want    []string
+	name       string
+	command    string
+	want       []string
+	dockerfile string
 }
 
 var matrix = []toolchain{
-	{"go", "go vet ./... && go test -count=1 -v ./...", []string{
+	{name: "go", command: "go vet ./... && go test -count=1 -v ./...", want: []string{
 		"--- PASS: TestScratchDirectories", "--- PASS: ExampleTop", "ok  \tforged.test/wordfreq\t", "ok  \tforged.test/wordfreq/internal/tokenize\t"}},
-	{"node", "npm test", []string{"# pass 5", "# fail 0"}},
-	{"python", "pytest -v", []string{"test_tmp_path_executable PASSED", "9 passed"}},
-	{"rust", "cargo test --offline", []string{
+	{name: "node", command: "npm test", want: []string{"# pass 5", "# fail 0"}},
+	{name: "python", command: "pytest -v", want: []string{"test_tmp_path_executable PASSED", "9 passed"}},
+	{name: "rust", command: "cargo test --offline", want: []string{
 		"test executable_under_tmpdir_runs ... ok", "test tests::evaluates ... ok", "test result: ok. 2 passed", "test result: ok. 3 passed"}},
-	{"c", "./configure && make check", []string{"checking whether the compiled programs run... yes", "PASS: streaming", "all tests passed"}},
+	// The C project's image puts its compiler on a PATH and names it in
+	// CC, as toolchain images do (ENV PATH=/usr/local/go/bin:…,
+	// CARGO_HOME=…): the task runs with the image's environment.
+	{name: "c", command: "./configure && make check", want: []string{
+		"checking for a C compiler... sample-cc", "checking whether the compiled programs run... yes", "PASS: streaming", "all tests passed"},
+		dockerfile: "RUN mkdir -p /opt/sample/bin && ln -s /usr/bin/gcc /opt/sample/bin/sample-cc\n" +
+			"ENV PATH=/opt/sample/bin:/usr/local/bin:/usr/bin:/bin CC=sample-cc\n"},
 }
 
 // taskScript runs command with its output in the report, adds the
@@ -106,7 +114,7 @@ func TestToolchainMatrix(t *testing.T) {
 			all = append(all, running{tc: tc, skipped: fmt.Sprintf("image %s is not in the engine (%v): run scripts/images.sh", img.Ref, err)})
 			continue
 		}
-		repo := sampleRepo(t, tc.name, img.Ref)
+		repo := sampleRepo(t, tc.name, "FROM "+img.Ref+"\n"+tc.dockerfile)
 		d, err := example.NewDispatch(example.DispatchOptions{RunnerID: r.RunnerID(), RepoPath: repo,
 			Argv: []string{"/bin/sh", "-c", taskScript(tc.command)}, Timeout: 600})
 		require.NoError(t, err)
@@ -162,7 +170,7 @@ func TestToolchainOutOfMemory(t *testing.T) {
 		missing(t, `the image catalogue has no "rust" image: run scripts/images.sh`)
 	}
 	r := newRunner(t)
-	repo := sampleRepo(t, "rust", img.Ref)
+	repo := sampleRepo(t, "rust", "FROM "+img.Ref+"\n")
 	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: r.RunnerID(), RepoPath: repo,
 		Argv: []string{"/bin/sh", "-c", taskScript("cargo test --offline")}, MemoryBytes: messages.MinWorkerMemoryBytes, Timeout: 600})
 	require.NoError(t, err)
@@ -226,14 +234,14 @@ func missing(t *testing.T, why string) {
 	t.Skip(why)
 }
 
-// sampleRepo commits testdata/<name> plus a .forge/ contract and a
-// Dockerfile FROM image to a fresh repository.
-func sampleRepo(t *testing.T, name, image string) string {
+// sampleRepo commits testdata/<name> plus a .forge/ contract and
+// Dockerfile to a fresh repository.
+func sampleRepo(t *testing.T, name, dockerfile string) string {
 	t.Helper()
 	repo := filepath.Join(t.TempDir(), name)
 	require.NoError(t, copyTree(filepath.Join("testdata", name), repo))
 	require.NoError(t, os.MkdirAll(filepath.Join(repo, ".forge"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(repo, ".forge", "Dockerfile"), []byte("FROM "+image+"\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(repo, ".forge", "Dockerfile"), []byte(dockerfile), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(repo, ".forge", "forge.sandbox.yml"),
 		[]byte("version: 1\nworkingDirectory: /workspace\nservices: []\ncaches: []\n"), 0o644))
 	git(t, repo, "init", "-q", "-b", "main")

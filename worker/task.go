@@ -16,8 +16,8 @@ import (
 	"time"
 )
 
-// TaskPath is the PATH of the task, also used to resolve an argv[0]
-// without a slash.
+// TaskPath is the PATH of the task when the worker's environment (the
+// project image's) has none.
 const TaskPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // drainGrace is how long the output pumps may keep reading after the task
@@ -91,7 +91,8 @@ func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeo
 	if err := prepareTaskDirs(r.cfg); err != nil {
 		return taskOutcome{ExitCode: 126, Reason: reasonStartFailed, StartErr: err}
 	}
-	path, err := lookPath(argv[0])
+	env := taskEnv(r.cfg)
+	path, err := lookPath(argv[0], taskPath(env))
 	if err != nil {
 		return taskOutcome{ExitCode: 127, Reason: reasonStartFailed, StartErr: err}
 	}
@@ -108,7 +109,7 @@ func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeo
 		Path:        path,
 		Args:        argv,
 		Dir:         dir,
-		Env:         taskEnv(r.cfg),
+		Env:         env,
 		Stdout:      outW,
 		Stderr:      errW,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
@@ -239,18 +240,23 @@ func readLines(rd io.Reader, max int, fn func(string)) {
 }
 
 // lookPath resolves argv[0]: a name with a slash is used as is (relative
-// to the working directory), any other name is searched in TaskPath.
-func lookPath(name string) (string, error) {
+// to the working directory), any other name is searched in the
+// colon-separated directories of path (the task's PATH; an empty entry is
+// skipped, never the working directory).
+func lookPath(name, path string) (string, error) {
 	if strings.Contains(name, "/") {
 		return name, nil
 	}
-	for _, dir := range filepath.SplitList(TaskPath) {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
 		candidate := filepath.Join(dir, name)
 		if fi, err := os.Stat(candidate); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
 			return candidate, nil
 		}
 	}
-	return "", fmt.Errorf("%q: executable file not found in %s", name, TaskPath)
+	return "", fmt.Errorf("%q: executable file not found in %s", name, path)
 }
 
 // xdgDirs are the XDG base directories of the task, relative to HOME, in
@@ -287,22 +293,26 @@ func prepareTaskDirs(cfg Config) error {
 	return nil
 }
 
-// taskEnv is the task's environment: PATH, HOME, TMPDIR, the XDG base
-// directories under HOME and the FORGE_* variables of the worker's own
-// environment.
+// taskEnv is the task's environment: the worker's own environment (the
+// project image's ENV, as the engine merged it with forged's container
+// environment) with HOME, TMPDIR and the XDG base directories set by
+// forged. PATH is the environment's, or TaskPath when it has none. Names
+// that are not portable shell names are dropped, and the first of
+// duplicates wins.
 func taskEnv(cfg Config) []string {
-	env := []string{"PATH=" + TaskPath, "HOME=" + cfg.HomeDir, "TMPDIR=" + cfg.TempDir}
-	for _, x := range xdgDirs {
-		env = append(env, x.env+"="+filepath.Join(cfg.HomeDir, x.rel))
-	}
 	src := cfg.Environ
 	if src == nil {
 		src = os.Environ()
 	}
-	seen := map[string]bool{}
+	env := []string{"PATH=" + taskPath(src), "HOME=" + cfg.HomeDir, "TMPDIR=" + cfg.TempDir}
+	seen := map[string]bool{"PATH": true, "HOME": true, "TMPDIR": true}
+	for _, x := range xdgDirs {
+		env = append(env, x.env+"="+filepath.Join(cfg.HomeDir, x.rel))
+		seen[x.env] = true
+	}
 	for _, kv := range src {
 		k, _, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(k, "FORGE_") || !validEnvName(k) || seen[k] {
+		if !ok || !validEnvName(k) || seen[k] {
 			continue
 		}
 		seen[k] = true
@@ -311,13 +321,27 @@ func taskEnv(cfg Config) []string {
 	return env
 }
 
+// taskPath is the first non-empty PATH of env, or TaskPath.
+func taskPath(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			if v != "" {
+				return v
+			}
+			break
+		}
+	}
+	return TaskPath
+}
+
+// validEnvName reports whether k is a portable shell variable name.
 func validEnvName(k string) bool {
-	for _, c := range k {
-		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' {
+	for i, c := range k {
+		if (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') && c != '_' && (i == 0 || c < '0' || c > '9') {
 			return false
 		}
 	}
-	return true
+	return k != ""
 }
 
 // exitCode is the task's exit status, 128+signal when a signal ended it.

@@ -7,7 +7,8 @@
 //  1. it reads a messages.StartPacket from stdin (strictly decoded);
 //  2. it materialises the input git bundle into the workspace with go-git,
 //     verifies the input commit and checks it out on the attempt's branch;
-//  3. it runs the task (argv, working directory, minimal environment,
+//  3. it runs the task (argv, working directory, the project image's
+//     environment with forged's HOME, TMPDIR and XDG base directories,
 //     timeout and a monotonic lease deadline that signed lease updates may
 //     move), streaming its output lines as runner events on stdout;
 //  4. it stages the whole working tree much like "git add --all" (honouring
@@ -73,8 +74,10 @@ type Config struct {
 	// HomeDir and TempDir are the task's HOME and TMPDIR.
 	HomeDir string
 	TempDir string
-	// Environ is the worker's own environment, the source of the FORGE_*
-	// variables passed to the task. Nil means os.Environ().
+	// Environ is the worker's own environment (the project image's ENV
+	// merged with forged's container environment), the task's environment
+	// but for the directories forged sets (see taskEnv). Nil means
+	// os.Environ().
 	Environ []string
 	// KillGrace is the time between SIGTERM and SIGKILL when the task is
 	// stopped. Zero means DefaultKillGrace.
