@@ -58,30 +58,44 @@ var matrix = []toolchain{
 
 // taskScript runs command with its output in the report, adds the
 // kernel's peak memory charge of the worker's cgroup (cgroup v1
-// memory.max_usage_in_bytes or v2 memory.peak: page cache included) and
-// the command's status, prints the report and exits with that status.
+// memory.max_usage_in_bytes or v2 memory.peak: page cache included), the
+// most tasks (processes and threads) of the cgroup seen by a sampler every
+// 50 ms, and the command's status, prints the report and exits with that
+// status.
 func taskScript(command string) string {
-	return fmt.Sprintf(`{ %s; } >%s 2>&1; status=$?
+	return fmt.Sprintf(`pids=/sys/fs/cgroup/pids/pids.current; [ -r $pids ] || pids=/sys/fs/cgroup/pids.current
+( max=0; while :; do n=$(cat $pids 2>/dev/null || echo 0); if [ "$n" -gt "$max" ]; then max=$n; echo $max >"$TMPDIR/pids-peak"; fi; sleep 0.05; done ) &
+sampler=$!
+{ %s; } >%s 2>&1; status=$?
+kill $sampler
 peak=$(cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.peak 2>/dev/null || echo unknown)
 echo "cgroup peak memory bytes: $peak" >>%[2]s
+echo "cgroup peak tasks (sampled): $(cat "$TMPDIR/pids-peak" 2>/dev/null || echo unknown)" >>%[2]s
 echo "exit status: $status" >>%[2]s
 cat %[2]s
 exit $status`, command, reportFile)
 }
 
-// cgroupPeak is the peak the task wrote into its report, in MiB. It is
-// recorded beside the attempt's own peak (the host's memory sampler, every
-// 250 ms, without page cache), which misses a job shorter than a sample.
-func cgroupPeak(report string) string {
+// reported returns the value of the report's line starting with prefix.
+// The memory peak it records beside the attempt's own peak (the host's
+// memory sampler, every 250 ms, without page cache) catches a job shorter
+// than a sample.
+func reported(report, prefix string) string {
 	for _, l := range strings.Split(report, "\n") {
-		if v, ok := strings.CutPrefix(l, "cgroup peak memory bytes: "); ok {
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-				return fmt.Sprintf("%d MiB", n>>20)
-			}
+		if v, ok := strings.CutPrefix(l, prefix); ok {
 			return v
 		}
 	}
 	return "not reported"
+}
+
+// mib renders a byte count as MiB.
+func mib(bytes string) string {
+	n, err := strconv.ParseInt(bytes, 10, 64)
+	if err != nil {
+		return bytes
+	}
+	return fmt.Sprintf("%d MiB", n>>20)
 }
 
 // TestToolchainMatrix runs each sample project's own test suite as an
@@ -146,9 +160,11 @@ func TestToolchainMatrix(t *testing.T) {
 			assert.Equal(t, reportFile, git(t, a.repo, "diff", "--name-only", "main", branch),
 				"the result commit holds the report and nothing the build left behind")
 			report := git(t, a.repo, "show", branch+":"+reportFile)
-			t.Logf("%s: %q passed in the sandbox; limit %d MiB, sampled peak %d MiB, cgroup peak %s; waited %s",
-				a.tc.name, a.tc.command, a.d.Sandbox.RequestedResources.WorkerMemoryLimitBytes>>20, out.PeakMemoryBytes>>20,
-				cgroupPeak(report), time.Since(start).Round(time.Second))
+			res := a.d.Sandbox.RequestedResources
+			t.Logf("%s: %q passed in the sandbox; memory limit %d MiB, sampled peak %d MiB, cgroup peak %s; tasks %s of %d; waited %s",
+				a.tc.name, a.tc.command, res.WorkerMemoryLimitBytes>>20, out.PeakMemoryBytes>>20,
+				mib(reported(report, "cgroup peak memory bytes: ")), reported(report, "cgroup peak tasks (sampled): "), res.PIDs,
+				time.Since(start).Round(time.Second))
 			for _, w := range a.tc.want {
 				assert.Contains(t, report, w)
 			}
