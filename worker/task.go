@@ -269,10 +269,11 @@ var xdgDirs = []struct{ env, rel string }{
 }
 
 // prepareTaskDirs makes sure the task's HOME, TMPDIR and XDG base
-// directories exist (mode 0700 for those the worker creates) and are
-// directories, not links a previous step could have planted. Toolchains
-// write their caches and configuration there (Go's build cache under
-// XDG_CACHE_HOME, npm's under HOME, cargo's CARGO_HOME).
+// directories exist (created 0700) and are directories. Toolchains write
+// their caches and configuration there (Go's build cache under
+// XDG_CACHE_HOME, npm's under HOME, cargo's CARGO_HOME). A link the
+// project image put there is followed: the worker runs as the task's own
+// user, so it reaches nothing the task could not.
 func prepareTaskDirs(cfg Config) error {
 	dirs := []string{cfg.HomeDir, cfg.TempDir}
 	for _, x := range xdgDirs {
@@ -282,7 +283,7 @@ func prepareTaskDirs(cfg Config) error {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("prepare the task's directories: %w", err)
 		}
-		fi, err := os.Lstat(d)
+		fi, err := os.Stat(d)
 		if err != nil {
 			return fmt.Errorf("prepare the task's directories: %w", err)
 		}

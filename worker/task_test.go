@@ -87,10 +87,14 @@ func TestPrepareTaskDirs(t *testing.T) {
 	}
 	require.NoError(t, prepareTaskDirs(cfg), "idempotent")
 
-	// A link where a directory belongs is refused, not followed.
+	// A link to a directory (as an image may ship ~/.cache) is kept; a
+	// file where a directory belongs is refused.
 	require.NoError(t, os.RemoveAll(filepath.Join(root, "home/.cache")))
-	require.NoError(t, os.Symlink(root, filepath.Join(root, "home/.cache")))
-	assert.ErrorContains(t, prepareTaskDirs(cfg), "is not a directory")
+	require.NoError(t, os.Symlink(filepath.Join(root, "tmp"), filepath.Join(root, "home/.cache")))
+	require.NoError(t, prepareTaskDirs(cfg))
+	require.NoError(t, os.Remove(filepath.Join(root, "home/.cache")))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "home/.cache"), nil, 0o600))
+	assert.ErrorContains(t, prepareTaskDirs(cfg), "not a directory")
 }
 
 func TestTaskTimeoutSeconds(t *testing.T) {
