@@ -68,10 +68,8 @@ build() {
     log "building $ref needs root (mmdebstrap root mode)"
     exit 1
   fi
-  local tmp start
-  tmp=$(mktemp -d "${TMPDIR:-/tmp}/forged-images.XXXXXX")
-  # shellcheck disable=SC2064 # expand tmp now: it is local.
-  trap "rm -rf '$tmp'" RETURN
+  local tmp="$work/$name" start
+  mkdir -p "$tmp"
   start=$(date +%s)
   local args=(--variant=minbase --include="$packages" --quiet)
   local opt
@@ -89,6 +87,7 @@ build() {
     --message "forged images: $name ($packages, $suite minbase)" \
     "$tmp/rootfs.tar" "$ref" >/dev/null
   log "built $ref in $(( $(date +%s) - start ))s (rootfs tar $(du -m "$tmp/rootfs.tar" | cut -f1) MiB)"
+  rm -rf "$tmp"
 }
 
 timeout 10 docker version >/dev/null 2>&1 || { log "no docker engine answers (run scripts/ensure-docker.sh)"; exit 1; }
@@ -102,7 +101,9 @@ exec 9>"$(dirname "$out")/.images.lock"
 flock 9
 
 tmp_out="$out.tmp.$$"
-trap 'rm -f "$tmp_out"' EXIT
+# Scratch space for the rootfs tars (hundreds of MiB each), removed on exit.
+work=$(mktemp -d "${TMPDIR:-/tmp}/forged-images.XXXXXX")
+trap 'rm -f "$tmp_out"; rm -rf "$work"' EXIT
 : >"$tmp_out"
 found=0
 while read -r name packages rest; do
@@ -115,7 +116,9 @@ while read -r name packages rest; do
   ref="$repo_prefix/$name:$tag"
   if [ $# -eq 0 ] || [ -n "${wanted[$name]:-}" ]; then
     found=$((found + 1))
-    docker image inspect "$ref" >/dev/null 2>&1 || build "$name" "$packages" "$ref"
+    if ! docker image inspect "$ref" >/dev/null 2>&1; then
+      build "$name" "$packages" "$ref"
+    fi
   elif ! docker image inspect "$ref" >/dev/null 2>&1; then
     continue # not asked for and not built: left out of the catalogue
   fi
