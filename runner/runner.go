@@ -66,7 +66,9 @@ type Config struct {
 	ReapGrace    time.Duration
 	// Redeemer redeems publication grants for bridge_push; nil refuses
 	// bridge_push. ValidateRemote checks the redeemed remotes (nil: GitHub
-	// only, as the seed requires).
+	// only, as the seed requires). redeem.New builds both from the
+	// operator's configuration (a credential helper or an HTTPS endpoint,
+	// and the allowed hosts), as `forged run` and `forged daemon` do.
 	Redeemer       actors.CredentialRedeemer
 	ValidateRemote gitops.RemoteValidator
 	// SkipStartupReap leaves the previous process's ledgers alone at start

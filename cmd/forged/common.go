@@ -19,6 +19,7 @@ type runnerFlags struct {
 	lsmOption      string
 	verbose        bool
 	preflight      preflightFlags
+	publish        publishFlags
 }
 
 // preflightFlags are the admission settings shared with `forged preflight`.
@@ -51,6 +52,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "debug logging")
 	f.preflight.register(cmd)
+	f.publish.register(cmd)
 }
 
 func (f *runnerFlags) config(logger *slog.Logger) runner.Config {

@@ -25,7 +25,11 @@ func daemonCommand() *cobra.Command {
 			logger := newLogger(flags.logLevel())
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			r, err := runner.New(ctx, flags.config(logger))
+			cfg := flags.config(logger)
+			if err := flags.publish.apply(&cfg); err != nil {
+				return err
+			}
+			r, err := runner.New(ctx, cfg)
 			if err != nil {
 				return err
 			}

@@ -43,7 +43,12 @@ func runCommand() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			r, err := runner.New(ctx, flags.config(newLogger(flags.logLevel())))
+			cfg := flags.config(newLogger(flags.logLevel()))
+			if err := flags.publish.apply(&cfg); err != nil {
+				fmt.Fprintln(os.Stderr, "forged:", err)
+				return exitError{exitInvalid}
+			}
+			r, err := runner.New(ctx, cfg)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "forged:", err)
 				return exitError{exitInvalid}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/redeem"
+	"github.com/forgedev/forged/runner"
+)
+
+// parsePublish registers the publication flags on a fresh command, parses
+// args and applies them.
+func parsePublish(t *testing.T, args ...string) (runner.Config, *publishFlags, error) {
+	t.Helper()
+	var p publishFlags
+	cmd := &cobra.Command{Use: "x"}
+	p.register(cmd)
+	require.NoError(t, cmd.ParseFlags(args))
+	var cfg runner.Config
+	err := p.apply(&cfg)
+	return cfg, &p, err
+}
+
+func TestPublishFlagsDefaultRefusesBridgePushAndAllowsGitHubOnly(t *testing.T) {
+	cfg, _, err := parsePublish(t)
+	require.NoError(t, err)
+	assert.Nil(t, cfg.Redeemer)
+	require.NotNil(t, cfg.ValidateRemote)
+	assert.NoError(t, cfg.ValidateRemote("https://github.com/o/r.git"))
+	assert.Error(t, cfg.ValidateRemote("https://127.0.0.1:8443/o/r.git"))
+}
+
+func TestPublishFlagsWinOverTheEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	helper := filepath.Join(dir, "helper")
+	require.NoError(t, os.WriteFile(helper, []byte("#!/bin/sh\nexit 1\n"), 0o700))
+	t.Setenv("FORGED_PUBLISH_HELPER", helper)
+	t.Setenv("FORGED_PUBLISH_ALLOWED_HOSTS", "env.example.com,127.0.0.1:9")
+	t.Setenv("FORGED_PUBLISH_TIMEOUT", "7s")
+
+	cfg, p, err := parsePublish(t)
+	require.NoError(t, err)
+	assert.IsType(t, &redeem.Helper{}, cfg.Redeemer)
+	assert.Equal(t, []string{"env.example.com", "127.0.0.1:9"}, p.allowedHosts)
+	assert.Equal(t, "7s", p.timeout.String())
+	assert.NoError(t, cfg.ValidateRemote("https://127.0.0.1:9/o/r.git"))
+
+	cfg, p, err = parsePublish(t, "--publish-allowed-hosts", "flag.example.com", "--publish-timeout", "3s")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"flag.example.com"}, p.allowedHosts)
+	assert.Equal(t, "3s", p.timeout.String())
+	assert.Error(t, cfg.ValidateRemote("https://env.example.com/o/r.git"))
+
+	t.Setenv("FORGED_PUBLISH_TIMEOUT", "soon")
+	_, _, err = parsePublish(t)
+	assert.ErrorContains(t, err, "FORGED_PUBLISH_TIMEOUT")
+}
+
+func TestPublishFlagsRefuseAnInvalidConfiguration(t *testing.T) {
+	_, _, err := parsePublish(t, "--publish-helper", "relative/helper")
+	assert.Error(t, err)
+	_, _, err = parsePublish(t, "--publish-endpoint", "http://127.0.0.1/x")
+	assert.Error(t, err)
+	_, _, err = parsePublish(t, "--publish-token-file", "/nonexistent")
+	assert.Error(t, err)
+}
