@@ -138,6 +138,7 @@ func TestToolchainMatrix(t *testing.T) {
 		t.Cleanup(func() { enginetest.AssertNoneLabelled(t, engine, d.AttemptID()) })
 		log, ok := r.Logs().Get(d.AttemptID())
 		require.True(t, ok)
+		t.Cleanup(func() { removeBuiltImages(t, r.Docker(), log) })
 		all = append(all, running{tc: tc, repo: repo, d: d, log: log})
 	}
 
@@ -151,7 +152,6 @@ func TestToolchainMatrix(t *testing.T) {
 			start := time.Now()
 			out, err := a.log.Wait(wctx)
 			require.NoError(t, err, "the attempt did not finish")
-			removeBuiltImages(t, r.Docker(), a.log)
 			require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s\n%s", out.Code, out.Message, taskOutput(a.log))
 			require.NotEmpty(t, out.ResultCommitSHA)
 
@@ -196,11 +196,11 @@ func TestToolchainOutOfMemory(t *testing.T) {
 	t.Cleanup(func() { enginetest.AssertNoneLabelled(t, engine, d.AttemptID()) })
 	log, ok := r.Logs().Get(d.AttemptID())
 	require.True(t, ok)
+	t.Cleanup(func() { removeBuiltImages(t, r.Docker(), log) })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	out, err := log.Wait(ctx)
 	require.NoError(t, err)
-	removeBuiltImages(t, r.Docker(), log)
 	assert.Equal(t, messages.StatusFailed, out.Status)
 	assert.Equal(t, "sandbox_oom_killed", out.Code, "%s\n%s", out.Message, taskOutput(log))
 	assert.False(t, exec.Command("git", "-C", repo, "rev-parse", "--verify", "-q", "refs/heads/"+d.Lease.WorktreeKey).Run() == nil,
@@ -304,7 +304,8 @@ func git(t *testing.T, dir string, args ...string) string {
 }
 
 // removeBuiltImages removes the project and agent images the attempt
-// built (a cache hit built nothing).
+// built (a cache hit built nothing). It runs as a cleanup, after the
+// attempt finished or the runner closed.
 func removeBuiltImages(t *testing.T, docker *dockerops.Client, log *runner.Log) {
 	t.Helper()
 	for _, ev := range log.Events() {
