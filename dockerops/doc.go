@@ -7,7 +7,9 @@
 //     identity;
 //   - provisioning an internal network and the attempt's volumes, and
 //     creating the hardened worker container (WorkerContainerConfig,
-//     CreateWorker);
+//     CreateWorker) with the task's sandbox layout: executable tmpfs mounts
+//     for TMPDIR (/tmp) and HOME (/home/forge) sized from the memory limit
+//     (ScratchTmpfsBytes), and a noexec /run/forge for forged's files;
 //   - copying the input in and the output out (CopyFileInto, CopyDirOut),
 //     the latter with a strict, bounded tar extractor;
 //   - running the worker attached (RunAttached), with bounded stdout and
