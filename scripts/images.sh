@@ -8,6 +8,8 @@
 #
 # Usage: scripts/images.sh [name...]     (default: every entry)
 #
+# Missing images are built $FORGED_IMAGES_JOBS at a time (default 2).
+#
 # The catalogue with image ids (every entry whose image exists, asked for
 # or not) is printed and written, tab-separated (name, ref, image id, size
 # in bytes, packages), to $FORGED_IMAGES_FILE (default bin/images.tsv); the
@@ -60,14 +62,10 @@ ensure_mmdebstrap() {
   apt-get install -y -qq mmdebstrap >/dev/null
 }
 
-# build NAME PACKAGES REF imports a fresh rootfs as REF.
+# build NAME PACKAGES REF imports a fresh rootfs as REF (as root, with
+# mmdebstrap installed).
 build() {
   local name=$1 packages=$2 ref=$3
-  ensure_mmdebstrap
-  if [ "$(id -u)" -ne 0 ]; then
-    log "building $ref needs root (mmdebstrap root mode)"
-    exit 1
-  fi
   local tmp="$work/$name" start
   mkdir -p "$tmp"
   start=$(date +%s)
@@ -105,6 +103,10 @@ tmp_out="$out.tmp.$$"
 work=$(mktemp -d "${TMPDIR:-/tmp}/forged-images.XXXXXX")
 trap 'rm -f "$tmp_out"; rm -rf "$work"' EXIT
 : >"$tmp_out"
+
+# First pass: read the catalogue, name every image, and list the missing
+# ones that were asked for.
+names=() packages_of=() refs=() missing=()
 found=0
 while read -r name packages rest; do
   case "$name" in ''|'#'*) continue ;; esac
@@ -113,22 +115,48 @@ while read -r name packages rest; do
     exit 1
   fi
   tag=$(recipe "$name" "$packages" | sha256sum | cut -c1-16)
-  ref="$repo_prefix/$name:$tag"
+  names+=("$name") packages_of+=("$packages") refs+=("$repo_prefix/$name:$tag")
   if [ $# -eq 0 ] || [ -n "${wanted[$name]:-}" ]; then
     found=$((found + 1))
-    if ! docker image inspect "$ref" >/dev/null 2>&1; then
-      build "$name" "$packages" "$ref"
-    fi
-  elif ! docker image inspect "$ref" >/dev/null 2>&1; then
-    continue # not asked for and not built: left out of the catalogue
+    docker image inspect "${refs[-1]}" >/dev/null 2>&1 || missing+=($((${#names[@]} - 1)))
   fi
-  read -r id size < <(docker image inspect --format '{{.Id}} {{.Size}}' "$ref")
-  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$ref" "$id" "$size" "$packages" >>"$tmp_out"
 done <"$catalogue"
 if [ $# -gt 0 ] && [ "$found" -ne $# ]; then
   log "asked for $# images, the catalogue names $found of them"
   exit 1
 fi
+
+# Second pass: build the missing images, $jobs at a time (the downloads
+# and dpkg runs of one build leave the machine mostly idle).
+jobs="${FORGED_IMAGES_JOBS:-2}"
+case "$jobs" in ''|*[!0-9]*|0) log "FORGED_IMAGES_JOBS must be a positive number"; exit 1 ;; esac
+if [ ${#missing[@]} -gt 0 ]; then
+  ensure_mmdebstrap
+  if [ "$(id -u)" -ne 0 ]; then
+    log "building images needs root (mmdebstrap root mode)"
+    exit 1
+  fi
+fi
+running=() failed=0
+for i in "${missing[@]}"; do
+  if [ ${#running[@]} -ge "$jobs" ]; then
+    wait "${running[0]}" || failed=1
+    running=("${running[@]:1}")
+  fi
+  build "${names[$i]}" "${packages_of[$i]}" "${refs[$i]}" &
+  running+=($!)
+done
+for pid in "${running[@]}"; do
+  wait "$pid" || failed=1
+done
+[ "$failed" -eq 0 ] || { log "some images failed to build"; exit 1; }
+
+# Third pass: the catalogue of every image that exists, asked for or not.
+for i in "${!names[@]}"; do
+  docker image inspect "${refs[$i]}" >/dev/null 2>&1 || continue
+  read -r id size < <(docker image inspect --format '{{.Id}} {{.Size}}' "${refs[$i]}")
+  printf '%s\t%s\t%s\t%s\t%s\n' "${names[$i]}" "${refs[$i]}" "$id" "$size" "${packages_of[$i]}" >>"$tmp_out"
+done
 mv "$tmp_out" "$out"
 log "catalogue written to $out"
 awk -F'\t' '{ printf "%-8s %-40s %s %6.0f MiB\n", $1, $2, substr($3, 1, 19), $4 / 1048576 }' "$out"
