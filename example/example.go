@@ -106,10 +106,11 @@ func CreateRepo(ctx context.Context, dir string, opts RepoOptions) error {
 }
 
 // The sample dispatch's worker resources. They fit a real toolchain's
-// build and test run (see package toolchains: Go, Node, Python, Rust and C
-// projects' own suites pass within them, the largest peak being Rust's at
-// about 235 MiB, and under 40 tasks, on two cores): compilers run one process or
-// thread per core, and every thread counts against the PID limit.
+// build and test run: in package toolchains, the Go, Node, Python, Rust
+// and C projects' own suites pass within them, the largest peak being
+// Rust's at about 235 MiB, with under 40 tasks, on two cores. Compilers run
+// a process or thread per core, and every thread counts against the PID
+// limit.
 const (
 	DefaultMemoryBytes = 1 << 30
 	DefaultPIDs        = 1024
