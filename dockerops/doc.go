@@ -10,7 +10,10 @@
 //     (CreateIsolatedNetwork, VerifyHostIsolation, ProbeNetworkIsolation;
 //     the design is written down in network.go), and creating the hardened
 //     worker container, with network none by default
-//     (WorkerContainerConfig, CreateWorker);
+//     (WorkerContainerConfig, CreateWorker) and the task's sandbox layout:
+//     executable tmpfs mounts for TMPDIR (/tmp) and HOME (/home/forge)
+//     sized from the memory limit (ScratchTmpfsBytes), and a noexec
+//     /run/forge for forged's files;
 //   - resolving the operator's seccomp and LSM options, refusing under
 //     sandbox_required those that switch confinement off or that the
 //     engine would not enforce (ResolveSecurityOptions);

@@ -56,7 +56,7 @@ func TestIntegrationRunAttached(t *testing.T) {
 		"/control 10001:10001 755",
 		"/control/input 10001:10001 755",
 		"/control/output 10001:10001 755",
-		"/home/forge 10001:10001 755",
+		"/home/forge 10001:10001 700", // the task's HOME is private
 		"/run/forge-secrets 10001:10001 755",
 		"/control/input/hello.txt 10001:10001 640",
 		"/opt/forge/forged 0:0 555",

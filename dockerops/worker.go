@@ -30,10 +30,36 @@ const (
 
 	workerStopTimeoutSeconds = 10
 	workerNoFile             = 4096
-	tmpTmpfsOptions          = "rw,nosuid,nodev,size=1g,uid=10001,gid=10001"
 	runForgeTmpfsOptions     = "rw,nosuid,nodev,noexec,size=32m,uid=10001,gid=10001"
 	runForgeDir              = "/run/forge"
 )
+
+// Bounds of the task's scratch tmpfs mounts (TMPDIR and HOME).
+const (
+	MinScratchTmpfsBytes = 16 << 20
+	MaxScratchTmpfsBytes = 4 << 30
+)
+
+// ScratchTmpfsBytes is the size of each of the task's two scratch tmpfs
+// mounts, /tmp (TMPDIR) and /home/forge (HOME), for a worker memory limit:
+// half the limit, rounded down to MiB, within [MinScratchTmpfsBytes,
+// MaxScratchTmpfsBytes]. A tmpfs holds its files in memory that the kernel
+// charges to the worker's memory limit (and swap is off), so both full
+// together reach the limit: a task that fills one gets ENOSPC from its
+// size first, one that fills both and allocates too is OOM-killed.
+func ScratchTmpfsBytes(workerMemoryBytes int64) int64 {
+	size := (workerMemoryBytes / 2) &^ (1<<20 - 1)
+	return min(max(size, MinScratchTmpfsBytes), MaxScratchTmpfsBytes)
+}
+
+// scratchTmpfsOptions are the mount options of a scratch tmpfs: executable
+// (the engine adds noexec to a tmpfs unless exec is given, and toolchains
+// run the binaries they build under TMPDIR and HOME), sized, owned by the
+// worker user.
+func scratchTmpfsOptions(sizeBytes int64, mode string) string {
+	return fmt.Sprintf("rw,nosuid,nodev,exec,size=%dm,uid=%d,gid=%d,mode=%s",
+		sizeBytes>>20, messages.WorkerUID, messages.WorkerGID, mode)
+}
 
 // WorkerSpec describes the worker container of one attempt.
 type WorkerSpec struct {
@@ -57,8 +83,9 @@ type WorkerSpec struct {
 // worker: attached interactive stdio without a TTY (the start packet goes
 // to stdin once), read-only root filesystem, every capability dropped,
 // no-new-privileges, PID/memory/CPU/ulimit bounds with swap disabled,
-// private tmpfs for /tmp and /run/forge, an unprivileged numeric user,
-// docker-init as PID 1, no log driver, and the workspace, control and
+// private sized tmpfs mounts (executable /tmp and /home/forge for the task,
+// noexec /run/forge for forged's control files), an unprivileged numeric
+// user, docker-init as PID 1, no log driver, and the workspace, control and
 // (read-only) secrets volumes. Its network is none (loopback only), or the
 // isolated network spec.Network with IPv6 switched off inside the
 // container; either way its only DNS server is its own loopback
@@ -71,6 +98,7 @@ type WorkerSpec struct {
 func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
 	r := spec.Resources
 	pids := r.PIDs
+	scratch := ScratchTmpfsBytes(r.WorkerMemoryLimitBytes)
 	initProcess := true
 	stopTimeout := workerStopTimeoutSeconds
 	cfg := &container.Config{
@@ -97,8 +125,9 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 		Init:           &initProcess,
 		LogConfig:      container.LogConfig{Type: "none"},
 		Tmpfs: map[string]string{
-			"/tmp":      tmpTmpfsOptions,
-			runForgeDir: runForgeTmpfsOptions,
+			messages.TempDir: scratchTmpfsOptions(scratch, "1777"),
+			messages.HomeDir: scratchTmpfsOptions(scratch, "0700"),
+			runForgeDir:      runForgeTmpfsOptions,
 		},
 		Mounts: []mount.Mount{
 			{Type: mount.TypeVolume, Source: spec.WorkspaceVolume, Target: messages.WorkspaceDir},
@@ -185,13 +214,13 @@ func WorkerEnv(d *messages.Dispatch, inputCommitSHA string) []string {
 		"FORGE_SANDBOX_ID=" + attempt,
 		"FORGE_WORKSPACE=" + messages.WorkspaceDir,
 		"FORGE_WORKTREE_PATH=" + messages.WorkspaceDir,
-		"FORGE_TMPDIR=/tmp",
+		"FORGE_TMPDIR=" + messages.TempDir,
 		"FORGE_LOG_DIR=" + messages.OutputDir + "/logs",
 		"FORGE_BROWSER_PROFILE_DIR=/tmp/forge-browser-profile",
 		"FORGE_INPUT_COMMIT_SHA=" + inputCommitSHA,
 		"FORGE_INPUT_BUNDLE=" + messages.InputBundlePath,
-		"HOME=/home/forge",
-		"TMPDIR=/tmp",
+		"HOME=" + messages.HomeDir,
+		"TMPDIR=" + messages.TempDir,
 	}
 }
 

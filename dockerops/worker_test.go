@@ -70,8 +70,9 @@ func TestWorkerContainerConfig(t *testing.T) {
 		{Name: "core", Soft: 0, Hard: 0},
 	}, host.Ulimits)
 	assert.Equal(t, map[string]string{
-		"/tmp":       "rw,nosuid,nodev,size=1g,uid=10001,gid=10001",
-		"/run/forge": "rw,nosuid,nodev,noexec,size=32m,uid=10001,gid=10001",
+		"/tmp":        "rw,nosuid,nodev,exec,size=256m,uid=10001,gid=10001,mode=1777",
+		"/home/forge": "rw,nosuid,nodev,exec,size=256m,uid=10001,gid=10001,mode=0700",
+		"/run/forge":  "rw,nosuid,nodev,noexec,size=32m,uid=10001,gid=10001",
 	}, host.Tmpfs)
 	require.NotNil(t, host.Init)
 	assert.True(t, *host.Init)
@@ -120,6 +121,20 @@ func TestWorkerContainerConfigOnIsolatedNetwork(t *testing.T) {
 	host.Sysctls["x"] = "y"
 	_, again, _ := WorkerContainerConfig(spec)
 	assert.NotContains(t, again.Sysctls, "x", "the sysctls are not shared")
+}
+
+func TestScratchTmpfsBytes(t *testing.T) {
+	for _, tc := range []struct{ memory, want int64 }{
+		{256 << 20, 128 << 20},
+		{1 << 30, 512 << 20},
+		{(1 << 30) + 3<<20 + 12345, 513 << 20}, // half, rounded down to MiB
+		{64 << 20, 32 << 20},
+		{16 << 20, MinScratchTmpfsBytes},
+		{0, MinScratchTmpfsBytes},
+		{64 << 30, MaxScratchTmpfsBytes},
+	} {
+		assert.Equal(t, tc.want, ScratchTmpfsBytes(tc.memory), "memory %d", tc.memory)
+	}
 }
 
 func TestWorkerEnv(t *testing.T) {

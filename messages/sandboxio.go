@@ -26,6 +26,13 @@ const (
 	WorkerGID        = 10001
 )
 
+// The task's HOME and TMPDIR inside the worker container: two sized,
+// executable tmpfs mounts (see dockerops.WorkerContainerConfig).
+const (
+	HomeDir = "/home/forge"
+	TempDir = "/tmp"
+)
+
 // Output file names written by the worker into OutputDir.
 const (
 	ManifestFile     = "manifest.json"

@@ -241,7 +241,7 @@ func TestEndToEndWorkerContainerIsHardened(t *testing.T) {
 	assert.Equal(t, []string{"ALL"}, []string(host.CapDrop))
 	assert.Contains(t, host.SecurityOpt, "no-new-privileges")
 	require.NotNil(t, host.PidsLimit)
-	assert.Equal(t, int64(256), *host.PidsLimit)
+	assert.Equal(t, int64(example.DefaultPIDs), *host.PidsLimit)
 	assert.Equal(t, int64(256<<20), host.Memory)
 	assert.Equal(t, host.Memory, host.MemorySwap)
 	assert.Equal(t, "10001:10001", info.Config.User)

@@ -132,7 +132,7 @@ func newFixtureFrom(t *testing.T, host *hostRepo, argv ...string) *fixture {
 		ReleasePath:     filepath.Join(f.root, "release"),
 		HomeDir:         filepath.Join(f.root, "home"),
 		TempDir:         filepath.Join(f.root, "tmp"),
-		Environ:         []string{"FORGE_TEST_VAR=forge-value", "NOT_FORGE=secret", "FORGE_bad=x"},
+		Environ:         []string{"FORGE_TEST_VAR=forge-value", "IMAGE_VAR=from-image", "FORGE_bad=x"},
 		KillGrace:       300 * time.Millisecond,
 	}
 	for _, d := range []string{f.cfg.HomeDir, f.cfg.TempDir, filepath.Dir(f.cfg.InputBundlePath)} {

@@ -7,7 +7,8 @@
 //  1. it reads a messages.StartPacket from stdin (strictly decoded);
 //  2. it materialises the input git bundle into the workspace with go-git,
 //     verifies the input commit and checks it out on the attempt's branch;
-//  3. it runs the task (argv, working directory, minimal environment,
+//  3. it runs the task (argv, working directory, the project image's
+//     environment with forged's HOME, TMPDIR and XDG base directories,
 //     timeout and a monotonic lease deadline that signed lease updates may
 //     move), streaming its output lines as runner events on stdout;
 //  4. it takes the task's branch as the result (history mode, the
@@ -86,8 +87,8 @@ const (
 const (
 	DefaultKillGrace      = 10 * time.Second
 	DefaultMaxOutputBytes = 8 << 20
-	defaultHomeDir        = "/tmp"
-	defaultTempDir        = "/tmp"
+	defaultHomeDir        = messages.HomeDir
+	defaultTempDir        = messages.TempDir
 )
 
 // Config holds the worker's paths and tunables. DefaultConfig returns the
@@ -111,8 +112,10 @@ type Config struct {
 	// HomeDir and TempDir are the task's HOME and TMPDIR.
 	HomeDir string
 	TempDir string
-	// Environ is the worker's own environment, the source of the FORGE_*
-	// variables passed to the task. Nil means os.Environ().
+	// Environ is the worker's own environment (the project image's ENV
+	// merged with forged's container environment), the task's environment
+	// but for the directories forged sets (see taskEnv). Nil means
+	// os.Environ().
 	Environ []string
 	// KillGrace is the time between SIGTERM and SIGKILL when the task is
 	// stopped. Zero means DefaultKillGrace.
@@ -124,7 +127,8 @@ type Config struct {
 }
 
 // DefaultConfig returns the configuration of the worker inside the sandbox
-// container: the paths from package messages, HOME and TMPDIR in /tmp.
+// container: the paths from package messages (HOME /home/forge, TMPDIR
+// /tmp).
 func DefaultConfig() Config {
 	return Config{
 		WorkspaceDir:    messages.WorkspaceDir,

@@ -422,9 +422,13 @@ func TestMainTaskEnvironment(t *testing.T) {
 	assert.Contains(t, env, "HOME="+f.cfg.HomeDir)
 	assert.Contains(t, env, "TMPDIR="+f.cfg.TempDir)
 	assert.Contains(t, env, "FORGE_TEST_VAR=forge-value")
+	assert.Contains(t, env, "IMAGE_VAR=from-image", "the image's environment reaches the task")
+	assert.Contains(t, env, "XDG_CACHE_HOME="+filepath.Join(f.cfg.HomeDir, ".cache"))
+	assert.Contains(t, env, "XDG_CONFIG_HOME="+filepath.Join(f.cfg.HomeDir, ".config"))
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
-		assert.Contains(t, []string{"PATH", "HOME", "TMPDIR", "FORGE_TEST_VAR", "PWD", "SHLVL", "_"}, k, "unexpected variable %s", kv)
+		assert.Contains(t, []string{"PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
+			"FORGE_TEST_VAR", "IMAGE_VAR", "FORGE_bad", "PWD", "SHLVL", "_"}, k, "unexpected variable %s", kv)
 	}
 	assert.Equal(t, filepath.Join(f.cfg.WorkspaceDir, "sub"), f.show(sha, "sub/pwd.txt"))
 	assert.Equal(t, "", f.show(sha, "sub/stdin.txt"))
