@@ -25,6 +25,7 @@ const (
 	SandboxConfigInvalid       Code = "sandbox_config_commit_invalid"
 	SandboxConfigMismatch      Code = "sandbox_config_commit_mismatch"
 	SandboxBuildFailed         Code = "sandbox_build_failed"
+	SandboxBuildPolicy         Code = "sandbox_build_policy_failed"
 	SandboxCreateFailed        Code = "sandbox_create_failed"
 	SandboxWorkerFailed        Code = "sandbox_worker_failed"
 	SandboxOOMKilled           Code = "sandbox_oom_killed"
