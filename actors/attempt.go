@@ -178,8 +178,8 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		a.advance(ctx)
 
 	// Children.
-	case BuildLog:
-		a.emit(ctx, messages.RunnerEvent("sandbox_build_log", msg.Line, nil))
+	case BuildEvent:
+		a.emit(ctx, msg.Event)
 	case BuildDone:
 		a.onBuilt(ctx, msg)
 	case BuildFailed:
@@ -274,8 +274,11 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		project:        a.d.Repo.Name,
 		contextTarPath: msg.prepared.ContextTarPath,
 		labels:         imageLabels(a.d.Repo.Name, key),
+		policy:         a.d.Sandbox.ExecutionPolicy,
+		dockerfile:     msg.prepared.Dockerfile,
+		secrets:        []string{a.d.Lease.FencingToken},
 	}
-	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary}
+	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary, stateRoot: a.cfg.StateRoot, limits: a.cfg.BuildLimits}
 	a.build = ctx.SpawnPrefix(newBuildProps(builder, job, a.supervisor), kindBuild)
 }
 

@@ -2,6 +2,8 @@ package actors
 
 import (
 	"time"
+
+	"github.com/forgedev/forged/dockerops"
 )
 
 // AttemptConfig is the operator configuration every attempt shares.
@@ -20,6 +22,9 @@ type AttemptConfig struct {
 	// sandbox_required refuses to run without both.
 	SeccompProfile string
 	LSMOption      string
+	// BuildLimits confine image builds (zero: no network, the dockerops
+	// defaults).
+	BuildLimits dockerops.BuildLimits
 	// SampleInterval is the memory sampler's period.
 	SampleInterval time.Duration
 	// TeardownTimeout bounds the whole teardown, which runs on a context

@@ -45,7 +45,9 @@ func newE2E(t *testing.T, cfg runner.Config) *e2e {
 	t.Helper()
 	engine := enginetest.Client(t)
 	cfg.WorkerBinary = enginetest.ForgedBinary(t)
-	cfg.StateRoot = t.TempDir()
+	if cfg.StateRoot == "" {
+		cfg.StateRoot = t.TempDir()
+	}
 	cfg.LockRoot = t.TempDir()
 	cfg.AllowRootful = true // the test engine runs rootful
 	cfg.Capacity = example.SmallHostCapacity()
