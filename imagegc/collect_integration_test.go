@@ -67,7 +67,9 @@ func TestIntegrationCollect(t *testing.T) {
 
 	c, err := raw.ContainerCreate(ctx, &container.Config{Image: used, Cmd: []string{"true"}, Labels: map[string]string{"dev.forge.test": project}}, nil, nil, nil, "")
 	require.NoError(t, err)
-	defer func() { _ = raw.ContainerRemove(context.WithoutCancel(ctx), c.ID, container.RemoveOptions{Force: true}) }()
+	defer func() {
+		_ = raw.ContainerRemove(context.WithoutCancel(ctx), c.ID, container.RemoveOptions{Force: true})
+	}()
 
 	req := Request{InUse: map[string]bool{"key-d": true}, Policy: Policy{KeepPerProject: 1, MaxAge: time.Minute},
 		Now: time.Now().Add(time.Hour), Project: project, DryRun: true}

@@ -18,7 +18,7 @@ func TestSelect(t *testing.T) {
 		img("p", "k2", "project", 10*day, 0), img("p", "k2", "agent", 10*day, 0), // in use
 		img("p", "k3", "project", 20*day, 0), img("p", "k3", "agent", 20*day, 1), // agent used by a container
 		img("p", "k4", "project", 30*day, 0), img("p", "k4", "agent", 30*day, 0), // expired
-		img("p", "k5", "agent", 2*day, 0), // young
+		img("p", "k5", "agent", 2*day, 0),  // young
 		img("q", "k6", "agent", 90*day, 0), // the newest of its project
 	}
 	plan := Select(images, map[string]bool{"k2": true}, Policy{KeepPerProject: 1, MaxAge: 7 * day}, now)
