@@ -100,7 +100,7 @@ func Collect(ctx context.Context, api EngineAPI, req Request) (Report, error) {
 		return Report{DryRun: dryRun}, err
 	}
 	plan := Select(tagged, inUse, req.Policy, req.Now)
-	report := Report{DryRun: dryRun, Kept: plan.Keep, Removed: []Decision{}, Dangling: []Image{}, Failed: []Failure{}}
+	report := Report{DryRun: dryRun, Kept: append([]Decision{}, plan.Keep...), Removed: []Decision{}, Dangling: []Image{}, Failed: []Failure{}}
 	for _, d := range plan.Remove {
 		if !dryRun {
 			if err := remove(ctx, api, d.Image); err != nil {
