@@ -124,6 +124,9 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		if a.cancel != nil {
 			a.cancel()
 		}
+		if a.deps.ImageRefs != nil {
+			a.deps.ImageRefs.Release(a.d.AttemptID())
+		}
 		if a.ledger != nil {
 			a.ledger.close()
 			a.ledger = nil
@@ -279,7 +282,7 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		secrets:        []string{a.d.Lease.FencingToken},
 	}
 	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary, stateRoot: a.cfg.StateRoot, limits: a.cfg.BuildLimits}
-	a.build = ctx.SpawnPrefix(newBuildProps(builder, job, a.supervisor), kindBuild)
+	a.build = ctx.SpawnPrefix(newBuildProps(builder, job, a.supervisor, a.deps.ImageRefs), kindBuild)
 }
 
 func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {

@@ -14,6 +14,7 @@ import (
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/supervisor"
@@ -41,6 +42,7 @@ func testDispatch(expires time.Time) *messages.Dispatch {
 
 type harness struct {
 	redeemer CredentialRedeemer // nil: bridge_push is refused
+	refs     *imagegc.Refs      // the image keys attempts hold
 	state    string             // the attempts' state root
 	system   *actor.ActorSystem
 	root     *actor.PID
@@ -53,13 +55,13 @@ func newHarness(t *testing.T, host *fakeHost, clock Clock) *harness {
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clock: clock}
+	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clock: clock, refs: imagegc.NewRefs()}
 	t.Cleanup(h.system.Shutdown)
 	cfg := AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clock, SampleInterval: 10 * time.Millisecond}
 	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host,
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
-			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer})
+			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer, ImageRefs: h.refs})
 		},
 	}))
 	return h

@@ -9,6 +9,7 @@ import (
 
 	"github.com/forgedev/forged/buildlog"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -69,6 +70,7 @@ type buildActor struct {
 	job        sandboxImageJob
 	builder    *imageBuilder
 	supervisor *actor.PID
+	refs       *imagegc.Refs // nil: no image collection to guard against
 
 	runCtx context.Context
 	cancel context.CancelFunc
@@ -76,9 +78,9 @@ type buildActor struct {
 	permit bool
 }
 
-func newBuildProps(builder *imageBuilder, job sandboxImageJob, supervisor *actor.PID) *actor.Props {
+func newBuildProps(builder *imageBuilder, job sandboxImageJob, supervisor *actor.PID, refs *imagegc.Refs) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &buildActor{builder: builder, job: job, supervisor: supervisor}
+		return &buildActor{builder: builder, job: job, supervisor: supervisor, refs: refs}
 	})
 }
 
@@ -192,6 +194,11 @@ func (b *buildActor) lookup(ctx actor.Context) {
 		defer cancel()
 		if err := b.builder.checkPolicy(callCtx, b.job); err != nil {
 			return lookupResult{err: err}
+		}
+		if b.refs != nil {
+			// Held until the attempt stops; waits while a collection is
+			// removing this key's images, which the lookup then misses.
+			b.refs.Acquire(b.job.attemptID, b.job.key)
 		}
 		id, found, err := b.builder.lookup(callCtx, b.job.key)
 		return lookupResult{imageID: id, found: found, err: err}

@@ -77,3 +77,23 @@ func TestDockerfilePolicyRefusesBeforeTheBuild(t *testing.T) {
 	assert.Contains(t, out.Message, "line 3")
 	assert.Zero(t, host.called("lookup")+host.called("build")+host.called("network"))
 }
+
+// An attempt holds its image key from the cache lookup until it stops, so
+// that an image collection leaves the key alone meanwhile.
+func TestAttemptHoldsItsImageKey(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.blockRun = true
+	h := newHarness(t, host, nil)
+	d := testDispatch(time.Now().Add(time.Hour))
+	probe := h.submit(t, d)
+	select {
+	case <-host.runEntered:
+	case <-time.After(within):
+		t.Fatal("the worker never ran")
+	}
+	require.Len(t, h.refs.InUse(), 1, "the running attempt holds its key")
+	_, err := h.system.Root.RequestFuture(h.root, messages.CancelAttempt{AttemptID: d.AttemptID(), Reason: "test"}, within).Result()
+	require.NoError(t, err)
+	actortest.Expect[messages.AttemptFinished](t, probe, within)
+	require.Eventually(t, func() bool { return len(h.refs.InUse()) == 0 }, within, 5*time.Millisecond, "released when the attempt stops")
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -89,4 +90,9 @@ type Deps struct {
 	Docker Docker
 	// Redeemer redeems publication grants; nil refuses bridge_push.
 	Redeemer CredentialRedeemer
+	// ImageRefs, when set, counts the image keys attempts use, so that an
+	// image collection never removes one under an attempt: the build actor
+	// acquires the key before its cache lookup, the attempt releases it
+	// when it stops.
+	ImageRefs *imagegc.Refs
 }

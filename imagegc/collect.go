@@ -88,28 +88,58 @@ type Request struct {
 	Now     time.Time
 	DryRun  bool
 	Project string // only this project's images (its label value); empty: all
+	// Refs, when set, adds the referenced keys to InUse and guards each
+	// removal against an attempt acquiring the key meanwhile.
+	Refs *Refs
 }
 
 // Collect lists, plans and (unless DryRun) removes. An image that cannot
 // be removed (a container started using it meanwhile, say) is reported in
 // Failed and the collection goes on; the error is for the listing only.
 func Collect(ctx context.Context, api EngineAPI, req Request) (Report, error) {
-	inUse, dryRun := req.InUse, req.DryRun
+	inUse, dryRun := map[string]bool{}, req.DryRun
+	for k := range req.InUse {
+		inUse[k] = true
+	}
+	if req.Refs != nil {
+		for k := range req.Refs.InUse() {
+			inUse[k] = true
+		}
+	}
 	tagged, dangling, err := List(ctx, api, req.Project)
 	if err != nil {
 		return Report{DryRun: dryRun}, err
 	}
 	plan := Select(tagged, inUse, req.Policy, req.Now)
 	report := Report{DryRun: dryRun, Kept: append([]Decision{}, plan.Keep...), Removed: []Decision{}, Dangling: []Image{}, Failed: []Failure{}}
-	for _, d := range plan.Remove {
-		if !dryRun {
-			if err := remove(ctx, api, d.Image); err != nil {
-				report.Failed = append(report.Failed, Failure{d, err.Error()})
-				continue
+	for _, group := range byKey(plan.Remove) {
+		if dryRun {
+			report.Removed = append(report.Removed, group...)
+			for _, d := range group {
+				report.FreedBytes += d.Bytes
+			}
+			continue
+		}
+		removeGroup := func() error {
+			for _, d := range group {
+				if err := remove(ctx, api, d.Image); err != nil {
+					report.Failed = append(report.Failed, Failure{d, err.Error()})
+					continue
+				}
+				report.Removed = append(report.Removed, d)
+				report.FreedBytes += d.Bytes
+			}
+			return nil
+		}
+		if req.Refs == nil {
+			_ = removeGroup()
+			continue
+		}
+		if ran, _ := req.Refs.IfUnused(group[0].Key, removeGroup); !ran {
+			for _, d := range group {
+				report.Kept = append(report.Kept, Decision{d.Image, ReasonInUse})
 			}
 		}
-		report.Removed = append(report.Removed, d)
-		report.FreedBytes += d.Bytes
 	}
 	for _, img := range dangling {
 		if img.Containers > 0 || inUse[img.Key] {
@@ -125,6 +155,24 @@ func Collect(ctx context.Context, api EngineAPI, req Request) (Report, error) {
 		report.FreedBytes += img.Bytes
 	}
 	return report, nil
+}
+
+// byKey splits decisions into runs of one key, in order (agents first
+// within a key, as Select orders them).
+func byKey(ds []Decision) [][]Decision {
+	groups := map[string][]Decision{}
+	var order []string
+	for _, d := range ds {
+		if _, ok := groups[d.Key]; !ok {
+			order = append(order, d.Key)
+		}
+		groups[d.Key] = append(groups[d.Key], d)
+	}
+	out := make([][]Decision, 0, len(order))
+	for _, k := range order {
+		out = append(out, groups[k])
+	}
+	return out
 }
 
 // remove untags every tag of img (removing the image with the last one)

@@ -20,6 +20,7 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/internal/ids"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
@@ -87,6 +88,8 @@ type Runner struct {
 	logs      *Logs
 	store     ledger.Store
 	runnerID  string
+	images    imagegc.EngineAPI
+	imageRefs *imagegc.Refs
 	// Restart is the reaper round run at start-up: the attempts a previous
 	// process left behind, torn down and reported sandbox_runner_restarted.
 	Restart reaper.Round
@@ -185,9 +188,10 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		attemptDocker = cfg.WrapDocker(docker)
 	}
 	deps := actors.Deps{
-		Git:      actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot, ValidateRemote: cfg.ValidateRemote},
-		Docker:   attemptDocker,
-		Redeemer: cfg.Redeemer,
+		Git:       actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot, ValidateRemote: cfg.ValidateRemote},
+		Docker:    attemptDocker,
+		Redeemer:  cfg.Redeemer,
+		ImageRefs: imagegc.NewRefs(),
 	}
 	logger := cfg.Logger
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "actor") }))
@@ -209,7 +213,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("runner: spawn supervisor: %w", err)
 	}
 	r := &Runner{system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0),
-		store: store, runnerID: cfg.RunnerID, Restart: restart}
+		store: store, runnerID: cfg.RunnerID, Restart: restart, images: engine, imageRefs: deps.ImageRefs}
 	for _, id := range restart.Reaped {
 		r.logs.recordRestarted(id)
 	}
@@ -271,6 +275,18 @@ func (r *Runner) Reap(dryRun bool) (reaper.Round, error) {
 	}
 	result := res.(supervisor.ReapResult)
 	return result.Round, result.Err
+}
+
+// CollectImages runs one image collection beside the running attempts:
+// the image keys they hold are kept, and an attempt acquiring a key waits
+// while its images are being removed. req.Refs is set here; a zero req.Now
+// is now.
+func (r *Runner) CollectImages(ctx context.Context, req imagegc.Request) (imagegc.Report, error) {
+	req.Refs = r.imageRefs
+	if req.Now.IsZero() {
+		req.Now = time.Now()
+	}
+	return imagegc.Collect(ctx, r.images, req)
 }
 
 // CleanupReports lists the cleanup reports not yet acknowledged.
