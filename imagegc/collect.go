@@ -1,9 +1,11 @@
 package imagegc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -193,4 +195,47 @@ func remove(ctx context.Context, api EngineAPI, img Image) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RemoveProject removes every image of project (its label value), tagged
+// or dangling, that no container uses: for an operator retiring a project,
+// and for test suites that label their images with a project of their
+// own. An empty project is refused.
+func RemoveProject(ctx context.Context, api EngineAPI, project string) (Report, error) {
+	if project == "" {
+		return Report{}, errors.New("image removal: no project named")
+	}
+	tagged, dangling, err := List(ctx, api, project)
+	if err != nil {
+		return Report{}, err
+	}
+	plan := Select(tagged, nil, Policy{}, time.Now())
+	all := append(plan.Keep, plan.Remove...)
+	slices.SortFunc(all, func(a, b Decision) int { return cmp.Compare(kindOrder(a.Kind), kindOrder(b.Kind)) })
+	report := Report{Kept: []Decision{}, Removed: []Decision{}, Dangling: []Image{}, Failed: []Failure{}}
+	for _, d := range all {
+		d.Reason = "project removed"
+		if d.Containers > 0 {
+			report.Kept = append(report.Kept, Decision{d.Image, ReasonContainer})
+			continue
+		}
+		if err := remove(ctx, api, d.Image); err != nil {
+			report.Failed = append(report.Failed, Failure{d, err.Error()})
+			continue
+		}
+		report.Removed = append(report.Removed, d)
+		report.FreedBytes += d.Bytes
+	}
+	for _, img := range dangling {
+		if img.Containers > 0 {
+			continue
+		}
+		if err := remove(ctx, api, img); err != nil {
+			report.Failed = append(report.Failed, Failure{Decision{img, "dangling"}, err.Error()})
+			continue
+		}
+		report.Dangling = append(report.Dangling, img)
+		report.FreedBytes += img.Bytes
+	}
+	return report, nil
 }
