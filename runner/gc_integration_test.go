@@ -132,3 +132,13 @@ func (e *e2e) images(project string) []string {
 	}
 	return out
 }
+
+// The daemon's collector answers a dry-run request (a dry run only: on a
+// shared engine, the test must not collect other runs' images); without
+// it, the request fails.
+func TestCollectImagesNowThroughTheCollector(t *testing.T) {
+	e := newE2E(t, runner.Config{ImageGC: &runner.ImageGCConfig{}})
+	report, err := e.runner.CollectImagesNow(true)
+	require.NoError(t, err)
+	assert.True(t, report.DryRun)
+}

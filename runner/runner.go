@@ -17,6 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/actors"
+	"github.com/forgedev/forged/collector"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
@@ -65,6 +66,10 @@ type Config struct {
 	// minutes: labelled resources younger than the grace are never reaped).
 	ReapInterval time.Duration
 	ReapGrace    time.Duration
+	// ImageGC, when set, starts the image collector (package collector):
+	// on its interval, when the preflight disk turns low, and on
+	// CollectImagesNow, guarded by the attempts' image keys. Nil: off.
+	ImageGC *ImageGCConfig
 	// Redeemer redeems publication grants for bridge_push; nil refuses
 	// bridge_push. ValidateRemote checks the redeemed remotes (nil: GitHub
 	// only, as the seed requires). redeem.New builds both from the
@@ -90,6 +95,7 @@ type Runner struct {
 	runnerID  string
 	images    imagegc.EngineAPI
 	imageRefs *imagegc.Refs
+	collector *actor.PID // nil: off
 	// Restart is the reaper round run at start-up: the attempts a previous
 	// process left behind, torn down and reported sandbox_runner_restarted.
 	Restart reaper.Round
@@ -212,7 +218,17 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		engine.Close()
 		return nil, fmt.Errorf("runner: spawn supervisor: %w", err)
 	}
-	r := &Runner{system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0),
+	var gc *actor.PID
+	if cfg.ImageGC != nil {
+		gc = system.Root.Spawn(collector.Props(collector.Config{
+			API: engine, Refs: deps.ImageRefs, Policy: cfg.ImageGC.Policy, Interval: cfg.ImageGC.Interval,
+			DiskLow: func(ctx context.Context) (bool, error) {
+				report, _ := cache.Current(ctx)
+				return report.Disk.Low, nil
+			},
+		}))
+	}
+	r := &Runner{collector: gc, system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0),
 		store: store, runnerID: cfg.RunnerID, Restart: restart, images: engine, imageRefs: deps.ImageRefs}
 	for _, id := range restart.Reaped {
 		r.logs.recordRestarted(id)
@@ -275,6 +291,26 @@ func (r *Runner) Reap(dryRun bool) (reaper.Round, error) {
 	}
 	result := res.(supervisor.ReapResult)
 	return result.Round, result.Err
+}
+
+// ImageGCConfig configures the daemon's image collector.
+type ImageGCConfig struct {
+	Policy   imagegc.Policy
+	Interval time.Duration // default 1 h; the disk is checked every minute
+}
+
+// CollectImagesNow asks the daemon's image collector for a collection and
+// waits for its report. Without a collector (Config.ImageGC nil) it fails.
+func (r *Runner) CollectImagesNow(dryRun bool) (imagegc.Report, error) {
+	if r.collector == nil {
+		return imagegc.Report{}, errors.New("image collection: the collector is off")
+	}
+	res, err := r.system.Root.RequestFuture(r.collector, collector.CollectNow{DryRun: dryRun}, 31*time.Minute).Result()
+	if err != nil {
+		return imagegc.Report{}, fmt.Errorf("image collection: %w", err)
+	}
+	reply := res.(collector.CollectReply)
+	return reply.Report, reply.Err
 }
 
 // CollectImages runs one image collection beside the running attempts:
