@@ -109,7 +109,7 @@ func (f *fixture) inspect(t *testing.T) messages.InspectReply {
 
 func TestCollectsOnItsTimer(t *testing.T) {
 	f := start(t, nil, nil)
-	f.advance(t, 59 * time.Minute)
+	f.advance(t, 59*time.Minute)
 	f.expectNoCollection(t)
 	f.advance(t, time.Minute)
 	f.expectCollection(t)
