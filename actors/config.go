@@ -3,6 +3,8 @@ package actors
 import (
 	"github.com/forgedev/forged/internal/clock"
 	"time"
+
+	"github.com/forgedev/forged/dockerops"
 )
 
 // AttemptConfig is the operator configuration every attempt shares.
@@ -21,6 +23,9 @@ type AttemptConfig struct {
 	// sandbox_required refuses to run without both.
 	SeccompProfile string
 	LSMOption      string
+	// BuildLimits confine image builds (zero: no network, the dockerops
+	// defaults).
+	BuildLimits dockerops.BuildLimits
 	// SampleInterval is the memory sampler's period.
 	SampleInterval time.Duration
 	// Clock drives every timer of the attempt tree (lease watchdog,
