@@ -10,6 +10,8 @@ import (
 
 	"github.com/lmittmann/tint"
 	"github.com/spf13/cobra"
+
+	"github.com/forgedev/forged/internal/termsafe"
 )
 
 // exitError carries a process exit status out of a command.
@@ -23,7 +25,7 @@ func main() {
 		if errors.As(err, &exit) {
 			os.Exit(exit.code)
 		}
-		fmt.Fprintln(os.Stderr, "forged:", err)
+		fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))
 		os.Exit(2)
 	}
 }
@@ -44,15 +46,16 @@ func newRootCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	root.PersistentFlags().StringVar(&layer.path, "config", "", "YAML configuration file (env "+configEnv+"); flags win over FORGED_* variables, which win over the file")
 	worker := workerCommand()
 	worker.Annotations = map[string]string{annotationNoConfig: "yes"}
-	root.AddCommand(runCommand(), daemonCommand(), worker, exampleCommand(), preflightCommand(), leaseCommand(), reapCommand(), inspectCommand(), attemptsCommand(), configCommand(layer))
+	root.AddCommand(runCommand(), daemonCommand(), worker, exampleCommand(), preflightCommand(), leaseCommand(), reapCommand(), inspectCommand(), gcCommand(), attemptsCommand(), configCommand(layer))
 	layer.describeEnv(root)
 	return root
 }
 
-// newLogger logs with tint on a terminal and JSON otherwise.
+// newLogger logs with tint on a terminal, every string escaped by
+// termsafe, and JSON otherwise.
 func newLogger(level slog.Level) *slog.Logger {
 	if info, err := os.Stderr.Stat(); err == nil && info.Mode()&os.ModeCharDevice != 0 {
-		return slog.New(tint.NewHandler(os.Stderr, &tint.Options{Level: level}))
+		return slog.New(termsafe.Handler(tint.NewHandler(os.Stderr, &tint.Options{Level: level})))
 	}
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
