@@ -14,7 +14,9 @@
 //	POST   /v1/reap?dryRun=true     one reaper round now → the round's account
 //	GET    /v1/snapshot             {slots, queued, starting, active, degraded, ...}
 //	GET    /v1/inspect              [{pid, kind, phase, facts, children}, …]
+//	GET    /v1/inspect/stream[?interval=1s] Server-Sent Events: one "frame" event (runner.ConsoleFrame) per interval
 //	GET    /metrics                 Prometheus metrics (package metrics)
+//	GET    /console/                the live console: a read-only page (HTML and JS embedded in the binary)
 package httpapi
 
 import (
@@ -49,6 +51,7 @@ type Runner interface {
 	AcknowledgeReport(reportID string) error
 	Reap(dryRun bool) (reaper.Round, error)
 	Metrics() *metrics.Metrics
+	Console() runner.ConsoleFrame
 }
 
 // Handler returns the API's handler.
@@ -65,7 +68,10 @@ func Handler(r Runner, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/reap", api.reap)
 	mux.HandleFunc("GET /v1/snapshot", api.snapshot)
 	mux.HandleFunc("GET /v1/inspect", api.inspect)
+	mux.HandleFunc("GET /v1/inspect/stream", api.inspectStream)
 	mux.Handle("GET /metrics", r.Metrics().Handler())
+	mux.Handle("GET /console/", consoleHandler())
+	mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
 	return mux
 }
 

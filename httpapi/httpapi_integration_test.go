@@ -139,6 +139,23 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 
 	assertMetricsMatchTheAttempt(t, client, *outcome)
 
+	// The console's stream carries the tree with each actor's counters and
+	// the attempt's timeline.
+	frame := readConsoleFrame(t, client)
+	require.NotEmpty(t, frame.Actors)
+	assert.Equal(t, "supervisor", frame.Actors[0].Kind)
+	require.NotNil(t, frame.Actors[0].Stats, "the supervisor is instrumented")
+	assert.Positive(t, frame.Actors[0].Stats.MessagesIn)
+	assert.NotEmpty(t, frame.Actors[0].Stats.RecentMessages)
+	require.Len(t, frame.Attempts, 1)
+	var phases []string
+	for _, span := range frame.Attempts[0].Timeline {
+		phases = append(phases, span.Phase)
+		assert.Positive(t, span.Seconds, span.Phase)
+	}
+	assert.Equal(t, []string{messages.PhasePreparing, messages.PhaseBuilding, messages.PhaseProvisioning, messages.PhaseRunning,
+		messages.PhaseCollecting, messages.PhaseImporting, messages.PhaseTearingDown}, phases)
+
 	// The finished attempt is listed, with its outcome.
 	res, err = client.Get("http://forged/v1/attempts?state=finished&limit=5")
 	require.NoError(t, err)
@@ -255,6 +272,25 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 		}
 	}
 	return false
+}
+
+// readConsoleFrame reads the first frame of /v1/inspect/stream.
+func readConsoleFrame(t *testing.T, client *http.Client) runner.ConsoleFrame {
+	t.Helper()
+	res, err := client.Get("http://forged/v1/inspect/stream?interval=100ms")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	scanner := bufio.NewScanner(res.Body)
+	scanner.Buffer(make([]byte, 1<<20), 16<<20)
+	for scanner.Scan() {
+		if data, ok := strings.CutPrefix(scanner.Text(), "data: "); ok {
+			var frame runner.ConsoleFrame
+			require.NoError(t, json.Unmarshal([]byte(data), &frame))
+			return frame
+		}
+	}
+	t.Fatalf("no frame: %v", scanner.Err())
+	return runner.ConsoleFrame{}
 }
 
 func readAll(t *testing.T, res *http.Response) string {

@@ -47,10 +47,11 @@ func (m *Metrics) kind(k string) string {
 // mailbox, which is what every forged actor uses.
 func (m *Metrics) Instrument(props *actor.Props, kind string) *actor.Props {
 	kind = m.kind(kind)
+	rec := &actorRecord{}
 	return props.Clone(
-		actor.WithMailbox(actor.Unbounded(&mailboxStats{m: m, kind: kind})),
-		actor.WithReceiverMiddleware(m.receiveMiddleware(kind)),
-		actor.WithSenderMiddleware(m.sendMiddleware(kind)),
+		actor.WithMailbox(actor.Unbounded(&mailboxStats{m: m, kind: kind, rec: rec})),
+		actor.WithReceiverMiddleware(m.receiveMiddleware(kind, rec)),
+		actor.WithSenderMiddleware(m.sendMiddleware(kind, rec)),
 		actor.WithContextDecorator(func(next actor.ContextDecoratorFunc) actor.ContextDecoratorFunc {
 			return func(ctx actor.Context) actor.Context { return &spawnContext{Context: next(ctx), m: m} }
 		}),
@@ -90,35 +91,46 @@ func (c *spawnContext) SpawnNamed(props *actor.Props, id string) (*actor.PID, er
 type mailboxStats struct {
 	m    *Metrics
 	kind string
+	rec  *actorRecord
 }
 
 func (s *mailboxStats) MailboxStarted() { s.m.actorsLive.WithLabelValues(s.kind).Inc() }
 func (s *mailboxStats) MessagePosted(any) {
 	s.m.messagesIn.WithLabelValues(s.kind).Inc()
 	s.m.mailbox.WithLabelValues(s.kind).Inc()
+	s.rec.in.Add(1)
+	s.rec.depth.Add(1)
 }
-func (s *mailboxStats) MessageReceived(any) { s.m.mailbox.WithLabelValues(s.kind).Dec() }
-func (s *mailboxStats) MailboxEmpty()       {}
+func (s *mailboxStats) MessageReceived(any) {
+	s.m.mailbox.WithLabelValues(s.kind).Dec()
+	s.rec.depth.Add(-1)
+}
+func (s *mailboxStats) MailboxEmpty() {}
 
-func (m *Metrics) receiveMiddleware(kind string) actor.ReceiverMiddleware {
+func (m *Metrics) receiveMiddleware(kind string, rec *actorRecord) actor.ReceiverMiddleware {
 	live := m.actorsLive.WithLabelValues(kind)
 	restarts := m.restarts.WithLabelValues(kind)
 	return func(next actor.ReceiverFunc) actor.ReceiverFunc {
 		return func(ctx actor.ReceiverContext, env *actor.MessageEnvelope) {
-			m.received(kind, ctx.Self(), env, live, restarts)
+			m.received(kind, rec, ctx.Self(), env, live, restarts)
 			next(ctx, env)
 		}
 	}
 }
 
-func (m *Metrics) received(kind string, self *actor.PID, env *actor.MessageEnvelope, live prometheus.Gauge, restarts prometheus.Counter) {
+func (m *Metrics) received(kind string, rec *actorRecord, self *actor.PID, env *actor.MessageEnvelope, live prometheus.Gauge, restarts prometheus.Counter) {
+	rec.received(env.Message)
 	switch msg := env.Message.(type) {
 	case *actor.Restarting:
 		restarts.Inc()
+		rec.restarts.Add(1)
 	case *actor.Stopped:
 		live.Dec()
 		m.forget(self.GetId())
 	case *actor.Started:
+		m.mu.Lock()
+		m.actors[self.GetId()] = rec
+		m.mu.Unlock()
 		if kind == "build" {
 			m.buildStarted(self.GetId())
 		}
@@ -131,11 +143,12 @@ func (m *Metrics) received(kind string, self *actor.PID, env *actor.MessageEnvel
 	}
 }
 
-func (m *Metrics) sendMiddleware(kind string) actor.SenderMiddleware {
+func (m *Metrics) sendMiddleware(kind string, rec *actorRecord) actor.SenderMiddleware {
 	sent := m.messagesOut.WithLabelValues(kind)
 	return func(next actor.SenderFunc) actor.SenderFunc {
 		return func(ctx actor.SenderContext, target *actor.PID, env *actor.MessageEnvelope) {
 			sent.Inc()
+			rec.out.Add(1)
 			switch msg := env.Message.(type) {
 			case messages.BuildPermitGranted:
 				m.permitGranted(target.GetId())

@@ -58,6 +58,10 @@ type Metrics struct {
 	phaseSince  map[string]phaseMark // attempt id → its current phase and since when
 	permitAsked map[string]time.Time // requester pid → when it asked
 	buildStart  map[string]time.Time // build actor pid → when it started
+	actors      map[string]*actorRecord
+	timelines   map[string][]PhaseSpan
+	// timelineOrder is the attempts with a timeline, oldest first.
+	timelineOrder []string
 }
 
 type phaseMark struct {
@@ -78,6 +82,7 @@ func New(opts ...Option) *Metrics {
 		registry: prometheus.NewRegistry(), now: time.Now,
 		kinds: map[string]bool{}, phaseSince: map[string]phaseMark{},
 		permitAsked: map[string]time.Time{}, buildStart: map[string]time.Time{},
+		actors: map[string]*actorRecord{}, timelines: map[string][]PhaseSpan{},
 	}
 	for _, o := range opts {
 		o(m)
@@ -167,8 +172,10 @@ func (m *Metrics) phaseChanged(attemptID, phase string) {
 	}
 	if phase == messages.PhaseFinished {
 		delete(m.phaseSince, attemptID)
+		m.recordPhaseLocked(attemptID, "", now)
 	} else {
 		m.phaseSince[attemptID] = phaseMark{phase: phase, since: now}
+		m.recordPhaseLocked(attemptID, phase, now)
 	}
 	m.mu.Unlock()
 	if ok {
@@ -182,6 +189,9 @@ func (m *Metrics) phaseEnded(attemptID string) {
 	m.mu.Lock()
 	prev, ok := m.phaseSince[attemptID]
 	delete(m.phaseSince, attemptID)
+	if ok {
+		m.recordPhaseLocked(attemptID, "", now)
+	}
 	m.mu.Unlock()
 	if ok {
 		m.phases.WithLabelValues(prev.phase).Observe(now.Sub(prev.since).Seconds())
@@ -235,6 +245,7 @@ func (m *Metrics) buildFinished(build, result string) {
 // forget drops what is kept about a stopped actor.
 func (m *Metrics) forget(pid string) {
 	m.mu.Lock()
+	delete(m.actors, pid)
 	delete(m.permitAsked, pid)
 	delete(m.buildStart, pid)
 	m.mu.Unlock()

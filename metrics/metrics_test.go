@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -92,6 +93,11 @@ func TestPhaseDurationsAreTimedBetweenChanges(t *testing.T) {
 	m.Finished(messages.AttemptOutcome{AttemptID: "a", Status: messages.StatusSucceeded}) // the second end observes nothing
 
 	assert.Equal(t, 2, testutil.CollectAndCount(m.phases))
+	timeline := m.Timeline("a")
+	require.Len(t, timeline, 2)
+	assert.Equal(t, PhaseSpan{Phase: "preparing", Start: time.Unix(1000, 0), Seconds: 2}, timeline[0])
+	assert.Equal(t, PhaseSpan{Phase: "building", Start: time.Unix(1002, 0), Seconds: 4}, timeline[1])
+	assert.Empty(t, m.Timeline("unknown"))
 	preparing := histogramOf(t, m, "forged_attempt_phase_duration_seconds", "phase", "preparing")
 	assert.Equal(t, uint64(1), preparing.GetSampleCount())
 	assert.Equal(t, 2.0, preparing.GetSampleSum())
@@ -148,11 +154,21 @@ func TestActorMetricsThroughInstrumentedProps(t *testing.T) {
 	system.Root.Send(sup, forwardBoom{})
 	require.Eventually(t, func() bool { return testutil.ToFloat64(m.restarts.WithLabelValues("build")) == 1 }, 5*time.Second, 5*time.Millisecond)
 
+	stats, ok := m.ActorStats(build.GetId())
+	require.True(t, ok)
+	assert.Equal(t, uint64(1), stats.Restarts)
+	assert.Contains(t, stats.RecentMessages, "messages.BuildPermitGranted")
+	assert.Contains(t, stats.RecentMessages, "*actor.Restarting")
+	assert.LessOrEqual(t, len(stats.RecentMessages), recentMessages)
+	assert.GreaterOrEqual(t, stats.MessagesOut, uint64(2))
+
 	// A message to a stopped actor is a dead letter of its kind.
 	require.NoError(t, system.Root.StopFuture(build).Wait())
 	system.Root.Send(build, "late")
 	require.Eventually(t, func() bool { return testutil.ToFloat64(m.deadLetters.WithLabelValues("build")) >= 1 }, 5*time.Second, 5*time.Millisecond)
 	require.Eventually(t, func() bool { return testutil.ToFloat64(m.actorsLive.WithLabelValues("build")) == 0 }, 5*time.Second, 5*time.Millisecond)
+	_, ok = m.ActorStats(build.GetId())
+	assert.False(t, ok, "a stopped actor's record is dropped")
 
 	wait := histogramOf(t, m, "forged_build_permit_wait_seconds", "", "")
 	assert.Equal(t, uint64(1), wait.GetSampleCount())
@@ -249,4 +265,16 @@ func TestReadTokenFileRules(t *testing.T) {
 	assert.Error(t, err)
 	_, err = ReadTokenFile(dir)
 	assert.Error(t, err)
+}
+
+func TestTimelinesAreBounded(t *testing.T) {
+	m := New()
+	for i := 0; i < timelinesKept+5; i++ {
+		m.phaseChanged(fmt.Sprint(i), messages.PhasePreparing)
+	}
+	assert.Empty(t, m.Timeline("0"), "the oldest timelines are dropped")
+	assert.Len(t, m.Timeline(fmt.Sprint(timelinesKept+4)), 1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	assert.Len(t, m.timelines, timelinesKept)
 }
