@@ -29,3 +29,15 @@ func TestPrintAttemptsShowsStateOutcomeAndEscapes(t *testing.T) {
 	require.NoError(t, printAttempts(&out, nil))
 	assert.Equal(t, "no attempts\n", out.String())
 }
+
+func TestPrintRenewalShowsTheExpiryOrTheRefusal(t *testing.T) {
+	var out bytes.Buffer
+	printRenewal(&out, "a1", 200, []byte(`{"attemptId":"a1","accepted":true,"expiresAt":"2031-01-01T00:00:00Z"}`))
+	assert.Equal(t, "lease of attempt a1 extended to 2031-01-01T00:00:00Z\n", out.String())
+	out.Reset()
+	printRenewal(&out, "a1", 409, []byte(`{"code":"lease_update_stale","message":"not later\u001b[2J"}`))
+	assert.Equal(t, "refused: lease_update_stale: not later\\x1b[2J\n", out.String())
+	out.Reset()
+	printRenewal(&out, "a1", 502, []byte("bad gateway\x07"))
+	assert.NotContains(t, out.String(), "\x07")
+}
