@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/httpapi"
+	"github.com/forgedev/forged/internal/termsafe"
 	"github.com/forgedev/forged/runner"
 )
 
@@ -44,7 +45,7 @@ func attemptsCommand() *cobra.Command {
 				return err
 			}
 			if res.StatusCode != http.StatusOK {
-				return fmt.Errorf("daemon answered %s: %s", res.Status, quoteControl(string(raw)))
+				return fmt.Errorf("daemon answered %s: %s", res.Status, termsafe.String(string(raw)))
 			}
 			var list httpapi.AttemptList
 			if err := json.Unmarshal(raw, &list); err != nil {
@@ -82,8 +83,8 @@ func printAttempts(w io.Writer, attempts []runner.AttemptSummary) error {
 				finished = o.FinishedAt.Local().Format(time.DateTime)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", quoteControl(a.AttemptID), a.State, quoteControl(status), quoteControl(code),
-			quoteControl(phase), a.SubmittedAt.Local().Format(time.DateTime), finished, a.Events)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", termsafe.String(a.AttemptID), a.State, termsafe.String(status), termsafe.String(code),
+			termsafe.String(phase), a.SubmittedAt.Local().Format(time.DateTime), finished, a.Events)
 	}
 	return tw.Flush()
 }

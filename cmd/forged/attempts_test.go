@@ -21,7 +21,7 @@ func TestPrintAttemptsShowsStateOutcomeAndEscapes(t *testing.T) {
 		{AttemptID: "a2", State: runner.StateRunning, SubmittedAt: at, Events: 3},
 	}))
 	text := out.String()
-	assert.Regexp(t, `(?m)^a1\s+finished\s+failed\s+sandbox_worker_failed\s+"running\\x1b\[2J"\s+2030-01-01 12:00:00\s+2030-01-01 12:01:00\s+12$`, text)
+	assert.Regexp(t, `(?m)^a1\s+finished\s+failed\s+sandbox_worker_failed\s+running\\x1b\[2J\s+2030-01-01 12:00:00\s+2030-01-01 12:01:00\s+12$`, text)
 	assert.Regexp(t, `(?m)^a2\s+running\s+-\s+-\s+-\s+2030-01-01 12:00:00\s+-\s+3$`, text)
 	assert.NotContains(t, text, "\x1b")
 

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/forgedev/forged/config"
+	"github.com/forgedev/forged/internal/termsafe"
 )
 
 // configEnv names the configuration file when --config is not given.
@@ -156,7 +157,7 @@ func printSettings(w io.Writer, file string, settings []config.Setting, asJSON b
 		return enc.Encode(map[string]any{"file": file, "settings": settings})
 	}
 	if file != "" {
-		fmt.Fprintf(w, "# file %s\n", quoteControl(file))
+		fmt.Fprintf(w, "# file %s\n", termsafe.String(file))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE\tFLAG\tENV")
@@ -168,18 +169,7 @@ func printSettings(w io.Writer, file string, settings []config.Setting, asJSON b
 		if value == "" {
 			value = `""`
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t--%s\t%s\n", s.Key, quoteControl(value), s.Source, s.Flag, s.Env)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t--%s\t%s\n", s.Key, termsafe.String(value), s.Source, s.Flag, s.Env)
 	}
 	return tw.Flush()
-}
-
-// quoteControl quotes a value holding control characters, so that a
-// setting cannot write to the terminal.
-func quoteControl(s string) string {
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return fmt.Sprintf("%q", s)
-		}
-	}
-	return s
 }

@@ -160,7 +160,7 @@ func TestConfigPrintTextNamesTheSourceAndEscapesControlCharacters(t *testing.T) 
 	root.SetArgs([]string{"config", "print", "--slots", "3"})
 	require.NoError(t, root.Execute())
 	assert.Regexp(t, `(?m)^slots\s+3\s+flag\s+--slots\s+FORGED_SLOTS$`, out.String())
-	assert.Contains(t, out.String(), `"apparmor=x\x1b[2J"`)
+	assert.Contains(t, out.String(), `apparmor=x\x1b[2J`)
 	assert.NotContains(t, out.String(), "\x1b")
 }
 
