@@ -16,13 +16,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/example"
 	"github.com/forgedev/forged/httpapi"
-	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/internal/enginetest"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/preflight"
 	"github.com/forgedev/forged/runner"
 )
 
@@ -62,19 +59,6 @@ func TestConsoleInHeadlessChromium(t *testing.T) {
 	engine := enginetest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	project := "forged-console-test-" + example.NewUUID()[:8]
-	t.Cleanup(func() {
-		api, err := preflight.NewEngineClient("")
-		if err != nil {
-			return
-		}
-		defer api.Close()
-		cleanupCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		report, err := imagegc.RemoveProject(cleanupCtx, api, dockerops.LabelValue(project))
-		assert.NoError(t, err)
-		assert.Empty(t, report.Failed)
-	})
 	r, err := runner.New(ctx, runner.Config{
 		StateRoot: t.TempDir(), LockRoot: t.TempDir(), WorkerBinary: enginetest.ForgedBinary(t), Slots: 1,
 		AllowRootful: true, Capacity: example.SmallHostCapacity(),
@@ -107,7 +91,7 @@ func TestConsoleInHeadlessChromium(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, `a\x1b[2J\x07b\u202e`, escaped)
 
-	d, err := example.NewDispatch(example.DispatchOptions{Project: project, RunnerID: r.RunnerID(), RepoPath: repo,
+	d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: r.RunnerID(), RepoPath: repo,
 		Argv: []string{"/bin/sh", "-c", "sleep 3; echo hi > hello.txt"}, Timeout: 120})
 	require.NoError(t, err)
 	defer enginetest.AssertNoneLabelled(t, engine, d.AttemptID())

@@ -16,7 +16,7 @@ import (
 )
 
 func exampleCommand() *cobra.Command {
-	var dir, busybox, stateRoot string
+	var dir, busybox, stateRoot, project string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "example",
@@ -49,7 +49,7 @@ func exampleCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := example.NewDispatch(example.DispatchOptions{RepoPath: repo, RunnerID: runnerID})
+			d, err := example.NewDispatch(example.DispatchOptions{RepoPath: repo, RunnerID: runnerID, Project: project})
 			if err != nil {
 				return err
 			}
@@ -68,6 +68,7 @@ func exampleCommand() *cobra.Command {
 	cmd.Flags().StringVar(&dir, "dir", "forged-example", "directory to create the example in")
 	cmd.Flags().StringVar(&stateRoot, "state-root", defaultStateRoot(), "state root of the forged that will run the dispatch (its runner id goes into the dispatch)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was created as JSON: {baseImage, imageId, repository, dispatch, branch}")
+	cmd.Flags().StringVar(&project, "project", "sample", "the repository name in the dispatch, which labels the images built for it")
 	cmd.Flags().StringVar(&busybox, "busybox", "/bin/busybox", "static busybox binary (Debian package busybox-static)")
 	return cmd
 }
