@@ -131,3 +131,55 @@ func TestConsolePageIsEmbeddedAndLockedDown(t *testing.T) {
 	assert.NotContains(t, js, "insertAdjacentHTML")
 	assert.Contains(t, js, "textContent = esc(")
 }
+
+func TestConsoleIsReadOnlyByDefault(t *testing.T) {
+	srv, _ := newConsoleServer(t)
+	res, err := http.Get(srv.URL + "/v1/console/config")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"manage":false}`, readAll(t, res))
+	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/v1/console/attempts/a1", nil)
+	req.Header.Set("Authorization", "Bearer anything-at-all-long")
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusForbidden, res.StatusCode)
+	assert.Contains(t, readAll(t, res), "console_read_only")
+}
+
+// cancelRunner records the cancels it is asked for.
+type cancelRunner struct {
+	consoleRunner
+	cancelled []string
+}
+
+func (c *cancelRunner) Cancel(id, _ string) (bool, error) {
+	c.cancelled = append(c.cancelled, id)
+	return true, nil
+}
+
+func TestConsoleCancelNeedsTheFlagAndTheToken(t *testing.T) {
+	r := &cancelRunner{consoleRunner: consoleRunner{metrics: metrics.New()}}
+	const token = "0123456789abcdef-manage"
+	srv := httptest.NewServer(httpapi.HandlerWith(r, slog.New(slog.NewTextHandler(io.Discard, nil)), httpapi.Options{ManageToken: token}))
+	defer srv.Close()
+	res, err := http.Get(srv.URL + "/v1/console/config")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"manage":true}`, readAll(t, res))
+	for _, auth := range []string{"", "Bearer wrong", token} {
+		req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/v1/console/attempts/a1", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		assert.Equal(t, http.StatusUnauthorized, res.StatusCode, auth)
+	}
+	assert.Empty(t, r.cancelled)
+	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/v1/console/attempts/a1", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Equal(t, http.StatusAccepted, res.StatusCode)
+	assert.Equal(t, []string{"a1"}, r.cancelled)
+}

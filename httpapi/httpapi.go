@@ -16,6 +16,8 @@
 //	GET    /v1/inspect              [{pid, kind, phase, facts, children}, …]
 //	GET    /v1/inspect/stream[?interval=1s] Server-Sent Events: one "frame" event (runner.ConsoleFrame) per interval
 //	GET    /metrics                 Prometheus metrics (package metrics)
+//	GET    /v1/console/config       {manage}: whether the console may cancel
+//	DELETE /v1/console/attempts/{id} cancel from the console: needs --console-manage-token-file and its bearer token (else 403 console_read_only, 401)
 //	GET    /console/                the live console: a read-only page (HTML and JS embedded in the binary)
 package httpapi
 
@@ -32,6 +34,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/bearer"
 	"github.com/forgedev/forged/internal/strictjson"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/metrics"
@@ -54,8 +57,20 @@ type Runner interface {
 	Console() runner.ConsoleFrame
 }
 
-// Handler returns the API's handler.
-func Handler(r Runner, logger *slog.Logger) http.Handler {
+// Handler returns the API's handler, with a read-only console.
+func Handler(r Runner, logger *slog.Logger) http.Handler { return HandlerWith(r, logger, Options{}) }
+
+// Options tune the API.
+type Options struct {
+	// ManageToken, when set, turns on the console's one manage action:
+	// DELETE /v1/console/attempts/{id} cancels an attempt for a request
+	// carrying "Authorization: Bearer <ManageToken>". Empty keeps the
+	// console read-only (console_read_only).
+	ManageToken string
+}
+
+// HandlerWith returns the API's handler with opts.
+func HandlerWith(r Runner, logger *slog.Logger, opts Options) http.Handler {
 	mux := http.NewServeMux()
 	api := &api{runner: r, logger: logger}
 	mux.HandleFunc("POST /v1/attempts", api.submit)
@@ -71,6 +86,16 @@ func Handler(r Runner, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /v1/inspect/stream", api.inspectStream)
 	mux.Handle("GET /metrics", r.Metrics().Handler())
 	mux.Handle("GET /console/", consoleHandler())
+	mux.HandleFunc("GET /v1/console/config", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, ConsoleConfig{Manage: opts.ManageToken != ""})
+	})
+	if opts.ManageToken != "" {
+		mux.Handle("DELETE /v1/console/attempts/{id}", bearer.Require(opts.ManageToken, "forged console", http.HandlerFunc(api.cancel)))
+	} else {
+		mux.HandleFunc("DELETE /v1/console/attempts/{id}", func(w http.ResponseWriter, _ *http.Request) {
+			writeRefusal(w, failure.ConsoleReadOnly, "the console is read-only: start the daemon with --console-manage-token-file to allow cancelling")
+		})
+	}
 	mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
 	return mux
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -242,29 +240,6 @@ func TestTCPHandlerRequiresTheBearerToken(t *testing.T) {
 	require.NoError(t, err)
 	res2.Body.Close()
 	assert.Equal(t, http.StatusNotFound, res2.StatusCode)
-}
-
-func TestReadTokenFileRules(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, content string, mode os.FileMode) string {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
-		require.NoError(t, os.Chmod(p, mode))
-		return p
-	}
-	token, err := ReadTokenFile(write("ok", "  0123456789abcdef\n", 0o600))
-	require.NoError(t, err)
-	assert.Equal(t, "0123456789abcdef", token)
-	_, err = ReadTokenFile(write("open", "0123456789abcdef", 0o640))
-	assert.ErrorContains(t, err, "group or others")
-	_, err = ReadTokenFile(write("short", "short", 0o600))
-	assert.ErrorContains(t, err, "at least")
-	_, err = ReadTokenFile(write("two", "0123456789abcdef 0123456789abcdef", 0o600))
-	assert.Error(t, err)
-	_, err = ReadTokenFile("")
-	assert.Error(t, err)
-	_, err = ReadTokenFile(dir)
-	assert.Error(t, err)
 }
 
 func TestTimelinesAreBounded(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/forgedev/forged/httpapi"
 	"github.com/forgedev/forged/imagegc"
-	"github.com/forgedev/forged/metrics"
+	"github.com/forgedev/forged/internal/bearer"
 	"github.com/forgedev/forged/runner"
 )
 
@@ -24,6 +24,7 @@ func daemonCommand() *cobra.Command {
 	var flags runnerFlags
 	var socket string
 	var metricsFlags metricsListenFlags
+	var manageTokenFile string
 	var allowUIDs []uint
 	var gc runner.ImageGCConfig
 	cmd := &cobra.Command{
@@ -39,6 +40,14 @@ func daemonCommand() *cobra.Command {
 			}
 			if gc.Interval > 0 {
 				cfg.ImageGC = &gc
+			}
+			manageToken := ""
+			if manageTokenFile != "" {
+				token, err := bearer.ReadTokenFile(manageTokenFile)
+				if err != nil {
+					return fmt.Errorf("config: consoleManageTokenFile: %w", err)
+				}
+				manageToken = token
 			}
 			metricsListener, metricsToken, err := metricsFlags.listen()
 			if err != nil {
@@ -81,7 +90,7 @@ func daemonCommand() *cobra.Command {
 			}
 			logger.Warn("forged daemon listening", "socket", socket)
 			fmt.Fprintf(os.Stderr, "forged: listening on %s\n", socket)
-			serveErr := httpapi.Serve(ctx, l, httpapi.Handler(r, logger), 10*time.Second)
+			serveErr := httpapi.Serve(ctx, l, httpapi.HandlerWith(r, logger, httpapi.Options{ManageToken: manageToken}), 10*time.Second)
 			// The first signal stopped admission (the API is closed); a
 			// second one now ends the process at once, leaving the rest to
 			// the next start's reaper. Cancel what runs and let every
@@ -107,6 +116,7 @@ func daemonCommand() *cobra.Command {
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default STATE_ROOT/forged.sock)")
 	cmd.Flags().UintSliceVar(&allowUIDs, "allow-uid", nil, "uids, besides root and forged's own, whose processes may use the socket (checked with SO_PEERCRED; repeatable)")
 	metricsFlags.register(cmd)
+	cmd.Flags().StringVar(&manageTokenFile, "console-manage-token-file", "", "file (mode 0600) holding the bearer token that lets the console cancel attempts (default: the console is read-only)")
 	return cmd
 }
 
@@ -136,7 +146,7 @@ func (m *metricsListenFlags) listen() (net.Listener, string, error) {
 	if host == "" {
 		return nil, "", fmt.Errorf("config: metricsListen %q: name the address to listen on (0.0.0.0 for every interface)", m.address)
 	}
-	token, err := metrics.ReadTokenFile(m.tokenFile)
+	token, err := bearer.ReadTokenFile(m.tokenFile)
 	if err != nil {
 		return nil, "", fmt.Errorf("config: metricsTokenFile: %w", err)
 	}

@@ -26,6 +26,7 @@ const PHASE_COLOURS = {
 };
 
 let previous = null; // the last frame, for message rates
+let manage = false; // the daemon allows cancelling, with the token
 
 function rate(now, actor) {
   if (!previous || !actor.stats) return 0;
@@ -87,6 +88,7 @@ function renderAttempts(frame, now) {
   const table = el("table");
   const head = el("tr");
   for (const h of ["attempt", "state", "status", "code", "events", "timeline"]) head.append(el("th", "", h));
+  if (manage) head.append(el("th", "", ""));
   table.append(head);
   for (const a of frame.attempts || []) {
     const row = el("tr");
@@ -94,6 +96,15 @@ function renderAttempts(frame, now) {
     const o = a.outcome || {};
     row.append(el("td", "", a.attemptId), el("td", "", a.state), el("td", "", o.status || "-"), el("td", "", o.code || "-"),
       el("td", "", a.events), renderTimeline(a, now));
+    if (manage) {
+      const cell = el("td");
+      if (a.state === "running") {
+        const button = el("button", "cancel", "cancel");
+        button.addEventListener("click", () => cancelAttempt(a.attemptId));
+        cell.append(button);
+      }
+      row.append(cell);
+    }
     table.append(row);
   }
   return table;
@@ -114,6 +125,29 @@ function render(frame) {
   document.body.dataset.frames = String((Number(document.body.dataset.frames) || 0) + 1);
 }
 
+// cancelAttempt asks the daemon to cancel an attempt, with the token the
+// operator typed (sent only in the Authorization header).
+async function cancelAttempt(id) {
+  const result = document.getElementById("manage-result");
+  const token = document.getElementById("token").value.trim();
+  try {
+    const res = await fetch("/v1/console/attempts/" + encodeURIComponent(id), {
+      method: "DELETE", headers: { Authorization: "Bearer " + token },
+    });
+    result.textContent = esc(res.ok ? "cancelling " + id : "refused (" + res.status + ")");
+  } catch (err) {
+    result.textContent = esc("failed: " + err);
+  }
+}
+
+async function loadConfig() {
+  try {
+    const res = await fetch("/v1/console/config");
+    if (res.ok) manage = Boolean((await res.json()).manage);
+  } catch (err) { /* read-only */ }
+  document.getElementById("manage").hidden = !manage;
+}
+
 function connect() {
   const status = document.getElementById("status");
   const source = new EventSource("/v1/inspect/stream");
@@ -124,4 +158,4 @@ function connect() {
   });
 }
 
-document.addEventListener("DOMContentLoaded", connect);
+document.addEventListener("DOMContentLoaded", () => { loadConfig().finally(connect); });
