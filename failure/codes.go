@@ -11,6 +11,7 @@ import "net/http"
 // Dispatch decoding and admission.
 var (
 	DispatchInvalid        = define("dispatch_invalid", Permanent, http.StatusBadRequest, "the dispatch failed strict decoding; the message names the field")
+	DispatchExceedsHost    = define("dispatch_exceeds_host", Permanent, http.StatusUnprocessableEntity, "the dispatch asks for more memory or CPU than this host offers after its reserve, even alone; the message carries the numbers")
 	CapacityExhausted      = define("capacity_exhausted", Retryable, http.StatusTooManyRequests, "all slots busy and the queue full")
 	DispatchWrongRunner    = define("dispatch_runner_mismatch", Permanent, http.StatusConflict, "the dispatch names another runner id than this forged's")
 	AttemptDuplicate       = define("attempt_duplicate", Permanent, http.StatusConflict, "the attempt id is already admitted, or finished and still remembered")

@@ -53,6 +53,10 @@ type Config struct {
 	// Capacity sizes one attempt and the host's reserve for the preflight
 	// admission; its MaxSlots is Slots.
 	Capacity preflight.CapacityPolicy
+	// Disk bounds the disk pressure of the Docker root directory.
+	Disk preflight.DiskPolicy
+	// SampleInterval is the memory sampler's period (default 250ms).
+	SampleInterval time.Duration
 	// LockRoot holds the one-forged-per-Docker-context lock (default
 	// TMPDIR/forged). Every forged on a host must use the same one.
 	LockRoot string
@@ -151,6 +155,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Endpoint:     engine.DaemonHost(),
 		StateRoot:    stateRoot,
 		Capacity:     policy,
+		Disk:         cfg.Disk,
 	}), 0)
 	// The first report is taken now, so that admission starts from it.
 	cache.Current(ctx)
@@ -179,6 +184,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Platform:       runtime.GOOS + "/" + runtime.GOARCH,
 		SeccompProfile: cfg.SeccompProfile,
 		LSMOption:      cfg.LSMOption,
+		SampleInterval: cfg.SampleInterval,
 	}
 	var attemptDocker actors.Docker = docker
 	if cfg.WrapDocker != nil {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
 	"github.com/forgedev/forged/runner"
 )
@@ -18,6 +21,9 @@ type runnerFlags struct {
 	seccompProfile string
 	lsmOption      string
 	verbose        bool
+	sampleInterval time.Duration
+	reapInterval   time.Duration
+	reapGrace      time.Duration
 	preflight      preflightFlags
 	publish        publishFlags
 }
@@ -26,21 +32,53 @@ type runnerFlags struct {
 type preflightFlags struct {
 	allowRootful      bool
 	hostReservedCores int
-	cpuMillis         int64
+	hostReserveBytes  int64
+	minWorkspaceBytes int64
+	diskHigh          float64
+	diskLow           float64
 }
 
 func (p *preflightFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&p.allowRootful, "allow-rootful", false, "accept a Docker engine that does not run rootless")
 	cmd.Flags().IntVar(&p.hostReservedCores, "host-reserved-cores", 1, "CPU cores kept for the host (0 keeps none)")
-	cmd.Flags().Int64Var(&p.cpuMillis, "cpu-millis-per-attempt", 2000, "CPU share one attempt needs for admission")
+	cmd.Flags().Int64Var(&p.hostReserveBytes, "host-reserve-bytes", 2<<30, "memory kept for the host, in bytes")
+	cmd.Flags().Int64Var(&p.minWorkspaceBytes, "min-workspace-bytes", 10<<30, "free bytes of the Docker root directory below which the disk is low")
+	cmd.Flags().Float64Var(&p.diskHigh, "disk-high-watermark", 0.90, "used ratio (0..1) of the Docker root directory at which the disk becomes low")
+	cmd.Flags().Float64Var(&p.diskLow, "disk-low-watermark", 0.80, "used ratio (0..1) at which a low disk recovers")
 }
 
+// validate refuses settings the preflight would otherwise clamp silently.
+func (p *preflightFlags) validate() error {
+	switch {
+	case p.hostReservedCores < 0:
+		return fmt.Errorf("--host-reserved-cores %d is negative", p.hostReservedCores)
+	case p.hostReserveBytes <= 0:
+		return fmt.Errorf("--host-reserve-bytes %d must be positive", p.hostReserveBytes)
+	case p.minWorkspaceBytes <= 0:
+		return fmt.Errorf("--min-workspace-bytes %d must be positive", p.minWorkspaceBytes)
+	case p.diskHigh < 0.01 || p.diskHigh > 0.99:
+		return fmt.Errorf("--disk-high-watermark %g is outside [0.01, 0.99]", p.diskHigh)
+	case p.diskLow < 0 || p.diskLow >= p.diskHigh:
+		return fmt.Errorf("--disk-low-watermark %g must be at least 0 and below the high watermark %g", p.diskLow, p.diskHigh)
+	}
+	return nil
+}
+
+// policy sizes the preflight's verdict by the smallest attempt a dispatch
+// may ask for: the host is unavailable only when not even that fits. Each
+// dispatch's own resources are then held against the host by the
+// supervisor's budget.
 func (p *preflightFlags) policy(maxSlots int) preflight.CapacityPolicy {
 	reserved := p.hostReservedCores
 	if reserved == 0 {
 		reserved = -1 // the policy's zero value means the default of one core
 	}
-	return preflight.CapacityPolicy{MaxSlots: maxSlots, HostReservedCores: reserved, CPUMillisPerAttempt: p.cpuMillis}
+	return preflight.CapacityPolicy{MaxSlots: maxSlots, HostReservedCores: reserved, HostReserveBytes: p.hostReserveBytes,
+		WorkerMemoryBytes: messages.MinWorkerMemoryBytes, CPUMillisPerAttempt: messages.MinCPUMillis}
+}
+
+func (p *preflightFlags) disk() preflight.DiskPolicy {
+	return preflight.DiskPolicy{MinimumWorkspaceBytes: p.minWorkspaceBytes, HighWatermark: p.diskHigh, LowWatermark: p.diskLow}
 }
 
 func (f *runnerFlags) register(cmd *cobra.Command) {
@@ -51,11 +89,28 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")
 	cmd.Flags().StringVar(&f.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "debug logging")
+	cmd.Flags().DurationVar(&f.sampleInterval, "sample-interval", 250*time.Millisecond, "period of the memory sampler")
+	cmd.Flags().DurationVar(&f.reapInterval, "reaper-interval", time.Minute, "period of the reaper's rounds")
+	cmd.Flags().DurationVar(&f.reapGrace, "reaper-grace", 2*time.Minute, "labelled resources younger than this are never reaped")
 	f.preflight.register(cmd)
 	f.publish.register(cmd)
 }
 
-func (f *runnerFlags) config(logger *slog.Logger) runner.Config {
+// config returns the runner's configuration, or an error naming the flag
+// that is out of range.
+func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
+	if err := f.preflight.validate(); err != nil {
+		return runner.Config{}, err
+	}
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+		min   time.Duration
+	}{{"--sample-interval", f.sampleInterval, 10 * time.Millisecond}, {"--reaper-interval", f.reapInterval, time.Second}, {"--reaper-grace", f.reapGrace, 0}} {
+		if d.value < d.min {
+			return runner.Config{}, fmt.Errorf("%s %s is below %s", d.name, d.value, d.min)
+		}
+	}
 	return runner.Config{
 		Slots:          f.slots,
 		QueueLimit:     f.queue,
@@ -66,7 +121,11 @@ func (f *runnerFlags) config(logger *slog.Logger) runner.Config {
 		Logger:         logger,
 		AllowRootful:   f.preflight.allowRootful,
 		Capacity:       f.preflight.policy(f.slots),
-	}
+		Disk:           f.preflight.disk(),
+		SampleInterval: f.sampleInterval,
+		ReapInterval:   f.reapInterval,
+		ReapGrace:      f.reapGrace,
+	}, nil
 }
 
 func (f *runnerFlags) logLevel() slog.Level {

@@ -28,6 +28,10 @@ func preflightCommand() *cobra.Command {
 			"Exit status: 0 available, 1 unavailable (the code says why), 2 set-up error.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := admission.validate(); err != nil {
+				fmt.Fprintln(os.Stderr, "forged:", err)
+				return exitError{2}
+			}
 			cli, err := preflight.NewEngineClient("")
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "forged: docker client:", err)
@@ -39,6 +43,7 @@ func preflightCommand() *cobra.Command {
 				Endpoint:     cli.DaemonHost(),
 				StateRoot:    stateRoot,
 				Capacity:     admission.policy(maxSlots),
+				Disk:         admission.disk(),
 			})
 			r := checker.Check(cmd.Context())
 			if asJSON {
