@@ -71,6 +71,9 @@ type attemptActor struct {
 	workerExit                               *WorkerExited
 	peak                                     PeakMemory
 	trusted                                  error // a trusted host failure (OOM, PIDs...) from inspected state
+	timeLimit                                error // the host saw a time limit pass (timelimit.go)
+	timers                                   limitTimers
+	causes                                   []messages.FailureCause // the worker's account behind a trusted failure
 	result                                   string
 	published                                string // the commit pushed to the remote (bridge_push)
 
@@ -126,6 +129,7 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.start(ctx)
 	case *actor.Stopping:
+		a.stopTimeLimits()
 		if a.cancel != nil {
 			a.cancel()
 		}
@@ -154,6 +158,10 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 	case watchdogStarted:
 		// A (re)started watchdog arms from the lease the attempt holds.
 		ctx.Respond(leaseRenewed{expiresAt: a.fence.expiry()})
+	case timeLimitFired:
+		a.onTimeLimit(ctx, msg)
+	case timeLimitGraceOver:
+		a.onTimeLimitGraceOver(ctx)
 	case LeaseExpired:
 		a.abort(ctx, failure.New(failure.SandboxLeaseExpired, "the lease expired at %s", msg.ExpiresAt.UTC().Format(time.RFC3339)))
 
@@ -198,6 +206,7 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		if msg.Event.EventType == workerStartedEvent {
 			a.onWorkerRunning(ctx)
 		}
+		a.rearmIdle(ctx)
 		a.emit(ctx, msg.Event)
 	case WorkerExited:
 		a.onWorkerExited(ctx, msg)
@@ -331,6 +340,7 @@ func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
 
 func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 	a.containerID = msg.ContainerID
+	a.armTimeLimits(ctx)
 	a.writeLedger(ledger.Active)
 	a.emit(ctx, messages.RunnerEvent("sandbox_started", fmt.Sprintf("Docker sandbox %s started.", a.names.AttemptHex), map[string]any{
 		"agentContainer": map[string]string{"id": msg.ContainerID, "name": a.names.Container, "role": "agent"},
@@ -344,6 +354,7 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 
 func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
 	a.workerExit = &msg
+	a.stopTimeLimits()
 	if msg.Err != nil {
 		a.fail(msg.Err)
 		a.advance(ctx)
@@ -407,10 +418,15 @@ func (a *attemptActor) recordPeak(ctx actor.Context, peak PeakMemory) {
 
 func (a *attemptActor) onCollected(ctx actor.Context, msg collectDone) {
 	exit := a.workerExit
+	host := a.hostFailure()
 	switch {
 	case a.failure != nil:
-	case a.trusted != nil:
-		a.fail(a.trusted)
+	case host != nil && msg.err != nil:
+		// The host's fact decides; the output could not be kept.
+		a.failIn(messages.PhaseRunning, failure.Wrap(failure.CodeOf(host), msg.err, "%s; its output was not imported", failureMessage(host)))
+	case host != nil:
+		// The output validated: it is imported, and the host's code still
+		// decides the outcome (onImported).
 	case msg.err != nil && exit.ExitCode != 0 && failure.Is(msg.err, failure.SandboxOutputMissing):
 		a.fail(failure.Wrap(failure.SandboxWorkerFailed, msg.err, "%s", dockerops.WorkerFailureMessage(exit.ExitCode, exit.Stderr, exit.State.Error)))
 	case msg.err != nil:
@@ -427,6 +443,14 @@ func (a *attemptActor) onCollected(ctx actor.Context, msg collectDone) {
 
 func (a *attemptActor) onImported(ctx actor.Context, msg importDone) {
 	a.result = msg.result
+	if host := a.hostFailure(); host != nil && a.failure == nil {
+		// The seed's rule (applyTrustedHostFailure): the outcome is failed
+		// with the host's code, the validated result still lands on the
+		// managed branch, and the outcome says both; the worker's own
+		// account is kept as the cause.
+		a.failIn(messages.PhaseRunning, trustedOutcome(host, msg, a.d.Lease.WorktreeKey))
+		a.causes = childCauses(a.workerExit, msg.summary)
+	}
 	if msg.err != nil {
 		a.fail(msg.err)
 	} else if a.result != "" {

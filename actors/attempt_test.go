@@ -51,12 +51,21 @@ type harness struct {
 
 func newHarness(t *testing.T, host *fakeHost, clk clock.Clock) *harness {
 	t.Helper()
+	return newHarnessWith(t, host, clk, nil)
+}
+
+// newHarnessWith lets configure change the attempts' configuration.
+func newHarnessWith(t *testing.T, host *fakeHost, clk clock.Clock, configure func(*AttemptConfig)) *harness {
+	t.Helper()
 	if clk == nil {
 		clk = clock.System{}
 	}
 	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clk: clk}
 	t.Cleanup(h.system.Shutdown)
 	cfg := AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clk, SampleInterval: 10 * time.Millisecond}
+	if configure != nil {
+		configure(&cfg)
+	}
 	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host, Ledgers: ledger.Store{Root: h.state},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
@@ -230,9 +239,42 @@ func TestTrustedHostFailureClassification(t *testing.T) {
 		host := newFakeHost(t.TempDir())
 		host.exitCode = 137
 		host.state = dockerops.ContainerState{OOMKilled: true, ExitCode: 137}
+		d := testDispatch(time.Now().Add(time.Hour))
+		out := newHarness(t, host, nil).run(t, d)
+		assert.Equal(t, messages.StatusFailed, out.Status)
+		assert.Equal(t, string(failure.SandboxOOMKilled), out.Code)
+		assert.Equal(t, messages.PhaseRunning, out.Phase)
+		assert.Equal(t, 1, host.called("import"), "a trusted failure's valid output is imported")
+		assert.Equal(t, "3333333333333333333333333333333333333333", out.ResultCommitSHA, "the outcome says both")
+		assert.Contains(t, out.Message, "imported as 3333333333333333333333333333333333333333 on forge/t")
+		require.Len(t, out.Causes, 1)
+		assert.Equal(t, string(failure.SandboxChildResultUnknown), out.Causes[0].Code)
+		assert.Equal(t, "sandbox", out.Causes[0].Source)
+	})
+	t.Run("oom with invalid output is not imported", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.exitCode = 137
+		host.missing = true
+		host.state = dockerops.ContainerState{OOMKilled: true, ExitCode: 137}
 		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
 		assert.Equal(t, string(failure.SandboxOOMKilled), out.Code)
-		assert.Zero(t, host.called("import"), "a trusted failure is not imported")
+		assert.Contains(t, out.Message, "its output was not imported")
+		assert.Zero(t, host.called("import"))
+		assert.Empty(t, out.ResultCommitSHA)
+	})
+	t.Run("a trusted failure's result is never published", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.exitCode = 137
+		host.state = dockerops.ContainerState{OOMKilled: true, ExitCode: 137}
+		h := newHarness(t, host, nil)
+		h.redeemer = host
+		d := testDispatch(time.Now().Add(time.Hour))
+		d.Sandbox.PublicationMode = messages.PublicationBridgePush
+		d.Sandbox.PublishGrant = &messages.PublishGrant{GrantID: "0123456789abcdef0123456789abcdef", Branch: d.Lease.WorktreeKey}
+		out := h.run(t, d)
+		assert.Equal(t, string(failure.SandboxOOMKilled), out.Code)
+		assert.Empty(t, out.PublishedCommitSHA)
+		assert.Zero(t, host.called("publish"))
 	})
 	t.Run("exit 137 alone is not an OOM", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())

@@ -29,6 +29,7 @@ type fakeHost struct {
 	state      dockerops.ContainerState
 	lines      []string
 	blockRun   bool
+	release    chan struct{} // when set, a blocked run also ends (exit code exitCode) when it is closed
 	runEntered chan struct{}
 	noResult   bool
 	missing    bool // ValidateOutput reports the manifest missing
@@ -171,8 +172,11 @@ func (f *fakeHost) RunAttached(ctx context.Context, _ string, _ []byte, onLine f
 		}
 	}
 	if f.blockRun {
-		<-ctx.Done()
-		return dockerops.RunResult{}, ctx.Err()
+		select {
+		case <-ctx.Done():
+			return dockerops.RunResult{}, ctx.Err()
+		case <-f.release:
+		}
 	}
 	return dockerops.RunResult{ExitCode: f.exitCode, Stderr: "task stderr"}, nil
 }

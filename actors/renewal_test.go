@@ -12,6 +12,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/lease"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/timelimit"
 )
 
 func (h *harness) renew(t *testing.T, d *messages.Dispatch, token string, expiresAt time.Time) messages.RenewLeaseReply {
@@ -26,7 +27,8 @@ func TestRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
 	host.blockRun = true
 	host.lines = []string{`{"type":"runner_event","event":{"role":"runner","kind":"checkpoint","content":"up","eventType":"worker_started"}}`}
 	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	h := newHarness(t, host, clk)
+	// The fake worker is silent: no idle limit within the test's hours.
+	h := newHarnessWith(t, host, clk, func(c *AttemptConfig) { c.Limits = timelimit.Limits{HardWall: 8 * time.Hour, Idle: 8 * time.Hour} })
 	d := testDispatch(clk.Now().Add(time.Hour))
 	probe := h.submit(t, d)
 	<-host.runEntered

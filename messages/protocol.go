@@ -109,9 +109,21 @@ type AttemptOutcome struct {
 	PublishedCommitSHA string         `json:"publishedCommitSha,omitempty"`
 	WorkerExitCode     *int           `json:"workerExitCode,omitempty"`
 	PeakMemoryBytes    uint64         `json:"peakMemoryBytes,omitempty"`
-	Degraded           bool           `json:"degraded"`
+	// Causes is the causal chain behind Code when a trusted host failure
+	// decided the outcome: the worker's own account (untrusted evidence,
+	// bounded), e.g. sandbox_child_result_unknown with its summary.
+	Causes   []FailureCause `json:"causes,omitempty"`
+	Degraded bool           `json:"degraded"`
 	Cleanup            *CleanupReport `json:"cleanup,omitempty"`
 	FinishedAt         time.Time      `json:"finishedAt"`
+}
+
+// FailureCause is one link of an outcome's causal chain.
+type FailureCause struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Source is who said it: "sandbox" for the worker (untrusted).
+	Source string `json:"source"`
 }
 
 // CleanupReport is the account of one teardown: what was removed or failed,

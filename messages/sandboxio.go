@@ -54,8 +54,12 @@ type StartPacket struct {
 	WorkingDirectory string    `json:"workingDirectory"`
 	LeaseExpiresAt   time.Time `json:"leaseExpiresAt"`
 	LeaseControlKey  string    `json:"leaseControlKey"`
-	// TaskTimeoutSeconds bounds the task's run time inside the worker.
+	// TaskTimeoutSeconds bounds the task's run time inside the worker: the
+	// attempt's hard wall (package timelimit).
 	TaskTimeoutSeconds int `json:"taskTimeoutSeconds"`
+	// IdleTimeoutSeconds stops a task that writes no output for that long;
+	// 0 means no idle limit.
+	IdleTimeoutSeconds int `json:"idleTimeoutSeconds,omitempty"`
 }
 
 // OutputFile describes one file in OutputDir: a bare file name, its size and

@@ -26,6 +26,7 @@ import (
 	"github.com/forgedev/forged/preflight"
 	"github.com/forgedev/forged/reaper"
 	"github.com/forgedev/forged/supervisor"
+	"github.com/forgedev/forged/timelimit"
 )
 
 // requestTimeout bounds a request to the root supervisor.
@@ -57,6 +58,9 @@ type Config struct {
 	Disk preflight.DiskPolicy
 	// SampleInterval is the memory sampler's period (default 250ms).
 	SampleInterval time.Duration
+	// Limits are the attempts' time limits (timelimit.Operator validates
+	// the operator's); zero takes the defaults, 8 h and 10 min.
+	Limits timelimit.Limits
 	// LockRoot holds the one-forged-per-Docker-context lock (default
 	// TMPDIR/forged). Every forged on a host must use the same one.
 	LockRoot string
@@ -185,6 +189,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		SeccompProfile: cfg.SeccompProfile,
 		LSMOption:      cfg.LSMOption,
 		SampleInterval: cfg.SampleInterval,
+		Limits:         cfg.Limits,
 	}
 	var attemptDocker actors.Docker = docker
 	if cfg.WrapDocker != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
 	"github.com/forgedev/forged/runner"
+	"github.com/forgedev/forged/timelimit"
 )
 
 // runnerFlags are the flags shared by the commands that embed forged.
@@ -24,6 +25,8 @@ type runnerFlags struct {
 	sampleInterval time.Duration
 	reapInterval   time.Duration
 	reapGrace      time.Duration
+	hardWall       time.Duration
+	idleTimeout    time.Duration
 	preflight      preflightFlags
 	publish        publishFlags
 }
@@ -89,6 +92,8 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")
 	cmd.Flags().StringVar(&f.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "debug logging")
+	cmd.Flags().DurationVar(&f.hardWall, "hard-wall", timelimit.DefaultHardWall, "longest a worker may run (60s to 8h); a dispatch's task timeout can only shorten it")
+	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", timelimit.DefaultIdle, "longest a worker may go without output (60s up to the hard wall)")
 	cmd.Flags().DurationVar(&f.sampleInterval, "sample-interval", 250*time.Millisecond, "period of the memory sampler")
 	cmd.Flags().DurationVar(&f.reapInterval, "reaper-interval", time.Minute, "period of the reaper's rounds")
 	cmd.Flags().DurationVar(&f.reapGrace, "reaper-grace", 2*time.Minute, "labelled resources younger than this are never reaped")
@@ -101,6 +106,10 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 	if err := f.preflight.validate(); err != nil {
 		return runner.Config{}, err
+	}
+	limits, err := timelimit.Operator(f.hardWall, f.idleTimeout)
+	if err != nil {
+		return runner.Config{}, fmt.Errorf("--hard-wall/--idle-timeout: %w", err)
 	}
 	for _, d := range []struct {
 		name  string
@@ -123,6 +132,7 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		Capacity:       f.preflight.policy(f.slots),
 		Disk:           f.preflight.disk(),
 		SampleInterval: f.sampleInterval,
+		Limits:         limits,
 		ReapInterval:   f.reapInterval,
 		ReapGrace:      f.reapGrace,
 	}, nil
