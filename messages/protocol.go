@@ -106,16 +106,16 @@ type AttemptOutcome struct {
 	Phase           string `json:"phase,omitempty"`
 	ResultCommitSHA string `json:"resultCommitSha,omitempty"`
 	// PublishedCommitSHA is set when the result was pushed (bridge_push).
-	PublishedCommitSHA string         `json:"publishedCommitSha,omitempty"`
-	WorkerExitCode     *int           `json:"workerExitCode,omitempty"`
-	PeakMemoryBytes    uint64         `json:"peakMemoryBytes,omitempty"`
+	PublishedCommitSHA string `json:"publishedCommitSha,omitempty"`
+	WorkerExitCode     *int   `json:"workerExitCode,omitempty"`
+	PeakMemoryBytes    uint64 `json:"peakMemoryBytes,omitempty"`
 	// Causes is the causal chain behind Code when a trusted host failure
 	// decided the outcome: the worker's own account (untrusted evidence,
 	// bounded), e.g. sandbox_child_result_unknown with its summary.
-	Causes   []FailureCause `json:"causes,omitempty"`
-	Degraded bool           `json:"degraded"`
-	Cleanup            *CleanupReport `json:"cleanup,omitempty"`
-	FinishedAt         time.Time      `json:"finishedAt"`
+	Causes     []FailureCause `json:"causes,omitempty"`
+	Degraded   bool           `json:"degraded"`
+	Cleanup    *CleanupReport `json:"cleanup,omitempty"`
+	FinishedAt time.Time      `json:"finishedAt"`
 }
 
 // FailureCause is one link of an outcome's causal chain.
