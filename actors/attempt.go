@@ -313,9 +313,11 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
 	}
 	a.labels = labels
 	a.setPhase(ctx, messages.PhaseProvisioning)
-	planned := a.ledgerEntry(ledger.Starting)
+	// Posted here, on the mailbox, so that every later ledger write (a
+	// renewal's) is ordered after it; the step waits until it is durable.
 	a.ledgerState, a.ledgerWritten = ledger.Starting, true
-	in := provisionInput{docker: a.deps.Docker, ledger: a.ledger, planned: planned, names: a.names, labels: a.labels}
+	planned := a.ledger.post(a.ledgerEntry(ledger.Starting))
+	in := provisionInput{docker: a.deps.Docker, planned: planned, names: a.names, labels: a.labels}
 	a.step(ctx, "provision", func(stepCtx context.Context) any { return provisionStep(stepCtx, in) })
 }
 

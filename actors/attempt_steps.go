@@ -12,7 +12,6 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/internal/teardown"
-	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -76,9 +75,10 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 
 // provisionInput is what the provision step reads.
 type provisionInput struct {
-	docker  SandboxDocker
-	ledger  *ledgerWriter
-	planned ledger.Entry // the ledger in state starting, listing the planned resources
+	docker SandboxDocker
+	// planned answers once the ledger in state starting, listing the
+	// planned resources, is durable (or could not be written).
+	planned <-chan error
 	names   dockerops.Names
 	labels  map[string]string
 }
@@ -88,7 +88,7 @@ type provisionInput struct {
 // the attempt's ownership. The ledger comes first so that a crash from
 // here on leaves something for the reaper to find.
 func provisionStep(ctx context.Context, in provisionInput) provisionDone {
-	if err := in.ledger.Write(in.planned); err != nil {
+	if err := <-in.planned; err != nil {
 		return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "write the attempt's ledger")}
 	}
 	network, err := in.docker.CreateInternalNetwork(ctx, in.names.Network, in.labels)

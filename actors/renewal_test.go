@@ -11,6 +11,7 @@ import (
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/lease"
+	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/timelimit"
 )
@@ -37,6 +38,12 @@ func TestRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
 	renewed := clk.Now().Add(2 * time.Hour)
 	reply := h.renew(t, d, d.Lease.FencingToken, renewed)
 	require.True(t, reply.Accepted, "%+v", reply)
+
+	// The renewal is in the ledger.
+	require.Eventually(t, func() bool {
+		e, err := ledger.Store{Root: h.state}.Read(d.AttemptID())
+		return err == nil && e.ExpiresAt.Equal(renewed)
+	}, within, time.Millisecond, "the ledger holds the renewed expiry")
 
 	// The renewal reached the worker as a signed update it can verify.
 	require.Eventually(t, func() bool { return len(host.pushedLeases()) == 1 }, within, time.Millisecond)
