@@ -305,6 +305,12 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
 	a.emit(ctx, messages.RunnerEvent(eventType, fmt.Sprintf("Using sandbox image %s.", msg.ImageID), map[string]any{
 		"imageDigest": msg.ImageID, "cacheKey": msg.Key, "cacheHit": msg.CacheHit,
 	}))
+	// The immutable inputs of the sandbox, as the seed announces them once
+	// the image is resolved.
+	a.emit(ctx, messages.RunnerEvent("sandbox_metadata", "Resolved immutable sandbox inputs.", map[string]string{
+		"inputCommitSha": a.prepared.InputCommitSHA, "sandboxConfigCommitSha": a.prepared.ConfigCommitSHA,
+		"contractDigest": a.contract.Digest, "imageDigest": a.imageID,
+	}))
 	labels, err := dockerops.Labels(a.d, a.imageID, a.contract.Digest)
 	if err != nil {
 		a.fail(err)

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/forgedev/forged/internal/clock"
@@ -122,6 +123,20 @@ func TestAttemptHappyPath(t *testing.T) {
 	assert.Contains(t, types, "task_output")
 	assert.Contains(t, types, "sandbox_output_imported")
 	assert.Contains(t, types, "sandbox_teardown_completed")
+	meta := actortest.All[messages.AttemptEvent](probe)
+	var found bool
+	for _, ev := range meta {
+		if ev.Event.EventType != "sandbox_metadata" {
+			continue
+		}
+		found = true
+		var data map[string]string
+		require.NoError(t, json.Unmarshal([]byte(*ev.Event.Data), &data))
+		assert.Equal(t, map[string]string{"inputCommitSha": "1111111111111111111111111111111111111111", "sandboxConfigCommitSha": "2222222222222222222222222222222222222222",
+			"contractDigest": data["contractDigest"], "imageDigest": "sha256:cached"}, data)
+		assert.NotEmpty(t, data["contractDigest"])
+	}
+	assert.True(t, found, "sandbox_metadata is in the event stream")
 }
 
 func TestTeardownIsReachedFromEveryFailurePath(t *testing.T) {
