@@ -22,6 +22,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		LeaseControlKey:    a.controlKey,
 		TaskTimeoutSeconds: int(limits.HardWall / time.Second),
 		IdleTimeoutSeconds: int(limits.Idle / time.Second),
+		ReleaseWaitMillis:  int(releaseWait / time.Millisecond),
 	}
 	raw, err := json.Marshal(packet)
 	if err != nil {
@@ -31,7 +32,6 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		spec: dockerops.WorkerSpec{
 			Name:            a.names.Container,
 			Image:           a.imageID,
-			Network:         a.names.Network,
 			WorkingDir:      a.contract.Contract.WorkingDirectory,
 			Labels:          a.labels,
 			Resources:       a.d.Sandbox.RequestedResources,
@@ -44,6 +44,8 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		},
 		bundlePath:  a.prepared.BundlePath,
 		startPacket: append(raw, '\n'),
+		eventKey:    messages.EventKey(a.controlKey),
+		storageFull: a.storageFull(),
 		runTimeout:  limits.HardWall + a.cfg.LimitGrace + runMargin,
 		limits:      dockerops.RunLimits{},
 	}, nil

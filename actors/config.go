@@ -36,6 +36,10 @@ type AttemptConfig struct {
 	// sampler) and its timestamps; nil means clock.System. Deadlines of
 	// engine and git calls are those of dockerops.Options and gitops.
 	Clock clock.Clock
+	// Confinement returns the engine's and host's confinement facts from
+	// the latest preflight report; nil means unknown, which refuses
+	// sandbox_required and every attempt that needs a network.
+	Confinement func() Confinement
 }
 
 func (c AttemptConfig) withDefaults() AttemptConfig {
@@ -47,6 +51,9 @@ func (c AttemptConfig) withDefaults() AttemptConfig {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.System{}
+	}
+	if c.Confinement == nil {
+		c.Confinement = unknownConfinement
 	}
 	if c.Platform == "" {
 		c.Platform = "linux/amd64"

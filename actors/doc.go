@@ -8,7 +8,10 @@
 //	├── lease-watchdog  aborts the attempt at lease expiry (exact timer, no polling)
 //	├── build           content-keyed image build under the global build permit
 //	├── worker          the hardened worker container: create, copy in, attach, wait
-//	├── memory-sampler  peak memory of the sandbox containers
+//	├── memory-sampler  the kernel's counters of the sandbox containers (peak
+//	│                   memory, OOM kills, refused forks, CPU), Engine API stats
+//	│                   where they cannot be read; the last reading when the
+//	│                   worker's output is written, then the worker's release
 //	└── lease-pusher    pushes signed lease renewals into the running worker
 //
 // # The attempt's shape

@@ -93,7 +93,9 @@ func TestOverlayContext(t *testing.T) {
 		require.Contains(t, headers, "forge-skel/root/"+dir+"/")
 		assert.Equal(t, byte(tar.TypeDir), headers["forge-skel/root/"+dir+"/"].Typeflag)
 	}
-	assert.Contains(t, headers, "forge-skel/home/forge/")
+	require.Contains(t, headers, "forge-skel/home/forge/")
+	assert.Equal(t, int64(0o700), headers["forge-skel/home/forge/"].Mode, "HOME is private")
+	assert.Equal(t, int64(0o755), headers["forge-skel/root/workspace/"].Mode)
 	assert.Contains(t, headers, "forge-skel/run/forge-secrets/")
 	assert.Contains(t, headers, "forge-skel/empty/")
 }

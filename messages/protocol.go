@@ -105,6 +105,15 @@ type AttemptOutcome struct {
 	Message         string `json:"message,omitempty"`
 	Phase           string `json:"phase,omitempty"`
 	ResultCommitSHA string `json:"resultCommitSha,omitempty"`
+	// ResultCommitCount is the number of commits between the input and the
+	// result, and ResultCommits the newest of them (at most
+	// MaxReportedCommits), as the host's quarantine proved them.
+	ResultCommitCount int            `json:"resultCommitCount,omitempty"`
+	ResultCommits     []ResultCommit `json:"resultCommits,omitempty"`
+	// WorktreeLeft is set when the managed branch moved but the host
+	// worktree that has it checked out was left as it was (the result tree
+	// exceeds the worktree budget).
+	WorktreeLeft *WorktreeLeft `json:"worktreeLeft,omitempty"`
 	// PublishedCommitSHA is set when the result was pushed (bridge_push).
 	PublishedCommitSHA string `json:"publishedCommitSha,omitempty"`
 	WorkerExitCode     *int   `json:"workerExitCode,omitempty"`
@@ -112,10 +121,13 @@ type AttemptOutcome struct {
 	// Causes is the causal chain behind Code when a trusted host failure
 	// decided the outcome: the worker's own account (untrusted evidence,
 	// bounded), e.g. sandbox_child_result_unknown with its summary.
-	Causes     []FailureCause `json:"causes,omitempty"`
-	Degraded   bool           `json:"degraded"`
-	Cleanup    *CleanupReport `json:"cleanup,omitempty"`
-	FinishedAt time.Time      `json:"finishedAt"`
+	Causes []FailureCause `json:"causes,omitempty"`
+	// Telemetry is the attempt's resource record (per-container peaks,
+	// CPU time, the kernel's counters), when anything was sampled.
+	Telemetry  *SandboxTelemetry `json:"telemetry,omitempty"`
+	Degraded   bool              `json:"degraded"`
+	Cleanup    *CleanupReport    `json:"cleanup,omitempty"`
+	FinishedAt time.Time         `json:"finishedAt"`
 }
 
 // FailureCause is one link of an outcome's causal chain.
@@ -124,6 +136,12 @@ type FailureCause struct {
 	Message string `json:"message"`
 	// Source is who said it: "sandbox" for the worker (untrusted).
 	Source string `json:"source"`
+}
+
+// WorktreeLeft names a host worktree left behind by an import, and why.
+type WorktreeLeft struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 // CleanupReport is the account of one teardown: what was removed or failed,

@@ -21,6 +21,7 @@ type runnerFlags struct {
 	queue          int
 	seccompProfile string
 	lsmOption      string
+	managedNS      string
 	verbose        bool
 	sampleInterval time.Duration
 	reapInterval   time.Duration
@@ -91,6 +92,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.queue, "queue", 16, "attempts that may wait for a slot")
 	cmd.Flags().StringVar(&f.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")
 	cmd.Flags().StringVar(&f.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
+	cmd.Flags().StringVar(&f.managedNS, "managed-namespace", messages.DefaultManagedNamespace, "ref prefix every dispatch's worktreeKey must lie below (refs/heads/…/)")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "debug logging")
 	cmd.Flags().DurationVar(&f.hardWall, "hard-wall", timelimit.DefaultHardWall, "longest a worker may run (60s to 8h); a dispatch's task timeout can only shorten it")
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", timelimit.DefaultIdle, "longest a worker may go without output (60s up to the hard wall)")
@@ -121,20 +123,21 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		}
 	}
 	return runner.Config{
-		Slots:          f.slots,
-		QueueLimit:     f.queue,
-		StateRoot:      f.stateRoot,
-		WorkerBinary:   f.workerBinary,
-		SeccompProfile: f.seccompProfile,
-		LSMOption:      f.lsmOption,
-		Logger:         logger,
-		AllowRootful:   f.preflight.allowRootful,
-		Capacity:       f.preflight.policy(f.slots),
-		Disk:           f.preflight.disk(),
-		SampleInterval: f.sampleInterval,
-		Limits:         limits,
-		ReapInterval:   f.reapInterval,
-		ReapGrace:      f.reapGrace,
+		Slots:            f.slots,
+		QueueLimit:       f.queue,
+		StateRoot:        f.stateRoot,
+		WorkerBinary:     f.workerBinary,
+		SeccompProfile:   f.seccompProfile,
+		LSMOption:        f.lsmOption,
+		ManagedNamespace: f.managedNS,
+		Logger:           logger,
+		AllowRootful:     f.preflight.allowRootful,
+		Capacity:         f.preflight.policy(f.slots),
+		Disk:             f.preflight.disk(),
+		SampleInterval:   f.sampleInterval,
+		Limits:           limits,
+		ReapInterval:     f.reapInterval,
+		ReapGrace:        f.reapGrace,
 	}, nil
 }
 

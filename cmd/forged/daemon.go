@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 func daemonCommand() *cobra.Command {
 	var flags runnerFlags
 	var socket string
+	var allowUIDs []uint
 	cmd := &cobra.Command{
 		Use:   "daemon",
 		Short: "Serve the forged HTTP API on a unix socket",
@@ -40,7 +42,19 @@ func daemonCommand() *cobra.Command {
 			if socket == "" {
 				socket = filepath.Join(flags.stateRoot, "forged.sock")
 			}
-			l, err := httpapi.Listen(socket)
+			allowed := make([]uint32, 0, len(allowUIDs))
+			for _, uid := range allowUIDs {
+				if uid > math.MaxUint32 {
+					return fmt.Errorf("--allow-uid %d is not a uid", uid)
+				}
+				allowed = append(allowed, uint32(uid))
+			}
+			l, err := httpapi.Listen(socket, httpapi.ListenOptions{
+				AllowedUIDs: allowed,
+				OnRefused: func(peer httpapi.PeerCred, err error) {
+					logger.Warn("refused a connection to the daemon socket", "uid", peer.UID, "pid", peer.PID, "err", err)
+				},
+			})
 			if err != nil {
 				return err
 			}
@@ -62,5 +76,6 @@ func daemonCommand() *cobra.Command {
 	}
 	flags.register(cmd)
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default STATE_ROOT/forged.sock)")
+	cmd.Flags().UintSliceVar(&allowUIDs, "allow-uid", nil, "uids, besides root and forged's own, whose processes may use the socket (checked with SO_PEERCRED; repeatable)")
 	return cmd
 }
