@@ -135,6 +135,9 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		if a.cancel != nil {
 			a.cancel()
 		}
+		if a.deps.ImageRefs != nil {
+			a.deps.ImageRefs.Release(a.d.AttemptID())
+		}
 		if a.ledger != nil {
 			// A step still in flight may post to it: it answers
 			// errLedgerClosed, it never panics.
@@ -195,8 +198,8 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		a.advance(ctx)
 
 	// Children.
-	case BuildLog:
-		a.emit(ctx, messages.RunnerEvent("sandbox_build_log", msg.Line, nil))
+	case BuildEvent:
+		a.emit(ctx, msg.Event)
 	case BuildDone:
 		a.onBuilt(ctx, msg)
 	case BuildFailed:
@@ -291,9 +294,12 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		project:        a.d.Repo.Name,
 		contextTarPath: msg.prepared.ContextTarPath,
 		labels:         imageLabels(a.d.Repo.Name, key),
+		policy:         a.d.Sandbox.ExecutionPolicy,
+		dockerfile:     msg.prepared.Dockerfile,
+		secrets:        []string{a.d.Lease.FencingToken},
 	}
-	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary}
-	a.build = a.children.spawn(ctx, newBuildProps(builder, job, a.supervisor), kindBuild)
+	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary, stateRoot: a.cfg.StateRoot, limits: a.cfg.BuildLimits}
+	a.build = a.children.spawn(ctx, newBuildProps(builder, job, a.supervisor, a.deps.ImageRefs), kindBuild)
 }
 
 func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {

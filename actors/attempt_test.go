@@ -16,6 +16,7 @@ import (
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/supervisor"
@@ -44,6 +45,7 @@ func testDispatch(expires time.Time) *messages.Dispatch {
 
 type harness struct {
 	redeemer CredentialRedeemer // nil: bridge_push is refused
+	refs     *imagegc.Refs      // the image keys attempts hold
 	state    string             // the attempts' state root
 	system   *actor.ActorSystem
 	root     *actor.PID
@@ -62,7 +64,7 @@ func newHarnessWith(t *testing.T, host *fakeHost, clk clock.Clock, configure fun
 	if clk == nil {
 		clk = clock.System{}
 	}
-	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clk: clk}
+	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clk: clk, refs: imagegc.NewRefs()}
 	t.Cleanup(h.system.Shutdown)
 	cfg := AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clk, SampleInterval: 10 * time.Millisecond,
 		Confinement: host.confinementFacts}
@@ -72,7 +74,7 @@ func newHarnessWith(t *testing.T, host *fakeHost, clk clock.Clock, configure fun
 	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host, Ledgers: ledger.Store{Root: h.state},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
-			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer})
+			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer, ImageRefs: h.refs})
 		},
 	}))
 	return h

@@ -3,6 +3,7 @@ package actors
 import (
 	"time"
 
+	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/timelimit"
 )
@@ -30,6 +31,9 @@ type AttemptConfig struct {
 	// time limit pass, to stop its task and write its output before the
 	// host stops the container. Default 30s.
 	LimitGrace time.Duration
+	// BuildLimits confine image builds (zero: no network, the dockerops
+	// defaults).
+	BuildLimits dockerops.BuildLimits
 	// SampleInterval is the memory sampler's period.
 	SampleInterval time.Duration
 	// Clock drives every timer of the attempt tree (lease watchdog,

@@ -29,6 +29,8 @@ type fakeHost struct {
 	fail       map[string]error
 	imageFound bool
 	contract   string
+	dockerfile string        // the prepared .forge/Dockerfile; default FROM scratch
+	buildGate  chan struct{} // when set, BuildImage waits for it
 	exitCode   int
 	state      dockerops.ContainerState
 	lines      []string
@@ -61,7 +63,7 @@ func (f *fakeHost) confinementFacts() Confinement {
 
 func newFakeHost(dir string) *fakeHost {
 	return &fakeHost{dir: dir, fail: map[string]error{}, imageFound: true, runEntered: make(chan struct{}, 1),
-		contract: "version: 1\nworkingDirectory: /workspace\n"}
+		contract: "version: 1\nworkingDirectory: /workspace\n", dockerfile: "FROM scratch\n"}
 }
 
 func (f *fakeHost) record(step string) error {
@@ -98,7 +100,7 @@ func (f *fakeHost) Prepare(_ context.Context, d *messages.Dispatch, workDir stri
 	}
 	return &gitops.Prepared{
 		InputCommitSHA: "1111111111111111111111111111111111111111", ConfigCommitSHA: "2222222222222222222222222222222222222222",
-		ContractSource: []byte(f.contract), Dockerfile: []byte("FROM scratch\n"),
+		ContractSource: []byte(f.contract), Dockerfile: []byte(f.dockerfile),
 		BundlePath: bundle, ContextTarPath: bundle, ContextDigest: "abc",
 	}, nil
 }
@@ -149,6 +151,9 @@ func (f *fakeHost) BuildImage(_ context.Context, req dockerops.BuildRequest) (st
 	}
 	if _, err := io.Copy(io.Discard, req.ContextTar); err != nil {
 		return "", err
+	}
+	if f.buildGate != nil {
+		<-f.buildGate
 	}
 	if req.OnLog != nil {
 		req.OnLog("Step 1/1 : FROM scratch")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/quota"
 )
@@ -108,4 +109,9 @@ type Deps struct {
 	// Kernel reads containers' kernel counters; nil means HostKernel
 	// (this host's /proc and cgroup mounts).
 	Kernel KernelCounters
+	// ImageRefs, when set, counts the image keys attempts use, so that an
+	// image collection never removes one under an attempt: the build actor
+	// acquires the key before its cache lookup, the attempt releases it
+	// when it stops.
+	ImageRefs *imagegc.Refs
 }

@@ -127,6 +127,9 @@ type DispatchOptions struct {
 	MemoryBytes int64
 	Lease       time.Duration
 	Timeout     int
+	// Project is the repository name, which labels the images built for
+	// it (default "sample").
+	Project string
 }
 
 // NewDispatch returns a dispatch for the sample repository with fresh ids.
@@ -143,10 +146,13 @@ func NewDispatch(opts DispatchOptions) (*messages.Dispatch, error) {
 	if opts.RunnerID == "" {
 		opts.RunnerID = NewUUID()
 	}
+	if opts.Project == "" {
+		opts.Project = "sample"
+	}
 	d := &messages.Dispatch{
 		Session:    messages.SessionRef{ID: NewUUID()},
 		Execution:  messages.ExecutionRef{RunnerID: opts.RunnerID},
-		Repo:       messages.RepoRef{Name: "sample", LocalPath: opts.RepoPath, DefaultBranch: "main"},
+		Repo:       messages.RepoRef{Name: opts.Project, LocalPath: opts.RepoPath, DefaultBranch: "main"},
 		BaseBranch: "main",
 		Lease:      messages.Lease{WorktreeKey: Branch, ExpiresAt: time.Now().Add(opts.Lease).UTC().Truncate(time.Second), FencingToken: NewUUID()},
 		Sandbox: messages.SandboxSpec{

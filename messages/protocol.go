@@ -194,6 +194,12 @@ type AcquireBuildPermit struct {
 // BuildPermitGranted tells a requester it now holds the build permit.
 type BuildPermitGranted struct{}
 
+// BuildPermitQueued tells a requester it waits for the build permit, at
+// Position (1: next) in the queue.
+type BuildPermitQueued struct {
+	Position int
+}
+
 // ReleaseBuildPermit gives the build permit back. Send it with
 // ctx.Request so that the supervisor knows the sender.
 type ReleaseBuildPermit struct{}

@@ -19,9 +19,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/actors"
+	"github.com/forgedev/forged/collector"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/internal/ids"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
@@ -75,6 +77,10 @@ type Config struct {
 	// minutes: labelled resources younger than the grace are never reaped).
 	ReapInterval time.Duration
 	ReapGrace    time.Duration
+	// ImageGC, when set, starts the image collector (package collector):
+	// on its interval, when the preflight disk turns low, and on
+	// CollectImagesNow, guarded by the attempts' image keys. Nil: off.
+	ImageGC *ImageGCConfig
 	// Redeemer redeems publication grants for bridge_push; nil refuses
 	// bridge_push. ValidateRemote checks the redeemed remotes (nil: GitHub
 	// only, as the seed requires). redeem.New builds both from the
@@ -102,6 +108,9 @@ type Runner struct {
 	logs      *Logs
 	store     ledger.Store
 	runnerID  string
+	images    imagegc.EngineAPI
+	imageRefs *imagegc.Refs
+	collector *actor.PID // nil: off
 	// Restart is the reaper round run at start-up: the attempts a previous
 	// process left behind, torn down and reported sandbox_runner_restarted.
 	Restart reaper.Round
@@ -242,9 +251,10 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	deps := actors.Deps{
 		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot, ValidateRemote: cfg.ValidateRemote,
 			ManagedNamespace: cfg.ManagedNamespace},
-		Docker:   attemptDocker,
-		Redeemer: cfg.Redeemer,
-		Volumes:  volumes,
+		Docker:    attemptDocker,
+		Redeemer:  cfg.Redeemer,
+		Volumes:   volumes,
+		ImageRefs: imagegc.NewRefs(),
 	}
 	logger := cfg.Logger
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "actor") }))
@@ -267,8 +277,18 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		engine.Close()
 		return nil, fmt.Errorf("runner: spawn supervisor: %w", err)
 	}
-	r := &Runner{system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0),
-		store: ledgers, runnerID: cfg.RunnerID, Restart: restart}
+	var gc *actor.PID
+	if cfg.ImageGC != nil {
+		gc = system.Root.Spawn(collector.Props(collector.Config{
+			API: engine, Refs: deps.ImageRefs, Policy: cfg.ImageGC.Policy, Interval: cfg.ImageGC.Interval,
+			DiskLow: func(ctx context.Context) (bool, error) {
+				report, _ := cache.Current(ctx)
+				return report.Disk.Low, nil
+			},
+		}))
+	}
+	r := &Runner{collector: gc, system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0),
+		store: ledgers, runnerID: cfg.RunnerID, Restart: restart, images: engine, imageRefs: deps.ImageRefs}
 	for _, id := range restart.Reaped {
 		r.logs.recordRestarted(id)
 	}
@@ -334,6 +354,38 @@ func (r *Runner) Reap(dryRun bool) (reaper.Round, error) {
 	}
 	result := res.(supervisor.ReapResult)
 	return result.Round, result.Err
+}
+
+// ImageGCConfig configures the daemon's image collector.
+type ImageGCConfig struct {
+	Policy   imagegc.Policy
+	Interval time.Duration // default 1 h; the disk is checked every minute
+}
+
+// CollectImagesNow asks the daemon's image collector for a collection and
+// waits for its report. Without a collector (Config.ImageGC nil) it fails.
+func (r *Runner) CollectImagesNow(dryRun bool) (imagegc.Report, error) {
+	if r.collector == nil {
+		return imagegc.Report{}, errors.New("image collection: the collector is off")
+	}
+	res, err := r.system.Root.RequestFuture(r.collector, collector.CollectNow{DryRun: dryRun}, 31*time.Minute).Result()
+	if err != nil {
+		return imagegc.Report{}, fmt.Errorf("image collection: %w", err)
+	}
+	reply := res.(collector.CollectReply)
+	return reply.Report, reply.Err
+}
+
+// CollectImages runs one image collection beside the running attempts:
+// the image keys they hold are kept, and an attempt acquiring a key waits
+// while its images are being removed. req.Refs is set here; a zero req.Now
+// is now.
+func (r *Runner) CollectImages(ctx context.Context, req imagegc.Request) (imagegc.Report, error) {
+	req.Refs = r.imageRefs
+	if req.Now.IsZero() {
+		req.Now = time.Now()
+	}
+	return imagegc.Collect(ctx, r.images, req)
 }
 
 // CleanupReports lists the cleanup reports not yet acknowledged.

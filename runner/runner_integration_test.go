@@ -49,7 +49,9 @@ func newE2E(t *testing.T, cfg runner.Config) *e2e {
 	t.Helper()
 	engine := enginetest.Client(t)
 	cfg.WorkerBinary = enginetest.ForgedBinary(t)
-	cfg.StateRoot = t.TempDir()
+	if cfg.StateRoot == "" {
+		cfg.StateRoot = t.TempDir()
+	}
 	cfg.LockRoot = t.TempDir()
 	cfg.AllowRootful = true // the test engine runs rootful
 	reserve := cfg.Capacity.HostReserveBytes
@@ -74,7 +76,7 @@ func newE2E(t *testing.T, cfg runner.Config) *e2e {
 
 func (e *e2e) dispatch(argv []string, memory int64) *messages.Dispatch {
 	e.t.Helper()
-	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Argv: argv, MemoryBytes: memory, Timeout: 120})
+	d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Argv: argv, MemoryBytes: memory, Timeout: 120})
 	require.NoError(e.t, err)
 	return d
 }
@@ -274,7 +276,7 @@ func TestEndToEndWorkerContainerIsHardened(t *testing.T) {
 
 func TestEndToEndLeaseExpiryStopsTheWorkerAndLeavesNothing(t *testing.T) {
 	e := newE2E(t, runner.Config{})
-	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Argv: []string{"/bin/sh", "-c", "sleep 120"}, Lease: 20 * time.Second})
+	d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Argv: []string{"/bin/sh", "-c", "sleep 120"}, Lease: 20 * time.Second})
 	require.NoError(t, err)
 	log := e.submit(d)
 	waitForEvent(t, log, "task_started")
@@ -289,7 +291,7 @@ func TestEndToEndRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
 	d, err := example.NewDispatch(example.DispatchOptions{
 		// The lease leaves room for a slow image build before the task
 		// starts; the task then runs past it.
-		RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Lease: 25 * time.Second,
+		Project: testProject, RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Lease: 25 * time.Second,
 		Argv: []string{"/bin/sh", "-c", "sleep 28; echo outlived the first lease > renewed.txt"},
 	})
 	require.NoError(t, err)

@@ -158,7 +158,7 @@ func TestChaosKill9AtEachPhase(t *testing.T) {
 		createdResources bool // the attempt's ledger exists at this point
 	}{
 		{"sandbox_preparing", false},
-		{"sandbox_build_log", false},
+		{"sandbox_build_started", false},
 		{"sandbox_started", true},
 		{"task_started", true},
 		{"sandbox_agent_exited", true},
@@ -177,7 +177,7 @@ func TestChaosKill9AtEachPhase(t *testing.T) {
 	for i, phase := range phases {
 		t.Run(phase.event, func(t *testing.T) {
 			// A Dockerfile unique to the phase makes the build phase real.
-			if phase.event == "sandbox_build_log" {
+			if phase.event == "sandbox_build_started" {
 				dir := filepath.Join(base, "repo-build")
 				require.NoError(t, example.CreateRepo(ctx, dir, example.RepoOptions{
 					Dockerfile: "FROM " + example.BaseImage + "\nRUN sleep 3\nLABEL chaos=" + example.NewUUID() + "\n"}))

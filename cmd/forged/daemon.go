@@ -20,6 +20,7 @@ func daemonCommand() *cobra.Command {
 	var flags runnerFlags
 	var socket string
 	var allowUIDs []uint
+	var gc runner.ImageGCConfig
 	cmd := &cobra.Command{
 		Use:   "daemon",
 		Short: "Serve the forged HTTP API on a unix socket",
@@ -33,6 +34,9 @@ func daemonCommand() *cobra.Command {
 			}
 			if err := flags.publish.apply(&cfg); err != nil {
 				return err
+			}
+			if gc.Interval > 0 {
+				cfg.ImageGC = &gc
 			}
 			r, err := runner.New(ctx, cfg)
 			if err != nil {
@@ -75,6 +79,9 @@ func daemonCommand() *cobra.Command {
 		},
 	}
 	flags.register(cmd)
+	cmd.Flags().DurationVar(&gc.Interval, "image-gc-interval", 0, "run the image collector this often, and when the disk turns low (0: off)")
+	cmd.Flags().IntVar(&gc.Policy.KeepPerProject, "image-gc-keep", 3, "image keys the collector keeps per project, newest first")
+	cmd.Flags().DurationVar(&gc.Policy.MaxAge, "image-gc-max-age", 7*24*time.Hour, "older keys beyond the newest are collected")
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default STATE_ROOT/forged.sock)")
 	cmd.Flags().UintSliceVar(&allowUIDs, "allow-uid", nil, "uids, besides root and forged's own, whose processes may use the socket (checked with SO_PEERCRED; repeatable)")
 	return cmd

@@ -26,7 +26,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCommand(), daemonCommand(), workerCommand(), exampleCommand(), preflightCommand(), leaseCommand(), reapCommand(), inspectCommand())
+	root.AddCommand(runCommand(), daemonCommand(), workerCommand(), exampleCommand(), preflightCommand(), leaseCommand(), reapCommand(), inspectCommand(), gcCommand())
 	if err := root.Execute(); err != nil {
 		var exit exitError
 		if errors.As(err, &exit) {
