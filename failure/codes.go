@@ -64,6 +64,7 @@ var (
 	SandboxOutputPublishForbid = define("sandbox_output_publish_forbidden", Permanent, http.StatusForbidden, "no grant redeemer configured; the helper or endpoint failed, timed out or answered malformed; or the credential breaks the rules (expired, remote outside the allowed hosts, …)")
 	SandboxOutputPublishReject = define("sandbox_output_publish_rejected", Permanent, http.StatusConflict, "the push was rejected")
 	SandboxOutputPublishStale  = define("sandbox_output_publish_stale", Permanent, http.StatusConflict, "the remote branch moved away from the input")
+	SandboxAuthUnavailable     = define("sandbox_auth_unavailable", Permanent, http.StatusUnprocessableEntity, "the dispatch names a provider no auth adapter serves, or the adapter's helper could not prepare the credentials")
 	SandboxHardWallExceeded    = define("sandbox_hard_wall_exceeded", Permanent, http.StatusInternalServerError, "the worker ran past its hard wall (`--hard-wall`, shortened by the task timeout), measured on the host")
 	SandboxIdleTimeout         = define("sandbox_idle_timeout", Permanent, http.StatusInternalServerError, "the worker wrote no output for the idle limit (`--idle-timeout`), measured on the host")
 	SandboxChildResultUnknown  = define("sandbox_child_result_unknown", Permanent, http.StatusInternalServerError, "in an outcome's causes: the worker's own account of a failure that a trusted host failure decided (evidence, never the outcome's code)")
