@@ -248,6 +248,11 @@ func (a *attemptActor) start(ctx actor.Context) {
 		a.advance(ctx)
 		return
 	}
+	if err := a.checkProviderAuth(); err != nil {
+		a.fail(err)
+		a.advance(ctx)
+		return
+	}
 	names, err := dockerops.NamesFor(a.d.AttemptID())
 	if err != nil {
 		a.fail(err)
@@ -332,7 +337,7 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
 	// renewal's) is ordered after it; the step waits until it is durable.
 	a.ledgerState, a.ledgerWritten = ledger.Starting, true
 	planned := a.ledger.post(a.ledgerEntry(ledger.Starting))
-	in := provisionInput{docker: a.deps.Docker, planned: planned, names: a.names, labels: a.labels,
+	in := provisionInput{docker: a.deps.Docker, planned: planned, names: a.names, labels: a.labels, credentials: a.credentialsInput(),
 		volumes: a.deps.Volumes, workspaceBytes: a.d.Sandbox.RequestedResources.Workspace(), bundlePath: a.prepared.BundlePath}
 	a.step(ctx, "provision", func(stepCtx context.Context) any { return provisionStep(stepCtx, in) })
 }

@@ -89,6 +89,9 @@ type provisionInput struct {
 	volumes        VolumeStore
 	workspaceBytes int64
 	bundlePath     string
+	// credentials, when set, fill the secrets volume with the provider's
+	// credentials (credentials.go).
+	credentials *credentialsInput
 }
 
 // provisionStep makes the ledger durable with the planned resources, then
@@ -108,6 +111,11 @@ func provisionStep(ctx context.Context, in provisionInput) provisionDone {
 	for _, volume := range []string{in.names.WorkspaceVolume, in.names.ControlVolume, in.names.SecretsVolume} {
 		if err := in.docker.CreateVolumeWithOptions(ctx, volume, in.labels, bounded[volume]); err != nil {
 			return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)}
+		}
+	}
+	if in.credentials != nil {
+		if err := loadCredentials(ctx, in.docker, in.names, in.labels, *in.credentials); err != nil {
+			return provisionDone{err: err}
 		}
 	}
 	return provisionDone{}

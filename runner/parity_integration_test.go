@@ -69,7 +69,7 @@ func TestEndToEndAdmissionHoldsWhatEachDispatchAsksFor(t *testing.T) {
 	const worker = 10 << 30 // each attempt asks for 10 GiB + 128 MiB overhead
 	need := int64(worker + 128<<20)
 	// The reserve leaves this host 1.5 attempts' worth of memory.
-	e := newE2E(t, runner.Config{Capacity: preflight.CapacityPolicy{HostReserveBytes: info.MemTotal - need*3/2}})
+	e := newE2E(t, runner.Config{QueueLimit: 4, Capacity: preflight.CapacityPolicy{HostReserveBytes: info.MemTotal - need*3/2}})
 
 	huge := e.dispatch(nil, 2*worker)
 	reply, err := e.runner.Submit(huge)

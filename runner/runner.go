@@ -88,6 +88,10 @@ type Config struct {
 	// and the allowed hosts), as `forged run` and `forged daemon` do.
 	Redeemer       actors.CredentialRedeemer
 	ValidateRemote gitops.RemoteValidator
+	// ProviderAuth prepares the agents' provider credentials (see package
+	// providerauth); nil refuses every dispatch that names a provider with
+	// sandbox_auth_unavailable.
+	ProviderAuth actors.ProviderAuth
 	// ManagedNamespace is the ref prefix ("refs/heads/…/") every dispatch's
 	// worktree key must lie below; empty means refs/heads/forge/. Other
 	// dispatches are refused with dispatch_invalid.
@@ -251,10 +255,11 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	deps := actors.Deps{
 		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot, ValidateRemote: cfg.ValidateRemote,
 			ManagedNamespace: cfg.ManagedNamespace},
-		Docker:    attemptDocker,
-		Redeemer:  cfg.Redeemer,
-		Volumes:   volumes,
-		ImageRefs: imagegc.NewRefs(),
+		Docker:       attemptDocker,
+		Redeemer:     cfg.Redeemer,
+		ProviderAuth: cfg.ProviderAuth,
+		Volumes:      volumes,
+		ImageRefs:    imagegc.NewRefs(),
 	}
 	logger := cfg.Logger
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "actor") }))

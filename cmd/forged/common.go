@@ -7,8 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgedev/forged/actors"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
+	"github.com/forgedev/forged/providerauth"
 	"github.com/forgedev/forged/runner"
 	"github.com/forgedev/forged/timelimit"
 )
@@ -28,6 +30,8 @@ type runnerFlags struct {
 	reapGrace      time.Duration
 	hardWall       time.Duration
 	idleTimeout    time.Duration
+	providerAuth   []string
+	providerTTL    time.Duration
 	preflight      preflightFlags
 	publish        publishFlags
 }
@@ -96,6 +100,8 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "debug logging")
 	cmd.Flags().DurationVar(&f.hardWall, "hard-wall", timelimit.DefaultHardWall, "longest a worker may run (60s to 8h); a dispatch's task timeout can only shorten it")
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", timelimit.DefaultIdle, "longest a worker may go without output (60s up to the hard wall)")
+	cmd.Flags().StringArrayVar(&f.providerAuth, "provider-auth", nil, "PROVIDER=/abs/helper: the helper that writes PROVIDER's credentials for one attempt into its working directory (repeatable)")
+	cmd.Flags().DurationVar(&f.providerTTL, "provider-auth-timeout", providerauth.DefaultTimeout, "deadline of one provider auth helper run")
 	cmd.Flags().DurationVar(&f.sampleInterval, "sample-interval", 250*time.Millisecond, "period of the memory sampler")
 	cmd.Flags().DurationVar(&f.reapInterval, "reaper-interval", time.Minute, "period of the reaper's rounds")
 	cmd.Flags().DurationVar(&f.reapGrace, "reaper-grace", 2*time.Minute, "labelled resources younger than this are never reaped")
@@ -112,6 +118,14 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 	limits, err := timelimit.Operator(f.hardWall, f.idleTimeout)
 	if err != nil {
 		return runner.Config{}, fmt.Errorf("--hard-wall/--idle-timeout: %w", err)
+	}
+	var auth actors.ProviderAuth
+	if len(f.providerAuth) > 0 {
+		adapters, err := providerauth.Parse(f.providerAuth, f.providerTTL)
+		if err != nil {
+			return runner.Config{}, err
+		}
+		auth = adapters
 	}
 	for _, d := range []struct {
 		name  string
@@ -138,6 +152,7 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		Limits:           limits,
 		ReapInterval:     f.reapInterval,
 		ReapGrace:        f.reapGrace,
+		ProviderAuth:     auth,
 	}, nil
 }
 
