@@ -5,10 +5,10 @@ import (
 	"io"
 
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/providerauth"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/providerauth"
 	"github.com/forgedev/forged/quota"
 )
 

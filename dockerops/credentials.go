@@ -25,7 +25,6 @@ type VolumeFile struct {
 // loaderMount is where a loader container mounts the volume it fills.
 const loaderMount = "/load"
 
-
 // LoadVolume puts files into volume, owned by uid:gid with mode 0400,
 // through a loader container: created from image with the volume mounted
 // read-write, never started (no process of the image runs, no network),
