@@ -106,7 +106,10 @@ type (
 		prepared *gitops.Prepared
 		contract *contract.Parsed
 		security []string
-		err      error
+		// signatureWarnings are the upstream images left unverified
+		// under adoption.
+		signatureWarnings []signatureWarning
+		err               error
 	}
 	provisionDone struct {
 		err error
@@ -261,7 +264,8 @@ func (a *attemptActor) start(ctx actor.Context) {
 	}
 	a.names = names
 	a.workDir = attemptWorkDir(a.cfg.StateRoot, names.AttemptHex)
-	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption, confinement: a.cfg.Confinement()}
+	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption, confinement: a.cfg.Confinement(),
+		verifier: a.deps.ImageVerifier}
 	a.step(ctx, "prepare", func(stepCtx context.Context) any { return prepareStep(stepCtx, in) })
 }
 
@@ -281,6 +285,11 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		return
 	}
 	a.prepared, a.contract, a.security = msg.prepared, msg.contract, msg.security
+	for _, w := range msg.signatureWarnings {
+		a.emit(ctx, messages.RunnerEvent("sandbox_image_signature_warning",
+			fmt.Sprintf("The upstream image %s is not verified (%s); adoption carries on.", w.image, w.reason),
+			map[string]any{"image": w.image, "line": w.line, "reason": w.reason}))
+	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_input_prepared", "Prepared the input bundle and build context.", map[string]string{
 		"inputCommitSha": msg.prepared.InputCommitSHA, "sandboxConfigCommitSha": msg.prepared.ConfigCommitSHA,
 		"contractDigest": msg.contract.Digest, "contextDigest": msg.prepared.ContextDigest,

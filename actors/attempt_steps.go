@@ -50,6 +50,7 @@ type prepareInput struct {
 	seccompProfile string
 	lsmOption      string
 	confinement    Confinement // the engine's and host's facts, read on the mailbox
+	verifier       ImageVerifier
 }
 
 // prepareStep reads the input from the host repository and validates the
@@ -73,7 +74,11 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 	if err != nil {
 		return prepareDone{err: err}
 	}
-	return prepareDone{prepared: prepared, contract: parsed, security: security}
+	warnings, err := verifyUpstreamImages(ctx, in.verifier, prepared.Dockerfile, in.d.Sandbox.ExecutionPolicy)
+	if err != nil {
+		return prepareDone{err: err}
+	}
+	return prepareDone{prepared: prepared, contract: parsed, security: security, signatureWarnings: warnings}
 }
 
 // provisionInput is what the provision step reads.

@@ -46,6 +46,7 @@ func testDispatch(expires time.Time) *messages.Dispatch {
 type harness struct {
 	redeemer CredentialRedeemer // nil: bridge_push is refused
 	auth     ProviderAuth       // nil: a dispatch naming a provider is refused
+	verifier ImageVerifier      // nil: no image is verified
 	refs     *imagegc.Refs      // the image keys attempts hold
 	state    string             // the attempts' state root
 	system   *actor.ActorSystem
@@ -75,7 +76,7 @@ func newHarnessWith(t *testing.T, host *fakeHost, clk clock.Clock, configure fun
 	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host, Ledgers: ledger.Store{Root: h.state},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
-			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer, ImageRefs: h.refs, ProviderAuth: h.auth})
+			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer, ImageRefs: h.refs, ProviderAuth: h.auth, ImageVerifier: h.verifier})
 		},
 	}))
 	return h

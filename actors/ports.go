@@ -81,6 +81,12 @@ type SandboxDocker interface {
 	LoadVolume(ctx context.Context, image, name, volume string, labels map[string]string, files []dockerops.VolumeFile, uid, gid int) error
 }
 
+// ImageVerifier is the image-signature hook (imagesig.Verifier): nil from
+// Verify means the reference is verified.
+type ImageVerifier interface {
+	Verify(ctx context.Context, ref string) error
+}
+
 // ProviderAuth prepares the agent's model-provider credentials
 // (providerauth.Adapters): Check refuses a provider no adapter serves,
 // before anything exists; Prepare runs the provider's helper into dir and
@@ -120,6 +126,9 @@ type Deps struct {
 	// ProviderAuth prepares provider credentials; nil refuses every
 	// dispatch that names a provider with sandbox_auth_unavailable.
 	ProviderAuth ProviderAuth
+	// ImageVerifier verifies upstream images; nil verifies none, which
+	// sandbox_required refuses and adoption warns about.
+	ImageVerifier ImageVerifier
 	// Kernel reads containers' kernel counters; nil means HostKernel
 	// (this host's /proc and cgroup mounts).
 	Kernel KernelCounters

@@ -64,6 +64,7 @@ var (
 	SandboxOutputPublishForbid = define("sandbox_output_publish_forbidden", Permanent, http.StatusForbidden, "no grant redeemer configured; the helper or endpoint failed, timed out or answered malformed; or the credential breaks the rules (expired, remote outside the allowed hosts, …)")
 	SandboxOutputPublishReject = define("sandbox_output_publish_rejected", Permanent, http.StatusConflict, "the push was rejected")
 	SandboxOutputPublishStale  = define("sandbox_output_publish_stale", Permanent, http.StatusConflict, "the remote branch moved away from the input")
+	SandboxImageSignature      = define("sandbox_image_signature_invalid", Permanent, http.StatusUnprocessableEntity, "`sandbox_required` with an upstream image the verification command (`--image-verify-command`) did not verify, or without such a command")
 	SandboxAuthUnavailable     = define("sandbox_auth_unavailable", Permanent, http.StatusUnprocessableEntity, "the dispatch names a provider no auth adapter serves, or the adapter's helper could not prepare the credentials")
 	SandboxHardWallExceeded    = define("sandbox_hard_wall_exceeded", Permanent, http.StatusInternalServerError, "the worker ran past its hard wall (`--hard-wall`, shortened by the task timeout), measured on the host")
 	SandboxIdleTimeout         = define("sandbox_idle_timeout", Permanent, http.StatusInternalServerError, "the worker wrote no output for the idle limit (`--idle-timeout`), measured on the host")

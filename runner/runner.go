@@ -92,6 +92,10 @@ type Config struct {
 	// providerauth); nil refuses every dispatch that names a provider with
 	// sandbox_auth_unavailable.
 	ProviderAuth actors.ProviderAuth
+	// ImageVerifier is the image-signature hook (imagesig.New); nil
+	// verifies nothing: sandbox_required is refused with
+	// sandbox_image_signature_invalid, adoption warns.
+	ImageVerifier actors.ImageVerifier
 	// ManagedNamespace is the ref prefix ("refs/heads/…/") every dispatch's
 	// worktree key must lie below; empty means refs/heads/forge/. Other
 	// dispatches are refused with dispatch_invalid.
@@ -255,11 +259,12 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	deps := actors.Deps{
 		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot, ValidateRemote: cfg.ValidateRemote,
 			ManagedNamespace: cfg.ManagedNamespace},
-		Docker:       attemptDocker,
-		Redeemer:     cfg.Redeemer,
-		ProviderAuth: cfg.ProviderAuth,
-		Volumes:      volumes,
-		ImageRefs:    imagegc.NewRefs(),
+		Docker:        attemptDocker,
+		Redeemer:      cfg.Redeemer,
+		ProviderAuth:  cfg.ProviderAuth,
+		ImageVerifier: cfg.ImageVerifier,
+		Volumes:       volumes,
+		ImageRefs:     imagegc.NewRefs(),
 	}
 	logger := cfg.Logger
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "actor") }))

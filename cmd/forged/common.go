@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/actors"
+	"github.com/forgedev/forged/imagesig"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
 	"github.com/forgedev/forged/providerauth"
@@ -32,6 +33,8 @@ type runnerFlags struct {
 	idleTimeout    time.Duration
 	providerAuth   []string
 	providerTTL    time.Duration
+	verifyCommand  string
+	verifyTimeout  time.Duration
 	preflight      preflightFlags
 	publish        publishFlags
 }
@@ -101,6 +104,8 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.hardWall, "hard-wall", timelimit.DefaultHardWall, "longest a worker may run (60s to 8h); a dispatch's task timeout can only shorten it")
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", timelimit.DefaultIdle, "longest a worker may go without output (60s up to the hard wall)")
 	cmd.Flags().StringArrayVar(&f.providerAuth, "provider-auth", nil, "PROVIDER=/abs/helper: the helper that writes PROVIDER's credentials for one attempt into its working directory (repeatable)")
+	cmd.Flags().StringVar(&f.verifyCommand, "image-verify-command", "", "absolute path of a cosign-compatible verification command (image reference in, exit status out) for upstream images; required by sandbox_required")
+	cmd.Flags().DurationVar(&f.verifyTimeout, "image-verify-timeout", imagesig.DefaultTimeout, "deadline of one image verification")
 	cmd.Flags().DurationVar(&f.providerTTL, "provider-auth-timeout", providerauth.DefaultTimeout, "deadline of one provider auth helper run")
 	cmd.Flags().DurationVar(&f.sampleInterval, "sample-interval", 250*time.Millisecond, "period of the memory sampler")
 	cmd.Flags().DurationVar(&f.reapInterval, "reaper-interval", time.Minute, "period of the reaper's rounds")
@@ -126,6 +131,14 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 			return runner.Config{}, err
 		}
 		auth = adapters
+	}
+	var verifier actors.ImageVerifier
+	if f.verifyCommand != "" {
+		v, err := imagesig.New(f.verifyCommand, f.verifyTimeout)
+		if err != nil {
+			return runner.Config{}, err
+		}
+		verifier = v
 	}
 	for _, d := range []struct {
 		name  string
@@ -153,6 +166,7 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		ReapInterval:     f.reapInterval,
 		ReapGrace:        f.reapGrace,
 		ProviderAuth:     auth,
+		ImageVerifier:    verifier,
 	}, nil
 }
 
