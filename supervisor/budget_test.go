@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -61,6 +62,12 @@ func TestAdmissionHoldsEachDispatchsResourcesAgainstTheHost(t *testing.T) {
 	small := sized(gib, 500)
 	assert.True(t, f.submit(t, small, probe.PID()).Queued, "FIFO: nobody overtakes a waiting attempt")
 	require.Eventually(t, func() bool { s := f.snapshot(t); return s.Active == 1 && s.Queued == 2 }, within, 10*time.Millisecond)
+	res, err := f.system.Root.RequestFuture(f.root, messages.Inspect{}, within).Result()
+	require.NoError(t, err)
+	facts := res.(messages.InspectReply).Facts
+	assert.Equal(t, fmt.Sprint(4*gib), facts["heldMemoryBytes"], "the debug console shows what is held")
+	assert.Equal(t, "1000", facts["heldCpuMillis"])
+	assert.Equal(t, fmt.Sprint(6*gib), facts["budgetMemoryBytes"])
 
 	f.system.Root.Send(f.attemptPID(t, first), finishNow{})
 	require.Eventually(t, func() bool {

@@ -503,6 +503,16 @@ func (r *root) inspect(ctx actor.Context) messages.InspectReply {
 	if h := r.permit.holder; h != nil {
 		facts["buildPermitHolder"] = h.String()
 	}
+	var held need
+	for _, att := range r.running {
+		held = held.plus(att.need)
+	}
+	facts["heldMemoryBytes"] = strconv.FormatInt(held.memoryBytes, 10)
+	facts["heldCpuMillis"] = strconv.FormatInt(held.cpuMillis, 10)
+	if b := budgetOf(r.capacity.report); b.known {
+		facts["budgetMemoryBytes"] = strconv.FormatInt(b.memoryBytes, 10)
+		facts["budgetCpuMillis"] = strconv.FormatInt(b.cpuMillis, 10)
+	}
 	var children []string
 	for _, pid := range ctx.Children() {
 		children = append(children, pid.GetId())
