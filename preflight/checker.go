@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/clock"
 )
 
 // Options configures a Checker. Zero fields take the defaults.
@@ -28,6 +29,8 @@ type Options struct {
 	CallTimeout time.Duration
 	Disk        DiskPolicy
 	Capacity    CapacityPolicy
+	// Clock stamps the reports (CheckedAt); nil means clock.System.
+	Clock clock.Clock
 }
 
 // supportedPlatforms are the OSes forged can drive Docker sandboxes from.
@@ -59,7 +62,10 @@ func NewChecker(engine Engine, host HostFacts, opts Options) *Checker {
 		opts.StateRoot = os.TempDir()
 	}
 	opts.Capacity = opts.Capacity.withDefaults()
-	return &Checker{engine: engine, host: host, opts: opts, now: time.Now}
+	if opts.Clock == nil {
+		opts.Clock = clock.System{}
+	}
+	return &Checker{engine: engine, host: host, opts: opts, now: opts.Clock.Now}
 }
 
 // Check asks the engine and the host and returns the verdict. Failures are

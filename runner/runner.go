@@ -20,6 +20,7 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/internal/ids"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
@@ -74,6 +75,10 @@ type Config struct {
 	// SkipStartupReap leaves the previous process's ledgers alone at start
 	// (for a dry run that must change nothing).
 	SkipStartupReap bool
+	// Clock drives every timer of the runner (capacity refresh and the
+	// preflight report's age, reaper, lease watchdogs, samplers) and its
+	// timestamps; nil means clock.System. Tests inject a clock.Manual.
+	Clock clock.Clock
 }
 
 // Runner is an embedded forged: an actor system with its root supervisor.
@@ -96,6 +101,9 @@ type Runner struct {
 func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if cfg.Slots <= 0 {
 		cfg.Slots = 1
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
 	}
 	if cfg.QueueLimit < 0 {
 		cfg.QueueLimit = 0
@@ -146,12 +154,13 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	}
 	policy := cfg.Capacity
 	policy.MaxSlots = cfg.Slots
-	cache := preflight.NewCache(preflight.NewChecker(engine, nil, preflight.Options{
+	cache := preflight.NewCacheWithClock(preflight.NewChecker(engine, nil, preflight.Options{
 		AllowRootful: cfg.AllowRootful,
 		Endpoint:     engine.DaemonHost(),
 		StateRoot:    stateRoot,
 		Capacity:     policy,
-	}), 0)
+		Clock:        cfg.Clock,
+	}), 0, cfg.Clock)
 	// The first report is taken now, so that admission starts from it.
 	cache.Current(ctx)
 
@@ -159,7 +168,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	// forged processes off this engine: every ledger left in the state root
 	// belongs to an attempt a previous process was running when it died.
 	store := ledger.Store{Root: stateRoot}
-	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace}
+	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace, Now: cfg.Clock.Now}
 	startup := round
 	startup.SnapshotAvailable = true // an empty snapshot: nothing is live
 	startup.DryRun = cfg.SkipStartupReap
@@ -179,6 +188,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Platform:       runtime.GOOS + "/" + runtime.GOARCH,
 		SeccompProfile: cfg.SeccompProfile,
 		LSMOption:      cfg.LSMOption,
+		Clock:          cfg.Clock,
 	}
 	var attemptDocker actors.Docker = docker
 	if cfg.WrapDocker != nil {
@@ -198,6 +208,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Ledgers:    store,
 		Capacity:   cache,
 		RunnerID:   cfg.RunnerID,
+		Clock:      cfg.Clock,
 		Reaper:     &supervisor.ReaperConfig{Store: store, Docker: docker, Round: round, Interval: cfg.ReapInterval},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
 			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
