@@ -30,7 +30,9 @@ const DefaultWithin = 10 * time.Second
 //   - a dead letter (a user message sent to an actor that is gone) or a
 //     failure that reaches a supervisor (an escaped panic) fails the test,
 //     unless the test declared it expected with AllowDeadLetters or
-//     AllowFailures;
+//     AllowFailures, or the message implements
+//     actor.IgnoreDeadLetterLogging (its sender declared a late delivery
+//     harmless);
 //   - at cleanup every actor it spawned is stopped, the system shut down,
 //     and the goroutines started during the test and still running are
 //     reported as leaks (go.uber.org/goleak).
@@ -106,6 +108,9 @@ func (s *System) observe(evt any) {
 	case *actor.DeadLetterEvent:
 		if isLifecycle(e.Message) {
 			return
+		}
+		if _, late := e.Message.(actor.IgnoreDeadLetterLogging); late {
+			return // the sender declared a late delivery harmless
 		}
 		for _, allow := range s.allowDead {
 			if allow(e) {

@@ -190,3 +190,18 @@ func TestTapSeesWhatTheActorReceives(t *testing.T) {
 	assert.Equal(t, "two", actortest.Expect[string](t, tap, time.Second))
 	assert.Nil(t, tap.PID())
 }
+
+// lateResult is a message whose sender declares a late delivery harmless.
+type lateResult struct{}
+
+func (lateResult) IgnoreDeadLetterLogging() {}
+
+func TestADeclaredLateDeliveryIsNotADeadLetter(t *testing.T) {
+	errs := runInner(t, func(t *innerT) {
+		sys := actortest.NewSystem(t)
+		gone := sys.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+		require.NoError(t, sys.Root.StopFuture(gone).Wait())
+		sys.Root.Send(gone, lateResult{})
+	})
+	assert.Empty(t, errs)
+}
