@@ -97,6 +97,7 @@ type Engine struct {
 	conns         map[net.Conn]bool // hijacked streams, broken by Restart and Down
 	open          map[net.Conn]bool // HTTP connections, closed by Down
 	seq           int
+	subnets       int
 	programs      []programRule
 	execProgs     []execRule
 	now           func() time.Time

@@ -52,7 +52,7 @@ func provision(t *testing.T, e *fakeengine.Engine, c *dockerops.Client) sandbox 
 	require.NoError(t, err)
 	e.AddImage("forge/agent:k", map[string]string{"org.example.image": "agent"})
 	hex := d.Sandbox.DispatchAttemptID[:8]
-	_, err = c.CreateInternalNetwork(ctx, "forge-"+hex, labels)
+	_, err = c.CreateIsolatedNetwork(ctx, "forge-"+hex, labels)
 	require.NoError(t, err)
 	for _, v := range []string{"ws", "ctl", "sec"} {
 		require.NoError(t, c.CreateVolume(ctx, "forge-"+hex+"-"+v, labels))
@@ -164,7 +164,7 @@ func TestInjectedFaultsReachTheClient(t *testing.T) {
 	// A transient error (503) of a write is retried; the call succeeds the
 	// second time.
 	e.Inject(fakeengine.OpNetworkCreate, fakeengine.Fault{Status: 503, Message: "engine busy", Times: 1})
-	_, err := c.CreateInternalNetwork(ctx, "forge-net", map[string]string{dockerops.LabelManaged: "true"})
+	_, err := c.CreateIsolatedNetwork(ctx, "forge-net", map[string]string{dockerops.LabelManaged: "true"})
 	require.NoError(t, err)
 	assert.Equal(t, 2, e.CallCount(fakeengine.OpNetworkCreate))
 
@@ -210,7 +210,7 @@ func (q *quiet) Fatalf(f string, a ...any) { q.failed = true }
 func TestAssertCleanSeesWhatIsLeft(t *testing.T) {
 	e := fakeengine.New(t)
 	c := connect(t, e)
-	_, err := c.CreateInternalNetwork(context.Background(), "forge-left", map[string]string{dockerops.LabelManaged: "true"})
+	_, err := c.CreateIsolatedNetwork(context.Background(), "forge-left", map[string]string{dockerops.LabelManaged: "true"})
 	require.NoError(t, err)
 	q := &quiet{TB: t}
 	e.AssertClean(q, dockerops.LabelManaged)

@@ -332,9 +332,14 @@ func (e *Engine) networkCreate(w http.ResponseWriter, r *http.Request) error {
 	if driver == "" {
 		driver = "bridge"
 	}
+	ipv6 := req.EnableIPv6 != nil && *req.EnableIPv6
+	e.subnets++
+	subnet := fmt.Sprintf("172.%d.%d.0/24", 18+e.subnets/256%14, e.subnets%256)
 	e.networks[id] = &network.Inspect{
 		ID: id, Name: req.Name, Created: e.now().UTC(), Scope: "local", Driver: driver, Internal: req.Internal,
-		Labels: req.Labels, Options: req.Options, Containers: map[string]network.EndpointResource{},
+		EnableIPv4: true, EnableIPv6: ipv6, Labels: req.Labels, Options: req.Options,
+		Containers: map[string]network.EndpointResource{},
+		IPAM:       network.IPAM{Driver: "default", Config: []network.IPAMConfig{{Subnet: subnet, Gateway: strings.TrimSuffix(subnet, "0/24") + "1"}}},
 	}
 	writeJSON(w, http.StatusCreated, network.CreateResponse{ID: id})
 	return nil

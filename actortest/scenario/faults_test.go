@@ -43,7 +43,8 @@ func TestAFaultAtEveryStepIsCleanedUp(t *testing.T) {
 		{step: "image build refused", inject: engineFault(fakeengine.OpImageBuild), code: failure.SandboxBuildFailed, phase: messages.PhaseBuilding},
 		{step: "image build step fails", inject: func(s *scenario.Scenario) { s.Engine.FailBuilds(1, "RUN make: exit code 2") },
 			code: failure.SandboxBuildFailed, phase: messages.PhaseBuilding},
-		{step: "network create", inject: engineFault(fakeengine.OpNetworkCreate), code: failure.SandboxCreateFailed, phase: messages.PhaseProvisioning},
+		// No network step: a worker without network policy runs with
+		// NetworkMode none.
 		{step: "volume create", inject: engineFault(fakeengine.OpVolumeCreate), code: failure.SandboxCreateFailed, phase: messages.PhaseProvisioning},
 		{step: "container create", inject: engineFault(fakeengine.OpContainerCreate), code: failure.SandboxCreateFailed, phase: messages.PhaseRunning},
 		{step: "copy the bundle in", inject: engineFault(fakeengine.OpArchivePut), code: failure.SandboxCreateFailed, phase: messages.PhaseRunning},

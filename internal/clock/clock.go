@@ -90,19 +90,6 @@ func (c *Manual) AdvanceSync(d time.Duration) {
 	wg.Wait()
 }
 
-// Pending returns how many timers are set and not yet fired or stopped.
-func (c *Manual) Pending() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, t := range c.timers {
-		if !t.stopped {
-			n++
-		}
-	}
-	return n
-}
-
 // due moves the clock forward by d and removes and returns the timers that
 // are then due, in the order they were set.
 func (c *Manual) due(d time.Duration) []func() {
@@ -130,4 +117,18 @@ func (t *manualTimer) Stop() bool {
 	was := !t.stopped
 	t.stopped = true
 	return was
+}
+
+// Pending returns how many timers are armed (neither fired nor stopped):
+// a test waits for an actor to re-arm before it advances the clock.
+func (c *Manual) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if !t.stopped {
+			n++
+		}
+	}
+	return n
 }
