@@ -258,7 +258,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if cfg.ImageGC != nil {
 		gc = collector.Props(collector.Config{
 			API: engine, Refs: deps.ImageRefs, Policy: cfg.ImageGC.Policy, Interval: cfg.ImageGC.Interval,
-			StateRoot: stateRoot,
+			StateRoot: stateRoot, Clock: cfg.Clock,
 			DiskLow: func(ctx context.Context) (bool, error) {
 				report, _ := cache.Current(ctx)
 				return report.Disk.Low, nil
