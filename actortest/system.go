@@ -76,6 +76,10 @@ func IgnoreGoroutines(opts ...goleak.Option) Option {
 // caused by the timers it fired to arrive (default 25ms).
 func WithSettle(d time.Duration) Option { return func(s *System) { s.settle = d } }
 
+// WithClock makes the System use clk (a test's own manual clock) instead
+// of a new one at Epoch.
+func WithClock(clk *clock.Manual) Option { return func(s *System) { s.Clock = clk } }
+
 // NewSystem starts an actor system bound to t; see System.
 func NewSystem(t testing.TB, opts ...Option) *System {
 	t.Helper()
