@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -120,6 +121,7 @@ func (e *Engine) containerList(w http.ResponseWriter, r *http.Request) error {
 		list = append(list, c)
 	}
 	e.mu.Unlock()
+	sort.Slice(list, func(i, j int) bool { return list[i].name < list[j].name })
 	out := []container.Summary{}
 	for _, c := range list {
 		s := c.State()

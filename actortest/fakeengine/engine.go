@@ -71,6 +71,13 @@ type Fault struct {
 	Drop bool
 	// Times bounds how many calls the fault applies to (0: every call).
 	Times int
+	// Target restricts the fault to the calls on one object: those whose
+	// path names it (an id or a name, e.g. a volume's). Empty: every call.
+	Target string
+	// Before runs before the endpoint answers (after Latency): to change
+	// the engine's state under the call, e.g. Forget an object another
+	// party removed meanwhile.
+	Before func()
 }
 
 // Engine is a fake Docker Engine; see the package documentation.
@@ -170,26 +177,38 @@ func (e *Engine) Clear(op string) {
 	delete(e.faults, op)
 }
 
-// fault takes the fault that applies to this call of op, if any.
-func (e *Engine) fault(op string) *Fault {
+// fault takes the fault that applies to this call of op on path, if any:
+// the first one added whose target matches.
+func (e *Engine) fault(op, path string) *Fault {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	list := e.faults[op]
-	for len(list) > 0 {
-		f := list[0]
+	for i, f := range list {
+		if f.Target != "" && !pathNames(path, f.Target) {
+			continue
+		}
 		if f.Times == 0 {
 			return f
 		}
 		f.Times--
 		if f.Times == 0 {
-			list = list[1:]
-			e.faults[op] = list
+			e.faults[op] = append(list[:i:i], list[i+1:]...)
 		}
 		c := *f
 		c.Times = 1
 		return &c
 	}
 	return nil
+}
+
+// pathNames reports whether one segment of path is target.
+func pathNames(path, target string) bool {
+	for _, seg := range strings.Split(path, "/") {
+		if seg == target {
+			return true
+		}
+	}
+	return false
 }
 
 // Calls returns every call recorded so far.

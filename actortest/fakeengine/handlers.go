@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -176,7 +177,7 @@ func (e *Engine) endpoint(op string, h handler) http.HandlerFunc {
 			e.calls[n].Status = sw.status
 			e.mu.Unlock()
 		}()
-		if f := e.fault(op); f != nil {
+		if f := e.fault(op, r.URL.Path); f != nil {
 			if f.Latency > 0 {
 				t := time.NewTimer(f.Latency)
 				select {
@@ -185,6 +186,9 @@ func (e *Engine) endpoint(op string, h handler) http.HandlerFunc {
 					t.Stop()
 					return
 				}
+			}
+			if f.Before != nil {
+				f.Before()
 			}
 			if f.Drop {
 				if hj, ok := w.(http.Hijacker); ok {
@@ -358,6 +362,7 @@ func (e *Engine) networkList(w http.ResponseWriter, r *http.Request) error {
 			out = append(out, *n)
 		}
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -448,6 +453,7 @@ func (e *Engine) volumeList(w http.ResponseWriter, r *http.Request) error {
 			out.Volumes = append(out.Volumes, &cp)
 		}
 	}
+	sort.Slice(out.Volumes, func(i, j int) bool { return out.Volumes[i].Name < out.Volumes[j].Name })
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
