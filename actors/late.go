@@ -7,3 +7,13 @@ package actors
 // harness (actortest) does not count it as a lost message.
 func (roundDone) IgnoreDeadLetterLogging()   {}
 func (releaseDone) IgnoreDeadLetterLogging() {}
+
+// The attempt answers its lease watchdog's start (and tells it renewals)
+// while the watchdog may already be stopping with the rest of the tree (an
+// attempt refused at its first step): a lost answer changes nothing.
+func (leaseRenewed) IgnoreDeadLetterLogging() {}
+
+// A timer can fire just as its actor stops (Stop found it already
+// firing): the tick then reaches no one, which is what stopping means.
+func (sampleTick) IgnoreDeadLetterLogging()      {}
+func (leaseTimerFired) IgnoreDeadLetterLogging() {}

@@ -92,9 +92,13 @@ func (d *samplerDocker) releases() int {
 }
 
 func spawnSampler(t *testing.T, docker SamplerDocker, kernel KernelCounters, clk clock.Clock) (*actor.ActorSystem, *actor.PID) {
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
-	pid := system.Root.Spawn(newMemorySamplerProps(docker, kernel, clk, 250*time.Millisecond,
+	var opts []actortest.Option
+	if manual, ok := clk.(*clock.Manual); ok {
+		opts = append(opts, actortest.WithClock(manual))
+	}
+	sys := actortest.NewSystem(t, opts...)
+	system := sys.ActorSystem
+	pid := sys.Spawn(newMemorySamplerProps(docker, kernel, clk, 250*time.Millisecond,
 		[]SampledContainer{{ID: fakeContainerID, Name: "forge-agent-x", Role: roleAgent}}))
 	return system, pid
 }
