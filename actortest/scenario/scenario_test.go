@@ -1,6 +1,7 @@
 package scenario_test
 
 import (
+	"context"
 	"os/exec"
 	"strings"
 	"testing"
@@ -12,8 +13,10 @@ import (
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/actortest/fakeengine"
 	"github.com/forgedev/forged/actortest/scenario"
+	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/example"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -87,4 +90,28 @@ func TestEngineRestartDuringTheRun(t *testing.T) {
 	// reads first.
 	assert.Contains(t, []string{string(failure.SandboxRuntimeFailed), string(failure.SandboxWorkerFailed)}, out.Code, out.Message)
 	s.AssertReleased(a)
+}
+
+// A teardown the engine refuses leaves the attempt degraded: its ledger is
+// kept for the reaper, the objects are still labelled, its slot is free.
+func TestARefusedTeardownIsDegradedAndKeepsTheLedger(t *testing.T) {
+	s := scenario.New(t)
+	s.Engine.Inject(fakeengine.OpVolumeRemove, fakeengine.Fault{Status: 409, Message: "volume is in use"})
+	a := s.Submit(s.Dispatch("sh", "-c", "echo hi > hello.txt"))
+	out := a.Outcome()
+	assert.True(t, out.Degraded, "%+v", out)
+	assert.Contains(t, a.EventTypes(), "teardown_failed")
+	entry, err := s.Ledgers.Read(a.Dispatch.AttemptID())
+	require.NoError(t, err, "the ledger is kept for the reaper")
+	assert.Equal(t, ledger.Degraded, entry.State)
+	assert.NotEmpty(t, s.Engine.Labelled(dockerops.LabelAttemptID+"="+a.Dispatch.AttemptID()))
+	require.Eventually(t, func() bool { snap := s.Snapshot(); return snap.Active == 0 && snap.Degraded == 1 }, actortest.DefaultWithin, time.Millisecond)
+
+	// Once the engine lets go, a teardown by label (the reaper's) leaves
+	// nothing.
+	s.Engine.Clear("")
+	report, err := s.Docker.Teardown(context.Background(), dockerops.OwnershipOf(a.Dispatch), "reaper")
+	require.NoError(t, err)
+	assert.Zero(t, report.Remaining)
+	s.Engine.AssertClean(t, dockerops.LabelAttemptID+"="+a.Dispatch.AttemptID())
 }
