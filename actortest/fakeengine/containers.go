@@ -101,10 +101,8 @@ func (e *Engine) containerCreate(w http.ResponseWriter, r *http.Request) error {
 		engine: e, id: id, name: name, created: e.now().UTC(), config: &cfg, host: req.HostConfig, root: root,
 		imageID: img.id, state: container.State{Status: container.StateCreated},
 	}
+	c.program = e.programForLocked(c)
 	e.containers[id] = c
-	e.mu.Unlock()
-	c.program = e.programFor(c)
-	e.mu.Lock()
 	writeJSON(w, http.StatusCreated, container.CreateResponse{ID: id, Warnings: []string{}})
 	return nil
 }
@@ -210,13 +208,9 @@ func (e *Engine) containerWait(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	condition := r.URL.Query().Get("condition")
+	// Every condition is answered like not-running: a container that is
+	// not running answers at once with its last exit.
 	exited := c.waitExit()
-	if condition == string(container.WaitConditionNextExit) && exited == nil {
-		// Not running: the next exit is after a start this fake does not
-		// wait for; answer like not-running.
-		exited = nil
-	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	if f, ok := w.(http.Flusher); ok {

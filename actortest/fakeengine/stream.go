@@ -144,7 +144,8 @@ type programRule struct {
 
 // OnRun makes the containers that satisfy match (when created) run
 // program when started; the last rule added that matches wins. Without
-// one a container exits 0 at once.
+// one a container exits 0 at once. match runs under the engine's lock: it
+// may read the container, not call the engine.
 func (e *Engine) OnRun(match func(*Container) bool, program Program) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -156,9 +157,8 @@ func (e *Engine) RunAll(program Program) {
 	e.OnRun(func(*Container) bool { return true }, program)
 }
 
-func (e *Engine) programFor(c *Container) Program {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+// programForLocked picks c's program; e.mu is held.
+func (e *Engine) programForLocked(c *Container) Program {
 	for i := len(e.programs) - 1; i >= 0; i-- {
 		if e.programs[i].match(c) {
 			return e.programs[i].program
