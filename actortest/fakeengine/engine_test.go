@@ -340,3 +340,37 @@ func TestPreflightReadsTheEnginesFacts(t *testing.T) {
 	assert.Equal(t, "2", report.Features.CgroupVersion)
 	assert.Equal(t, 1, e.CallCount(fakeengine.OpInfo))
 }
+
+func TestHealthAndCgroupV2MemoryFacts(t *testing.T) {
+	e := fakeengine.New(t)
+	e.SetInfo(func(i *system.Info) { i.CgroupVersion = "2"; i.CgroupDriver = "systemd" })
+	ready := make(chan struct{})
+	e.RunAll(func(ctx context.Context, p *fakeengine.Process) int {
+		p.Container.SetHealth("unhealthy")
+		p.Container.SetMemory(64<<20, 256<<20, map[string]uint64{"inactive_file": 16 << 20})
+		close(ready)
+		<-ctx.Done()
+		return 137
+	})
+	c := connect(t, e)
+	s := provision(t, e, c)
+	go func() { _, _ = c.RunAttached(context.Background(), s.container, nil, nil, dockerops.RunLimits{}) }()
+	<-ready
+
+	raw, err := client.NewClientWithOpts(client.WithHost(e.Host()), client.WithAPIVersionNegotiation())
+	require.NoError(t, err)
+	defer raw.Close()
+	inspected, err := raw.ContainerInspect(context.Background(), s.container)
+	require.NoError(t, err)
+	require.NotNil(t, inspected.State.Health)
+	assert.Equal(t, "unhealthy", string(inspected.State.Health.Status))
+	info, err := raw.Info(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "2", info.CgroupVersion)
+
+	used, err := c.MemoryUsage(context.Background(), s.container)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(48<<20), used, "usage less inactive_file (cgroup v2)")
+	teardown(t, c, s)
+	e.AssertClean(t, dockerops.LabelManaged)
+}
