@@ -32,6 +32,7 @@ import (
 	"github.com/forgedev/forged/quota"
 	"github.com/forgedev/forged/reaper"
 	"github.com/forgedev/forged/supervisor"
+	"github.com/forgedev/forged/timelimit"
 )
 
 // requestTimeout bounds a request to the root supervisor.
@@ -59,6 +60,13 @@ type Config struct {
 	// Capacity sizes one attempt and the host's reserve for the preflight
 	// admission; its MaxSlots is Slots.
 	Capacity preflight.CapacityPolicy
+	// Disk bounds the disk pressure of the Docker root directory.
+	Disk preflight.DiskPolicy
+	// SampleInterval is the memory sampler's period (default 250ms).
+	SampleInterval time.Duration
+	// Limits are the attempts' time limits (timelimit.Operator validates
+	// the operator's); zero takes the defaults, 8 h and 10 min.
+	Limits timelimit.Limits
 	// LockRoot holds the one-forged-per-Docker-context lock (default
 	// TMPDIR/forged). Every forged on a host must use the same one.
 	LockRoot string
@@ -81,6 +89,14 @@ type Config struct {
 	// and the allowed hosts), as `forged run` and `forged daemon` do.
 	Redeemer       actors.CredentialRedeemer
 	ValidateRemote gitops.RemoteValidator
+	// ProviderAuth prepares the agents' provider credentials (see package
+	// providerauth); nil refuses every dispatch that names a provider with
+	// sandbox_auth_unavailable.
+	ProviderAuth actors.ProviderAuth
+	// ImageVerifier is the image-signature hook (imagesig.New); nil
+	// verifies nothing: sandbox_required is refused with
+	// sandbox_image_signature_invalid, adoption warns.
+	ImageVerifier actors.ImageVerifier
 	// ManagedNamespace is the ref prefix ("refs/heads/…/") every dispatch's
 	// worktree key must lie below; empty means refs/heads/forge/. Other
 	// dispatches are refused with dispatch_invalid.
@@ -188,6 +204,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Endpoint:     engine.DaemonHost(),
 		StateRoot:    stateRoot,
 		Capacity:     policy,
+		Disk:         cfg.Disk,
 		Isolation:    docker,
 		Clock:        cfg.Clock,
 	}), 0, cfg.Clock)
@@ -240,6 +257,8 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		SeccompProfile: cfg.SeccompProfile,
 		LSMOption:      cfg.LSMOption,
 		Clock:          cfg.Clock,
+		SampleInterval: cfg.SampleInterval,
+		Limits:         cfg.Limits,
 		Confinement:    func() actors.Confinement { return confinementOf(cache) },
 	}
 	var attemptDocker actors.Docker = docker
@@ -249,10 +268,12 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	deps := actors.Deps{
 		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot, ValidateRemote: cfg.ValidateRemote,
 			ManagedNamespace: cfg.ManagedNamespace},
-		Docker:    attemptDocker,
-		Redeemer:  cfg.Redeemer,
-		Volumes:   volumes,
-		ImageRefs: imagegc.NewRefs(),
+		Docker:        attemptDocker,
+		Redeemer:      cfg.Redeemer,
+		ProviderAuth:  cfg.ProviderAuth,
+		ImageVerifier: cfg.ImageVerifier,
+		Volumes:       volumes,
+		ImageRefs:     imagegc.NewRefs(),
 	}
 	var gc *actor.Props
 	if cfg.ImageGC != nil {

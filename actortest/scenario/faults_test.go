@@ -55,7 +55,7 @@ func TestAFaultAtEveryStepIsCleanedUp(t *testing.T) {
 		{step: "copy the output out", inject: engineFault(fakeengine.OpArchiveGet), code: failure.SandboxRuntimeFailed, phase: messages.PhaseCollecting},
 		{step: "worker OOM-killed", inject: func(s *scenario.Scenario) {
 			s.Engine.RunAll(func(_ context.Context, p *fakeengine.Process) int { p.Container.SetOOMKilled(); return 137 })
-		}, code: failure.SandboxOOMKilled, phase: messages.PhaseCollecting},
+		}, code: failure.SandboxOOMKilled, phase: messages.PhaseRunning},
 		{step: "worker crashes", inject: func(s *scenario.Scenario) { s.Engine.RunAll(fakeengine.Exit(70)) },
 			code: failure.SandboxWorkerFailed, phase: messages.PhaseCollecting},
 	}

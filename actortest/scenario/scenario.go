@@ -191,3 +191,29 @@ func (s *Scenario) Snapshot() messages.Snapshot {
 	s.t.Helper()
 	return actortest.Request[messages.Snapshot](s.t, s.Sys, s.Supervisor, messages.SnapshotRequest{})
 }
+
+// Started waits for the attempt's sandbox_started event: the worker
+// container exists and the attempt's time limits are armed on the clock.
+func (a *Attempt) Started() {
+	a.s.t.Helper()
+	actortest.ExpectWhere(a.s.t, a.Probe, actortest.DefaultWithin, func(m messages.AttemptEvent) bool {
+		return m.Event.EventType == "sandbox_started"
+	})
+}
+
+// OutcomeAdvancing moves the clock by step until the outcome arrives (a
+// chain of timers, each armed by the one before: a hard wall, then the
+// worker's grace), and returns it. It fails the test if none arrives
+// within DefaultWithin of real time.
+func (a *Attempt) OutcomeAdvancing(step time.Duration) messages.AttemptOutcome {
+	a.s.t.Helper()
+	deadline := time.Now().Add(actortest.DefaultWithin)
+	for time.Now().Before(deadline) {
+		if got := actortest.All[messages.AttemptFinished](a.Probe); len(got) > 0 {
+			return a.Outcome()
+		}
+		a.s.Sys.Advance(step)
+		time.Sleep(time.Millisecond) // let the ticks' messages be handled before the next step
+	}
+	return a.Outcome() // fails with what was received
+}

@@ -54,9 +54,14 @@ func running(t *testing.T, s *scenario.Scenario) {
 func TestLeaseExpiryOnTheManualClockStopsTheWorker(t *testing.T) {
 	s := scenario.New(t)
 	s.Engine.RunAll(fakeengine.Block())
-	a := s.Submit(s.Dispatch("true"))
-	running(t, s)
-	actortest.ExpectNoMessage[messages.AttemptFinished](t, a.Probe, 59*time.Minute)
+	d := s.Dispatch("true")
+	// The lease ends first: before the task's hard wall (none) and the
+	// idle limit (10 minutes by default).
+	d.Task.TimeoutSeconds = 0
+	d.Lease.ExpiresAt = s.Sys.Clock.Now().Add(5 * time.Minute)
+	a := s.Submit(d)
+	a.Started()
+	actortest.ExpectNoMessage[messages.AttemptFinished](t, a.Probe, 4*time.Minute)
 	s.Sys.Advance(time.Minute)
 	out := a.Outcome()
 	assert.Equal(t, string(failure.SandboxLeaseExpired), out.Code, out.Message)
@@ -114,4 +119,23 @@ func TestARefusedTeardownIsDegradedAndKeepsTheLedger(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, report.Remaining)
 	s.Engine.AssertClean(t, dockerops.LabelAttemptID+"="+a.Dispatch.AttemptID())
+}
+
+// A worker that writes nothing for the idle limit (10 minutes) is stopped,
+// measured on the host's (manual) clock; the hard wall (8 hours without a
+// task timeout) is far.
+func TestTheIdleLimitOnTheManualClock(t *testing.T) {
+	s := scenario.New(t)
+	s.Engine.RunAll(fakeengine.Block())
+	d := s.Dispatch("true")
+	d.Task.TimeoutSeconds = 0
+	d.Lease.ExpiresAt = s.Sys.Clock.Now().Add(24 * time.Hour)
+	a := s.Submit(d)
+	a.Started()
+	actortest.ExpectNoMessage[messages.AttemptFinished](t, a.Probe, 10*time.Minute-time.Second)
+	// The idle limit, then the worker's grace to stop its task (this
+	// program does not), pass on the clock.
+	out := a.OutcomeAdvancing(time.Second)
+	assert.Equal(t, string(failure.SandboxIdleTimeout), out.Code, out.Message)
+	s.AssertReleased(a)
 }
