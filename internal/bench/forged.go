@@ -1,0 +1,310 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/forgedev/forged/example"
+	"github.com/forgedev/forged/httpapi"
+	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/runner"
+)
+
+// forgedFlags are the flags every forged process of the benchmark gets: the
+// machine's engine is rootful, has two cores, and burst capacity 3 needs
+// CPU slots of 500 millis.
+func forgedFlags(stateRoot string, slots, queue int) []string {
+	return []string{"--allow-rootful", "--host-reserved-cores", "0", "--cpu-millis-per-attempt", "500",
+		"--state-root", stateRoot, "--slots", strconv.Itoa(slots), "--queue", strconv.Itoa(queue)}
+}
+
+// forgedCommand prepares a forged process for a state root. Its TMPDIR is
+// the state root's own, so its one-forged-per-context lock meets neither
+// the benchmark's other forged processes nor another forged on the host.
+func (e *Env) forgedCommand(ctx context.Context, stateRoot string, args ...string) (*exec.Cmd, error) {
+	tmp := stateRoot + "-tmp"
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, e.cfg.ForgedBinary, args...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.WaitDelay = 10 * time.Second
+	return cmd, nil
+}
+
+// newDispatch returns a dispatch of the trivial task for the state root's
+// runner, on a managed branch of its own (concurrent attempts on one
+// branch would conflict by design).
+func (e *Env) newDispatch(stateRoot string, argv []string, lease time.Duration) (*messages.Dispatch, error) {
+	runnerID, err := runner.LoadRunnerID(stateRoot)
+	if err != nil {
+		return nil, err
+	}
+	e.noteRunner(runnerID)
+	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: runnerID, RepoPath: e.repo, Argv: argv, Lease: lease})
+	if err != nil {
+		return nil, err
+	}
+	d.Lease.WorktreeKey = "forge/bench-" + d.Sandbox.DispatchAttemptID[:8]
+	return d, nil
+}
+
+// forgedRun runs one `forged run --json` of the trivial task and returns
+// its wall time and printed outcome.
+func (e *Env) forgedRun(ctx context.Context, stateRoot string) (time.Duration, runOutput, error) {
+	d, err := e.newDispatch(stateRoot, nil, 0)
+	if err != nil {
+		return 0, runOutput{}, err
+	}
+	path := filepath.Join(e.cfg.WorkDir, "dispatch-"+d.AttemptID()+".json")
+	if err := example.WriteDispatch(path, d); err != nil {
+		return 0, runOutput{}, err
+	}
+	defer os.Remove(path)
+	args := append([]string{"run", "--json"}, forgedFlags(stateRoot, 1, 0)...)
+	cmd, err := e.forgedCommand(ctx, stateRoot, append(args, path)...)
+	if err != nil {
+		return 0, runOutput{}, err
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err = cmd.Run()
+	elapsed := time.Since(start)
+	out := parseRunOutput(stdout.Bytes())
+	if err != nil {
+		return elapsed, out, fmt.Errorf("forged run: %w: %s", err, clipTail(stderr.String()+stdout.String(), 2000))
+	}
+	if out.Outcome == nil || out.Outcome.Status != messages.StatusSucceeded {
+		return elapsed, out, fmt.Errorf("forged run did not succeed: %s", clipTail(stdout.String(), 2000))
+	}
+	return elapsed, out, nil
+}
+
+// runOutput is what `forged run --json` printed.
+type runOutput struct {
+	Events  []messages.Event
+	Outcome *messages.AttemptOutcome
+}
+
+func parseRunOutput(raw []byte) runOutput {
+	var out runOutput
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line httpapi.StreamLine
+		if json.Unmarshal(sc.Bytes(), &line) != nil {
+			continue
+		}
+		if line.Event != nil {
+			out.Events = append(out.Events, *line.Event)
+		}
+		if line.Outcome != nil {
+			out.Outcome = line.Outcome
+		}
+	}
+	return out
+}
+
+// imageFacts returns the image id and cache key forged reported, and
+// whether it was a cache hit.
+func (o runOutput) imageFacts() (id, key string, hit bool, err error) {
+	for _, ev := range o.Events {
+		if (ev.EventType != "sandbox_image_built" && ev.EventType != "sandbox_image_cache_hit") || ev.Data == nil {
+			continue
+		}
+		var data struct {
+			ImageDigest string `json:"imageDigest"`
+			CacheKey    string `json:"cacheKey"`
+			CacheHit    bool   `json:"cacheHit"`
+		}
+		if err := json.Unmarshal([]byte(*ev.Data), &data); err != nil {
+			return "", "", false, err
+		}
+		return data.ImageDigest, data.CacheKey, data.CacheHit, nil
+	}
+	return "", "", false, errors.New("forged reported no image event")
+}
+
+// daemon is a running `forged daemon` and a client of its socket.
+type daemon struct {
+	cmd       *exec.Cmd
+	http      *http.Client
+	stateRoot string
+	done      chan error
+}
+
+// startDaemon starts forged daemon and waits until its socket answers.
+func (e *Env) startDaemon(ctx context.Context, stateRoot string, slots, queue int) (*daemon, error) {
+	socket := filepath.Join(stateRoot, "forged.sock")
+	args := append([]string{"daemon", "--socket", socket}, forgedFlags(stateRoot, slots, queue)...)
+	cmd, err := e.forgedCommand(context.WithoutCancel(ctx), stateRoot, args...)
+	if err != nil {
+		return nil, err
+	}
+	logFile, err := os.Create(filepath.Join(e.cfg.WorkDir, "daemon-"+filepath.Base(stateRoot)+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	d := &daemon{cmd: cmd, stateRoot: stateRoot, done: make(chan error, 1), http: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		},
+	}}}
+	go func() { d.done <- cmd.Wait(); logFile.Close() }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := d.get(ctx, "/v1/snapshot"); err == nil {
+			return d, nil
+		}
+		select {
+		case err := <-d.done:
+			d.done <- err
+			return nil, fmt.Errorf("forged daemon exited at start: %v (log %s)", err, logFile.Name())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			_ = d.stop()
+			return nil, errors.New("forged daemon did not answer within a minute")
+		}
+	}
+}
+
+func (d *daemon) get(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://forged"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
+	}
+	return body, err
+}
+
+// submit posts a dispatch; it must be admitted.
+func (d *daemon) submit(ctx context.Context, dispatch *messages.Dispatch) error {
+	raw, err := json.Marshal(dispatch)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://forged/v1/attempts", bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("submit: %s: %s", resp.Status, body)
+	}
+	return nil
+}
+
+// cancel asks the daemon to cancel an attempt.
+func (d *daemon) cancel(ctx context.Context, attemptID string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, "http://forged/v1/attempts/"+attemptID, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// outcome follows an attempt's event stream to its outcome.
+func (d *daemon) outcome(ctx context.Context, attemptID string) (messages.AttemptOutcome, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://forged/v1/attempts/"+attemptID+"/events", nil)
+	if err != nil {
+		return messages.AttemptOutcome{}, err
+	}
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return messages.AttemptOutcome{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		return messages.AttemptOutcome{}, fmt.Errorf("events: %s: %s", resp.Status, body)
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var line httpapi.StreamLine
+		if err := dec.Decode(&line); err != nil {
+			return messages.AttemptOutcome{}, fmt.Errorf("events of %s ended without an outcome: %w", attemptID, err)
+		}
+		if line.Outcome != nil {
+			return *line.Outcome, nil
+		}
+	}
+}
+
+// runAttempt submits a dispatch and waits for its outcome, which must be a
+// success; it returns the time from the POST to the outcome.
+func (d *daemon) runAttempt(ctx context.Context, dispatch *messages.Dispatch) (time.Duration, error) {
+	start := time.Now()
+	if err := d.submit(ctx, dispatch); err != nil {
+		return 0, err
+	}
+	out, err := d.outcome(ctx, dispatch.AttemptID())
+	elapsed := time.Since(start)
+	if err != nil {
+		return elapsed, err
+	}
+	if out.Status != messages.StatusSucceeded {
+		return elapsed, fmt.Errorf("attempt %s %s: %s: %s", out.AttemptID, out.Status, out.Code, out.Message)
+	}
+	return elapsed, nil
+}
+
+// pid is the daemon's process id.
+func (d *daemon) pid() int { return d.cmd.Process.Pid }
+
+// stop sends SIGTERM (the daemon drains and tears its attempts down) and
+// waits; after two minutes it kills the process.
+func (d *daemon) stop() error {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		return err
+	case <-time.After(2 * time.Minute):
+		_ = d.cmd.Process.Kill()
+		return fmt.Errorf("forged daemon did not stop within 2 minutes; killed: %v", <-d.done)
+	}
+}
+
+func clipTail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
