@@ -371,7 +371,10 @@ func TestDuplicateCheckFollowsTheQueue(t *testing.T) {
 
 	// a finishes: b leaves the queue for the slot and is still a duplicate.
 	f.system.Root.Send(f.attemptPID(t, a), finishNow{})
-	require.Eventually(t, func() bool { s := f.snapshot(t); return s.Queued == 1 && len(s.Attempts) == 1 && s.Attempts[0] == b.AttemptID() }, within, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		s := f.snapshot(t)
+		return s.Queued == 1 && len(s.Attempts) == 1 && s.Attempts[0] == b.AttemptID()
+	}, within, 10*time.Millisecond)
 	assert.Equal(t, "attempt_duplicate", f.submit(t, b, probe.PID()).Code)
 	assert.Equal(t, "attempt_duplicate", f.submit(t, c, probe.PID()).Code)
 }
