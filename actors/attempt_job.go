@@ -24,6 +24,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		LeaseExpiresAt:     a.packetExpiry,
 		LeaseControlKey:    a.controlKey,
 		TaskTimeoutSeconds: timeout,
+		ReleaseWaitMillis:  int(releaseWait / time.Millisecond),
 	}
 	raw, err := json.Marshal(packet)
 	if err != nil {
@@ -33,7 +34,6 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		spec: dockerops.WorkerSpec{
 			Name:            a.names.Container,
 			Image:           a.imageID,
-			Network:         a.names.Network,
 			WorkingDir:      a.contract.Contract.WorkingDirectory,
 			Labels:          a.labels,
 			Resources:       a.d.Sandbox.RequestedResources,
@@ -46,6 +46,8 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		},
 		bundlePath:  a.prepared.BundlePath,
 		startPacket: append(raw, '\n'),
+		eventKey:    messages.EventKey(a.controlKey),
+		storageFull: a.storageFull(),
 		runTimeout:  time.Duration(timeout)*time.Second + runMargin,
 		limits:      dockerops.RunLimits{},
 	}, nil

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -14,9 +15,12 @@ import (
 	"github.com/forgedev/forged/messages"
 )
 
+// fakeContainerID is the worker container the fake creates.
+const fakeContainerID = "c0ffee0000000000000000000000000000000000000000000000000000000001"
+
 // fakeHost is a fake Git and Docker with injectable failures, recording
-// the calls it receives. Steps: prepare, lookup, build, network, volume,
-// create, copyin, run, inspect, copyout, validate, import, teardown.
+// the calls it receives. Steps: prepare, lookup, build, volume, create,
+// copyin, run, inspect, copyout, validate, import, teardown.
 type fakeHost struct {
 	dir string
 
@@ -25,21 +29,40 @@ type fakeHost struct {
 	fail       map[string]error
 	imageFound bool
 	contract   string
+	dockerfile string        // the prepared .forge/Dockerfile; default FROM scratch
+	buildGate  chan struct{} // when set, BuildImage waits for it
 	exitCode   int
 	state      dockerops.ContainerState
 	lines      []string
-	blockRun   bool
-	runEntered chan struct{}
-	noResult   bool
-	missing    bool // ValidateOutput reports the manifest missing
-	assertErr  error
-	teardowns  int
-	leases     [][]byte
+	// workerEvents are sent after lines, signed with the attempt's event key.
+	workerEvents []messages.Event
+	blockRun     bool
+	runEntered   chan struct{}
+	noResult     bool
+	missing      bool // ValidateOutput reports the manifest missing
+	assertErr    error
+	teardowns    int
+	leases       [][]byte
+	specs        []dockerops.WorkerSpec // the workers asked for
+	// noIsolation: preflight could not verify network isolation.
+	noIsolation bool
+}
+
+// confinementFacts is an engine enforcing seccomp and AppArmor whose
+// attempt networks are isolated, unless noIsolation.
+func (f *fakeHost) confinementFacts() Confinement {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := Confinement{Security: dockerops.EngineSecurity{Known: true, Seccomp: true, LSM: []string{"apparmor"}}}
+	if f.noIsolation {
+		c.NetworkIsolation = failure.New(failure.SandboxNetworkIsolation, "the bridge holds a host address")
+	}
+	return c
 }
 
 func newFakeHost(dir string) *fakeHost {
 	return &fakeHost{dir: dir, fail: map[string]error{}, imageFound: true, runEntered: make(chan struct{}, 1),
-		contract: "version: 1\nworkingDirectory: /workspace\n"}
+		contract: "version: 1\nworkingDirectory: /workspace\n", dockerfile: "FROM scratch\n"}
 }
 
 func (f *fakeHost) record(step string) error {
@@ -76,7 +99,7 @@ func (f *fakeHost) Prepare(_ context.Context, d *messages.Dispatch, workDir stri
 	}
 	return &gitops.Prepared{
 		InputCommitSHA: "1111111111111111111111111111111111111111", ConfigCommitSHA: "2222222222222222222222222222222222222222",
-		ContractSource: []byte(f.contract), Dockerfile: []byte("FROM scratch\n"),
+		ContractSource: []byte(f.contract), Dockerfile: []byte(f.dockerfile),
 		BundlePath: bundle, ContextTarPath: bundle, ContextDigest: "abc",
 	}, nil
 }
@@ -96,15 +119,15 @@ func (f *fakeHost) ValidateOutput(_ string, expected messages.SandboxIdentity) (
 	return out, nil
 }
 
-func (f *fakeHost) ImportResult(_ context.Context, _ *messages.Dispatch, _ *gitops.Output, assertCurrent func() error) error {
+func (f *fakeHost) ImportResult(_ context.Context, _ *messages.Dispatch, _ *gitops.Output, assertCurrent func() error) (gitops.ImportReport, error) {
 	if err := f.record("import"); err != nil {
-		return err
+		return gitops.ImportReport{}, err
 	}
 	err := assertCurrent()
 	f.mu.Lock()
 	f.assertErr = err
 	f.mu.Unlock()
-	return err
+	return gitops.ImportReport{}, err
 }
 
 // Docker.
@@ -128,6 +151,9 @@ func (f *fakeHost) BuildImage(_ context.Context, req dockerops.BuildRequest) (st
 	if _, err := io.Copy(io.Discard, req.ContextTar); err != nil {
 		return "", err
 	}
+	if f.buildGate != nil {
+		<-f.buildGate
+	}
 	if req.OnLog != nil {
 		req.OnLog("Step 1/1 : FROM scratch")
 	}
@@ -137,16 +163,19 @@ func (f *fakeHost) BuildImage(_ context.Context, req dockerops.BuildRequest) (st
 	return "sha256:built", nil
 }
 
-func (f *fakeHost) CreateInternalNetwork(context.Context, string, map[string]string) (string, error) {
-	return "net1", f.record("network")
+func (f *fakeHost) CreateVolumeWithOptions(ctx context.Context, name string, labels, _ map[string]string) error {
+	return f.CreateVolume(ctx, name, labels)
 }
 
 func (f *fakeHost) CreateVolume(context.Context, string, map[string]string) error {
 	return f.record("volume")
 }
 
-func (f *fakeHost) CreateWorker(context.Context, dockerops.WorkerSpec) (string, error) {
-	return "container1", f.record("create")
+func (f *fakeHost) CreateWorker(_ context.Context, spec dockerops.WorkerSpec) (string, error) {
+	f.mu.Lock()
+	f.specs = append(f.specs, spec)
+	f.mu.Unlock()
+	return fakeContainerID, f.record("create")
 }
 
 func (f *fakeHost) CopyFileInto(_ context.Context, _, _, _ string, src io.Reader, _ int64, _, _ int, _ int64) error {
@@ -156,7 +185,7 @@ func (f *fakeHost) CopyFileInto(_ context.Context, _, _, _ string, src io.Reader
 	return f.record("copyin")
 }
 
-func (f *fakeHost) RunAttached(ctx context.Context, _ string, _ []byte, onLine func([]byte) error, _ dockerops.RunLimits) (dockerops.RunResult, error) {
+func (f *fakeHost) RunAttached(ctx context.Context, _ string, startPacket []byte, onLine func([]byte) error, _ dockerops.RunLimits) (dockerops.RunResult, error) {
 	err := f.record("run")
 	select {
 	case f.runEntered <- struct{}{}:
@@ -167,6 +196,21 @@ func (f *fakeHost) RunAttached(ctx context.Context, _ string, _ []byte, onLine f
 	}
 	for _, line := range f.lines {
 		if err := onLine([]byte(line)); err != nil {
+			return dockerops.RunResult{}, err
+		}
+	}
+	// The worker's own events, signed as the real worker signs them with
+	// the key of the start packet.
+	var packet messages.StartPacket
+	if err := json.Unmarshal(startPacket, &packet); err != nil {
+		return dockerops.RunResult{}, err
+	}
+	for i, ev := range f.workerEvents {
+		line, err := messages.SignEventLine(messages.EventKey(packet.LeaseControlKey), uint64(i), ev)
+		if err != nil {
+			return dockerops.RunResult{}, err
+		}
+		if err := onLine(line); err != nil {
 			return dockerops.RunResult{}, err
 		}
 	}
@@ -186,6 +230,10 @@ func (f *fakeHost) InspectState(context.Context, string) (dockerops.ContainerSta
 
 func (f *fakeHost) MemoryUsage(context.Context, string) (uint64, error) {
 	return 42 << 20, f.record("stats")
+}
+
+func (f *fakeHost) ReleaseWorker(context.Context, string) error {
+	return f.record("release")
 }
 
 func (f *fakeHost) CopyDirOut(context.Context, string, string, string, int64, int) error {
