@@ -28,7 +28,8 @@ import (
 // parallel, and nothing else (no ledger, no git, no sampling, no retries,
 // no label checks):
 //
-//  1. network create and the three volume creates, in parallel
+//  1. network create (the seed's internal network, when withNetwork) and
+//     the three volume creates, in parallel
 //  2. container create (forged's worker configuration), then the copy of
 //     the input bundle into it
 //  3. attach, wait (next exit), start; the start packet to stdin; stdout
@@ -40,14 +41,24 @@ import (
 // The seed's root init container is not needed: the agent image carries
 // the control directories owned by the worker, and the engine's copy-up
 // on first mount gives the volumes that owner.
-func floorAttempt(ctx context.Context, engine *client.Client, imageID string, a *sandboxAttempt) (err error) {
+//
+// Without the network the worker runs with network none, as forged's does:
+// that is the floor of forged's own calls.
+func floorAttempt(ctx context.Context, engine *client.Client, imageID string, a *sandboxAttempt, withNetwork bool) (err error) {
 	n := a.names
+	spec := a.workerSpec(imageID)
+	if !withNetwork {
+		spec.Network = ""
+	}
 	var containerID string
 	defer func() {
 		err = errors.Join(err, floorRemove(context.WithoutCancel(ctx), engine, a, containerID))
 	}()
 	if err := parallel(
 		func() error {
+			if !withNetwork {
+				return nil
+			}
 			_, err := engine.NetworkCreate(ctx, n.Network, network.CreateOptions{Internal: true, Labels: a.labels})
 			return err
 		},
@@ -66,7 +77,7 @@ func floorAttempt(ctx context.Context, engine *client.Client, imageID string, a 
 	); err != nil {
 		return err
 	}
-	cfg, host, net := dockerops.WorkerContainerConfig(a.workerSpec(imageID))
+	cfg, host, net := dockerops.WorkerContainerConfig(spec)
 	resp, err := engine.ContainerCreate(ctx, cfg, host, net, nil, n.Container)
 	if err != nil {
 		return fmt.Errorf("container create: %w", err)

@@ -16,7 +16,7 @@ type Results struct {
 	FinishedAt time.Time `json:"finishedAt"`
 	Machine    Machine   `json:"machine"`
 	Config     RunSizes  `json:"config"`
-	// B1: "forged run", "daemon", "seed CLI", "floor".
+	// B1: "forged run", "daemon", "seed CLI", "floor", "floor, no network".
 	B1 map[string]Summary `json:"b1"`
 	// B2: "daemon", "seed CLI" (whole burst).
 	B2 map[string]Summary `json:"b2"`
@@ -124,7 +124,12 @@ func (e *Env) measureOne(ctx context.Context) (map[string]Summary, error) {
 		{"seed CLI", func() (time.Duration, error) { return e.timedSandbox(ctx, seedCLIAttempt) }},
 		{"floor", func() (time.Duration, error) {
 			return e.timedSandbox(ctx, func(ctx context.Context, image string, a *sandboxAttempt) error {
-				return floorAttempt(ctx, e.engine, image, a)
+				return floorAttempt(ctx, e.engine, image, a, true)
+			})
+		}},
+		{"floor, no network", func() (time.Duration, error) {
+			return e.timedSandbox(ctx, func(ctx context.Context, image string, a *sandboxAttempt) error {
+				return floorAttempt(ctx, e.engine, image, a, false)
 			})
 		}},
 	}

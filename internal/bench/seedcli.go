@@ -115,10 +115,12 @@ func seedCLIAttempt(ctx context.Context, imageID string, a *sandboxAttempt) (err
 }
 
 // seedCreateArgs is `docker create` of the worker with the settings forged
-// gives it (dockerops.WorkerContainerConfig), in CLI form.
+// gives it (dockerops.WorkerContainerConfig), in CLI form, on the seed's
+// internal network (forged's worker has none since it needs none).
 func seedCreateArgs(imageID string, a *sandboxAttempt) []string {
 	n := a.names
 	r := a.d.Sandbox.RequestedResources
+	scratch := dockerops.ScratchTmpfsBytes(r.WorkerMemoryLimitBytes)
 	args := append([]string{"create", "--name", n.Container}, labelArgs(a.labels)...)
 	for _, e := range a.env {
 		args = append(args, "--env", e)
@@ -126,8 +128,10 @@ func seedCreateArgs(imageID string, a *sandboxAttempt) []string {
 	args = append(args, "--interactive", "--user", fmt.Sprintf("%d:%d", messages.WorkerUID, messages.WorkerGID),
 		"--workdir", messages.WorkspaceDir, "--entrypoint", messages.WorkerBinaryPath,
 		"--network", n.Network, "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-		"--init", "--log-driver", "none", "--stop-timeout", "10",
-		"--tmpfs", "/tmp:rw,nosuid,nodev,size=1g,uid=10001,gid=10001",
+		"--init", "--log-driver", "none", "--stop-timeout", "10", "--dns", dockerops.SandboxNameserver,
+		"--sysctl", "net.ipv6.conf.all.disable_ipv6=1", "--sysctl", "net.ipv6.conf.default.disable_ipv6=1",
+		"--tmpfs", fmt.Sprintf("%s:rw,nosuid,nodev,exec,size=%dm,uid=10001,gid=10001,mode=1777", messages.TempDir, scratch>>20),
+		"--tmpfs", fmt.Sprintf("%s:rw,nosuid,nodev,exec,size=%dm,uid=10001,gid=10001,mode=0700", messages.HomeDir, scratch>>20),
 		"--tmpfs", "/run/forge:rw,nosuid,nodev,noexec,size=32m,uid=10001,gid=10001",
 		"--mount", "type=volume,src="+n.WorkspaceVolume+",dst="+messages.WorkspaceDir,
 		"--mount", "type=volume,src="+n.ControlVolume+",dst="+messages.ControlDir,

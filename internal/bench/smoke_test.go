@@ -32,7 +32,7 @@ func TestSmoke(t *testing.T) {
 	for _, id := range env.runnerIDs() {
 		require.Empty(t, enginetest.Labelled(t, engine, "dev.forge.runner-id="+id), "runner %s", id)
 	}
-	for _, name := range []string{"forged run", "daemon", "seed CLI", "floor"} {
+	for _, name := range []string{"forged run", "daemon", "seed CLI", "floor", "floor, no network"} {
 		require.Equal(t, 1, res.B1[name].N, name)
 		require.Positive(t, res.B1[name].Median, name)
 	}
