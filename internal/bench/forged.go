@@ -243,48 +243,73 @@ func (d *daemon) cancel(ctx context.Context, attemptID string) error {
 
 // outcome follows an attempt's event stream to its outcome.
 func (d *daemon) outcome(ctx context.Context, attemptID string) (messages.AttemptOutcome, error) {
+	out, _, err := d.follow(ctx, attemptID)
+	return out, err
+}
+
+// follow reads an attempt's event stream to its outcome, and returns its
+// events too.
+func (d *daemon) follow(ctx context.Context, attemptID string) (messages.AttemptOutcome, []messages.Event, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://forged/v1/attempts/"+attemptID+"/events", nil)
 	if err != nil {
-		return messages.AttemptOutcome{}, err
+		return messages.AttemptOutcome{}, nil, err
 	}
 	resp, err := d.http.Do(req)
 	if err != nil {
-		return messages.AttemptOutcome{}, err
+		return messages.AttemptOutcome{}, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(resp.Body)
-		return messages.AttemptOutcome{}, fmt.Errorf("events: %s: %s", resp.Status, body)
+		return messages.AttemptOutcome{}, nil, fmt.Errorf("events: %s: %s", resp.Status, body)
 	}
 	dec := json.NewDecoder(resp.Body)
+	var events []messages.Event
 	for {
 		var line httpapi.StreamLine
 		if err := dec.Decode(&line); err != nil {
-			return messages.AttemptOutcome{}, fmt.Errorf("events of %s ended without an outcome: %w", attemptID, err)
+			return messages.AttemptOutcome{}, events, fmt.Errorf("events of %s ended without an outcome: %w", attemptID, err)
+		}
+		if line.Event != nil {
+			events = append(events, *line.Event)
 		}
 		if line.Outcome != nil {
-			return *line.Outcome, nil
+			return *line.Outcome, events, nil
 		}
 	}
 }
 
 // runAttempt submits a dispatch and waits for its outcome, which must be a
-// success; it returns the time from the POST to the outcome.
-func (d *daemon) runAttempt(ctx context.Context, dispatch *messages.Dispatch) (time.Duration, error) {
+// success; it returns the time from the POST to the outcome and the
+// attempt's timeline (each event's time since the POST).
+func (d *daemon) runAttempt(ctx context.Context, dispatch *messages.Dispatch) (time.Duration, []TimelineStep, error) {
 	start := time.Now()
 	if err := d.submit(ctx, dispatch); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	out, err := d.outcome(ctx, dispatch.AttemptID())
+	out, events, err := d.follow(ctx, dispatch.AttemptID())
 	elapsed := time.Since(start)
 	if err != nil {
-		return elapsed, err
+		return elapsed, nil, err
 	}
 	if out.Status != messages.StatusSucceeded {
-		return elapsed, fmt.Errorf("attempt %s %s: %s: %s", out.AttemptID, out.Status, out.Code, out.Message)
+		return elapsed, nil, fmt.Errorf("attempt %s %s: %s: %s", out.AttemptID, out.Status, out.Code, out.Message)
 	}
-	return elapsed, nil
+	timeline := make([]TimelineStep, 0, len(events)+1)
+	for _, ev := range events {
+		timeline = append(timeline, TimelineStep{Event: ev.EventType, AtMillis: msSince(start, ev.OccurredAt)})
+	}
+	timeline = append(timeline, TimelineStep{Event: "finished (outcome received)", AtMillis: msSince(start, start.Add(elapsed))})
+	return elapsed, timeline, nil
 }
+
+// TimelineStep is one event of an attempt, at its time since the POST.
+type TimelineStep struct {
+	Event    string  `json:"event"`
+	AtMillis float64 `json:"atMs"`
+}
+
+func msSince(start, t time.Time) float64 { return float64(t.Sub(start).Microseconds()) / 1000 }
 
 // pid is the daemon's process id.
 func (d *daemon) pid() int { return d.cmd.Process.Pid }

@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +20,8 @@ type Results struct {
 	Config     RunSizes  `json:"config"`
 	// B1: "forged run", "daemon", "seed CLI", "floor", "floor, no network".
 	B1 map[string]Summary `json:"b1"`
+	// B1DaemonTimeline is the event timeline of the daemon's median run.
+	B1DaemonTimeline []TimelineStep `json:"b1DaemonTimeline,omitempty"`
 	// B2: "daemon", "seed CLI" (whole burst).
 	B2 map[string]Summary `json:"b2"`
 	// B4EngineStop is the engine's stop of a running worker-like
@@ -62,7 +66,7 @@ func (e *Env) Run(ctx context.Context) *Results {
 	}
 	var err error
 	c.Log.Info("B1: one trivial attempt", "runs", c.Runs)
-	res.B1, err = e.measureOne(ctx)
+	res.B1, res.B1DaemonTimeline, err = e.measureOne(ctx)
 	fail("B1", err)
 	if c.BurstAttempts > 0 {
 		c.Log.Info("B2: burst", "attempts", c.BurstAttempts, "capacity", c.BurstCapacity, "runs", c.BurstRuns)
@@ -102,13 +106,18 @@ func (e *Env) Run(ctx context.Context) *Results {
 // measureOne is B1: the four variants, interleaved round by round so that
 // the host's changing load falls on all of them alike, each after one
 // untimed warm-up.
-func (e *Env) measureOne(ctx context.Context) (map[string]Summary, error) {
+func (e *Env) measureOne(ctx context.Context) (map[string]Summary, []TimelineStep, error) {
 	d, err := e.startDaemon(ctx, e.stateRoot("b1-daemon"), 1, 4)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() { _ = d.stop() }()
 	runRoot := e.stateRoot("b1-run")
+	type timed struct {
+		took  time.Duration
+		steps []TimelineStep
+	}
+	var timelines []timed
 	variants := []struct {
 		name string
 		run  func() (time.Duration, error)
@@ -119,7 +128,9 @@ func (e *Env) measureOne(ctx context.Context) (map[string]Summary, error) {
 			if err != nil {
 				return 0, err
 			}
-			return d.runAttempt(ctx, dispatch)
+			t, steps, err := d.runAttempt(ctx, dispatch)
+			timelines = append(timelines, timed{t, steps})
+			return t, err
 		}},
 		{"seed CLI", func() (time.Duration, error) { return e.timedSandbox(ctx, seedCLIAttempt) }},
 		{"floor", func() (time.Duration, error) {
@@ -138,7 +149,7 @@ func (e *Env) measureOne(ctx context.Context) (map[string]Summary, error) {
 		for _, v := range variants {
 			t, err := v.run()
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", v.name, err)
+				return nil, nil, fmt.Errorf("%s: %w", v.name, err)
 			}
 			if round >= 0 {
 				samples[v.name] = append(samples[v.name], t)
@@ -149,7 +160,16 @@ func (e *Env) measureOne(ctx context.Context) (map[string]Summary, error) {
 	for name, s := range samples {
 		out[name] = Durations(s)
 	}
-	return out, nil
+	// The timeline of the timed daemon run of median duration.
+	if len(timelines) > 0 {
+		timelines = timelines[1:] // the warm-up
+	}
+	slices.SortFunc(timelines, func(a, b timed) int { return cmp.Compare(a.took, b.took) })
+	var median []TimelineStep
+	if len(timelines) > 0 {
+		median = timelines[len(timelines)/2].steps
+	}
+	return out, median, nil
 }
 
 // timedSandbox prepares an attempt's input (untimed) and times one run of
@@ -209,7 +229,7 @@ func (e *Env) daemonBurst(ctx context.Context, d *daemon) (time.Duration, error)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = d.runAttempt(ctx, dispatch)
+			_, _, errs[i] = d.runAttempt(ctx, dispatch)
 		}()
 	}
 	wg.Wait()

@@ -159,6 +159,14 @@ func (r *Results) WriteMarkdown(w io.Writer, notes string) error {
 		}
 	}
 	section("B1: one trivial attempt", r.B1, []string{"forged run", "daemon", "seed CLI", "floor", "floor, no network"}, "floor")
+	if len(r.B1DaemonTimeline) > 0 {
+		fmt.Fprintf(&b, "\nThe daemon's attempt of median duration, event by event (time since the POST; the step is the time since the previous event):\n\n| event | at | step |\n| --- | --- | --- |\n")
+		prev := 0.0
+		for _, st := range r.B1DaemonTimeline {
+			fmt.Fprintf(&b, "| %s | %.0f ms | %.0f ms |\n", st.Event, st.AtMillis, st.AtMillis-prev)
+			prev = st.AtMillis
+		}
+	}
 	section("B2: burst", r.B2, []string{"daemon", "seed CLI"}, "daemon")
 	section("B6: reaper", r.B6, []string{"reaper", "seed CLI"}, "seed CLI")
 	other := map[string]Summary{}
