@@ -68,29 +68,53 @@ func runGoBenchmark(ctx context.Context, repoRoot string, spec goBenchmarkSpec, 
 	return out, err
 }
 
-// parseBenchLine finds the result line of benchmark name in go test's
-// output ("BenchmarkX-2  200  5123 ns/op  0.6 late-µs/op …") and returns
-// its iteration count and metrics by unit.
+// parseBenchLine finds the result of benchmark name in go test's output
+// ("BenchmarkX-2  200  5123 ns/op  0.6 late-µs/op …") and returns its
+// iteration count and metrics by unit. A log line the benchmark's code
+// printed may split the result: the name ends one line, and the figures
+// begin a later one with the iteration count.
 func parseBenchLine(output, name string) (int, map[string]float64, bool) {
 	sc := bufio.NewScanner(strings.NewReader(output))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	seen := false
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) < 4 || (fields[0] != name && !strings.HasPrefix(fields[0], name+"-")) {
+		if len(fields) == 0 {
 			continue
 		}
-		n, err := strconv.Atoi(fields[1])
-		if err != nil {
+		if fields[0] == name || strings.HasPrefix(fields[0], name+"-") {
+			seen = true
+			fields = fields[1:]
+		} else if !seen {
 			continue
 		}
-		metrics := make(map[string]float64)
-		for i := 2; i+1 < len(fields); i += 2 {
-			v, err := strconv.ParseFloat(fields[i], 64)
-			if err != nil {
-				break
-			}
-			metrics[fields[i+1]] = v
+		if n, metrics, ok := parseFigures(fields); ok {
+			return n, metrics, true
 		}
-		return n, metrics, true
 	}
 	return 0, nil, false
+}
+
+// parseFigures parses "N value unit value unit …"; it needs at least one
+// pair.
+func parseFigures(fields []string) (int, map[string]float64, bool) {
+	if len(fields) < 3 {
+		return 0, nil, false
+	}
+	n, err := strconv.Atoi(fields[0])
+	if err != nil {
+		return 0, nil, false
+	}
+	metrics := make(map[string]float64)
+	for i := 1; i+1 < len(fields); i += 2 {
+		v, err := strconv.ParseFloat(fields[i], 64)
+		if err != nil {
+			break
+		}
+		metrics[fields[i+1]] = v
+	}
+	if len(metrics) == 0 {
+		return 0, nil, false
+	}
+	return n, metrics, true
 }
