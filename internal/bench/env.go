@@ -20,6 +20,7 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/example"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/internal/ids"
 	"github.com/forgedev/forged/messages"
 )
@@ -62,12 +63,14 @@ type Env struct {
 	// imageID is the agent image forged built in the warm-up; the seed CLI
 	// and the floor run the same image.
 	imageID        string
-	imageKey       string
 	imagesToRemove []string
+	// project names the sample repository in every dispatch: the images
+	// forged builds for the run carry it as a label, and are removed by it.
+	project string
 	// runnerID owns the seed CLI's and the floor's resources (labels).
 	runnerID string
 	mu       sync.Mutex
-	runners  map[string]bool
+	runners  map[string]string // runner id → its user, for the sweep's account
 	// Leftovers counts what the final sweep found still labelled with one
 	// of the run's runner ids (0 when every measurement cleaned up).
 	Leftovers int
@@ -83,8 +86,8 @@ func Setup(ctx context.Context, cfg Config) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{cfg: cfg, engine: engine, repo: filepath.Join(cfg.WorkDir, "repo"), runnerID: ids.NewUUID()}
-	e.noteRunner(e.runnerID)
+	e := &Env{cfg: cfg, engine: engine, repo: filepath.Join(cfg.WorkDir, "repo"), runnerID: ids.NewUUID(), project: "forged-bench-" + ids.NewUUID()[:8]}
+	e.noteRunner(e.runnerID, "seed CLI, floor, B4 engine stop")
 	e.docker, err = dockerops.Connect(ctx, dockerops.Options{})
 	if err != nil {
 		return nil, err
@@ -105,14 +108,8 @@ func Setup(ctx context.Context, cfg Config) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
-	id, key, hit, err := out.imageFacts()
-	if err != nil {
+	if e.imageID, err = out.imageID(); err != nil {
 		return nil, err
-	}
-	e.imageID, e.imageKey = id, key
-	if !hit {
-		// Removed children first, the base image last.
-		e.imagesToRemove = append([]string{"forge/agent:" + key, "forge/project:" + key}, e.imagesToRemove...)
 	}
 	return e, nil
 }
@@ -132,6 +129,11 @@ func (e *Env) Close() error {
 	found, err := e.sweep(ctx)
 	e.Leftovers = found
 	errs = append(errs, err)
+	if report, err := imagegc.RemoveProject(ctx, e.engine, dockerops.LabelValue(e.project)); err != nil {
+		errs = append(errs, fmt.Errorf("remove the run's sandbox images: %w", err))
+	} else if len(report.Failed) > 0 {
+		errs = append(errs, fmt.Errorf("%d of the run's sandbox images not removed: %s", len(report.Failed), report.Failed[0].Error))
+	}
 	for _, ref := range e.imagesToRemove {
 		if _, err := e.engine.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true}); err != nil && !client.IsErrNotFound(err) {
 			errs = append(errs, fmt.Errorf("image remove %s: %w", ref, err))
@@ -161,7 +163,7 @@ const benchContractDigest = "sha256:00000000000000000000000000000000000000000000
 // bundles its input with forged's own host git code, and builds the start
 // packet the worker expects.
 func (e *Env) prepareAttempt(ctx context.Context, argv []string) (*sandboxAttempt, error) {
-	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: e.runnerID, RepoPath: e.repo, Argv: argv})
+	d, err := example.NewDispatch(example.DispatchOptions{Project: e.project, RunnerID: e.runnerID, RepoPath: e.repo, Argv: argv})
 	if err != nil {
 		return nil, err
 	}

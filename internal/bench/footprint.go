@@ -32,7 +32,7 @@ func (e *Env) measureEngineStop(ctx context.Context) (Summary, error) {
 }
 
 func (e *Env) engineStopOnce(ctx context.Context) (time.Duration, error) {
-	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: e.runnerID, RepoPath: e.repo})
+	d, err := example.NewDispatch(example.DispatchOptions{Project: e.project, RunnerID: e.runnerID, RepoPath: e.repo})
 	if err != nil {
 		return 0, err
 	}

@@ -53,8 +53,8 @@ func (e *Env) newDispatch(stateRoot string, argv []string, lease time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	e.noteRunner(runnerID)
-	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: runnerID, RepoPath: e.repo, Argv: argv, Lease: lease})
+	e.noteRunner(runnerID, filepath.Base(stateRoot))
+	d, err := example.NewDispatch(example.DispatchOptions{Project: e.project, RunnerID: runnerID, RepoPath: e.repo, Argv: argv, Lease: lease})
 	if err != nil {
 		return nil, err
 	}
@@ -119,24 +119,21 @@ func parseRunOutput(raw []byte) runOutput {
 	return out
 }
 
-// imageFacts returns the image id and cache key forged reported, and
-// whether it was a cache hit.
-func (o runOutput) imageFacts() (id, key string, hit bool, err error) {
+// imageID returns the sandbox image forged reported.
+func (o runOutput) imageID() (string, error) {
 	for _, ev := range o.Events {
 		if (ev.EventType != "sandbox_image_built" && ev.EventType != "sandbox_image_cache_hit") || ev.Data == nil {
 			continue
 		}
 		var data struct {
 			ImageDigest string `json:"imageDigest"`
-			CacheKey    string `json:"cacheKey"`
-			CacheHit    bool   `json:"cacheHit"`
 		}
 		if err := json.Unmarshal([]byte(*ev.Data), &data); err != nil {
-			return "", "", false, err
+			return "", err
 		}
-		return data.ImageDigest, data.CacheKey, data.CacheHit, nil
+		return data.ImageDigest, nil
 	}
-	return "", "", false, errors.New("forged reported no image event")
+	return "", errors.New("forged reported no image event")
 }
 
 // daemon is a running `forged daemon` and a client of its socket.

@@ -24,6 +24,9 @@ type Results struct {
 	B1DaemonTimeline []TimelineStep `json:"b1DaemonTimeline,omitempty"`
 	// B2: "daemon", "seed CLI" (whole burst).
 	B2 map[string]Summary `json:"b2"`
+	// B2DaemonSteps summarize, event by event, the attempts of the last
+	// daemon burst.
+	B2DaemonSteps []StepSummary `json:"b2DaemonSteps,omitempty"`
 	// B4EngineStop is the engine's stop of a running worker-like
 	// container, alone.
 	B4EngineStop *Summary `json:"b4EngineStop,omitempty"`
@@ -70,7 +73,7 @@ func (e *Env) Run(ctx context.Context) *Results {
 	fail("B1", err)
 	if c.BurstAttempts > 0 {
 		c.Log.Info("B2: burst", "attempts", c.BurstAttempts, "capacity", c.BurstCapacity, "runs", c.BurstRuns)
-		res.B2, err = e.measureBurst(ctx)
+		res.B2, res.B2DaemonSteps, err = e.measureBurst(ctx)
 		fail("B2", err)
 	}
 	if c.ReapResources > 0 {
@@ -189,51 +192,54 @@ func (e *Env) timedSandbox(ctx context.Context, drive func(context.Context, stri
 // BurstCapacity slots, against BurstCapacity seed CLI sequences in
 // parallel working through as many attempts. Timed from the first submit
 // to the last outcome.
-func (e *Env) measureBurst(ctx context.Context) (map[string]Summary, error) {
+func (e *Env) measureBurst(ctx context.Context) (map[string]Summary, []StepSummary, error) {
 	c := e.cfg
 	d, err := e.startDaemon(ctx, e.stateRoot("b2-daemon"), c.BurstCapacity, c.BurstAttempts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var steps []StepSummary
 	defer func() { _ = d.stop() }()
 	var daemonTimes, cliTimes []time.Duration
 	for run := 0; run < c.BurstRuns; run++ {
-		t, err := e.daemonBurst(ctx, d)
+		t, timelines, err := e.daemonBurst(ctx, d)
 		if err != nil {
-			return nil, fmt.Errorf("daemon: %w", err)
+			return nil, nil, fmt.Errorf("daemon: %w", err)
 		}
 		daemonTimes = append(daemonTimes, t)
+		steps = stepSummaries(timelines)
 		t, err = e.cliBurst(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("seed CLI: %w", err)
+			return nil, nil, fmt.Errorf("seed CLI: %w", err)
 		}
 		cliTimes = append(cliTimes, t)
 	}
-	return map[string]Summary{"daemon": Durations(daemonTimes), "seed CLI": Durations(cliTimes)}, nil
+	return map[string]Summary{"daemon": Durations(daemonTimes), "seed CLI": Durations(cliTimes)}, steps, nil
 }
 
-func (e *Env) daemonBurst(ctx context.Context, d *daemon) (time.Duration, error) {
+func (e *Env) daemonBurst(ctx context.Context, d *daemon) (time.Duration, [][]TimelineStep, error) {
 	n := e.cfg.BurstAttempts
 	dispatches := make([]*messages.Dispatch, n)
 	for i := range dispatches {
 		dispatch, err := e.newDispatch(d.stateRoot, nil, 0)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		dispatches[i] = dispatch
 	}
 	start := time.Now()
 	errs := make([]error, n)
+	timelines := make([][]TimelineStep, n)
 	var wg sync.WaitGroup
 	for i, dispatch := range dispatches {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _, errs[i] = d.runAttempt(ctx, dispatch)
+			_, timelines[i], errs[i] = d.runAttempt(ctx, dispatch)
 		}()
 	}
 	wg.Wait()
-	return time.Since(start), errors.Join(errs...)
+	return time.Since(start), timelines, errors.Join(errs...)
 }
 
 func (e *Env) cliBurst(ctx context.Context) (time.Duration, error) {
@@ -262,4 +268,41 @@ func (e *Env) cliBurst(ctx context.Context) (time.Duration, error) {
 	}
 	wg.Wait()
 	return time.Since(start), errors.Join(errs...)
+}
+
+// StepSummary is one event type across the attempts of a burst: the
+// median time since the POST at which it came, and the median time since
+// the attempt's previous event.
+type StepSummary struct {
+	Event      string  `json:"event"`
+	Attempts   int     `json:"attempts"`
+	MedianAtMs float64 `json:"medianAtMs"`
+	MedianStep float64 `json:"medianStepMs"`
+	MaxStep    float64 `json:"maxStepMs"`
+}
+
+// stepSummaries folds the timelines of many attempts, event type by event
+// type, in the order of the first timeline.
+func stepSummaries(timelines [][]TimelineStep) []StepSummary {
+	var order []string
+	at := map[string][]float64{}
+	step := map[string][]float64{}
+	for _, tl := range timelines {
+		prev := 0.0
+		for _, st := range tl {
+			if _, ok := at[st.Event]; !ok {
+				order = append(order, st.Event)
+			}
+			at[st.Event] = append(at[st.Event], st.AtMillis)
+			step[st.Event] = append(step[st.Event], st.AtMillis-prev)
+			prev = st.AtMillis
+		}
+	}
+	out := make([]StepSummary, 0, len(order))
+	for _, ev := range order {
+		a, s := Summarize("ms", at[ev]), Summarize("ms", step[ev])
+		out = append(out, StepSummary{Event: ev, Attempts: a.N, MedianAtMs: a.Median, MedianStep: s.Median, MaxStep: s.Max})
+	}
+	slices.SortStableFunc(out, func(x, y StepSummary) int { return cmp.Compare(x.MedianAtMs, y.MedianAtMs) })
+	return out
 }

@@ -79,14 +79,14 @@ func (e *Env) measureReap(ctx context.Context) (map[string]Summary, error) {
 // whole attempts), eight engine calls at a time, and returns how many it
 // made. They are untimed.
 func (e *Env) createOrphans(ctx context.Context, runnerID string, n int) (int, error) {
-	e.noteRunner(runnerID)
+	e.noteRunner(runnerID, "B6 orphans")
 	attempts := (n + orphanResourcesPerAttempt - 1) / orphanResourcesPerAttempt
 	sem := make(chan struct{}, 8)
 	errs := make([]error, attempts)
 	var wg sync.WaitGroup
 	for i := range attempts {
 		// A dead forged's attempt: another runner instance, its lease over.
-		d, err := example.NewDispatch(example.DispatchOptions{RunnerID: runnerID, RepoPath: e.repo, Lease: -time.Hour})
+		d, err := example.NewDispatch(example.DispatchOptions{Project: e.project, RunnerID: runnerID, RepoPath: e.repo, Lease: -time.Hour})
 		if err != nil {
 			return 0, err
 		}

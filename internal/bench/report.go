@@ -168,6 +168,12 @@ func (r *Results) WriteMarkdown(w io.Writer, notes string) error {
 		}
 	}
 	section("B2: burst", r.B2, []string{"daemon", "seed CLI"}, "daemon")
+	if len(r.B2DaemonSteps) > 0 {
+		fmt.Fprintf(&b, "\nThe attempts of the last daemon burst, event by event (medians over the attempts; at: since the POST; step: since the attempt's previous event):\n\n| event | attempts | at | step | longest step |\n| --- | --- | --- | --- | --- |\n")
+		for _, st := range r.B2DaemonSteps {
+			fmt.Fprintf(&b, "| %s | %d | %.0f ms | %.0f ms | %.0f ms |\n", st.Event, st.Attempts, st.MedianAtMs, st.MedianStep, st.MaxStep)
+		}
+	}
 	section("B6: reaper", r.B6, []string{"reaper", "seed CLI"}, "seed CLI")
 	other := map[string]Summary{}
 	if r.B4EngineStop != nil {

@@ -22,3 +22,15 @@ func TestDurationsInMilliseconds(t *testing.T) {
 	require.Equal(t, 2.25, s.Median)
 	require.Equal(t, "ms", s.Unit)
 }
+
+func TestStepSummariesFoldTimelines(t *testing.T) {
+	got := stepSummaries([][]TimelineStep{
+		{{Event: "a", AtMillis: 10}, {Event: "b", AtMillis: 30}},
+		{{Event: "a", AtMillis: 20}, {Event: "b", AtMillis: 60}},
+		{{Event: "a", AtMillis: 30}},
+	})
+	require.Equal(t, []StepSummary{
+		{Event: "a", Attempts: 3, MedianAtMs: 20, MedianStep: 20, MaxStep: 30},
+		{Event: "b", Attempts: 2, MedianAtMs: 45, MedianStep: 30, MaxStep: 40},
+	}, got)
+}

@@ -16,13 +16,14 @@ import (
 
 // noteRunner remembers a runner id whose labelled resources the final
 // sweep removes.
-func (e *Env) noteRunner(runnerID string) {
+// where names its user (a state root, or the baselines).
+func (e *Env) noteRunner(runnerID, where string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.runners == nil {
-		e.runners = make(map[string]bool)
+		e.runners = make(map[string]string)
 	}
-	e.runners[runnerID] = true
+	e.runners[runnerID] = where
 }
 
 // runnerIDs are the runner ids the run has used so far.
@@ -51,18 +52,21 @@ func (e *Env) sweep(ctx context.Context) (int, error) {
 		errs = append(errs, err)
 		for _, c := range containers {
 			found++
+			e.cfg.Log.Warn("sweep: a container was left", "runner", id, "of", e.runners[id], "attempt", c.Labels[dockerops.LabelAttemptID], "names", c.Names)
 			errs = append(errs, gone(e.engine.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})))
 		}
 		networks, err := e.engine.NetworkList(ctx, network.ListOptions{Filters: args})
 		errs = append(errs, err)
 		for _, n := range networks {
 			found++
+			e.cfg.Log.Warn("sweep: a network was left", "runner", id, "of", e.runners[id], "attempt", n.Labels[dockerops.LabelAttemptID], "name", n.Name)
 			errs = append(errs, gone(e.engine.NetworkRemove(ctx, n.ID)))
 		}
 		volumes, err := e.engine.VolumeList(ctx, volume.ListOptions{Filters: args})
 		errs = append(errs, err)
 		for _, v := range volumes.Volumes {
 			found++
+			e.cfg.Log.Warn("sweep: a volume was left", "runner", id, "of", e.runners[id], "attempt", v.Labels[dockerops.LabelAttemptID], "name", v.Name)
 			errs = append(errs, gone(e.engine.VolumeRemove(ctx, v.Name, true)))
 		}
 	}
