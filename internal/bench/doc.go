@@ -17,10 +17,16 @@
 //     with a cached image (see seedcli.go, the one file of the repository
 //     allowed to run the docker CLI; scripts/test.sh names it).
 //   - floor: the least work of the same Engine API calls, independent steps
-//     in parallel, nothing else (see floor.go).
+//     in parallel, nothing else (see floor.go), with the seed's network;
+//     "floor, no network" is the floor of forged's own calls.
 //
 // The seed CLI and the floor do only the Docker part of an attempt: the
 // host-side git work (bundle of the input, import of the result) and the
 // ledger writes are done by forged alone, and their bundle is prepared
 // before the clock starts. The comparison therefore favours them.
+//
+// B3, B4 and B5 take some figures from Go benchmarks of the repository
+// (gobench.go lists them), run with `go test -bench`. Everything a run
+// creates is removed at Close, and a final sweep by the run's runner ids
+// counts and removes whatever a failed measurement left (Env.Leftovers).
 package bench

@@ -62,7 +62,8 @@ type Env struct {
 	repo   string
 	// imageID is the agent image forged built in the warm-up; the seed CLI
 	// and the floor run the same image.
-	imageID        string
+	imageID string
+	// imagesToRemove is the base image when this run built it.
 	imagesToRemove []string
 	// project names the sample repository in every dispatch: the images
 	// forged builds for the run carry it as a label, and are removed by it.
