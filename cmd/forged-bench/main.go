@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -26,7 +27,7 @@ func main() {
 
 func run() error {
 	var cfg bench.Config
-	var markdown, jsonOut, notes string
+	var markdown, jsonOut, notes, render string
 	var smoke bool
 	flag.StringVar(&cfg.ForgedBinary, "forged", "bin/forged", "static forged binary (measured, and the worker)")
 	flag.StringVar(&cfg.WorkDir, "work-dir", "", "scratch directory (default: a new temporary one, removed at the end)")
@@ -44,6 +45,7 @@ func run() error {
 	flag.StringVar(&markdown, "markdown", "BENCHMARKS.md", "Markdown report to write")
 	flag.StringVar(&jsonOut, "json", "BENCHMARKS.json", "JSON figures to write")
 	flag.StringVar(&notes, "notes", "", "Markdown appended verbatim to the report (the analysis of unmet targets)")
+	flag.StringVar(&render, "render", "", "measure nothing: write the Markdown report again from this JSON file of figures (with --notes)")
 	flag.BoolVar(&smoke, "smoke", false, "a short run that shows every measurement completes (N=1, 3-attempt burst, 9 orphans, 3 queued, no Go benchmarks)")
 	flag.Parse()
 	if smoke {
@@ -65,6 +67,17 @@ func run() error {
 		if notesText, err = os.ReadFile(notes); err != nil {
 			return err
 		}
+	}
+	if render != "" {
+		raw, err := os.ReadFile(render)
+		if err != nil {
+			return err
+		}
+		var res bench.Results
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return fmt.Errorf("%s: %w", render, err)
+		}
+		return writeFile(markdown, func(f *os.File) error { return res.WriteMarkdown(f, string(notesText)) })
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
