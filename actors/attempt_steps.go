@@ -13,7 +13,6 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/internal/teardown"
-	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/quota"
 )
@@ -51,6 +50,7 @@ type prepareInput struct {
 	seccompProfile string
 	lsmOption      string
 	confinement    Confinement // the engine's and host's facts, read on the mailbox
+	verifier       ImageVerifier
 }
 
 // prepareStep reads the input from the host repository and validates the
@@ -74,14 +74,19 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 	if err != nil {
 		return prepareDone{err: err}
 	}
-	return prepareDone{prepared: prepared, contract: parsed, security: security}
+	warnings, err := verifyUpstreamImages(ctx, in.verifier, prepared.Dockerfile, in.d.Sandbox.ExecutionPolicy)
+	if err != nil {
+		return prepareDone{err: err}
+	}
+	return prepareDone{prepared: prepared, contract: parsed, security: security, signatureWarnings: warnings}
 }
 
 // provisionInput is what the provision step reads.
 type provisionInput struct {
-	docker  SandboxDocker
-	ledger  *ledgerWriter
-	planned ledger.Entry // the ledger in state starting, listing the planned resources
+	docker SandboxDocker
+	// planned answers once the ledger in state starting, listing the
+	// planned resources, is durable (or could not be written).
+	planned <-chan error
 	names   dockerops.Names
 	labels  map[string]string
 	// volumes, when set, bounds the workspace (workspaceBytes) and the
@@ -89,6 +94,9 @@ type provisionInput struct {
 	volumes        VolumeStore
 	workspaceBytes int64
 	bundlePath     string
+	// credentials, when set, fill the secrets volume with the provider's
+	// credentials (credentials.go).
+	credentials *credentialsInput
 }
 
 // provisionStep makes the ledger durable with the planned resources, then
@@ -98,7 +106,7 @@ type provisionInput struct {
 // worker runs with network none (no attempt needs services or egress yet;
 // when one does, it gets a dockerops.CreateIsolatedNetwork network).
 func provisionStep(ctx context.Context, in provisionInput) provisionDone {
-	if err := in.ledger.Write(in.planned); err != nil {
+	if err := <-in.planned; err != nil {
 		return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "write the attempt's ledger")}
 	}
 	bounded, err := boundVolumes(ctx, in)
@@ -108,6 +116,11 @@ func provisionStep(ctx context.Context, in provisionInput) provisionDone {
 	for _, volume := range []string{in.names.WorkspaceVolume, in.names.ControlVolume, in.names.SecretsVolume} {
 		if err := in.docker.CreateVolumeWithOptions(ctx, volume, in.labels, bounded[volume]); err != nil {
 			return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)}
+		}
+	}
+	if in.credentials != nil {
+		if err := loadCredentials(ctx, in.docker, in.names, in.labels, *in.credentials); err != nil {
+			return provisionDone{err: err}
 		}
 	}
 	return provisionDone{}

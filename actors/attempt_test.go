@@ -1,10 +1,8 @@
 package actors
 
 import (
+	"encoding/json"
 	"errors"
-	"fmt"
-	"github.com/forgedev/forged/internal/clock"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,36 +14,26 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/imagegc"
+	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/supervisor"
+	"github.com/forgedev/forged/timelimit"
 )
 
 const within = 10 * time.Second
 
-var idCounter atomic.Int64
-
-func testDispatch(expires time.Time) *messages.Dispatch {
-	n := idCounter.Add(1)
-	id := func(k int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", n*10+int64(k)) }
-	return &messages.Dispatch{
-		Session: messages.SessionRef{ID: id(1)}, Execution: messages.ExecutionRef{RunnerID: id(2)},
-		Repo:       messages.RepoRef{Name: "r", LocalPath: "/srv/r", DefaultBranch: "main"},
-		BaseBranch: "main",
-		Lease:      messages.Lease{WorktreeKey: "forge/t", ExpiresAt: expires, FencingToken: id(3)},
-		Sandbox: messages.SandboxSpec{DispatchAttemptID: id(4), ExecutionLeaseID: id(5), RunnerInstanceID: id(6),
-			ExecutionPolicy: messages.PolicyAdoption, NetworkPolicy: messages.NetworkPolicy{Mode: messages.NetworkNone},
-			RequestedResources: messages.RequestedResources{WorkerMemoryLimitBytes: 256 << 20, CPUMillis: 1000, PIDs: 128, RuntimeOverheadBytes: 128 << 20},
-			PublicationMode:    messages.PublicationNone},
-		Task: messages.Task{Argv: []string{"true"}},
-	}
-}
+// testDispatch is a fresh dispatch whose lease expires at expires.
+func testDispatch(expires time.Time) *messages.Dispatch { return actortest.NewDispatch(expires) }
 
 type harness struct {
 	redeemer CredentialRedeemer // nil: bridge_push is refused
+	auth     ProviderAuth       // nil: a dispatch naming a provider is refused
+	verifier ImageVerifier      // nil: no image is verified
 	refs     *imagegc.Refs      // the image keys attempts hold
 	state    string             // the attempts' state root
-	system   *actor.ActorSystem
+	sys      *actortest.System  // the test's actor system (dead letters, panics, leaks)
+	system   *actor.ActorSystem // sys's actor system
 	root     *actor.PID
 	host     *fakeHost
 	clk      clock.Clock
@@ -53,17 +41,30 @@ type harness struct {
 
 func newHarness(t *testing.T, host *fakeHost, clk clock.Clock) *harness {
 	t.Helper()
+	return newHarnessWith(t, host, clk, nil)
+}
+
+// newHarnessWith lets configure change the attempts' configuration.
+func newHarnessWith(t *testing.T, host *fakeHost, clk clock.Clock, configure func(*AttemptConfig)) *harness {
+	t.Helper()
 	if clk == nil {
 		clk = clock.System{}
 	}
-	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clk: clk, refs: imagegc.NewRefs()}
-	t.Cleanup(h.system.Shutdown)
+	var opts []actortest.Option
+	if manual, ok := clk.(*clock.Manual); ok {
+		opts = append(opts, actortest.WithClock(manual)) // ExpectNoMessage advances it
+	}
+	sys := actortest.NewSystem(t, opts...)
+	h := &harness{state: t.TempDir(), sys: sys, system: sys.ActorSystem, host: host, clk: clk, refs: imagegc.NewRefs()}
 	cfg := AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clk, SampleInterval: 10 * time.Millisecond,
 		Confinement: host.confinementFacts}
-	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
+	if configure != nil {
+		configure(&cfg)
+	}
+	h.root = sys.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host, Ledgers: ledger.Store{Root: h.state},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
-			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer, ImageRefs: h.refs})
+			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer, ImageRefs: h.refs, ProviderAuth: h.auth, ImageVerifier: h.verifier})
 		},
 	}))
 	return h
@@ -71,11 +72,18 @@ func newHarness(t *testing.T, host *fakeHost, clk clock.Clock) *harness {
 
 func (h *harness) submit(t *testing.T, d *messages.Dispatch) *actortest.Probe {
 	t.Helper()
-	probe := actortest.NewProbe(t, h.system)
+	probe := h.sys.NewProbe()
 	res, err := h.system.Root.RequestFuture(h.root, messages.SubmitAttempt{Dispatch: d, Subscriber: probe.PID()}, within).Result()
 	require.NoError(t, err)
 	require.True(t, res.(messages.SubmitReply).Accepted, "%+v", res)
 	return probe
+}
+
+// cancel cancels the attempt of d, which must be known.
+func (h *harness) cancel(t *testing.T, d *messages.Dispatch) {
+	t.Helper()
+	reply := actortest.Request[messages.CancelReply](t, h.sys, h.root, messages.CancelAttempt{AttemptID: d.AttemptID()})
+	require.True(t, reply.Found, "no attempt %s to cancel", d.AttemptID())
 }
 
 func (h *harness) run(t *testing.T, d *messages.Dispatch) messages.AttemptOutcome {
@@ -115,6 +123,20 @@ func TestAttemptHappyPath(t *testing.T) {
 	assert.Contains(t, types, "task_output")
 	assert.Contains(t, types, "sandbox_output_imported")
 	assert.Contains(t, types, "sandbox_teardown_completed")
+	meta := actortest.All[messages.AttemptEvent](probe)
+	var found bool
+	for _, ev := range meta {
+		if ev.Event.EventType != "sandbox_metadata" {
+			continue
+		}
+		found = true
+		var data map[string]string
+		require.NoError(t, json.Unmarshal([]byte(*ev.Event.Data), &data))
+		assert.Equal(t, map[string]string{"inputCommitSha": "1111111111111111111111111111111111111111", "sandboxConfigCommitSha": "2222222222222222222222222222222222222222",
+			"contractDigest": data["contractDigest"], "imageDigest": "sha256:cached"}, data)
+		assert.NotEmpty(t, data["contractDigest"])
+	}
+	assert.True(t, found, "sandbox_metadata is in the event stream")
 }
 
 func TestTeardownIsReachedFromEveryFailurePath(t *testing.T) {
@@ -268,9 +290,42 @@ func TestTrustedHostFailureClassification(t *testing.T) {
 		host := newFakeHost(t.TempDir())
 		host.exitCode = 137
 		host.state = dockerops.ContainerState{OOMKilled: true, ExitCode: 137}
+		d := testDispatch(time.Now().Add(time.Hour))
+		out := newHarness(t, host, nil).run(t, d)
+		assert.Equal(t, messages.StatusFailed, out.Status)
+		assert.Equal(t, string(failure.SandboxOOMKilled), out.Code)
+		assert.Equal(t, messages.PhaseRunning, out.Phase)
+		assert.Equal(t, 1, host.called("import"), "a trusted failure's valid output is imported")
+		assert.Equal(t, "3333333333333333333333333333333333333333", out.ResultCommitSHA, "the outcome says both")
+		assert.Contains(t, out.Message, "imported as 3333333333333333333333333333333333333333 on forge/t")
+		require.Len(t, out.Causes, 1)
+		assert.Equal(t, string(failure.SandboxChildResultUnknown), out.Causes[0].Code)
+		assert.Equal(t, "sandbox", out.Causes[0].Source)
+	})
+	t.Run("oom with invalid output is not imported", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.exitCode = 137
+		host.missing = true
+		host.state = dockerops.ContainerState{OOMKilled: true, ExitCode: 137}
 		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
 		assert.Equal(t, string(failure.SandboxOOMKilled), out.Code)
-		assert.Zero(t, host.called("import"), "a trusted failure is not imported")
+		assert.Contains(t, out.Message, "its output was not imported")
+		assert.Zero(t, host.called("import"))
+		assert.Empty(t, out.ResultCommitSHA)
+	})
+	t.Run("a trusted failure's result is never published", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.exitCode = 137
+		host.state = dockerops.ContainerState{OOMKilled: true, ExitCode: 137}
+		h := newHarness(t, host, nil)
+		h.redeemer = host
+		d := testDispatch(time.Now().Add(time.Hour))
+		d.Sandbox.PublicationMode = messages.PublicationBridgePush
+		d.Sandbox.PublishGrant = &messages.PublishGrant{GrantID: "0123456789abcdef0123456789abcdef", Branch: d.Lease.WorktreeKey}
+		out := h.run(t, d)
+		assert.Equal(t, string(failure.SandboxOOMKilled), out.Code)
+		assert.Empty(t, out.PublishedCommitSHA)
+		assert.Zero(t, host.called("publish"))
 	})
 	t.Run("exit 137 alone is not an OOM", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())
@@ -315,7 +370,8 @@ func TestLeaseExpiryAbortsTheAttempt(t *testing.T) {
 	host := newFakeHost(t.TempDir())
 	host.blockRun = true
 	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	h := newHarness(t, host, clk)
+	// The fake worker is silent: no idle limit within the test's hour.
+	h := newHarnessWith(t, host, clk, func(c *AttemptConfig) { c.Limits = timelimit.Limits{HardWall: 8 * time.Hour, Idle: 8 * time.Hour} })
 	d := testDispatch(clk.Now().Add(time.Hour))
 	probe := h.submit(t, d)
 	select {
@@ -323,8 +379,7 @@ func TestLeaseExpiryAbortsTheAttempt(t *testing.T) {
 	case <-time.After(within):
 		t.Fatal("the worker never ran")
 	}
-	clk.Advance(59 * time.Minute)
-	actortest.ShouldReceiveNothing[messages.AttemptFinished](t, probe, 50*time.Millisecond)
+	actortest.ExpectNoMessage[messages.AttemptFinished](t, probe, 59*time.Minute)
 	clk.Advance(time.Minute)
 	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
 	assert.Equal(t, string(failure.SandboxLeaseExpired), out.Code)
@@ -381,6 +436,6 @@ func TestEveryActorAnswersInspect(t *testing.T) {
 	for _, kind := range []string{"supervisor", "attempt", kindWatchdog, kindWorker} {
 		assert.Contains(t, kinds, kind)
 	}
-	h.system.Root.Send(h.root, messages.CancelAttempt{AttemptID: d.AttemptID()})
+	h.cancel(t, d)
 	actortest.Expect[messages.AttemptFinished](t, probe, within)
 }

@@ -1,10 +1,11 @@
 package actors
 
 import (
-	"github.com/forgedev/forged/internal/clock"
 	"time"
 
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/timelimit"
 )
 
 // AttemptConfig is the operator configuration every attempt shares.
@@ -23,6 +24,13 @@ type AttemptConfig struct {
 	// sandbox_required refuses to run without both.
 	SeccompProfile string
 	LSMOption      string
+	// Limits are the operator's time limits (hard wall and idle); a
+	// dispatch's task timeout can only shorten them. Zero: the defaults.
+	Limits timelimit.Limits
+	// LimitGrace is how long the worker may take, after the host saw a
+	// time limit pass, to stop its task and write its output before the
+	// host stops the container. Default 30s.
+	LimitGrace time.Duration
 	// BuildLimits confine image builds (zero: no network, the dockerops
 	// defaults).
 	BuildLimits dockerops.BuildLimits
@@ -41,6 +49,9 @@ type AttemptConfig struct {
 func (c AttemptConfig) withDefaults() AttemptConfig {
 	if c.SampleInterval <= 0 {
 		c.SampleInterval = 250 * time.Millisecond
+	}
+	if c.LimitGrace <= 0 {
+		c.LimitGrace = 30 * time.Second
 	}
 	if c.Clock == nil {
 		c.Clock = clock.System{}

@@ -11,7 +11,9 @@ import (
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/lease"
+	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/timelimit"
 )
 
 func (h *harness) renew(t *testing.T, d *messages.Dispatch, token string, expiresAt time.Time) messages.RenewLeaseReply {
@@ -26,7 +28,8 @@ func TestRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
 	host.blockRun = true
 	host.workerEvents = []messages.Event{messages.RunnerEvent("worker_started", "up", nil)}
 	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	h := newHarness(t, host, clk)
+	// The fake worker is silent: no idle limit within the test's hours.
+	h := newHarnessWith(t, host, clk, func(c *AttemptConfig) { c.Limits = timelimit.Limits{HardWall: 8 * time.Hour, Idle: 8 * time.Hour} })
 	d := testDispatch(clk.Now().Add(time.Hour))
 	probe := h.submit(t, d)
 	<-host.runEntered
@@ -36,6 +39,12 @@ func TestRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
 	reply := h.renew(t, d, d.Lease.FencingToken, renewed)
 	require.True(t, reply.Accepted, "%+v", reply)
 
+	// The renewal is in the ledger.
+	require.Eventually(t, func() bool {
+		e, err := ledger.Store{Root: h.state}.Read(d.AttemptID())
+		return err == nil && e.ExpiresAt.Equal(renewed)
+	}, within, time.Millisecond, "the ledger holds the renewed expiry")
+
 	// The renewal reached the worker as a signed update it can verify.
 	require.Eventually(t, func() bool { return len(host.pushedLeases()) == 1 }, within, time.Millisecond)
 	update, err := lease.DecodeUpdate(host.pushedLeases()[0])
@@ -43,9 +52,8 @@ func TestRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
 	assert.Equal(t, d.AttemptID(), update.DispatchAttemptID)
 	assert.Equal(t, d.Lease.FencingToken, update.FencingToken)
 
-	clk.Advance(90 * time.Minute) // past the first expiry
-	actortest.ShouldReceiveNothing[messages.AttemptFinished](t, probe, 50*time.Millisecond)
-	clk.Advance(30 * time.Minute) // the renewed expiry
+	actortest.ExpectNoMessage[messages.AttemptFinished](t, probe, 90*time.Minute) // past the first expiry
+	clk.Advance(30 * time.Minute)                                                 // the renewed expiry
 	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
 	assert.Equal(t, string(failure.SandboxLeaseExpired), out.Code)
 }
@@ -69,7 +77,7 @@ func TestRenewalRefusals(t *testing.T) {
 	assert.Equal(t, string(failure.AttemptNotFound), unknown.Code)
 	assert.Empty(t, host.pushedLeases())
 
-	h.system.Root.Send(h.root, messages.CancelAttempt{AttemptID: d.AttemptID()})
+	h.cancel(t, d)
 	actortest.Expect[messages.AttemptFinished](t, probe, within)
 }
 
@@ -100,6 +108,6 @@ func TestForgedRunnerEventsArriveAsTheAgents(t *testing.T) {
 	assert.Equal(t, messages.RoleAgent, roles["worker_started/forged"])
 	reply := h.renew(t, d, d.Lease.FencingToken, time.Now().Add(2*time.Hour))
 	require.True(t, reply.Accepted, "%+v", reply)
-	actortest.ShouldReceiveNothing[messages.AttemptFinished](t, probe, 50*time.Millisecond)
+	actortest.ExpectNoMessage[messages.AttemptFinished](t, probe, time.Minute)
 	assert.Empty(t, host.pushedLeases(), "a forged worker_started does not make the worker running")
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/imagegc"
+	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/internal/ids"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
@@ -31,6 +32,7 @@ import (
 	"github.com/forgedev/forged/quota"
 	"github.com/forgedev/forged/reaper"
 	"github.com/forgedev/forged/supervisor"
+	"github.com/forgedev/forged/timelimit"
 )
 
 // requestTimeout bounds a request to the root supervisor.
@@ -58,6 +60,13 @@ type Config struct {
 	// Capacity sizes one attempt and the host's reserve for the preflight
 	// admission; its MaxSlots is Slots.
 	Capacity preflight.CapacityPolicy
+	// Disk bounds the disk pressure of the Docker root directory.
+	Disk preflight.DiskPolicy
+	// SampleInterval is the memory sampler's period (default 250ms).
+	SampleInterval time.Duration
+	// Limits are the attempts' time limits (timelimit.Operator validates
+	// the operator's); zero takes the defaults, 8 h and 10 min.
+	Limits timelimit.Limits
 	// LockRoot holds the one-forged-per-Docker-context lock (default
 	// TMPDIR/forged). Every forged on a host must use the same one.
 	LockRoot string
@@ -80,6 +89,14 @@ type Config struct {
 	// and the allowed hosts), as `forged run` and `forged daemon` do.
 	Redeemer       actors.CredentialRedeemer
 	ValidateRemote gitops.RemoteValidator
+	// ProviderAuth prepares the agents' provider credentials (see package
+	// providerauth); nil refuses every dispatch that names a provider with
+	// sandbox_auth_unavailable.
+	ProviderAuth actors.ProviderAuth
+	// ImageVerifier is the image-signature hook (imagesig.New); nil
+	// verifies nothing: sandbox_required is refused with
+	// sandbox_image_signature_invalid, adoption warns.
+	ImageVerifier actors.ImageVerifier
 	// ManagedNamespace is the ref prefix ("refs/heads/…/") every dispatch's
 	// worktree key must lie below; empty means refs/heads/forge/. Other
 	// dispatches are refused with dispatch_invalid.
@@ -87,6 +104,10 @@ type Config struct {
 	// SkipStartupReap leaves the previous process's ledgers alone at start
 	// (for a dry run that must change nothing).
 	SkipStartupReap bool
+	// Clock drives every timer of the runner (capacity refresh and the
+	// preflight report's age, reaper, lease watchdogs, samplers) and its
+	// timestamps; nil means clock.System. Tests inject a clock.Manual.
+	Clock clock.Clock
 }
 
 // Runner is an embedded forged: an actor system with its root supervisor.
@@ -119,6 +140,9 @@ func imageSweeper(store *quota.Store) supervisor.ImageSweeper {
 func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if cfg.Slots <= 0 {
 		cfg.Slots = 1
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
 	}
 	if cfg.QueueLimit < 0 {
 		cfg.QueueLimit = 0
@@ -175,13 +199,15 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	}
 	policy := cfg.Capacity
 	policy.MaxSlots = cfg.Slots
-	cache := preflight.NewCache(preflight.NewChecker(engine, nil, preflight.Options{
+	cache := preflight.NewCacheWithClock(preflight.NewChecker(engine, nil, preflight.Options{
 		AllowRootful: cfg.AllowRootful,
 		Endpoint:     engine.DaemonHost(),
 		StateRoot:    stateRoot,
 		Capacity:     policy,
+		Disk:         cfg.Disk,
 		Isolation:    docker,
-	}), 0)
+		Clock:        cfg.Clock,
+	}), 0, cfg.Clock)
 	// The first report is taken now, so that admission starts from it.
 	first, _ := cache.Current(ctx)
 
@@ -202,7 +228,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	// forged processes off this engine: every ledger left in the state root
 	// belongs to an attempt a previous process was running when it died.
 	ledgers := ledger.Store{Root: stateRoot}
-	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace}
+	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace, Now: cfg.Clock.Now}
 	startup := round
 	startup.SnapshotAvailable = true // an empty snapshot: nothing is live
 	startup.DryRun = cfg.SkipStartupReap
@@ -230,6 +256,9 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Platform:       runtime.GOOS + "/" + runtime.GOARCH,
 		SeccompProfile: cfg.SeccompProfile,
 		LSMOption:      cfg.LSMOption,
+		Clock:          cfg.Clock,
+		SampleInterval: cfg.SampleInterval,
+		Limits:         cfg.Limits,
 		Confinement:    func() actors.Confinement { return confinementOf(cache) },
 	}
 	var attemptDocker actors.Docker = docker
@@ -239,16 +268,18 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	deps := actors.Deps{
 		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot, ValidateRemote: cfg.ValidateRemote,
 			ManagedNamespace: cfg.ManagedNamespace},
-		Docker:    attemptDocker,
-		Redeemer:  cfg.Redeemer,
-		Volumes:   volumes,
-		ImageRefs: imagegc.NewRefs(),
+		Docker:        attemptDocker,
+		Redeemer:      cfg.Redeemer,
+		ProviderAuth:  cfg.ProviderAuth,
+		ImageVerifier: cfg.ImageVerifier,
+		Volumes:       volumes,
+		ImageRefs:     imagegc.NewRefs(),
 	}
 	var gc *actor.Props
 	if cfg.ImageGC != nil {
 		gc = collector.Props(collector.Config{
 			API: engine, Refs: deps.ImageRefs, Policy: cfg.ImageGC.Policy, Interval: cfg.ImageGC.Interval,
-			StateRoot: stateRoot,
+			StateRoot: stateRoot, Clock: cfg.Clock,
 			DiskLow: func(ctx context.Context) (bool, error) {
 				report, _ := cache.Current(ctx)
 				return report.Disk.Low, nil
@@ -264,6 +295,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Ledgers:    ledgers,
 		Capacity:   cache,
 		RunnerID:   cfg.RunnerID,
+		Clock:      cfg.Clock,
 		ManagedNS:  cfg.ManagedNamespace,
 		Collector:  gc,
 		Reaper:     &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval, Images: imageSweeper(store)},
