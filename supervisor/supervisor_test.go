@@ -322,7 +322,7 @@ func TestWaiterThatStopsLeavesTheQueue(t *testing.T) {
 // layer).
 func TestDuplicateCheckFollowsTheQueue(t *testing.T) {
 	f := newFixture(t, 1, 2)
-	probe := actortest.NewProbe(t, f.system)
+	probe := f.system.NewProbe()
 	a, b, c := dispatch(), dispatch(), dispatch()
 	require.True(t, f.submit(t, a, probe.PID()).Accepted)
 	require.True(t, f.submit(t, b, probe.PID()).Queued)

@@ -169,6 +169,7 @@ func (e *Env) prepareAttempt(ctx context.Context, argv []string) (*sandboxAttemp
 		return nil, err
 	}
 	d.Lease.WorktreeKey = "forge/bench-" + d.Sandbox.DispatchAttemptID[:8]
+	d.Sandbox.RequestedResources.CPUMillis = benchCPUMillis
 	names, err := dockerops.NamesFor(d.AttemptID())
 	if err != nil {
 		return nil, err
