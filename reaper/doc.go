@@ -23,7 +23,9 @@
 // ledger is kept as degraded.
 //
 // From the engine's labels: every managed container, network and volume
-// (in that order) is removed only when all of these hold:
+// (in that order: all the containers before any network, all the networks
+// before any volume; the objects of one kind eight at a time) is removed
+// only when all of these hold:
 //
 //   - its labels are complete and exact (dockerops.OwnershipFromLabels:
 //     dev.forge.managed=true, equal resource and execution lease ids, every

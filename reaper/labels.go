@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/forgedev/forged/dockerops"
@@ -26,9 +27,18 @@ func (s *sweep) labels(ctx context.Context) error {
 	})
 	var log actionLog
 	defer func() { s.storeActions(log) }()
+	// Judge every object first, then remove kind by kind (containers,
+	// then networks, then volumes), the objects of one kind in parallel.
+	var batch []removal
 	for _, obj := range objs {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if len(batch) > 0 && batch[0].obj.Kind != obj.Kind {
+			if err := s.removeBatch(ctx, batch, &log); err != nil {
+				return err
+			}
+			batch = nil
 		}
 		owner, reason := s.judge(obj)
 		if reason != "" {
@@ -39,16 +49,60 @@ func (s *sweep) labels(ctx context.Context) error {
 			s.round.WouldRemove = append(s.round.WouldRemove, obj)
 			continue
 		}
-		if s.live(owner.AttemptID) { // it may have started since judge
-			s.skip(owner.AttemptID, obj, SkipLive)
+		batch = append(batch, removal{owner: owner, obj: obj})
+	}
+	return s.removeBatch(ctx, batch, &log)
+}
+
+// removalWorkers bounds the removals of one kind that run at once: the
+// engine serializes much of the work, and beyond a few the calls only
+// queue there.
+const removalWorkers = 8
+
+// removal is one object the round removes, with its owner.
+type removal struct {
+	owner dockerops.Ownership
+	obj   Object
+	err   error
+}
+
+// removeBatch removes objects of one kind, removalWorkers at a time, then
+// records the outcomes in order. An object whose attempt started since it
+// was judged is left alone.
+func (s *sweep) removeBatch(ctx context.Context, batch []removal, log *actionLog) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var todo []*removal
+	for i := range batch {
+		if s.live(batch[i].owner.AttemptID) { // it may have started since judge
+			s.skip(batch[i].owner.AttemptID, batch[i].obj, SkipLive)
 			continue
 		}
-		err := s.docker.RemoveManaged(ctx, obj)
-		log.record(owner, obj, err, s.cfg.Now())
-		if err != nil {
-			s.markDegraded(owner.AttemptID)
+		todo = append(todo, &batch[i])
+	}
+	work := make(chan *removal)
+	var wg sync.WaitGroup
+	for range min(removalWorkers, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range work {
+				r.err = s.docker.RemoveManaged(ctx, r.obj)
+			}
+		}()
+	}
+	for _, r := range todo {
+		work <- r
+	}
+	close(work)
+	wg.Wait()
+	for _, r := range todo {
+		log.record(r.owner, r.obj, r.err, s.cfg.Now())
+		if r.err != nil {
+			s.markDegraded(r.owner.AttemptID)
 		} else {
-			s.round.Removed = append(s.round.Removed, obj)
+			s.round.Removed = append(s.round.Removed, r.obj)
 		}
 	}
 	return nil

@@ -1,8 +1,11 @@
 package reaper
 
 import (
+	"context"
+	"errors"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,4 +228,52 @@ func snapshotDir(t *testing.T, dir string) map[string]string {
 		out[e.Name()] = info.ModTime().String() + "\n" + string(data)
 	}
 	return out
+}
+
+// rendezvousDocker makes the first two container removals wait for each
+// other: a round that removed one object at a time would never let the
+// first one finish.
+type rendezvousDocker struct {
+	*fakeDocker
+	mu      sync.Mutex
+	started int
+	both    chan struct{}
+	waitErr error
+}
+
+func (r *rendezvousDocker) RemoveManaged(ctx context.Context, obj Object) error {
+	if obj.Kind == KindContainer {
+		r.mu.Lock()
+		r.started++
+		switch r.started {
+		case 1:
+			r.mu.Unlock()
+			select {
+			case <-r.both:
+			case <-time.After(10 * time.Second):
+				r.mu.Lock()
+				r.waitErr = errors.New("the second container removal never started while the first ran")
+				r.mu.Unlock()
+			}
+		case 2:
+			close(r.both)
+			r.mu.Unlock()
+		default:
+			r.mu.Unlock()
+		}
+	}
+	return r.fakeDocker.RemoveManaged(ctx, obj)
+}
+
+func TestLabelPhaseRemovesOneKindInParallel(t *testing.T) {
+	w := newWorld(t)
+	for range 4 {
+		w.docker.add(w.mine().objects(w.now.Add(-time.Hour))...)
+	}
+	docker := &rendezvousDocker{fakeDocker: w.docker, both: make(chan struct{})}
+	round, err := Run(context.Background(), w.config(), w.store, docker)
+	require.NoError(t, err)
+	require.NoError(t, docker.waitErr)
+	require.Len(t, round.Removed, 12)
+	require.Empty(t, round.Degraded)
 }

@@ -108,6 +108,9 @@ type root struct {
 	cfg      Config
 	strategy *rootStrategy
 	queue    []pending
+	// inQueue holds the queued attempt ids: the duplicate check at
+	// admission is a lookup, not a scan of the queue.
+	inQueue  map[string]struct{}
 	running  map[string]*running // by attempt id
 	byPID    map[string]string   // attempt actor id → attempt id
 	degraded int
@@ -131,7 +134,7 @@ type crashCleanupDone struct {
 }
 
 func newRoot(cfg Config, strategy *rootStrategy) *root {
-	return &root{cfg: cfg, strategy: strategy, running: map[string]*running{}, byPID: map[string]string{}, permit: &permit{}, live: newLiveSet(),
+	return &root{cfg: cfg, strategy: strategy, running: map[string]*running{}, inQueue: map[string]struct{}{}, byPID: map[string]string{}, permit: &permit{}, live: newLiveSet(),
 		capacity: &capacity{clock: cfg.Clock, source: cfg.Capacity, interval: cfg.RefreshInterval, ttl: cfg.CapacityTTL}}
 }
 
@@ -245,7 +248,8 @@ func (r *root) submit(ctx actor.Context, msg messages.SubmitAttempt) messages.Su
 	if r.stopped {
 		return refuse(id, failure.SupervisorShuttingDown, "the supervisor is stopping")
 	}
-	if _, ok := r.running[id]; ok || r.queued(id) >= 0 {
+	_, isQueued := r.inQueue[id]
+	if _, ok := r.running[id]; ok || isQueued {
 		return refuse(id, failure.AttemptDuplicate, fmt.Sprintf("attempt %s is already admitted", id))
 	}
 	if r.capacity.source != nil {
@@ -268,6 +272,7 @@ func (r *root) submit(ctx actor.Context, msg messages.SubmitAttempt) messages.Su
 	}
 	if len(r.queue) < r.cfg.QueueLimit {
 		r.queue = append(r.queue, pending{dispatch: d, subscriber: msg.Subscriber})
+		r.inQueue[id] = struct{}{}
 		return messages.SubmitReply{AttemptID: id, Accepted: true, Queued: true}
 	}
 	return refuse(id, failure.CapacityExhausted, fmt.Sprintf("the %d slots or the host's budget are taken and the queue of %d is full", r.slots(), r.cfg.QueueLimit))
@@ -318,6 +323,7 @@ func (r *root) admit(ctx actor.Context) {
 	for len(r.queue) > 0 && !r.stopped && r.canStart(budget, r.queue[0].dispatch) {
 		next := r.queue[0]
 		r.queue = r.queue[1:]
+		delete(r.inQueue, next.dispatch.AttemptID())
 		r.spawn(ctx, next)
 	}
 }
@@ -344,6 +350,7 @@ func (r *root) refuseQueued(ctx actor.Context, report preflight.Report) {
 		notify(ctx, p.subscriber, r.failedOutcome(p.dispatch.AttemptID(), report.Code, "refused while queued: "+report.Reason, false))
 	}
 	r.queue = nil
+	clear(r.inQueue)
 }
 
 func (r *root) finish(ctx actor.Context, attemptID string, degraded bool) {
@@ -364,6 +371,7 @@ func (r *root) cancelAttempt(ctx actor.Context, msg messages.CancelAttempt) mess
 	if i := r.queued(msg.AttemptID); i >= 0 {
 		p := r.queue[i]
 		r.queue = append(r.queue[:i], r.queue[i+1:]...)
+		delete(r.inQueue, msg.AttemptID)
 		out := r.failedOutcome(msg.AttemptID, failure.SandboxCancelled, "cancelled while queued", false)
 		out.Status = messages.StatusCancelled
 		notify(ctx, p.subscriber, out)

@@ -315,3 +315,31 @@ func TestWaiterThatStopsLeavesTheQueue(t *testing.T) {
 	f.system.Root.Send(holder, actortest.ReleasePermit{})
 	actortest.ExpectNoMessage[actortest.PermitGranted](t, grants, time.Minute)
 }
+
+// The duplicate check follows an attempt through the queue: refused while
+// queued, refused once it runs, and free again once cancelled from the
+// queue (the supervisor forgets it; the runner's retention is another
+// layer).
+func TestDuplicateCheckFollowsTheQueue(t *testing.T) {
+	f := newFixture(t, 1, 2)
+	probe := f.system.NewProbe()
+	a, b, c := dispatch(), dispatch(), dispatch()
+	require.True(t, f.submit(t, a, probe.PID()).Accepted)
+	require.True(t, f.submit(t, b, probe.PID()).Queued)
+	require.True(t, f.submit(t, c, probe.PID()).Queued)
+	assert.Equal(t, "attempt_duplicate", f.submit(t, b, probe.PID()).Code)
+
+	res, err := f.system.Root.RequestFuture(f.root, messages.CancelAttempt{AttemptID: c.AttemptID()}, within).Result()
+	require.NoError(t, err)
+	require.True(t, res.(messages.CancelReply).Found)
+	assert.Equal(t, messages.SubmitReply{AttemptID: c.AttemptID(), Accepted: true, Queued: true}, f.submit(t, c, probe.PID()))
+
+	// a finishes: b leaves the queue for the slot and is still a duplicate.
+	f.system.Root.Send(f.attemptPID(t, a), finishNow{})
+	require.Eventually(t, func() bool {
+		s := f.snapshot(t)
+		return s.Queued == 1 && len(s.Attempts) == 1 && s.Attempts[0] == b.AttemptID()
+	}, within, 10*time.Millisecond)
+	assert.Equal(t, "attempt_duplicate", f.submit(t, b, probe.PID()).Code)
+	assert.Equal(t, "attempt_duplicate", f.submit(t, c, probe.PID()).Code)
+}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -33,18 +34,24 @@ func clearRelease(path string) {
 	}
 }
 
-// awaitRelease waits until a release exists at path or wait passes, and
-// reports whether the host released the worker.
-func awaitRelease(path string, wait time.Duration) bool {
-	deadline := time.Now().Add(wait)
+// awaitRelease waits until a release exists at path, wait passes or ctx
+// ends, and reports whether the host released the worker.
+func awaitRelease(ctx context.Context, path string, wait time.Duration) bool {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	poll := time.NewTicker(releasePoll)
+	defer poll.Stop()
 	for {
 		if _, err := os.Lstat(path); err == nil {
 			return true
 		}
-		if !time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
 			return false
+		case <-deadline.C:
+			return false
+		case <-poll.C:
 		}
-		time.Sleep(releasePoll)
 	}
 }
 
@@ -64,13 +71,20 @@ func WriteReleaseFile(path string) error {
 }
 
 // awaitHostRelease waits for the host's release when the start packet asks
-// for it (see the top of this file).
-func (r *run) awaitHostRelease() {
-	if r.pkt.ReleaseWaitMillis <= 0 {
+// for it (see the top of this file). It does not wait once ctx has ended:
+// a worker told to stop (SIGTERM: the host is stopping the container,
+// after a cancellation or its lease watchdog) exits at once, since the
+// host takes no last reading then.
+func (r *run) awaitHostRelease(ctx context.Context) {
+	if r.pkt.ReleaseWaitMillis <= 0 || ctx.Err() != nil {
 		return
 	}
 	wait := time.Duration(r.pkt.ReleaseWaitMillis) * time.Millisecond
-	if !awaitRelease(r.cfg.ReleasePath, wait) {
+	if !awaitRelease(ctx, r.cfg.ReleasePath, wait) {
+		if ctx.Err() != nil {
+			r.note("stopped while waiting for the host's release")
+			return
+		}
 		r.note("the host did not release the worker within %s", wait)
 	}
 }

@@ -290,7 +290,7 @@ func (r *run) execute(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	r.events.lifecycle("output_written", "manifest written", map[string]any{"exitCode": code})
-	r.awaitHostRelease()
+	r.awaitHostRelease(ctx)
 	return code, nil
 }
 

@@ -1,0 +1,51 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/internal/enginetest"
+)
+
+// TestSmoke is CI's short run of the benchmark suite on the real engine:
+// every measurement completes (one run each, a 3-attempt burst, 9
+// orphans, 3 queued attempts, no Go benchmarks), nothing of the run's
+// runners is left, and the report renders. It asserts no timing.
+func TestSmoke(t *testing.T) {
+	engine := enginetest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	env, err := Setup(ctx, Config{
+		ForgedBinary: enginetest.ForgedBinary(t), WorkDir: t.TempDir(), Busybox: "/bin/busybox",
+		Runs: 1, BurstAttempts: 3, BurstCapacity: 3, BurstRuns: 1, ReapResources: 9, ReapRuns: 1, QueuedAttempts: 3,
+		KeepBaseImage: true,
+	})
+	require.NoError(t, err)
+	res := env.Run(ctx)
+	require.NoError(t, env.Close())
+	require.Empty(t, res.Errors)
+	require.Zero(t, env.Leftovers, "the measurements left labelled resources behind")
+	for _, id := range env.runnerIDs() {
+		require.Empty(t, enginetest.Labelled(t, engine, "dev.forge.runner-id="+id), "runner %s", id)
+	}
+	for _, name := range []string{"forged run", "daemon", "seed CLI", "floor", "floor, no network"} {
+		require.Equal(t, 1, res.B1[name].N, name)
+		require.Positive(t, res.B1[name].Median, name)
+	}
+	require.Equal(t, 1, res.B2["daemon"].N)
+	require.Equal(t, 1, res.B6["reaper"].N)
+	require.NotNil(t, res.B4EngineStop)
+	require.NotNil(t, res.B5QueuedRSS)
+	require.Positive(t, res.B5IdleRSS.Median)
+
+	var md, js bytes.Buffer
+	require.NoError(t, res.WriteMarkdown(&md, "## Notes\n\nhand-written"))
+	require.Contains(t, md.String(), "| B1 | daemon ≤ 1.0× the floor |")
+	require.Contains(t, md.String(), "hand-written")
+	require.NoError(t, res.WriteJSON(&js))
+	require.Contains(t, js.String(), `"targets"`)
+}

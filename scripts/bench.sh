@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The benchmark suite (issue 17): forged against the seed's docker-CLI
+# sequence and the engine's floor, measured side by side in one run. Uses
+# the set-up of the README's two commands (Docker, busybox-static, git, a
+# static bin/forged), then runs cmd/forged-bench, which writes
+# BENCHMARKS.md and BENCHMARKS.json. Extra arguments go to forged-bench
+# (e.g. --smoke for a short run, --runs 10).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+
+bash scripts/ensure-docker.sh
+
+mkdir -p bin
+CGO_ENABLED=0 go build -trimpath -o bin/forged ./cmd/forged
+go build -o bin/forged-bench ./cmd/forged-bench
+
+notes=()
+[ -f docs/benchmarks-notes.md ] && notes=(--notes docs/benchmarks-notes.md)
+exec bin/forged-bench --forged bin/forged "${notes[@]}" "$@"
