@@ -56,6 +56,21 @@ type StartPacket struct {
 	LeaseControlKey  string    `json:"leaseControlKey"`
 	// TaskTimeoutSeconds bounds the task's run time inside the worker.
 	TaskTimeoutSeconds int `json:"taskTimeoutSeconds"`
+	// Services are the connection details of the attempt's ready
+	// services. The password never travels here: only the path of its
+	// file in the read-only secrets volume.
+	Services []ServiceEndpoint `json:"services,omitempty"`
+}
+
+// ServiceEndpoint is how the task reaches one service on the attempt
+// network.
+type ServiceEndpoint struct {
+	Type         string `json:"type"`
+	Host         string `json:"host"`
+	Port         int    `json:"port"`
+	User         string `json:"user,omitempty"`
+	Database     string `json:"database,omitempty"`
+	PasswordFile string `json:"passwordFile"`
 }
 
 // OutputFile describes one file in OutputDir: a bare file name, its size and

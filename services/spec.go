@@ -1,0 +1,192 @@
+package services
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/messages"
+)
+
+// The services a contract may declare.
+const (
+	Postgres = "postgres"
+	Redis    = "redis"
+	Browser  = "browser" // not built yet: refused with sandbox_services_unsupported
+)
+
+// Per-service limits beside the memory split.
+const (
+	servicePIDs     = 256
+	serviceNanoCPUs = 1_000_000_000
+	passwordBytes   = 32
+)
+
+// Definition is how forged runs one service from its catalogue image
+// (scripts/service-images.sh builds them with these users).
+type Definition struct {
+	Service  string
+	Port     int
+	UID      int
+	User     string // the connection user ("" when the service has none)
+	Database string // the connection database ("" when none)
+	// SecretFile is the password's file name in the secrets volume.
+	SecretFile string
+	// DataDirs are the service's writable directories, each a tmpfs owned
+	// by the service's user, mode 0700, with its size.
+	DataDirs map[string]string
+	// Cmd starts the service; it reads the password from its file (never
+	// from an argument or the environment).
+	Cmd []string
+	// Caps is what the image needs beyond nothing: empty for both
+	// services (each runs as its own user on directories it owns).
+	Caps []string
+}
+
+// secretPath is the password file's path in a container.
+func (d Definition) secretPath() string { return path.Join(dockerops.SecretsDir, d.SecretFile) }
+
+var definitions = map[string]Definition{
+	Postgres: {
+		Service: Postgres, Port: 5432, UID: 999, User: "forge", Database: "forge",
+		SecretFile: "postgres-password",
+		DataDirs: map[string]string{
+			"/var/lib/postgresql/data": "512m",
+			"/tmp":                     "64m",
+		},
+		// initdb on the tmpfs with the password file, host connections by
+		// SCRAM only, the task's database made in single-user mode, then
+		// the server in the foreground (exec: docker-init's only child).
+		Cmd: []string{"/bin/sh", "-ec", `bin=/usr/lib/postgresql/15/bin
+data=/var/lib/postgresql/data
+"$bin/initdb" -D "$data" -U forge --pwfile=/run/forge-secrets/postgres-password --auth=scram-sha-256 --no-locale -E UTF8 --no-instructions >/dev/null
+echo "host all all all scram-sha-256" >>"$data/pg_hba.conf"
+echo "CREATE DATABASE forge" | "$bin/postgres" --single -D "$data" postgres >/dev/null
+exec "$bin/postgres" -D "$data" -c listen_addresses='*' -c unix_socket_directories=/tmp -c fsync=off`},
+	},
+	Redis: {
+		Service: Redis, Port: 6379, UID: 998, User: "default",
+		SecretFile: "redis-password",
+		DataDirs: map[string]string{
+			"/data": "64m",
+			"/tmp":  "16m",
+		},
+		// The password goes into a config file on the tmpfs through the
+		// shell's own printf, never into an argument.
+		Cmd: []string{"/bin/sh", "-ec", `printf 'requirepass %s\nport 6379\nbind 0.0.0.0\nprotected-mode no\ndir /data\nsave ""\nappendonly no\n' "$(cat /run/forge-secrets/redis-password)" >/tmp/redis.conf
+exec redis-server /tmp/redis.conf`},
+	},
+}
+
+// DefinitionFor returns the definition of a service forged can run.
+func DefinitionFor(service string) (Definition, bool) {
+	d, ok := definitions[service]
+	return d, ok
+}
+
+// NewPassword returns a fresh random password (32 bytes, base64url).
+func NewPassword() (string, error) {
+	b := make([]byte, passwordBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("service password: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// Attempt is what an attempt's services share.
+type Attempt struct {
+	Prefix        string // the attempt's name prefix, forge-<hex>
+	Network       string
+	SecretsVolume string
+	Labels        map[string]string
+	SecurityOpts  []string
+	// ServiceMemoryBytes is the dispatch's serviceMemoryLimitBytes, split
+	// evenly between the services.
+	ServiceMemoryBytes int64
+	Count              int
+}
+
+// ContainerName is the service container's name.
+func ContainerName(prefix, service string) string { return prefix + "-" + service }
+
+// ProbeName is the readiness probe container's name.
+func ProbeName(prefix, service string) string { return prefix + "-probe-" + service }
+
+// SecretsHelperName is the secrets helper container's name.
+func SecretsHelperName(prefix string) string { return prefix + "-secrets-init" }
+
+// ContainerSpec returns the hardened service container of d, created from
+// the pinned image id.
+func (d Definition) ContainerSpec(a Attempt, imageID string) dockerops.ServiceSpec {
+	tmpfs := make(map[string]string, len(d.DataDirs))
+	for dir, size := range d.DataDirs {
+		tmpfs[dir] = fmt.Sprintf("rw,nosuid,nodev,noexec,size=%s,uid=%d,gid=%d,mode=0700", size, d.UID, d.UID)
+	}
+	memory := a.ServiceMemoryBytes
+	if a.Count > 1 {
+		memory /= int64(a.Count)
+	}
+	return dockerops.ServiceSpec{
+		Name:          ContainerName(a.Prefix, d.Service),
+		Image:         imageID,
+		Network:       a.Network,
+		Alias:         d.Service,
+		User:          fmt.Sprintf("%d:%d", d.UID, d.UID),
+		Cmd:           d.Cmd,
+		Env:           []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"},
+		Labels:        a.Labels,
+		Tmpfs:         tmpfs,
+		SecretsVolume: a.SecretsVolume,
+		MemoryBytes:   memory,
+		NanoCPUs:      serviceNanoCPUs,
+		PIDs:          servicePIDs,
+		CapAdd:        d.Caps,
+		SecurityOpts:  a.SecurityOpts,
+	}
+}
+
+// Endpoint is the connection details the worker gets.
+func (d Definition) Endpoint() messages.ServiceEndpoint {
+	return messages.ServiceEndpoint{
+		Type: d.Service, Host: d.Service, Port: d.Port, User: d.User, Database: d.Database,
+		PasswordFile: d.secretPath(),
+	}
+}
+
+// ProbeArgs are the arguments of `forged worker probe` for d, run in a
+// probe container on the attempt network; within is its own cap.
+func (d Definition) ProbeArgs(binary string, within string) []string {
+	return []string{binary, "worker", "probe",
+		"--service", d.Service, "--host", d.Service, "--port", strconv.Itoa(d.Port),
+		"--user", d.User, "--database", d.Database, "--password-file", d.secretPath(),
+		"--within", within}
+}
+
+// EndpointEnv is the environment a task gets for its services: FORGE_<S>_*
+// for each, plus the variables client libraries read directly (PGHOST,
+// PGPORT, PGUSER, PGDATABASE; REDIS_HOST, REDIS_PORT). No password ever:
+// only the path of its file.
+func EndpointEnv(endpoints []messages.ServiceEndpoint) []string {
+	var env []string
+	for _, e := range endpoints {
+		p := "FORGE_" + strings.ToUpper(e.Type) + "_"
+		env = append(env, p+"HOST="+e.Host, p+"PORT="+strconv.Itoa(e.Port), p+"PASSWORD_FILE="+e.PasswordFile)
+		if e.User != "" {
+			env = append(env, p+"USER="+e.User)
+		}
+		if e.Database != "" {
+			env = append(env, p+"DATABASE="+e.Database)
+		}
+		switch e.Type {
+		case Postgres:
+			env = append(env, "PGHOST="+e.Host, "PGPORT="+strconv.Itoa(e.Port), "PGUSER="+e.User, "PGDATABASE="+e.Database)
+		case Redis:
+			env = append(env, "REDIS_HOST="+e.Host, "REDIS_PORT="+strconv.Itoa(e.Port))
+		}
+	}
+	return env
+}
