@@ -13,11 +13,13 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/internal/teardown"
 	"github.com/forgedev/forged/internal/text"
 	"github.com/forgedev/forged/lease"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/services"
 )
 
 const kindAttempt = "attempt"
@@ -60,11 +62,16 @@ type attemptActor struct {
 	// What the pipeline learned, step by step.
 	prepared *gitops.Prepared
 	contract *contract.Parsed
-	security []string // resolved worker security options
-	imageID  string
-	names    dockerops.Names
-	labels   map[string]string
-	network  string
+	// serviceImages are the declared services' verified catalogue entries;
+	// services their actors and state (attempt_services.go).
+	serviceImages map[string]services.Entry
+	services      map[string]*serviceRun
+	servicesTimer clock.Timer
+	security      []string // resolved worker security options
+	imageID       string
+	names         dockerops.Names
+	labels        map[string]string
+	network       string
 
 	watchdog, build, worker, sampler, pusher *actor.PID
 	containerID                              string
@@ -98,10 +105,11 @@ type childGone struct{ who *actor.PID }
 // Internal step results.
 type (
 	prepareDone struct {
-		prepared *gitops.Prepared
-		contract *contract.Parsed
-		security []string
-		err      error
+		prepared      *gitops.Prepared
+		contract      *contract.Parsed
+		security      []string
+		serviceImages map[string]services.Entry
+		err           error
 	}
 	provisionDone struct {
 		network string
@@ -192,6 +200,17 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 	case BuildFailed:
 		a.fail(msg.Err)
 		a.advance(ctx)
+	case secretsDone:
+		a.inflight = ""
+		a.onSecretsWritten(ctx, msg)
+	case ServiceStarted:
+		a.onServiceStarted(ctx, msg)
+	case ServiceReady:
+		a.onServiceReady(ctx, msg)
+	case ServiceFailed:
+		a.onServiceFailed(ctx, msg)
+	case servicesTimedOut:
+		a.onServicesTimedOut(ctx)
 	case WorkerCreated:
 		a.onWorkerCreated(ctx, msg)
 	case WorkerOutput:
@@ -241,7 +260,8 @@ func (a *attemptActor) start(ctx actor.Context) {
 	}
 	a.names = names
 	a.workDir = attemptWorkDir(a.cfg.StateRoot, names.AttemptHex)
-	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption}
+	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption,
+		catalogue: a.cfg.Services, images: a.deps.Docker}
 	a.step(ctx, "prepare", func(stepCtx context.Context) any { return prepareStep(stepCtx, in) })
 }
 
@@ -260,7 +280,7 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		a.advance(ctx)
 		return
 	}
-	a.prepared, a.contract, a.security = msg.prepared, msg.contract, msg.security
+	a.prepared, a.contract, a.security, a.serviceImages = msg.prepared, msg.contract, msg.security, msg.serviceImages
 	a.emit(ctx, messages.RunnerEvent("sandbox_input_prepared", "Prepared the input bundle and build context.", map[string]string{
 		"inputCommitSha": msg.prepared.InputCommitSHA, "sandboxConfigCommitSha": msg.prepared.ConfigCommitSHA,
 		"contractDigest": msg.contract.Digest, "contextDigest": msg.prepared.ContextDigest,
@@ -319,6 +339,15 @@ func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
 		a.advance(ctx)
 		return
 	}
+	if len(a.contract.Contract.Services) > 0 {
+		a.startServices(ctx)
+		return
+	}
+	a.startWorker(ctx)
+}
+
+// startWorker spawns the worker once everything it needs is ready.
+func (a *attemptActor) startWorker(ctx actor.Context) {
 	job, err := a.workerJob()
 	if err != nil {
 		a.fail(err)
@@ -486,6 +515,7 @@ func (a *attemptActor) abort(ctx actor.Context, err error) {
 	if a.worker != nil {
 		ctx.Send(a.worker, CancelWorker{})
 	}
+	a.cancelServices(ctx)
 	a.advance(ctx)
 }
 
@@ -497,6 +527,12 @@ func (a *attemptActor) advance(ctx actor.Context) {
 		return
 	}
 	if a.failure == nil && !a.pipelineDone {
+		return
+	}
+	if a.servicesAlive() {
+		// Teardown waits for every service actor's calls to return, so
+		// that no create races it; they stop once cancelled.
+		a.cancelServices(ctx)
 		return
 	}
 	a.beginTeardown(ctx)
@@ -526,6 +562,8 @@ func (a *attemptActor) onChildTerminated(ctx actor.Context, who *actor.PID) {
 		a.sampler = nil
 	case who.Equal(a.pusher):
 		a.pusher = nil // renewals are no longer pushed; the watchdog still holds them
+	default:
+		a.onServiceTerminated(ctx, who)
 	}
 }
 

@@ -24,6 +24,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		LeaseExpiresAt:     a.packetExpiry,
 		LeaseControlKey:    a.controlKey,
 		TaskTimeoutSeconds: timeout,
+		Services:           a.serviceEndpoints(),
 	}
 	raw, err := json.Marshal(packet)
 	if err != nil {
@@ -37,7 +38,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 			WorkingDir:      a.contract.Contract.WorkingDirectory,
 			Labels:          a.labels,
 			Resources:       a.d.Sandbox.RequestedResources,
-			Env:             dockerops.WorkerEnv(a.d, a.prepared.InputCommitSHA),
+			Env:             append(dockerops.WorkerEnv(a.d, a.prepared.InputCommitSHA), messages.ServiceEnv(packet.Services)...),
 			SecurityOpts:    a.security,
 			WorkspaceVolume: a.names.WorkspaceVolume,
 			ControlVolume:   a.names.ControlVolume,

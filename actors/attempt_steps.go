@@ -14,6 +14,7 @@ import (
 	"github.com/forgedev/forged/internal/teardown"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/services"
 )
 
 // The attempt's host steps. Each is a plain function of an explicit input,
@@ -48,6 +49,8 @@ type prepareInput struct {
 	workDir        string
 	seccompProfile string
 	lsmOption      string
+	catalogue      *services.Catalogue
+	images         services.ImageInspector
 }
 
 // prepareStep reads the input from the host repository and validates the
@@ -71,7 +74,15 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 	if err != nil {
 		return prepareDone{err: err}
 	}
-	return prepareDone{prepared: prepared, contract: parsed, security: security}
+	// The catalogue check: before any Docker object exists, and without
+	// ever pulling.
+	var images map[string]services.Entry
+	if declared := parsed.Contract.ServiceTypes(); len(declared) > 0 {
+		if images, err = in.catalogue.Verify(ctx, in.images, declared); err != nil {
+			return prepareDone{err: err}
+		}
+	}
+	return prepareDone{prepared: prepared, contract: parsed, security: security, serviceImages: images}
 }
 
 // provisionInput is what the provision step reads.

@@ -47,6 +47,7 @@ type harness struct {
 	root     *actor.PID
 	host     *fakeHost
 	clk      clock.Clock
+	cfg      AttemptConfig // read when an attempt is spawned: set fields before submitting
 }
 
 func newHarness(t *testing.T, host *fakeHost, clk clock.Clock) *harness {
@@ -56,11 +57,11 @@ func newHarness(t *testing.T, host *fakeHost, clk clock.Clock) *harness {
 	}
 	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clk: clk}
 	t.Cleanup(h.system.Shutdown)
-	cfg := AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clk, SampleInterval: 10 * time.Millisecond}
+	h.cfg = AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clk, SampleInterval: 10 * time.Millisecond}
 	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host, Ledgers: ledger.Store{Root: h.state},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
-			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer})
+			return AttemptProps(d, subscriber, sup, h.cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer})
 		},
 	}))
 	return h
@@ -185,11 +186,13 @@ func TestFailedTeardownMarksTheAttemptDegraded(t *testing.T) {
 }
 
 func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
-	t.Run("services", func(t *testing.T) {
+	t.Run("services without a catalogue", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())
 		host.contract = "version: 1\nservices:\n  - type: postgres\n"
-		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
-		assert.Equal(t, string(failure.SandboxServicesUnsupported), out.Code)
+		d := testDispatch(time.Now().Add(time.Hour))
+		d.Sandbox.RequestedResources.ServiceMemoryLimitBytes = 1 << 30
+		out := newHarness(t, host, nil).run(t, d)
+		assert.Equal(t, string(failure.SandboxServiceUnavailable), out.Code)
 		assert.Zero(t, host.called("lookup")+host.called("network")+host.called("volume")+host.called("create"))
 	})
 	t.Run("egress", func(t *testing.T) {

@@ -1,8 +1,10 @@
 package actors
 
 import (
-	"github.com/forgedev/forged/internal/clock"
 	"time"
+
+	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/services"
 )
 
 // AttemptConfig is the operator configuration every attempt shares.
@@ -23,6 +25,14 @@ type AttemptConfig struct {
 	LSMOption      string
 	// SampleInterval is the memory sampler's period.
 	SampleInterval time.Duration
+	// Services is the operator's catalogue of digest-pinned service
+	// images; nil refuses every contract that declares a service.
+	Services *services.Catalogue
+	// ServiceReadyWithin caps one service's readiness probe (default 60s,
+	// as the seed); ServicesReadyWithin caps all of an attempt's services
+	// together, from the first start to the last ready (default 90s).
+	ServiceReadyWithin  time.Duration
+	ServicesReadyWithin time.Duration
 	// Clock drives every timer of the attempt tree (lease watchdog,
 	// sampler) and its timestamps; nil means clock.System. Deadlines of
 	// engine and git calls are those of dockerops.Options and gitops.
@@ -32,6 +42,12 @@ type AttemptConfig struct {
 func (c AttemptConfig) withDefaults() AttemptConfig {
 	if c.SampleInterval <= 0 {
 		c.SampleInterval = 250 * time.Millisecond
+	}
+	if c.ServiceReadyWithin <= 0 {
+		c.ServiceReadyWithin = 60 * time.Second
+	}
+	if c.ServicesReadyWithin <= 0 {
+		c.ServicesReadyWithin = 90 * time.Second
 	}
 	if c.Clock == nil {
 		c.Clock = clock.System{}

@@ -141,6 +141,9 @@ func (a *attemptActor) ledgerEntry(state ledger.State) ledger.Entry {
 	if a.containerID != "" {
 		e.Created = append(e.Created, ledger.Resource{Type: ledger.ResourceContainer, Name: a.names.Container, ID: a.containerID, Role: "agent"})
 	}
+	planned, created := a.serviceLedger()
+	e.Planned = append(e.Planned, planned...)
+	e.Created = append(e.Created, created...)
 	if a.peak.Samples > 0 || a.peak.FailedSamples > 0 {
 		e.PeakMemory = &ledger.PeakMemory{PeakBytes: a.peak.PeakBytes, Samples: a.peak.Samples, FailedSamples: a.peak.FailedSamples, RecordedAt: a.cfg.Clock.Now().UTC()}
 	}

@@ -64,6 +64,15 @@ type SamplerDocker interface {
 	MemoryUsage(ctx context.Context, id string) (uint64, error)
 }
 
+// ServiceDocker is what a service actor needs (and the attempt, to write
+// the service credentials into the secrets volume).
+type ServiceDocker interface {
+	CreateService(ctx context.Context, spec dockerops.ServiceSpec) (string, error)
+	WaitStopped(ctx context.Context, id string) (dockerops.ContainerState, error)
+	RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int, string, error)
+	WriteSecrets(ctx context.Context, name, image, volume string, labels map[string]string, files map[string][]byte) error
+}
+
 // SandboxDocker is what the attempt itself needs: the attempt's network and
 // volumes, the output copy and the teardown.
 type SandboxDocker interface {
@@ -81,6 +90,7 @@ type Docker interface {
 	SamplerDocker
 	SandboxDocker
 	LeaseDocker
+	ServiceDocker
 }
 
 // Deps are the attempt tree's collaborators.

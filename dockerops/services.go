@@ -153,7 +153,7 @@ func (c *Client) createContainer(ctx context.Context, name string, labels map[st
 
 // WaitStopped blocks until the container is not running (or ctx ends) and
 // returns its inspected state. A container that no longer exists is
-// reported with Exists false.
+// reported with Status "removed".
 func (c *Client) WaitStopped(ctx context.Context, id string) (ContainerState, error) {
 	resultC, errC := c.runner.ContainerWait(ctx, id, container.WaitConditionNotRunning)
 	select {
@@ -166,7 +166,11 @@ func (c *Client) WaitStopped(ctx context.Context, id string) (ContainerState, er
 			return ContainerState{}, fmt.Errorf("container wait %s: %w", shortID(id), err)
 		}
 	}
-	return c.InspectState(context.WithoutCancel(ctx), id)
+	state, err := c.InspectState(context.WithoutCancel(ctx), id)
+	if cerrdefs.IsNotFound(err) {
+		return ContainerState{ExitCode: -1, Status: "removed"}, nil
+	}
+	return state, err
 }
 
 // ProbeSpec describes a readiness probe container: a short-lived, hardened

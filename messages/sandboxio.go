@@ -1,6 +1,10 @@
 package messages
 
-import "time"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // The types in this file cross the sandbox boundary: the host writes a
 // StartPacket to the worker's stdin; the worker writes a Manifest, a
@@ -107,3 +111,29 @@ type RunnerEventLine struct {
 
 // RunnerEventType is the Type of a RunnerEventLine.
 const RunnerEventType = "runner_event"
+
+// ServiceEnv is the environment a task gets for its services: FORGE_<S>_*
+// for each (HOST, PORT, USER, DATABASE, PASSWORD_FILE), plus the variables
+// client libraries read directly (PGHOST, PGPORT, PGUSER, PGDATABASE;
+// REDIS_HOST, REDIS_PORT). Never a password: only the path of its file.
+func ServiceEnv(endpoints []ServiceEndpoint) []string {
+	var env []string
+	for _, e := range endpoints {
+		p := "FORGE_" + strings.ToUpper(e.Type) + "_"
+		port := strconv.Itoa(e.Port)
+		env = append(env, p+"HOST="+e.Host, p+"PORT="+port, p+"PASSWORD_FILE="+e.PasswordFile)
+		if e.User != "" {
+			env = append(env, p+"USER="+e.User)
+		}
+		if e.Database != "" {
+			env = append(env, p+"DATABASE="+e.Database)
+		}
+		switch e.Type {
+		case "postgres":
+			env = append(env, "PGHOST="+e.Host, "PGPORT="+port, "PGUSER="+e.User, "PGDATABASE="+e.Database)
+		case "redis":
+			env = append(env, "REDIS_HOST="+e.Host, "REDIS_PORT="+port)
+		}
+	}
+	return env
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path"
 	"strconv"
-	"strings"
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/messages"
@@ -164,29 +163,4 @@ func (d Definition) ProbeArgs(binary string, within string) []string {
 		"--service", d.Service, "--host", d.Service, "--port", strconv.Itoa(d.Port),
 		"--user", d.User, "--database", d.Database, "--password-file", d.secretPath(),
 		"--within", within}
-}
-
-// EndpointEnv is the environment a task gets for its services: FORGE_<S>_*
-// for each, plus the variables client libraries read directly (PGHOST,
-// PGPORT, PGUSER, PGDATABASE; REDIS_HOST, REDIS_PORT). No password ever:
-// only the path of its file.
-func EndpointEnv(endpoints []messages.ServiceEndpoint) []string {
-	var env []string
-	for _, e := range endpoints {
-		p := "FORGE_" + strings.ToUpper(e.Type) + "_"
-		env = append(env, p+"HOST="+e.Host, p+"PORT="+strconv.Itoa(e.Port), p+"PASSWORD_FILE="+e.PasswordFile)
-		if e.User != "" {
-			env = append(env, p+"USER="+e.User)
-		}
-		if e.Database != "" {
-			env = append(env, p+"DATABASE="+e.Database)
-		}
-		switch e.Type {
-		case Postgres:
-			env = append(env, "PGHOST="+e.Host, "PGPORT="+strconv.Itoa(e.Port), "PGUSER="+e.User, "PGDATABASE="+e.Database)
-		case Redis:
-			env = append(env, "REDIS_HOST="+e.Host, "REDIS_PORT="+strconv.Itoa(e.Port))
-		}
-	}
-	return env
 }

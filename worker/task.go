@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/forgedev/forged/messages"
 	"strings"
 	"sync"
 	"syscall"
@@ -105,7 +107,7 @@ func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeo
 		Path:        path,
 		Args:        argv,
 		Dir:         dir,
-		Env:         taskEnv(r.cfg),
+		Env:         append(taskEnv(r.cfg), messages.ServiceEnv(r.pkt.Services)...),
 		Stdout:      outW,
 		Stderr:      errW,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
