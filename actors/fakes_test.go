@@ -47,6 +47,8 @@ type fakeHost struct {
 	killService  map[string]chan struct{}
 	secrets      map[string][]byte
 	serviceSpecs []dockerops.ServiceSpec
+	workerSpec   dockerops.WorkerSpec
+	stdin        []byte
 }
 
 func newFakeHost(dir string) *fakeHost {
@@ -163,7 +165,10 @@ func (f *fakeHost) CreateVolume(context.Context, string, map[string]string) erro
 	return f.record("volume")
 }
 
-func (f *fakeHost) CreateWorker(context.Context, dockerops.WorkerSpec) (string, error) {
+func (f *fakeHost) CreateWorker(_ context.Context, spec dockerops.WorkerSpec) (string, error) {
+	f.mu.Lock()
+	f.workerSpec = spec
+	f.mu.Unlock()
 	return "container1", f.record("create")
 }
 
@@ -174,7 +179,10 @@ func (f *fakeHost) CopyFileInto(_ context.Context, _, _, _ string, src io.Reader
 	return f.record("copyin")
 }
 
-func (f *fakeHost) RunAttached(ctx context.Context, _ string, _ []byte, onLine func([]byte) error, _ dockerops.RunLimits) (dockerops.RunResult, error) {
+func (f *fakeHost) RunAttached(ctx context.Context, _ string, stdin []byte, onLine func([]byte) error, _ dockerops.RunLimits) (dockerops.RunResult, error) {
+	f.mu.Lock()
+	f.stdin = stdin
+	f.mu.Unlock()
 	err := f.record("run")
 	select {
 	case f.runEntered <- struct{}{}:
