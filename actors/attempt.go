@@ -261,7 +261,7 @@ func (a *attemptActor) start(ctx actor.Context) {
 	a.names = names
 	a.workDir = attemptWorkDir(a.cfg.StateRoot, names.AttemptHex)
 	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption,
-		catalogue: a.cfg.Services, images: a.deps.Docker}
+		catalogue: a.cfg.Services, images: a.deps.Docker, slotServiceMemory: a.cfg.SlotServiceMemoryBytes}
 	a.step(ctx, "prepare", func(stepCtx context.Context) any { return prepareStep(stepCtx, in) })
 }
 

@@ -44,13 +44,14 @@ func imageLabels(project, key string) map[string]string {
 
 // prepareInput is what the prepare step reads.
 type prepareInput struct {
-	git            Git
-	d              *messages.Dispatch
-	workDir        string
-	seccompProfile string
-	lsmOption      string
-	catalogue      *services.Catalogue
-	images         services.ImageInspector
+	git               Git
+	d                 *messages.Dispatch
+	workDir           string
+	seccompProfile    string
+	lsmOption         string
+	catalogue         *services.Catalogue
+	slotServiceMemory int64
+	images            services.ImageInspector
 }
 
 // prepareStep reads the input from the host repository and validates the
@@ -67,7 +68,7 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 	if err != nil {
 		return prepareDone{err: err}
 	}
-	if err := checkContractSupported(in.d, parsed.Contract); err != nil {
+	if err := checkContractSupported(in.d, parsed.Contract, in.slotServiceMemory); err != nil {
 		return prepareDone{err: err}
 	}
 	security, err := dockerops.ResolveSecurityOptions(in.d.Sandbox.ExecutionPolicy, in.seccompProfile, in.lsmOption)

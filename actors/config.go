@@ -33,6 +33,11 @@ type AttemptConfig struct {
 	// together, from the first start to the last ready (default 90s).
 	ServiceReadyWithin  time.Duration
 	ServicesReadyWithin time.Duration
+	// SlotServiceMemoryBytes is the service memory admission sized each
+	// slot with (preflight.CapacityPolicy.ServiceMemoryBytes): a dispatch
+	// with services reserving more is refused with
+	// sandbox_capacity_profile_mismatch, since it would overcommit the host.
+	SlotServiceMemoryBytes int64
 	// Clock drives every timer of the attempt tree (lease watchdog,
 	// sampler) and its timestamps; nil means clock.System. Deadlines of
 	// engine and git calls are those of dockerops.Options and gitops.

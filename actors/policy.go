@@ -34,7 +34,7 @@ func checkDispatchSupported(d *messages.Dispatch, canPublish bool) error {
 // memory for the contract (as the seed's validateSandboxMemoryReservation;
 // the egress proxy's share joins it with public_allowlist, which
 // checkDispatchSupported refuses until the egress proxy exists).
-func checkContractSupported(d *messages.Dispatch, c contract.Contract) error {
+func checkContractSupported(d *messages.Dispatch, c contract.Contract, slotServiceMemory int64) error {
 	if len(c.Caches) > 0 {
 		return failure.New(failure.SandboxCachesUnsupported, "the contract declares %d cache(s); contract caches are not mounted on this runner yet", len(c.Caches))
 	}
@@ -45,6 +45,11 @@ func checkContractSupported(d *messages.Dispatch, c contract.Contract) error {
 		return failure.New(failure.SandboxCapacityProfile,
 			"reserved %d service bytes and %d runtime overhead bytes; the contract requires at least %d and %d",
 			r.ServiceMemoryLimitBytes, r.RuntimeOverheadBytes, needService, needOverhead)
+	}
+	if len(c.Services) > 0 && r.ServiceMemoryLimitBytes > slotServiceMemory {
+		return failure.New(failure.SandboxCapacityProfile,
+			"the dispatch reserves %d service bytes; this runner admits attempts with at most %d (its slots are sized with that much service memory)",
+			r.ServiceMemoryLimitBytes, slotServiceMemory)
 	}
 	return nil
 }

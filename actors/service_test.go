@@ -39,6 +39,7 @@ func serviceHarness(t *testing.T, host *fakeHost, clk clock.Clock) *harness {
 	host.catalogueID = pinnedID
 	h := newHarness(t, host, clk)
 	h.cfg.Services = testCatalogue(t)
+	h.cfg.SlotServiceMemoryBytes = 2 << 30
 	return h
 }
 
@@ -180,6 +181,16 @@ func TestServiceCatalogueRefusalsComeBeforeAnythingExists(t *testing.T) {
 		d := serviceDispatch()
 		out := h.run(t, d)
 		assert.Equal(t, string(failure.SandboxServicesUnsupported), out.Code)
+	})
+	t.Run("service memory beyond what a slot holds", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		h := serviceHarness(t, host, nil)
+		d := serviceDispatch()
+		d.Sandbox.RequestedResources.ServiceMemoryLimitBytes = 3 << 30
+		out := h.run(t, d)
+		assert.Equal(t, string(failure.SandboxCapacityProfile), out.Code)
+		assert.Contains(t, out.Message, "at most 2147483648")
+		assert.Zero(t, host.called("catalogue")+host.called("network"))
 	})
 	t.Run("service memory below the reservation", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())

@@ -28,6 +28,9 @@ type Options struct {
 	CallTimeout time.Duration
 	Disk        DiskPolicy
 	Capacity    CapacityPolicy
+	// Services, when set, reports the service catalogue's state in the
+	// engine (runner wires the catalogue's check here).
+	Services func(ctx context.Context) []ServiceImage
 }
 
 // supportedPlatforms are the OSes forged can drive Docker sandboxes from.
@@ -110,6 +113,9 @@ func (c *Checker) Check(ctx context.Context) Report {
 		MemTotalBytes:   info.MemTotal,
 	}
 	r.Features = featuresOf(info, ping)
+	if c.opts.Services != nil {
+		r.Services = c.opts.Services(ctx)
+	}
 
 	switch {
 	case !r.Engine.Linux:

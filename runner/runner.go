@@ -25,6 +25,7 @@ import (
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
 	"github.com/forgedev/forged/reaper"
+	"github.com/forgedev/forged/services"
 	"github.com/forgedev/forged/supervisor"
 )
 
@@ -71,6 +72,13 @@ type Config struct {
 	// and the allowed hosts), as `forged run` and `forged daemon` do.
 	Redeemer       actors.CredentialRedeemer
 	ValidateRemote gitops.RemoteValidator
+	// Services is the operator's service catalogue (nil: contracts that
+	// declare services are refused). ServiceReadyWithin and
+	// ServicesReadyWithin override the readiness caps (defaults 60s per
+	// service, 90s in all).
+	Services            *services.Catalogue
+	ServiceReadyWithin  time.Duration
+	ServicesReadyWithin time.Duration
 	// SkipStartupReap leaves the previous process's ledgers alone at start
 	// (for a dry run that must change nothing).
 	SkipStartupReap bool
@@ -151,6 +159,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Endpoint:     engine.DaemonHost(),
 		StateRoot:    stateRoot,
 		Capacity:     policy,
+		Services:     ServiceCheck(cfg.Services, docker),
 	}), 0)
 	// The first report is taken now, so that admission starts from it.
 	cache.Current(ctx)
@@ -179,6 +188,12 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Platform:       runtime.GOOS + "/" + runtime.GOARCH,
 		SeccompProfile: cfg.SeccompProfile,
 		LSMOption:      cfg.LSMOption,
+		Services:       cfg.Services,
+		// Admission sized each slot with this much service memory: a
+		// dispatch reserving more would overcommit the host.
+		SlotServiceMemoryBytes: policy.ServiceMemoryBytes,
+		ServiceReadyWithin:     cfg.ServiceReadyWithin,
+		ServicesReadyWithin:    cfg.ServicesReadyWithin,
 	}
 	var attemptDocker actors.Docker = docker
 	if cfg.WrapDocker != nil {
@@ -401,5 +416,19 @@ func (r *Runner) Drain(ctx context.Context, reason string) error {
 			return fmt.Errorf("drain: %w (%d attempts still running)", ctx.Err(), len(snap.Attempts))
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// ServiceCheck reports the service catalogue's state for preflight.
+func ServiceCheck(c *services.Catalogue, docker services.ImageInspector) func(context.Context) []preflight.ServiceImage {
+	if c == nil {
+		return nil
+	}
+	return func(ctx context.Context) []preflight.ServiceImage {
+		var out []preflight.ServiceImage
+		for _, st := range c.Check(ctx, docker) {
+			out = append(out, preflight.ServiceImage{Service: st.Service, Ref: st.Ref, ImageID: st.ImageID, State: st.State, Detail: st.Detail})
+		}
+		return out
 	}
 }

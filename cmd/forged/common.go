@@ -2,11 +2,13 @@ package main
 
 import (
 	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/preflight"
 	"github.com/forgedev/forged/runner"
+	"github.com/forgedev/forged/services"
 )
 
 // runnerFlags are the flags shared by the commands that embed forged.
@@ -27,12 +29,24 @@ type preflightFlags struct {
 	allowRootful      bool
 	hostReservedCores int
 	cpuMillis         int64
+	serviceCatalogue  string
+	serviceMemory     int64
 }
 
 func (p *preflightFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&p.allowRootful, "allow-rootful", false, "accept a Docker engine that does not run rootless")
 	cmd.Flags().IntVar(&p.hostReservedCores, "host-reserved-cores", 1, "CPU cores kept for the host (0 keeps none)")
 	cmd.Flags().Int64Var(&p.cpuMillis, "cpu-millis-per-attempt", 2000, "CPU share one attempt needs for admission")
+	cmd.Flags().StringVar(&p.serviceCatalogue, "service-catalogue", os.Getenv("FORGED_SERVICE_CATALOGUE"), "the service catalogue (scripts/service-images.sh writes bin/services.tsv); without one, contracts declaring services are refused")
+	cmd.Flags().Int64Var(&p.serviceMemory, "service-memory-per-attempt", 0, "service memory each slot is sized with, in bytes (default 2 GiB with a catalogue, 0 without)")
+}
+
+// services loads the service catalogue, when one is configured.
+func (p *preflightFlags) services() (*services.Catalogue, error) {
+	if p.serviceCatalogue == "" {
+		return nil, nil
+	}
+	return services.Load(p.serviceCatalogue)
 }
 
 func (p *preflightFlags) policy(maxSlots int) preflight.CapacityPolicy {
@@ -40,7 +54,11 @@ func (p *preflightFlags) policy(maxSlots int) preflight.CapacityPolicy {
 	if reserved == 0 {
 		reserved = -1 // the policy's zero value means the default of one core
 	}
-	return preflight.CapacityPolicy{MaxSlots: maxSlots, HostReservedCores: reserved, CPUMillisPerAttempt: p.cpuMillis}
+	serviceMemory := p.serviceMemory
+	if serviceMemory <= 0 && p.serviceCatalogue != "" {
+		serviceMemory = 2 << 30
+	}
+	return preflight.CapacityPolicy{MaxSlots: maxSlots, HostReservedCores: reserved, CPUMillisPerAttempt: p.cpuMillis, ServiceMemoryBytes: serviceMemory}
 }
 
 func (f *runnerFlags) register(cmd *cobra.Command) {

@@ -29,6 +29,10 @@ func daemonCommand() *cobra.Command {
 			if err := flags.publish.apply(&cfg); err != nil {
 				return err
 			}
+			var err error
+			if cfg.Services, err = flags.preflight.services(); err != nil {
+				return err
+			}
 			r, err := runner.New(ctx, cfg)
 			if err != nil {
 				return err

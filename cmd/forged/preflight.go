@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,10 +9,14 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/preflight"
+	"github.com/forgedev/forged/runner"
 )
 
 func preflightCommand() *cobra.Command {
@@ -34,11 +39,17 @@ func preflightCommand() *cobra.Command {
 				return exitError{2}
 			}
 			defer cli.Close()
+			catalogue, err := admission.services()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "forged:", err)
+				return exitError{2}
+			}
 			checker := preflight.NewChecker(cli, nil, preflight.Options{
 				AllowRootful: admission.allowRootful,
 				Endpoint:     cli.DaemonHost(),
 				StateRoot:    stateRoot,
 				Capacity:     admission.policy(maxSlots),
+				Services:     runner.ServiceCheck(catalogue, engineImages{cli}),
 			})
 			r := checker.Check(cmd.Context())
 			if asJSON {
@@ -119,7 +130,27 @@ func printPreflight(w io.Writer, r preflight.Report) error {
 	c := r.CPU
 	row("cpu", "%d cores, %d kept for the host, %d millis per attempt: %d slots", c.Cores, c.ReservedCores, c.MillisPerAttempt, c.Slots)
 	row("capacity", "%d (min of max %d, cpu %d, memory %d)", r.Capacity, r.MaxSlots, c.Slots, m.Slots)
+	for _, s := range r.Services {
+		row("service "+s.Service, "%s %s (pinned %s) %s", s.State, s.Ref, s.ImageID, s.Detail)
+	}
 	return tw.Flush()
+}
+
+// engineImages answers the catalogue's image look-ups with the preflight
+// engine client.
+type engineImages struct{ cli *client.Client }
+
+func (e engineImages) ImageID(ctx context.Context, ref string) (string, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	resp, err := e.cli.ImageInspect(ctx, ref)
+	if cerrdefs.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return resp.ID, true, nil
 }
 
 func gibText(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
