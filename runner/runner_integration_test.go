@@ -39,6 +39,7 @@ type e2e struct {
 	engine *client.Client
 	runner *runner.Runner
 	repo   string
+	state  string // the runner's state root
 }
 
 func newE2E(t *testing.T, cfg runner.Config) *e2e {
@@ -48,7 +49,9 @@ func newE2E(t *testing.T, cfg runner.Config) *e2e {
 	cfg.StateRoot = t.TempDir()
 	cfg.LockRoot = t.TempDir()
 	cfg.AllowRootful = true // the test engine runs rootful
+	serviceMemory := cfg.Capacity.ServiceMemoryBytes
 	cfg.Capacity = example.SmallHostCapacity()
+	cfg.Capacity.ServiceMemoryBytes = serviceMemory
 	if cfg.Slots == 0 {
 		cfg.Slots = 2
 	}
@@ -61,7 +64,7 @@ func newE2E(t *testing.T, cfg runner.Config) *e2e {
 	require.NoError(t, err)
 	repo := filepath.Join(t.TempDir(), "repo")
 	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{}))
-	return &e2e{t: t, engine: engine, runner: r, repo: repo}
+	return &e2e{t: t, engine: engine, runner: r, repo: repo, state: cfg.StateRoot}
 }
 
 func (e *e2e) dispatch(argv []string, memory int64) *messages.Dispatch {
