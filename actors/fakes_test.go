@@ -274,8 +274,15 @@ func (f *fakeHost) CreateService(_ context.Context, spec dockerops.ServiceSpec) 
 	f.mu.Lock()
 	f.serviceSpecs = append(f.serviceSpecs, spec)
 	f.mu.Unlock()
-	return "svc-" + spec.Alias, f.record("service:" + spec.Alias)
+	err := f.record("service:" + spec.Alias)
+	if errors.Is(err, errPanic) {
+		panic("injected panic in service create")
+	}
+	return "svc-" + spec.Alias, err
 }
+
+// errPanic makes a fake call panic instead of failing.
+var errPanic = errors.New("panic")
 
 func (f *fakeHost) WaitStopped(ctx context.Context, id string) (dockerops.ContainerState, error) {
 	f.mu.Lock()

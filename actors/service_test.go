@@ -302,3 +302,19 @@ func TestServiceActorsAnswerInspect(t *testing.T) {
 	require.NoError(t, err)
 	actortest.Expect[messages.AttemptFinished](t, probe, within)
 }
+
+func TestServiceActorsAreNeverRestarted(t *testing.T) {
+	assert.Equal(t, ChildSpec{}, ChildSpecFor(kindService), "a restarted database has lost the task's data")
+}
+
+func TestServiceCreatePanicFailsTheAttemptWithoutRestart(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	h := serviceHarness(t, host, nil)
+	host.fail["service:redis"] = errPanic
+	out := h.run(t, serviceDispatch())
+	assert.Equal(t, string(failure.SandboxRuntimeFailed), out.Code, out.Message)
+	assert.Contains(t, out.Message, "redis")
+	assert.Equal(t, 1, host.called("service:redis"))
+	assert.Zero(t, host.called("create"))
+	assert.Equal(t, 1, host.teardowns)
+}
