@@ -71,15 +71,19 @@ type attemptActor struct {
 	imageID       string
 	names         dockerops.Names
 	labels        map[string]string
-	network       string
+	network       string // the isolated attempt network's name, when services need one
+	networkID     string
+	// provisioned: the volumes were (at least partly) created.
+	provisioned bool
 
 	watchdog, build, worker, sampler, pusher *actor.PID
 	containerID                              string
 	workerExit                               *WorkerExited
-	peak                                     PeakMemory
-	trusted                                  error // a trusted host failure (OOM, PIDs...) from inspected state
+	telemetry                                SamplerReport
+	trusted                                  error // a resource failure from host facts (resourceFailure)
 	result                                   string
-	published                                string // the commit pushed to the remote (bridge_push)
+	imported                                 gitops.ImportReport // the host's account of the result
+	published                                string              // the commit pushed to the remote (bridge_push)
 
 	ledger        *ledgerWriter
 	ledgerWritten bool         // the planned ledger was posted
@@ -112,8 +116,7 @@ type (
 		err           error
 	}
 	provisionDone struct {
-		network string
-		err     error
+		err error
 	}
 	collectDone struct {
 		output *gitops.Output
@@ -121,6 +124,7 @@ type (
 	}
 	importDone struct {
 		result  string
+		report  gitops.ImportReport
 		summary string // the worker's own summary: evidence, never a code
 		err     error
 	}
@@ -136,6 +140,9 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()
+		}
+		if a.deps.ImageRefs != nil {
+			a.deps.ImageRefs.Release(a.d.AttemptID())
 		}
 		if a.ledger != nil {
 			// A step still in flight may post to it: it answers
@@ -193,8 +200,8 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		a.advance(ctx)
 
 	// Children.
-	case BuildLog:
-		a.emit(ctx, messages.RunnerEvent("sandbox_build_log", msg.Line, nil))
+	case BuildEvent:
+		a.emit(ctx, msg.Event)
 	case BuildDone:
 		a.onBuilt(ctx, msg)
 	case BuildFailed:
@@ -214,9 +221,10 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 	case WorkerCreated:
 		a.onWorkerCreated(ctx, msg)
 	case WorkerOutput:
-		if msg.Event.EventType == workerStartedEvent {
+		if msg.Event.EventType == workerStartedEvent && msg.Event.Role == messages.RoleRunner {
 			a.onWorkerRunning(ctx)
 		}
+		forwardToSampler(ctx, a.sampler, msg.Event)
 		a.emit(ctx, msg.Event)
 	case WorkerExited:
 		a.onWorkerExited(ctx, msg)
@@ -247,7 +255,7 @@ func (a *attemptActor) start(ctx actor.Context) {
 	a.controlKey = key
 	a.watchdog = a.children.spawn(ctx, newLeaseWatchdogProps(a.d.Lease.ExpiresAt, a.cfg.Clock), kindWatchdog)
 	a.emit(ctx, messages.RunnerEvent("sandbox_preparing", fmt.Sprintf("Preparing Docker sandbox attempt %s.", a.d.AttemptID()), nil))
-	if err := checkDispatchSupported(a.d, a.deps.Redeemer != nil); err != nil {
+	if err := checkDispatchSupported(a.d, a.deps.Redeemer != nil, a.cfg.Confinement()); err != nil {
 		a.fail(err)
 		a.advance(ctx)
 		return
@@ -260,7 +268,7 @@ func (a *attemptActor) start(ctx actor.Context) {
 	}
 	a.names = names
 	a.workDir = attemptWorkDir(a.cfg.StateRoot, names.AttemptHex)
-	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption,
+	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption, confinement: a.cfg.Confinement(),
 		catalogue: a.cfg.Services, images: a.deps.Docker, slotServiceMemory: a.cfg.SlotServiceMemoryBytes}
 	a.step(ctx, "prepare", func(stepCtx context.Context) any { return prepareStep(stepCtx, in) })
 }
@@ -299,9 +307,12 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		project:        a.d.Repo.Name,
 		contextTarPath: msg.prepared.ContextTarPath,
 		labels:         imageLabels(a.d.Repo.Name, key),
+		policy:         a.d.Sandbox.ExecutionPolicy,
+		dockerfile:     msg.prepared.Dockerfile,
+		secrets:        []string{a.d.Lease.FencingToken},
 	}
-	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary}
-	a.build = a.children.spawn(ctx, newBuildProps(builder, job, a.supervisor), kindBuild)
+	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary, stateRoot: a.cfg.StateRoot, limits: a.cfg.BuildLimits}
+	a.build = a.children.spawn(ctx, newBuildProps(builder, job, a.supervisor, a.deps.ImageRefs), kindBuild)
 }
 
 func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
@@ -326,12 +337,13 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
 	a.setPhase(ctx, messages.PhaseProvisioning)
 	planned := a.ledgerEntry(ledger.Starting)
 	a.ledgerState, a.ledgerWritten = ledger.Starting, true
-	in := provisionInput{docker: a.deps.Docker, ledger: a.ledger, planned: planned, names: a.names, labels: a.labels}
+	in := provisionInput{docker: a.deps.Docker, ledger: a.ledger, planned: planned, names: a.names, labels: a.labels,
+		volumes: a.deps.Volumes, workspaceBytes: a.d.Sandbox.RequestedResources.Workspace(), bundlePath: a.prepared.BundlePath}
 	a.step(ctx, "provision", func(stepCtx context.Context) any { return provisionStep(stepCtx, in) })
 }
 
 func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
-	a.network = msg.network
+	a.provisioned = true
 	if msg.err != nil {
 		a.fail(msg.err)
 	}
@@ -361,13 +373,29 @@ func (a *attemptActor) startWorker(ctx actor.Context) {
 func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 	a.containerID = msg.ContainerID
 	a.writeLedger(ledger.Active)
+	networkMode, networks := "none", []map[string]string{}
+	if a.network != "" {
+		networkMode = a.network
+		networks = append(networks, map[string]string{"id": a.networkID, "name": a.network, "role": "internal"})
+	}
+	sampled := []SampledContainer{{ID: msg.ContainerID, Name: a.names.Container, Role: roleAgent}}
+	var sidecars []map[string]string
+	for _, s := range a.contract.Contract.ServiceTypes() {
+		if r, ok := a.services[s]; ok && r.containerID != "" {
+			name := services.ContainerName(a.names.Prefix, s)
+			sidecars = append(sidecars, map[string]string{"id": r.containerID, "name": name, "role": "service:" + s})
+			sampled = append(sampled, SampledContainer{ID: r.containerID, Name: name, Role: "service:" + s})
+		}
+	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_started", fmt.Sprintf("Docker sandbox %s started.", a.names.AttemptHex), map[string]any{
-		"agentContainer": map[string]string{"id": msg.ContainerID, "name": a.names.Container, "role": "agent"},
-		"networks":       []map[string]string{{"id": a.network, "name": a.names.Network, "role": "internal"}},
-		"volumes":        []string{a.names.WorkspaceVolume, a.names.ControlVolume, a.names.SecretsVolume},
+		"agentContainer":    map[string]string{"id": msg.ContainerID, "name": a.names.Container, "role": "agent"},
+		"sidecarContainers": sidecars,
+		"networkMode":       networkMode,
+		"networks":          networks,
+		"volumes":           []string{a.names.WorkspaceVolume, a.names.ControlVolume, a.names.SecretsVolume},
 	}))
 	if a.failure == nil {
-		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.deps.Docker, a.cfg.Clock, a.cfg.SampleInterval, msg.ContainerID), kindSampler)
+		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval, sampled), kindSampler)
 	}
 }
 
@@ -379,21 +407,13 @@ func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
 		return
 	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_agent_exited", fmt.Sprintf("Sandbox worker exited with code %d.", msg.ExitCode), map[string]int{"workerExitCode": msg.ExitCode}))
-	// Docker's inspected state is trusted host telemetry; the worker's own
-	// output is evidence only and never chooses a machine failure code.
-	if msg.State.OOMKilled {
-		a.trusted = failure.New(failure.SandboxOOMKilled, "Docker terminated the sandbox after it exceeded its memory limit")
-	} else if msg.ExitCode != 0 {
-		if code, text, ok := dockerops.ClassifyResourceFailure(msg.State.Error); ok {
-			a.trusted = failure.New(code, "%s", text)
-		}
-	}
 	if a.failure != nil {
 		a.advance(ctx)
 		return
 	}
 	a.setPhase(ctx, messages.PhaseCollecting)
 	a.collectPeak(ctx, func() {
+		a.trusted = a.resourceFailure()
 		if a.failure != nil {
 			a.advance(ctx)
 			return
@@ -413,25 +433,26 @@ func (a *attemptActor) collectPeak(ctx actor.Context, then func()) {
 	sampler := a.sampler
 	a.sampler = nil
 	a.inflight = "peak memory"
-	future := ctx.RequestFuture(sampler, PeakMemoryRequest{}, 5*time.Second)
+	future := ctx.RequestFuture(sampler, PeakMemoryRequest{}, sampleTimeout+time.Second)
 	ctx.ReenterAfter(future, func(res any, err error) {
 		a.inflight = ""
-		if peak, ok := res.(PeakMemory); ok && err == nil {
-			a.recordPeak(ctx, peak)
+		if report, ok := res.(SamplerReport); ok && err == nil {
+			a.recordPeak(ctx, report)
 		}
 		ctx.Stop(sampler)
 		then()
 	})
 }
 
-func (a *attemptActor) recordPeak(ctx actor.Context, peak PeakMemory) {
-	a.peak = peak
+func (a *attemptActor) recordPeak(ctx actor.Context, report SamplerReport) {
+	a.telemetry = report
+	if report.Telemetry == nil {
+		return
+	}
 	if a.ledgerWritten {
 		a.writeLedger(a.ledgerState)
 	}
-	a.emit(ctx, messages.RunnerEvent("sandbox_peak_memory_observed",
-		fmt.Sprintf("Observed sandbox peak memory %d bytes from %d samples.", peak.PeakBytes, peak.Samples),
-		map[string]any{"peakMemoryBytes": peak.PeakBytes, "sampleCount": peak.Samples, "failedSampleCount": peak.FailedSamples}))
+	a.emit(ctx, peakMemoryEvent(report.Telemetry))
 }
 
 func (a *attemptActor) onCollected(ctx actor.Context, msg collectDone) {
@@ -455,13 +476,20 @@ func (a *attemptActor) onCollected(ctx actor.Context, msg collectDone) {
 }
 
 func (a *attemptActor) onImported(ctx actor.Context, msg importDone) {
-	a.result = msg.result
+	a.result, a.imported = msg.result, msg.report
 	if msg.err != nil {
 		a.fail(msg.err)
 	} else if a.result != "" {
-		a.emit(ctx, messages.RunnerEvent("sandbox_output_imported", "Validated and imported sandbox output.", map[string]string{
+		data := map[string]any{
 			"resultCommitSha": a.result, "branch": a.d.Lease.WorktreeKey,
-		}))
+			"commitCount": msg.report.Commits, "commits": msg.report.Newest,
+		}
+		content := fmt.Sprintf("Validated and imported sandbox output: %d commit(s).", msg.report.Commits)
+		if msg.report.WorktreeLeft != "" {
+			data["worktreeLeft"] = msg.report.WorktreeLeft
+			content += fmt.Sprintf(" The branch moved, but the host worktree %s was left as it was: %s.", msg.report.WorktreeLeft, msg.report.WorktreeLeftReason)
+		}
+		a.emit(ctx, messages.RunnerEvent("sandbox_output_imported", content, data))
 	} else {
 		a.emit(ctx, messages.RunnerEvent("sandbox_output_unchanged", "The task changed nothing; the managed branch is unchanged.", nil))
 	}

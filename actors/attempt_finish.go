@@ -73,15 +73,23 @@ func (a *attemptActor) outcome(report messages.CleanupReport, degraded bool) mes
 		AttemptID:          a.d.AttemptID(),
 		Status:             messages.StatusSucceeded,
 		ResultCommitSHA:    a.result,
+		ResultCommitCount:  a.imported.Commits,
+		ResultCommits:      a.imported.Newest,
 		PublishedCommitSHA: a.published,
-		PeakMemoryBytes:    a.peak.PeakBytes,
+		Telemetry:          a.telemetry.Telemetry,
 		Degraded:           degraded,
 		Cleanup:            &report,
 		FinishedAt:         a.cfg.Clock.Now().UTC(),
 	}
+	if a.imported.WorktreeLeft != "" {
+		out.WorktreeLeft = &messages.WorktreeLeft{Path: a.imported.WorktreeLeft, Reason: a.imported.WorktreeLeftReason}
+	}
 	if a.workerExit != nil && a.workerExit.Err == nil {
 		code := a.workerExit.ExitCode
 		out.WorkerExitCode = &code
+	}
+	if a.telemetry.Telemetry != nil {
+		out.PeakMemoryBytes = a.telemetry.Telemetry.PeakMemoryBytes
 	}
 	if a.failure != nil {
 		out.Status = messages.StatusFailed
@@ -103,7 +111,7 @@ func (a *attemptActor) inspect(ctx actor.Context) messages.InspectReply {
 		"inflight":    a.inflight,
 		"image":       a.imageID,
 		"container":   a.containerID,
-		"network":     a.network,
+		"network":     "none",
 		"tearingDown": strconv.FormatBool(a.tearingDown),
 	}
 	if a.failure != nil {

@@ -25,6 +25,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		LeaseControlKey:    a.controlKey,
 		TaskTimeoutSeconds: timeout,
 		Services:           a.serviceEndpoints(),
+		ReleaseWaitMillis:  int(releaseWait / time.Millisecond),
 	}
 	raw, err := json.Marshal(packet)
 	if err != nil {
@@ -34,7 +35,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		spec: dockerops.WorkerSpec{
 			Name:            a.names.Container,
 			Image:           a.imageID,
-			Network:         a.names.Network,
+			Network:         a.network, // the isolated attempt network with services; "" (none) without
 			WorkingDir:      a.contract.Contract.WorkingDirectory,
 			Labels:          a.labels,
 			Resources:       a.d.Sandbox.RequestedResources,
@@ -47,6 +48,8 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		},
 		bundlePath:  a.prepared.BundlePath,
 		startPacket: append(raw, '\n'),
+		eventKey:    messages.EventKey(a.controlKey),
+		storageFull: a.storageFull(),
 		runTimeout:  time.Duration(timeout)*time.Second + runMargin,
 		limits:      dockerops.RunLimits{},
 	}, nil

@@ -29,16 +29,22 @@ type serviceRun struct {
 	done        bool // failed or cancelled: its actor stops once its calls returned
 }
 
-// secretsDone is the secrets step's result.
-type secretsDone struct{ err error }
+// secretsDone is the services' provision step's result: the isolated
+// attempt network and the credentials.
+type secretsDone struct {
+	network dockerops.IsolatedNetwork
+	err     error
+}
 
 // servicesTimedOut is the total readiness cap's timer firing.
 type servicesTimedOut struct{}
 
-// startServices generates the attempt's service credentials and writes
-// them into the secrets volume (0444, root-owned; the worker mounts the
-// volume read-only). The passwords live only in this step's closure: the
-// attempt keeps none of them.
+// startServices creates the isolated attempt network the services and the
+// worker share (dockerops.CreateIsolatedNetwork: no host address on the
+// bridge, internal, IPv6 off, DNS to the container's loopback), generates
+// the attempt's service credentials and writes them into the secrets
+// volume (0444, root-owned; the worker mounts the volume read-only). The
+// passwords live only in this step's closure: the attempt keeps none.
 func (a *attemptActor) startServices(ctx actor.Context) {
 	files := map[string][]byte{}
 	for _, s := range a.contract.Contract.ServiceTypes() {
@@ -51,13 +57,21 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 		}
 		files[def.SecretFile] = []byte(pw)
 	}
-	docker, name, image, volume, labels := a.deps.Docker, services.SecretsHelperName(a.names.Prefix), a.imageID, a.names.SecretsVolume, a.labels
+	docker, name, image, volume, labels, netName := a.deps.Docker, services.SecretsHelperName(a.names.Prefix), a.imageID, a.names.SecretsVolume, a.labels, a.names.Network
 	a.step(ctx, "secrets", func(stepCtx context.Context) any {
-		return secretsDone{err: docker.WriteSecrets(stepCtx, name, image, volume, labels, files)}
+		network, err := docker.CreateIsolatedNetwork(stepCtx, netName, labels)
+		if err != nil {
+			return secretsDone{err: err}
+		}
+		return secretsDone{network: network, err: docker.WriteSecrets(stepCtx, name, image, volume, labels, files)}
 	})
 }
 
 func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
+	if msg.network.ID != "" {
+		a.network, a.networkID = msg.network.Name, msg.network.ID
+		a.writeLedger(a.ledgerState)
+	}
 	if msg.err != nil {
 		a.fail(failure.Wrap(failure.SandboxCreateFailed, msg.err, "write service credentials"))
 	}
@@ -67,7 +81,7 @@ func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
 	}
 	declared := a.contract.Contract.ServiceTypes()
 	shared := services.Attempt{
-		Prefix: a.names.Prefix, Network: a.names.Network, SecretsVolume: a.names.SecretsVolume,
+		Prefix: a.names.Prefix, Network: a.network, SecretsVolume: a.names.SecretsVolume,
 		Labels: a.labels, SecurityOpts: a.security,
 		ServiceMemoryBytes: a.d.Sandbox.RequestedResources.ServiceMemoryLimitBytes, Count: len(declared),
 	}
@@ -79,7 +93,7 @@ func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
 			service: s,
 			spec:    def.ContainerSpec(shared, a.serviceImages[s].ImageID),
 			probe: dockerops.ProbeSpec{
-				Name: services.ProbeName(a.names.Prefix, s), Image: a.imageID, Network: a.names.Network,
+				Name: services.ProbeName(a.names.Prefix, s), Image: a.imageID, Network: a.network,
 				Labels: a.labels, SecretsVolume: a.names.SecretsVolume, SecurityOpts: a.security,
 				Cmd:     def.ProbeArgs(messages.WorkerBinaryPath, within.String()),
 				Timeout: within,
@@ -211,6 +225,12 @@ func (a *attemptActor) serviceEndpoints() []messages.ServiceEndpoint {
 func (a *attemptActor) serviceLedger() (planned, created []ledger.Resource) {
 	if a.contract == nil {
 		return nil, nil
+	}
+	if len(a.contract.Contract.Services) > 0 {
+		planned = append(planned, ledger.Resource{Type: ledger.ResourceNetwork, Name: a.names.Network, Role: "internal"})
+		if a.networkID != "" {
+			created = append(created, ledger.Resource{Type: ledger.ResourceNetwork, Name: a.names.Network, ID: a.networkID, Role: "internal"})
+		}
 	}
 	for _, s := range a.contract.Contract.ServiceTypes() {
 		name := services.ContainerName(a.names.Prefix, s)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/forgedev/forged/contract"
 	"github.com/forgedev/forged/dockerops"
@@ -14,6 +15,7 @@ import (
 	"github.com/forgedev/forged/internal/teardown"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/quota"
 	"github.com/forgedev/forged/services"
 )
 
@@ -49,6 +51,7 @@ type prepareInput struct {
 	workDir           string
 	seccompProfile    string
 	lsmOption         string
+	confinement       Confinement // the engine's and host's facts, read on the mailbox
 	catalogue         *services.Catalogue
 	slotServiceMemory int64
 	images            services.ImageInspector
@@ -68,10 +71,10 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 	if err != nil {
 		return prepareDone{err: err}
 	}
-	if err := checkContractSupported(in.d, parsed.Contract, in.slotServiceMemory); err != nil {
+	if err := checkContractSupported(in.d, parsed.Contract, in.confinement, in.slotServiceMemory); err != nil {
 		return prepareDone{err: err}
 	}
-	security, err := dockerops.ResolveSecurityOptions(in.d.Sandbox.ExecutionPolicy, in.seccompProfile, in.lsmOption)
+	security, err := dockerops.ResolveSecurityOptions(in.d.Sandbox.ExecutionPolicy, in.seccompProfile, in.lsmOption, in.confinement.Security)
 	if err != nil {
 		return prepareDone{err: err}
 	}
@@ -93,26 +96,77 @@ type provisionInput struct {
 	planned ledger.Entry // the ledger in state starting, listing the planned resources
 	names   dockerops.Names
 	labels  map[string]string
+	// volumes, when set, bounds the workspace (workspaceBytes) and the
+	// control volume (sized from the bundle at bundlePath).
+	volumes        VolumeStore
+	workspaceBytes int64
+	bundlePath     string
 }
 
 // provisionStep makes the ledger durable with the planned resources, then
-// creates the attempt's internal network and volumes, each labelled with
-// the attempt's ownership. The ledger comes first so that a crash from
-// here on leaves something for the reaper to find.
+// creates the attempt's volumes, each labelled with the attempt's
+// ownership. The ledger comes first so that a crash from here on leaves
+// something for the reaper to find. No attempt network is created: the
+// worker runs with network none (no attempt needs services or egress yet;
+// when one does, it gets a dockerops.CreateIsolatedNetwork network).
 func provisionStep(ctx context.Context, in provisionInput) provisionDone {
 	if err := in.ledger.Write(in.planned); err != nil {
 		return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "write the attempt's ledger")}
 	}
-	network, err := in.docker.CreateInternalNetwork(ctx, in.names.Network, in.labels)
+	bounded, err := boundVolumes(ctx, in)
 	if err != nil {
-		return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "create internal network")}
+		return provisionDone{err: err}
 	}
 	for _, volume := range []string{in.names.WorkspaceVolume, in.names.ControlVolume, in.names.SecretsVolume} {
-		if err := in.docker.CreateVolume(ctx, volume, in.labels); err != nil {
-			return provisionDone{network: network, err: failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)}
+		if err := in.docker.CreateVolumeWithOptions(ctx, volume, in.labels, bounded[volume]); err != nil {
+			return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)}
 		}
 	}
-	return provisionDone{network: network}
+	return provisionDone{}
+}
+
+// boundVolumes makes the fixed-size filesystems of the workspace (the
+// dispatch's workspaceBytes) and of the control volume (the input bundle
+// and the output budget, with input/ and output/ made for the worker), and
+// returns each volume's driver options. Without a volume store the
+// volumes stay plain. The teardown releases whatever was made.
+func boundVolumes(ctx context.Context, in provisionInput) (map[string]map[string]string, error) {
+	if in.volumes == nil {
+		return nil, nil
+	}
+	info, err := os.Stat(in.bundlePath)
+	if err != nil {
+		return nil, failure.Wrap(failure.SandboxInputFailed, err, "stat input bundle")
+	}
+	wsOpts, err := in.volumes.Provision(ctx, in.names.WorkspaceVolume, in.workspaceBytes)
+	if err != nil {
+		return nil, err
+	}
+	ctlOpts, err := in.volumes.Provision(ctx, in.names.ControlVolume, quota.ControlBytes(info.Size(), in.workspaceBytes), "input", "output")
+	if err != nil {
+		return nil, err
+	}
+	return map[string]map[string]string{in.names.WorkspaceVolume: wsOpts, in.names.ControlVolume: ctlOpts}, nil
+}
+
+// storageFull returns the check the worker runs once the container has
+// exited: a description of every bounded volume the host finds full, or
+// "" (nil without a volume store).
+func (a *attemptActor) storageFull() func(ctx context.Context) string {
+	if a.deps.Volumes == nil {
+		return nil
+	}
+	store, volumes := a.deps.Volumes, []string{a.names.WorkspaceVolume, a.names.ControlVolume}
+	return func(ctx context.Context) string {
+		var full []string
+		for _, v := range volumes {
+			if u, err := store.Usage(ctx, v); err == nil && u.Full() {
+				full = append(full, fmt.Sprintf("volume %s is full (%d of %d bytes free, %d inodes free, from the host's %s)",
+					v, u.FreeBytes, u.TotalBytes, u.FreeInodes, u.Source))
+			}
+		}
+		return strings.Join(full, "; ")
+	}
 }
 
 // collectInput is what the collect step reads.
@@ -155,10 +209,11 @@ func importStep(ctx context.Context, in importInput) importDone {
 		return importDone{summary: summary}
 	}
 	token := in.d.Lease.FencingToken
-	if err := in.git.ImportResult(ctx, in.d, in.output, func() error { return in.fence.assertCurrent(token) }); err != nil {
+	report, err := in.git.ImportResult(ctx, in.d, in.output, func() error { return in.fence.assertCurrent(token) })
+	if err != nil {
 		return importDone{summary: summary, err: err}
 	}
-	return importDone{result: *in.output.Manifest.ResultCommitSHA, summary: summary}
+	return importDone{result: *in.output.Manifest.ResultCommitSHA, report: report, summary: summary}
 }
 
 // teardownInput is what the teardown step reads.

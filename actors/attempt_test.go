@@ -15,6 +15,7 @@ import (
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/supervisor"
@@ -42,6 +43,7 @@ func testDispatch(expires time.Time) *messages.Dispatch {
 
 type harness struct {
 	redeemer CredentialRedeemer // nil: bridge_push is refused
+	refs     *imagegc.Refs      // the image keys attempts hold
 	state    string             // the attempts' state root
 	system   *actor.ActorSystem
 	root     *actor.PID
@@ -55,13 +57,14 @@ func newHarness(t *testing.T, host *fakeHost, clk clock.Clock) *harness {
 	if clk == nil {
 		clk = clock.System{}
 	}
-	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clk: clk}
+	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clk: clk, refs: imagegc.NewRefs()}
 	t.Cleanup(h.system.Shutdown)
-	h.cfg = AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clk, SampleInterval: 10 * time.Millisecond}
+	h.cfg = AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clk, SampleInterval: 10 * time.Millisecond,
+		Confinement: host.confinementFacts}
 	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host, Ledgers: ledger.Store{Root: h.state},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
-			return AttemptProps(d, subscriber, sup, h.cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer})
+			return AttemptProps(d, subscriber, sup, h.cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer, ImageRefs: h.refs})
 		},
 	}))
 	return h
@@ -126,7 +129,6 @@ func TestTeardownIsReachedFromEveryFailurePath(t *testing.T) {
 		{"prepare", failure.New(failure.SandboxInputFailed, "no input ref"), failure.SandboxInputFailed, messages.PhasePreparing},
 		{"lookup", boom, failure.SandboxBuildFailed, messages.PhaseBuilding},
 		{"build", boom, failure.SandboxBuildFailed, messages.PhaseBuilding},
-		{"network", boom, failure.SandboxCreateFailed, messages.PhaseProvisioning},
 		{"volume", boom, failure.SandboxCreateFailed, messages.PhaseProvisioning},
 		{"create", boom, failure.SandboxCreateFailed, messages.PhaseRunning},
 		{"copyin", boom, failure.SandboxCreateFailed, messages.PhaseRunning},
@@ -178,7 +180,20 @@ func TestFailedTeardownMarksTheAttemptDegraded(t *testing.T) {
 	assert.Empty(t, corrupt)
 	require.Len(t, entries, 1, "the ledger is kept for the reaper")
 	assert.Equal(t, ledger.Degraded, entries[0].State)
-	assert.Len(t, entries[0].Created, 5)
+	// No services or egress: no attempt network is planned nor created, and
+	// the worker runs with network none.
+	var planned, created []string
+	for _, r := range entries[0].Planned {
+		planned = append(planned, r.Type+":"+r.Role)
+	}
+	for _, r := range entries[0].Created {
+		created = append(created, r.Type+":"+r.Role)
+	}
+	want := []string{"container:agent", "volume:workspace", "volume:control", "volume:secrets"}
+	assert.ElementsMatch(t, want, planned)
+	assert.ElementsMatch(t, want, created)
+	require.Len(t, host.specs, 1)
+	assert.Empty(t, host.specs[0].Network, "network none")
 	require.Eventually(t, func() bool {
 		res, err := h.system.Root.RequestFuture(h.root, messages.SnapshotRequest{}, within).Result()
 		return err == nil && res.(messages.Snapshot).Degraded == 1
@@ -191,7 +206,9 @@ func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
 		host.contract = "version: 1\nservices:\n  - type: postgres\n"
 		d := testDispatch(time.Now().Add(time.Hour))
 		d.Sandbox.RequestedResources.ServiceMemoryLimitBytes = 1 << 30
-		out := newHarness(t, host, nil).run(t, d)
+		h := newHarness(t, host, nil)
+		h.cfg.SlotServiceMemoryBytes = 1 << 30
+		out := h.run(t, d)
 		assert.Equal(t, string(failure.SandboxServiceUnavailable), out.Code)
 		assert.Zero(t, host.called("lookup")+host.called("network")+host.called("volume")+host.called("create"))
 	})
@@ -201,7 +218,30 @@ func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
 		d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkPublicAllowlist, AllowedHosts: []string{"example.com"}}
 		out := newHarness(t, host, nil).run(t, d)
 		assert.Equal(t, string(failure.SandboxEgressUnsupported), out.Code)
-		assert.Zero(t, host.called("prepare")+host.called("network"))
+		assert.Zero(t, host.called("prepare")+host.called("volume"))
+	})
+	t.Run("services without network isolation", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.noIsolation = true
+		host.contract = "version: 1\nservices:\n  - type: postgres\n"
+		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
+		assert.Equal(t, string(failure.SandboxNetworkIsolation), out.Code)
+		assert.Zero(t, host.called("lookup")+host.called("volume")+host.called("create"))
+	})
+	t.Run("egress without network isolation", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.noIsolation = true
+		d := testDispatch(time.Now().Add(time.Hour))
+		d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkPublicAllowlist, AllowedHosts: []string{"example.com"}}
+		out := newHarness(t, host, nil).run(t, d)
+		assert.Equal(t, string(failure.SandboxNetworkIsolation), out.Code)
+		assert.Zero(t, host.called("prepare")+host.called("volume"))
+	})
+	t.Run("no network needed, no isolation", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.noIsolation = true
+		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
+		assert.Equal(t, messages.StatusSucceeded, out.Status, "network none needs no isolated network: %s", out.Message)
 	})
 	t.Run("caches, parsed but not mounted yet", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())
@@ -209,14 +249,14 @@ func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
 		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
 		assert.Equal(t, string(failure.SandboxCachesUnsupported), out.Code, "refused, never accepted and ignored")
 		assert.Equal(t, messages.PhasePreparing, out.Phase)
-		assert.Zero(t, host.called("lookup")+host.called("network"))
+		assert.Zero(t, host.called("lookup")+host.called("volume"))
 	})
 	t.Run("invalid contract", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())
 		host.contract = "version: 1\nworkingDirectory: /etc\n"
 		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
 		assert.Equal(t, string(failure.SandboxContractInvalid), out.Code)
-		assert.Zero(t, host.called("network"))
+		assert.Zero(t, host.called("volume"))
 	})
 	t.Run("sandbox_required without security profiles", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())
@@ -224,7 +264,7 @@ func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
 		d.Sandbox.ExecutionPolicy = messages.PolicySandboxRequired
 		out := newHarness(t, host, nil).run(t, d)
 		assert.Equal(t, string(failure.SandboxSecurityUnavailable), out.Code)
-		assert.Zero(t, host.called("network"))
+		assert.Zero(t, host.called("volume"))
 	})
 }
 

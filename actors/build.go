@@ -2,10 +2,14 @@ package actors
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/forgedev/forged/buildlog"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -26,10 +30,17 @@ type BuildFailed struct {
 // CancelBuild asks the build actor to give up.
 type CancelBuild struct{}
 
-// BuildLog carries one line of build output to the attempt.
-type BuildLog struct {
-	Line string
+// BuildEvent carries an event of the build to the attempt: cache miss,
+// waiting for the permit, build started and completed. Build output never
+// travels line by line: events carry the stored log's digest and a bounded,
+// redacted tail.
+type BuildEvent struct {
+	Event messages.Event
 }
+
+// buildStarted is the build goroutine telling its actor that it holds the
+// permit, missed the cache again and is building.
+type buildStarted struct{}
 
 type lookupResult struct {
 	imageID string
@@ -41,6 +52,9 @@ type buildResult struct {
 	imageID  string
 	cacheHit bool
 	err      error
+	log      buildlog.Record
+	logTail  string
+	duration time.Duration
 }
 
 // buildActor resolves the attempt's sandbox image. A cache hit needs no
@@ -53,6 +67,7 @@ type buildActor struct {
 	job        sandboxImageJob
 	builder    *imageBuilder
 	supervisor *actor.PID
+	refs       *imagegc.Refs // nil: no image collection to guard against
 
 	runCtx context.Context
 	cancel context.CancelFunc
@@ -60,9 +75,9 @@ type buildActor struct {
 	permit bool
 }
 
-func newBuildProps(builder *imageBuilder, job sandboxImageJob, supervisor *actor.PID) *actor.Props {
+func newBuildProps(builder *imageBuilder, job sandboxImageJob, supervisor *actor.PID, refs *imagegc.Refs) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &buildActor{builder: builder, job: job, supervisor: supervisor}
+		return &buildActor{builder: builder, job: job, supervisor: supervisor, refs: refs}
 	})
 }
 
@@ -74,13 +89,22 @@ func (b *buildActor) Receive(ctx actor.Context) {
 		b.lookup(ctx)
 	case lookupResult:
 		switch {
+		case msg.err != nil && failure.CodeOf(msg.err) != "":
+			b.finish(ctx, BuildFailed{Err: msg.err})
 		case msg.err != nil:
 			b.finish(ctx, BuildFailed{Err: failure.Wrap(failure.SandboxBuildFailed, msg.err, "look up cached sandbox image")})
 		case msg.found:
 			b.finish(ctx, BuildDone{ImageID: msg.imageID, Key: b.job.key, CacheHit: true})
 		default:
 			b.phase = "waiting_permit"
+			b.event(ctx, "sandbox_image_cache_miss", fmt.Sprintf("Sandbox image %s requires a build.", shortKey(b.job.key)),
+				map[string]any{"cacheKey": b.job.key})
 			ctx.Request(b.supervisor, messages.AcquireBuildPermit{AttemptID: b.job.attemptID, Key: b.job.key})
+		}
+	case messages.BuildPermitQueued:
+		if b.phase == "waiting_permit" {
+			b.event(ctx, "sandbox_build_waiting", fmt.Sprintf("Waiting for the build permit, position %d in the queue.", msg.Position),
+				map[string]any{"cacheKey": b.job.key, "queuePosition": msg.Position})
 		}
 	case messages.BuildPermitGranted:
 		if b.runCtx.Err() != nil {
@@ -90,14 +114,11 @@ func (b *buildActor) Receive(ctx actor.Context) {
 		b.permit = true
 		b.phase = "building"
 		b.build(ctx)
-	case BuildLog:
-		ctx.Send(ctx.Parent(), msg)
+	case buildStarted:
+		b.event(ctx, "sandbox_build_started", fmt.Sprintf("Building sandbox image %s.", shortKey(b.job.key)),
+			map[string]any{"cacheKey": b.job.key})
 	case buildResult:
-		if msg.err != nil {
-			b.finish(ctx, BuildFailed{Err: msg.err})
-			return
-		}
-		b.finish(ctx, BuildDone{ImageID: msg.imageID, Key: b.job.key, CacheHit: msg.cacheHit})
+		b.onBuilt(ctx, msg)
 	case asyncPanic:
 		b.finish(ctx, BuildFailed{Err: failure.New(failure.SandboxBuildFailed, "%s", msg.Error())})
 	case CancelBuild:
@@ -116,6 +137,39 @@ func (b *buildActor) Receive(ctx actor.Context) {
 	}
 }
 
+// onBuilt reports the build's end. A build that ran (not a second cache
+// hit) reports its duration and its stored log: digest, size and tail.
+func (b *buildActor) onBuilt(ctx actor.Context, msg buildResult) {
+	if !msg.cacheHit && msg.log.Digest != "" {
+		data := map[string]any{
+			"cacheKey": b.job.key, "durationMs": msg.duration.Milliseconds(),
+			"buildLog": map[string]any{"digest": msg.log.Digest, "bytes": msg.log.Bytes, "truncated": msg.log.Truncated, "tail": msg.logTail},
+		}
+		if msg.err != nil {
+			b.event(ctx, "sandbox_build_log_preserved", fmt.Sprintf("The failed build's restricted log has digest %s.", msg.log.Digest), data)
+		} else {
+			data["imageDigest"] = msg.imageID
+			b.event(ctx, "sandbox_build_completed", fmt.Sprintf("Built sandbox image %s in %s.", msg.imageID, msg.duration.Round(time.Millisecond)), data)
+		}
+	}
+	if msg.err != nil {
+		b.finish(ctx, BuildFailed{Err: msg.err})
+		return
+	}
+	b.finish(ctx, BuildDone{ImageID: msg.imageID, Key: b.job.key, CacheHit: msg.cacheHit})
+}
+
+func (b *buildActor) event(ctx actor.Context, eventType, content string, data any) {
+	ctx.Send(ctx.Parent(), BuildEvent{Event: messages.RunnerEvent(eventType, content, data)})
+}
+
+func shortKey(key string) string {
+	if len(key) > 12 {
+		return key[:12]
+	}
+	return key
+}
+
 // finish reports to the attempt, gives the permit back and stops. Stopping
 // also makes the supervisor drop this actor from the permit queue.
 func (b *buildActor) finish(ctx actor.Context, report any) {
@@ -132,9 +186,17 @@ func (b *buildActor) finish(ctx actor.Context, report any) {
 }
 
 func (b *buildActor) lookup(ctx actor.Context) {
-	builder, key := b.builder, b.job.key // dockerops bounds the inspect
+	builder, job, refs := b.builder, b.job, b.refs // dockerops bounds the inspects
 	runAsync(ctx, b.runCtx, "image cache lookup", func(runCtx context.Context) any {
-		id, found, err := builder.lookup(runCtx, key)
+		if err := builder.checkPolicy(runCtx, job); err != nil {
+			return lookupResult{err: err}
+		}
+		if refs != nil {
+			// Held until the attempt stops; waits while a collection is
+			// removing this key's images, which the lookup then misses.
+			refs.Acquire(job.attemptID, job.key)
+		}
+		id, found, err := builder.lookup(runCtx, job.key)
 		return lookupResult{imageID: id, found: found, err: err}
 	})
 }
@@ -147,8 +209,10 @@ func (b *buildActor) build(ctx actor.Context) {
 		if err == nil && found {
 			return buildResult{imageID: id, cacheHit: true}
 		}
-		id, err = builder.build(runCtx, job, func(line string) { system.Root.Send(self, BuildLog{Line: line}) })
-		return buildResult{imageID: id, err: err}
+		system.Root.Send(self, buildStarted{})
+		start := time.Now()
+		built, tail, err := builder.buildLogged(runCtx, job)
+		return buildResult{imageID: built.id, err: err, log: built.log, logTail: tail, duration: time.Since(start)}
 	})
 }
 

@@ -3,6 +3,7 @@ package actors
 import (
 	"time"
 
+	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/services"
 )
@@ -23,6 +24,9 @@ type AttemptConfig struct {
 	// sandbox_required refuses to run without both.
 	SeccompProfile string
 	LSMOption      string
+	// BuildLimits confine image builds (zero: no network, the dockerops
+	// defaults).
+	BuildLimits dockerops.BuildLimits
 	// SampleInterval is the memory sampler's period.
 	SampleInterval time.Duration
 	// Services is the operator's catalogue of digest-pinned service
@@ -42,6 +46,10 @@ type AttemptConfig struct {
 	// sampler) and its timestamps; nil means clock.System. Deadlines of
 	// engine and git calls are those of dockerops.Options and gitops.
 	Clock clock.Clock
+	// Confinement returns the engine's and host's confinement facts from
+	// the latest preflight report; nil means unknown, which refuses
+	// sandbox_required and every attempt that needs a network.
+	Confinement func() Confinement
 }
 
 func (c AttemptConfig) withDefaults() AttemptConfig {
@@ -56,6 +64,9 @@ func (c AttemptConfig) withDefaults() AttemptConfig {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.System{}
+	}
+	if c.Confinement == nil {
+		c.Confinement = unknownConfinement
 	}
 	if c.Platform == "" {
 		c.Platform = "linux/amd64"

@@ -9,7 +9,10 @@
 //	├── build           content-keyed image build under the global build permit
 //	├── service         one per declared service (postgres, redis): container, watch, readiness probe
 //	├── worker          the hardened worker container: create, copy in, attach, wait
-//	├── memory-sampler  peak memory of the sandbox containers
+//	├── memory-sampler  the kernel's counters of the sandbox containers (peak
+//	│                   memory, OOM kills, refused forks, CPU), Engine API stats
+//	│                   where they cannot be read; the last reading when the
+//	│                   worker's output is written, then the worker's release
 //	└── lease-pusher    pushes signed lease renewals into the running worker
 //
 // # The attempt's shape
@@ -61,8 +64,10 @@
 //
 //   - worker: never restarted. A sandbox run is not idempotent; if the worker
 //     actor fails, the attempt fails with sandbox_runtime_failed.
-//   - build: never restarted. A failed build fails the attempt with
-//     sandbox_build_failed; a crashed build releases the build permit
+//   - build: never restarted. A Dockerfile the build policy refuses fails
+//     the attempt with sandbox_build_policy_failed before the cache lookup;
+//     a failed build with sandbox_build_failed (its redacted log stored
+//     under the state root); a crashed build releases the build permit
 //     because the root supervisor watches the permit holder.
 //   - lease-watchdog: restarted (at most 3 times a minute); a restarted
 //     watchdog asks the attempt for the current expiry and does not fire

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -15,9 +16,12 @@ import (
 	"github.com/forgedev/forged/messages"
 )
 
+// fakeContainerID is the worker container the fake creates.
+const fakeContainerID = "c0ffee0000000000000000000000000000000000000000000000000000000001"
+
 // fakeHost is a fake Git and Docker with injectable failures, recording
-// the calls it receives. Steps: prepare, lookup, build, network, volume,
-// create, copyin, run, inspect, copyout, validate, import, teardown.
+// the calls it receives. Steps: prepare, lookup, build, volume, create,
+// copyin, run, inspect, copyout, validate, import, teardown.
 type fakeHost struct {
 	dir string
 
@@ -26,16 +30,23 @@ type fakeHost struct {
 	fail       map[string]error
 	imageFound bool
 	contract   string
+	dockerfile string        // the prepared .forge/Dockerfile; default FROM scratch
+	buildGate  chan struct{} // when set, BuildImage waits for it
 	exitCode   int
 	state      dockerops.ContainerState
 	lines      []string
-	blockRun   bool
-	runEntered chan struct{}
-	noResult   bool
-	missing    bool // ValidateOutput reports the manifest missing
-	assertErr  error
-	teardowns  int
-	leases     [][]byte
+	// workerEvents are sent after lines, signed with the attempt's event key.
+	workerEvents []messages.Event
+	blockRun     bool
+	runEntered   chan struct{}
+	noResult     bool
+	missing      bool // ValidateOutput reports the manifest missing
+	assertErr    error
+	teardowns    int
+	leases       [][]byte
+	specs        []dockerops.WorkerSpec // the workers asked for
+	// noIsolation: preflight could not verify network isolation.
+	noIsolation bool
 
 	// Services: catalogueID is the image id ImageID reports for service
 	// catalogue refs (forged-services/...); probeCode each service's probe
@@ -51,9 +62,21 @@ type fakeHost struct {
 	stdin        []byte
 }
 
+// confinementFacts is an engine enforcing seccomp and AppArmor whose
+// attempt networks are isolated, unless noIsolation.
+func (f *fakeHost) confinementFacts() Confinement {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := Confinement{Security: dockerops.EngineSecurity{Known: true, Seccomp: true, LSM: []string{"apparmor"}}}
+	if f.noIsolation {
+		c.NetworkIsolation = failure.New(failure.SandboxNetworkIsolation, "the bridge holds a host address")
+	}
+	return c
+}
+
 func newFakeHost(dir string) *fakeHost {
 	return &fakeHost{dir: dir, fail: map[string]error{}, imageFound: true, runEntered: make(chan struct{}, 1),
-		contract: "version: 1\nworkingDirectory: /workspace\n"}
+		contract: "version: 1\nworkingDirectory: /workspace\n", dockerfile: "FROM scratch\n"}
 }
 
 func (f *fakeHost) record(step string) error {
@@ -90,7 +113,7 @@ func (f *fakeHost) Prepare(_ context.Context, d *messages.Dispatch, workDir stri
 	}
 	return &gitops.Prepared{
 		InputCommitSHA: "1111111111111111111111111111111111111111", ConfigCommitSHA: "2222222222222222222222222222222222222222",
-		ContractSource: []byte(f.contract), Dockerfile: []byte("FROM scratch\n"),
+		ContractSource: []byte(f.contract), Dockerfile: []byte(f.dockerfile),
 		BundlePath: bundle, ContextTarPath: bundle, ContextDigest: "abc",
 	}, nil
 }
@@ -110,15 +133,15 @@ func (f *fakeHost) ValidateOutput(_ string, expected messages.SandboxIdentity) (
 	return out, nil
 }
 
-func (f *fakeHost) ImportResult(_ context.Context, _ *messages.Dispatch, _ *gitops.Output, assertCurrent func() error) error {
+func (f *fakeHost) ImportResult(_ context.Context, _ *messages.Dispatch, _ *gitops.Output, assertCurrent func() error) (gitops.ImportReport, error) {
 	if err := f.record("import"); err != nil {
-		return err
+		return gitops.ImportReport{}, err
 	}
 	err := assertCurrent()
 	f.mu.Lock()
 	f.assertErr = err
 	f.mu.Unlock()
-	return err
+	return gitops.ImportReport{}, err
 }
 
 // Docker.
@@ -148,6 +171,9 @@ func (f *fakeHost) BuildImage(_ context.Context, req dockerops.BuildRequest) (st
 	if _, err := io.Copy(io.Discard, req.ContextTar); err != nil {
 		return "", err
 	}
+	if f.buildGate != nil {
+		<-f.buildGate
+	}
 	if req.OnLog != nil {
 		req.OnLog("Step 1/1 : FROM scratch")
 	}
@@ -157,8 +183,8 @@ func (f *fakeHost) BuildImage(_ context.Context, req dockerops.BuildRequest) (st
 	return "sha256:built", nil
 }
 
-func (f *fakeHost) CreateInternalNetwork(context.Context, string, map[string]string) (string, error) {
-	return "net1", f.record("network")
+func (f *fakeHost) CreateVolumeWithOptions(ctx context.Context, name string, labels, _ map[string]string) error {
+	return f.CreateVolume(ctx, name, labels)
 }
 
 func (f *fakeHost) CreateVolume(context.Context, string, map[string]string) error {
@@ -167,9 +193,10 @@ func (f *fakeHost) CreateVolume(context.Context, string, map[string]string) erro
 
 func (f *fakeHost) CreateWorker(_ context.Context, spec dockerops.WorkerSpec) (string, error) {
 	f.mu.Lock()
+	f.specs = append(f.specs, spec)
 	f.workerSpec = spec
 	f.mu.Unlock()
-	return "container1", f.record("create")
+	return fakeContainerID, f.record("create")
 }
 
 func (f *fakeHost) CopyFileInto(_ context.Context, _, _, _ string, src io.Reader, _ int64, _, _ int, _ int64) error {
@@ -179,9 +206,9 @@ func (f *fakeHost) CopyFileInto(_ context.Context, _, _, _ string, src io.Reader
 	return f.record("copyin")
 }
 
-func (f *fakeHost) RunAttached(ctx context.Context, _ string, stdin []byte, onLine func([]byte) error, _ dockerops.RunLimits) (dockerops.RunResult, error) {
+func (f *fakeHost) RunAttached(ctx context.Context, _ string, startPacket []byte, onLine func([]byte) error, _ dockerops.RunLimits) (dockerops.RunResult, error) {
 	f.mu.Lock()
-	f.stdin = stdin
+	f.stdin = startPacket
 	f.mu.Unlock()
 	err := f.record("run")
 	select {
@@ -193,6 +220,21 @@ func (f *fakeHost) RunAttached(ctx context.Context, _ string, stdin []byte, onLi
 	}
 	for _, line := range f.lines {
 		if err := onLine([]byte(line)); err != nil {
+			return dockerops.RunResult{}, err
+		}
+	}
+	// The worker's own events, signed as the real worker signs them with
+	// the key of the start packet.
+	var packet messages.StartPacket
+	if err := json.Unmarshal(startPacket, &packet); err != nil {
+		return dockerops.RunResult{}, err
+	}
+	for i, ev := range f.workerEvents {
+		line, err := messages.SignEventLine(messages.EventKey(packet.LeaseControlKey), uint64(i), ev)
+		if err != nil {
+			return dockerops.RunResult{}, err
+		}
+		if err := onLine(line); err != nil {
 			return dockerops.RunResult{}, err
 		}
 	}
@@ -212,6 +254,10 @@ func (f *fakeHost) InspectState(context.Context, string) (dockerops.ContainerSta
 
 func (f *fakeHost) MemoryUsage(context.Context, string) (uint64, error) {
 	return 42 << 20, f.record("stats")
+}
+
+func (f *fakeHost) ReleaseWorker(context.Context, string) error {
+	return f.record("release")
 }
 
 func (f *fakeHost) CopyDirOut(context.Context, string, string, string, int64, int) error {
@@ -315,4 +361,8 @@ func (f *fakeHost) WriteSecrets(_ context.Context, _, _, _ string, _ map[string]
 	f.secrets = files
 	f.mu.Unlock()
 	return f.record("secrets")
+}
+
+func (f *fakeHost) CreateIsolatedNetwork(_ context.Context, name string, _ map[string]string) (dockerops.IsolatedNetwork, error) {
+	return dockerops.IsolatedNetwork{ID: "net-" + name, Name: name}, f.record("network")
 }

@@ -16,6 +16,9 @@ type GitHost struct {
 	StateRoot string
 	// ValidateRemote checks publication remotes; nil means GitHub only.
 	ValidateRemote gitops.RemoteValidator
+	// ManagedNamespace is the ref prefix managed branches must live under;
+	// empty means gitops.DefaultManagedNamespace.
+	ManagedNamespace string
 }
 
 // Prepare bundles the input and archives the build context.
@@ -44,21 +47,23 @@ func (g GitHost) ValidateOutput(outputDir string, expected messages.SandboxIdent
 
 // ImportResult imports the result through the quarantine and moves the
 // managed branch, fenced by assertCurrent.
-func (g GitHost) ImportResult(ctx context.Context, d *messages.Dispatch, out *gitops.Output, assertCurrent func() error) error {
+func (g GitHost) ImportResult(ctx context.Context, d *messages.Dispatch, out *gitops.Output, assertCurrent func() error) (gitops.ImportReport, error) {
 	release, err := gitops.AcquireRepoLock(ctx, g.StateRoot, d.Repo.LocalPath)
 	if err != nil {
-		return err
+		return gitops.ImportReport{}, err
 	}
 	defer release() //nolint:errcheck // unlocking a held flock cannot meaningfully fail
 	return gitops.ImportResult(ctx, g.Runner, gitops.ImportRequest{
-		RepoPath:        d.Repo.LocalPath,
-		StateRoot:       g.StateRoot,
-		AttemptID:       d.AttemptID(),
-		WorktreeKey:     d.Lease.WorktreeKey,
-		InputCommitSHA:  out.Manifest.InputCommitSHA,
-		ResultCommitSHA: *out.Manifest.ResultCommitSHA,
-		BundlePath:      out.BundlePath,
-		AssertCurrent:   assertCurrent,
+		RepoPath:         d.Repo.LocalPath,
+		StateRoot:        g.StateRoot,
+		AttemptID:        d.AttemptID(),
+		WorktreeKey:      d.Lease.WorktreeKey,
+		InputCommitSHA:   out.Manifest.InputCommitSHA,
+		ResultCommitSHA:  *out.Manifest.ResultCommitSHA,
+		BundlePath:       out.BundlePath,
+		ManagedNamespace: g.ManagedNamespace,
+		Squash:           d.Task.Squash(),
+		AssertCurrent:    assertCurrent,
 	})
 }
 

@@ -2,13 +2,19 @@ package actors
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
+	"github.com/forgedev/forged/buildlog"
 	"github.com/forgedev/forged/contract"
+	"github.com/forgedev/forged/dockerfile"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
 )
 
 // sandboxImageJob describes one attempt's sandbox image.
@@ -18,15 +24,76 @@ type sandboxImageJob struct {
 	project        string
 	contextTarPath string
 	labels         map[string]string
+	policy         string   // the execution policy
+	dockerfile     []byte   // .forge/Dockerfile, as in the build context
+	secrets        []string // the attempt's secret values, redacted from the build log
 }
 
 // imageBuilder builds the two-stage sandbox image: the project image from
 // the config commit's build context and .forge/Dockerfile, then the agent
 // overlay that adds the static worker binary. Images are tagged by the
-// content key, so a tag that exists is a cache hit.
+// content key, so a tag that exists is a cache hit. Both stages run
+// confined by limits, and their redacted log is stored under stateRoot.
 type imageBuilder struct {
 	docker       ImageDocker
 	workerBinary string
+	stateRoot    string
+	limits       dockerops.BuildLimits
+}
+
+// checkPolicy applies the Dockerfile policy before anything is built:
+// under every policy no ADD fetches a URL; under sandbox_required every
+// upstream image is pinned by digest and present locally, since builds
+// never pull. Violations are failure.SandboxBuildPolicy naming the line.
+func (b *imageBuilder) checkPolicy(ctx context.Context, job sandboxImageJob) error {
+	required := job.policy == messages.PolicySandboxRequired
+	file, err := dockerfile.CheckSource(job.dockerfile, required)
+	if err != nil || !required {
+		return err
+	}
+	for _, img := range file.UpstreamImages() {
+		_, found, err := b.docker.ImageID(ctx, img.Ref)
+		if err != nil {
+			return failure.Wrap(failure.SandboxBuildFailed, err, "look up upstream image %s", img.Ref)
+		}
+		if !found {
+			return failure.New(failure.SandboxBuildPolicy, "Dockerfile line %d: the image %q is not present locally; sandbox_required builds never pull", img.Line, img.Ref)
+		}
+	}
+	return nil
+}
+
+// builtImage is a finished build: the agent image and its stored log.
+type builtImage struct {
+	id  string
+	log buildlog.Record
+}
+
+// buildLogged builds the image and stores its redacted log, whether or not
+// the build succeeded. The log is named for the attempt that built it.
+func (b *imageBuilder) buildLogged(ctx context.Context, job sandboxImageJob) (builtImage, string, error) {
+	log := buildlog.New(buildlog.NewRedactor(job.secrets...))
+	id, buildErr := b.build(ctx, job, log)
+	rec, err := log.Save(b.stateRoot, job.key, logName(job.attemptID))
+	if err != nil {
+		err = failure.Wrap(failure.SandboxBuildFailed, err, "store the build log")
+		return builtImage{}, log.Tail(), errors.Join(buildErr, err)
+	}
+	return builtImage{id: id, log: rec}, log.Tail(), buildErr
+}
+
+func logName(attemptID string) string {
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, attemptID)
+	if name == "" || name[0] == '-' || name[0] == '_' || len(name) > 100 {
+		sum := sha256.Sum256([]byte(attemptID))
+		name = "attempt-" + hex.EncodeToString(sum[:8])
+	}
+	return name
 }
 
 func (b *imageBuilder) lookup(ctx context.Context, key string) (string, bool, error) {
@@ -34,9 +101,10 @@ func (b *imageBuilder) lookup(ctx context.Context, key string) (string, bool, er
 	return b.docker.ImageID(ctx, agent)
 }
 
-func (b *imageBuilder) build(ctx context.Context, job sandboxImageJob, onLog func(string)) (string, error) {
+func (b *imageBuilder) build(ctx context.Context, job sandboxImageJob, log *buildlog.Log) (string, error) {
 	projectTag, agentTag := dockerops.SandboxImageTags(job.key)
-	projectID, err := b.buildProject(ctx, job, projectTag, onLog)
+	redact := buildlog.NewRedactor(job.secrets...).Redact
+	projectID, err := b.buildProject(ctx, job, projectTag, log, redact)
 	if err != nil {
 		return "", err
 	}
@@ -58,7 +126,9 @@ func (b *imageBuilder) build(ctx context.Context, job sandboxImageJob, onLog fun
 		Dockerfile: "Dockerfile",
 		Tags:       []string{agentTag},
 		Labels:     withLabel(job.labels, "dev.forge.image-kind", "agent"),
-		OnLog:      onLog,
+		Limits:     b.limits,
+		OnLog:      log.Line,
+		Redact:     redact,
 	})
 	if err != nil {
 		return "", asBuildFailure(err, "agent overlay")
@@ -66,7 +136,7 @@ func (b *imageBuilder) build(ctx context.Context, job sandboxImageJob, onLog fun
 	return id, nil
 }
 
-func (b *imageBuilder) buildProject(ctx context.Context, job sandboxImageJob, tag string, onLog func(string)) (string, error) {
+func (b *imageBuilder) buildProject(ctx context.Context, job sandboxImageJob, tag string, log *buildlog.Log, redact func(string) string) (string, error) {
 	tar, err := os.Open(job.contextTarPath)
 	if err != nil {
 		return "", failure.Wrap(failure.SandboxBuildFailed, err, "open build context")
@@ -77,7 +147,9 @@ func (b *imageBuilder) buildProject(ctx context.Context, job sandboxImageJob, ta
 		Dockerfile: contract.DockerfilePath,
 		Tags:       []string{tag},
 		Labels:     withLabel(job.labels, "dev.forge.image-kind", "project"),
-		OnLog:      onLog,
+		Limits:     b.limits,
+		OnLog:      log.Line,
+		Redact:     redact,
 	})
 	if err != nil {
 		return "", asBuildFailure(err, "project image")

@@ -125,15 +125,14 @@ func (a *attemptActor) ledgerEntry(state ledger.State) ledger.Entry {
 		State:            state,
 		Planned: []ledger.Resource{
 			{Type: ledger.ResourceContainer, Name: a.names.Container, Role: "agent"},
-			{Type: ledger.ResourceNetwork, Name: a.names.Network, Role: "internal"},
 			{Type: ledger.ResourceVolume, Name: a.names.WorkspaceVolume, Role: "workspace"},
 			{Type: ledger.ResourceVolume, Name: a.names.ControlVolume, Role: "control"},
 			{Type: ledger.ResourceVolume, Name: a.names.SecretsVolume, Role: "secrets"},
 		},
 		Created: []ledger.Resource{},
 	}
-	if a.network != "" {
-		e.Created = append(e.Created, ledger.Resource{Type: ledger.ResourceNetwork, Name: a.names.Network, ID: a.network, Role: "internal"},
+	if a.provisioned {
+		e.Created = append(e.Created,
 			ledger.Resource{Type: ledger.ResourceVolume, Name: a.names.WorkspaceVolume, Role: "workspace"},
 			ledger.Resource{Type: ledger.ResourceVolume, Name: a.names.ControlVolume, Role: "control"},
 			ledger.Resource{Type: ledger.ResourceVolume, Name: a.names.SecretsVolume, Role: "secrets"})
@@ -144,9 +143,7 @@ func (a *attemptActor) ledgerEntry(state ledger.State) ledger.Entry {
 	planned, created := a.serviceLedger()
 	e.Planned = append(e.Planned, planned...)
 	e.Created = append(e.Created, created...)
-	if a.peak.Samples > 0 || a.peak.FailedSamples > 0 {
-		e.PeakMemory = &ledger.PeakMemory{PeakBytes: a.peak.PeakBytes, Samples: a.peak.Samples, FailedSamples: a.peak.FailedSamples, RecordedAt: a.cfg.Clock.Now().UTC()}
-	}
+	e.PeakMemory = a.telemetry.Telemetry
 	return e
 }
 

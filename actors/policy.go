@@ -2,6 +2,7 @@ package actors
 
 import (
 	"github.com/forgedev/forged/contract"
+	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/messages"
 )
@@ -12,11 +13,32 @@ const (
 	minRuntimeOverhead      = 128 << 20
 )
 
+// Confinement is what the engine and host guarantee, from the latest
+// preflight report (AttemptConfig.Confinement).
+type Confinement struct {
+	// Security is what the engine enforces (seccomp, LSMs).
+	Security dockerops.EngineSecurity
+	// NetworkIsolation is nil when an attempt may be given an isolated
+	// network (dockerops.CreateIsolatedNetwork); otherwise it is the
+	// refusal, with code failure.SandboxNetworkIsolation.
+	NetworkIsolation error
+}
+
+// unknownConfinement is assumed without preflight facts: nothing that
+// needs them is admitted.
+func unknownConfinement() Confinement {
+	return Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report says whether attempt networks can be isolated from the host")}
+}
+
 // checkDispatchSupported refuses, before anything is created, what this
-// runner cannot honour yet or may not run.
-func checkDispatchSupported(d *messages.Dispatch, canPublish bool) error {
+// runner cannot honour yet or may not run. An attempt that would need a
+// network (egress) is refused first when this host cannot isolate one.
+func checkDispatchSupported(d *messages.Dispatch, canPublish bool, conf Confinement) error {
 	switch d.Sandbox.NetworkPolicy.Mode {
 	case messages.NetworkPublicAllowlist:
+		if conf.NetworkIsolation != nil {
+			return conf.NetworkIsolation
+		}
 		return failure.New(failure.SandboxEgressUnsupported, "public_allowlist egress needs the egress proxy, which this runner does not provide yet")
 	case messages.NetworkOpenPublic:
 		return failure.New(failure.PolicyMismatch, "open_public sandbox networking is not permitted by this runner policy")
@@ -33,8 +55,14 @@ func checkDispatchSupported(d *messages.Dispatch, canPublish bool) error {
 // prepare step), and checks the dispatch reserved enough
 // memory for the contract (as the seed's validateSandboxMemoryReservation;
 // the egress proxy's share joins it with public_allowlist, which
-// checkDispatchSupported refuses until the egress proxy exists).
-func checkContractSupported(d *messages.Dispatch, c contract.Contract, slotServiceMemory int64) error {
+// checkDispatchSupported refuses until the egress proxy exists). Services
+// need an attempt network: they are refused first when this host cannot
+// isolate one. A dispatch whose services reserve more memory than a slot
+// holds (slotServiceMemory) is refused too: it would overcommit the host.
+func checkContractSupported(d *messages.Dispatch, c contract.Contract, conf Confinement, slotServiceMemory int64) error {
+	if len(c.Services) > 0 && conf.NetworkIsolation != nil {
+		return conf.NetworkIsolation
+	}
 	if len(c.Caches) > 0 {
 		return failure.New(failure.SandboxCachesUnsupported, "the contract declares %d cache(s); contract caches are not mounted on this runner yet", len(c.Caches))
 	}

@@ -6,7 +6,9 @@ import (
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/quota"
 )
 
 // The interfaces below are what each actor needs from the host, declared at
@@ -17,7 +19,7 @@ import (
 type Git interface {
 	Prepare(ctx context.Context, d *messages.Dispatch, workDir string) (*gitops.Prepared, error)
 	ValidateOutput(outputDir string, expected messages.SandboxIdentity) (*gitops.Output, error)
-	ImportResult(ctx context.Context, d *messages.Dispatch, out *gitops.Output, assertCurrent func() error) error
+	ImportResult(ctx context.Context, d *messages.Dispatch, out *gitops.Output, assertCurrent func() error) (gitops.ImportReport, error)
 	Publish(ctx context.Context, d *messages.Dispatch, inputSHA, resultSHA string, credential gitops.Credential, assertCurrent func() error) (gitops.PublishResult, error)
 }
 
@@ -59,25 +61,31 @@ type LeaseDocker interface {
 	WriteLeaseUpdate(ctx context.Context, containerID string, update []byte) error
 }
 
-// SamplerDocker is what the memory sampler needs.
+// SamplerDocker is what the memory sampler needs: the init pid (to find
+// the cgroup), stats where the cgroup cannot be read, and the worker's
+// release after the last reading.
 type SamplerDocker interface {
 	MemoryUsage(ctx context.Context, id string) (uint64, error)
+	InspectState(ctx context.Context, id string) (dockerops.ContainerState, error)
+	ReleaseWorker(ctx context.Context, containerID string) error
 }
 
-// ServiceDocker is what a service actor needs (and the attempt, to write
-// the service credentials into the secrets volume).
+// ServiceDocker is what a service actor needs, and the attempt for its
+// services: the isolated attempt network they share with the worker, and
+// the service credentials in the secrets volume.
 type ServiceDocker interface {
+	CreateIsolatedNetwork(ctx context.Context, name string, labels map[string]string) (dockerops.IsolatedNetwork, error)
 	CreateService(ctx context.Context, spec dockerops.ServiceSpec) (string, error)
 	WaitStopped(ctx context.Context, id string) (dockerops.ContainerState, error)
 	RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int, string, error)
 	WriteSecrets(ctx context.Context, name, image, volume string, labels map[string]string, files map[string][]byte) error
 }
 
-// SandboxDocker is what the attempt itself needs: the attempt's network and
-// volumes, the output copy and the teardown.
+// SandboxDocker is what the attempt itself needs: the attempt's volumes,
+// the output copy and the teardown.
 type SandboxDocker interface {
-	CreateInternalNetwork(ctx context.Context, name string, labels map[string]string) (string, error)
 	CreateVolume(ctx context.Context, name string, labels map[string]string) error
+	CreateVolumeWithOptions(ctx context.Context, name string, labels, driverOpts map[string]string) error
 	CopyDirOut(ctx context.Context, containerID, srcDir, hostDir string, maxBytes int64, maxFiles int) error
 	Teardown(ctx context.Context, owner dockerops.Ownership, source string) (dockerops.CleanupReport, error)
 }
@@ -93,10 +101,29 @@ type Docker interface {
 	ServiceDocker
 }
 
+// VolumeStore bounds the attempt's workspace and control volumes with
+// fixed-size filesystems and measures them from the host (quota.Store).
+// Release is the Docker teardown's business (dockerops.Options.VolumeImages).
+type VolumeStore interface {
+	Provision(ctx context.Context, volume string, bytes int64, dirs ...string) (map[string]string, error)
+	Usage(ctx context.Context, volume string) (quota.Usage, error)
+}
+
 // Deps are the attempt tree's collaborators.
 type Deps struct {
 	Git    Git
 	Docker Docker
+	// Volumes, when set, bounds the attempt's volumes; nil leaves them
+	// plain (preflight reports why).
+	Volumes VolumeStore
 	// Redeemer redeems publication grants; nil refuses bridge_push.
 	Redeemer CredentialRedeemer
+	// Kernel reads containers' kernel counters; nil means HostKernel
+	// (this host's /proc and cgroup mounts).
+	Kernel KernelCounters
+	// ImageRefs, when set, counts the image keys attempts use, so that an
+	// image collection never removes one under an attempt: the build actor
+	// acquires the key before its cache lookup, the attempt releases it
+	// when it stops.
+	ImageRefs *imagegc.Refs
 }

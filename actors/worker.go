@@ -38,6 +38,9 @@ type WorkerExited struct {
 	ExitCode    int
 	Stderr      string
 	State       dockerops.ContainerState
+	// StorageFull, when not empty, says which bounded volumes the host
+	// found full once the worker exited (a host fact, see quota.Usage).
+	StorageFull string
 	Err         error
 }
 
@@ -49,6 +52,12 @@ type workerJob struct {
 	spec        dockerops.WorkerSpec
 	bundlePath  string
 	startPacket []byte
+	// eventKey authenticates the worker's own events (see
+	// messages.EventVerifier); every other line arrives as the agent's.
+	eventKey []byte
+	// storageFull, when set, measures the bounded volumes after the
+	// worker exited (see WorkerExited.StorageFull).
+	storageFull func(ctx context.Context) string
 	runTimeout  time.Duration
 	limits      dockerops.RunLimits
 }
@@ -124,8 +133,9 @@ func (w *workerActor) start(ctx actor.Context) {
 		}
 		runCtx, cancel := context.WithTimeout(runCtx, job.runTimeout)
 		defer cancel()
+		events := messages.NewEventVerifier(job.eventKey)
 		result, runErr := docker.RunAttached(runCtx, id, job.startPacket, func(line []byte) error {
-			ev, err := messages.ParseRunnerEventLine(line)
+			ev, err := events.Parse(line)
 			if err != nil {
 				return err
 			}
@@ -140,11 +150,16 @@ func (w *workerActor) start(ctx actor.Context) {
 			}
 			return WorkerExited{ContainerID: id, Stderr: result.Stderr, Err: runErr}
 		}
-		state, err := docker.InspectState(context.WithoutCancel(runCtx), id)
+		afterCtx := context.WithoutCancel(runCtx) // the run is over: its facts are read regardless
+		state, err := docker.InspectState(afterCtx, id)
 		if err != nil {
 			return WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, Err: err}
 		}
-		return WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, State: state}
+		exited := WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, State: state}
+		if result.ExitCode != 0 && job.storageFull != nil {
+			exited.StorageFull = job.storageFull(afterCtx)
+		}
+		return exited
 	})
 }
 

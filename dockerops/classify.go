@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
 )
 
 var (
@@ -63,4 +64,153 @@ func WorkerFailureMessage(exitCode int, stderr, containerError string) string {
 		return msg + "; no diagnostic was captured"
 	}
 	return msg + "; diagnostic: " + strings.ToValidUTF8(diagnostic, "")
+}
+
+// ResourceEvidence is everything the host knows about how a worker ended,
+// for ClassifyHostFailure: the engine's inspected state, the kernel's
+// counters of the container's cgroup, the host's own statfs of the
+// container's file systems, and the worker's report.
+type ResourceEvidence struct {
+	// ExitCode is the worker container's exit code.
+	ExitCode int
+	State    ContainerState
+	// MemoryLimitBytes and PidsLimit are the container's limits.
+	MemoryLimitBytes int64
+	PidsLimit        int64
+	// Kernel holds the host's facts; Worker the worker's report (nil when
+	// none arrived, as when the worker itself was killed).
+	Kernel KernelFacts
+	Worker *messages.TaskResources
+}
+
+// KernelFacts are the host's own facts about a container: the kernel's
+// cgroup counters and statfs of its file systems through
+// /proc/<pid>/root. A *Known field is false when the host could not read
+// that fact (a remote or rootless engine, a container gone too soon).
+type KernelFacts struct {
+	OOMKills      uint64
+	OOMKnown      bool
+	PidsMaxEvents uint64
+	PidsKnown     bool
+	Storage       []messages.StorageObservation
+	StorageKnown  bool
+	// StorageFinal is true when Storage includes a reading taken after the
+	// task ended (the sampler's last reading): only then does it override
+	// the worker's report.
+	StorageFinal bool
+}
+
+// tmpfsShareOfMemory is the share of the memory limit a tmpfs must hold,
+// at an OOM kill, for the kill to be reported as storage exhaustion: the
+// kernel charges tmpfs pages to the container's memory, so a task that
+// fills /tmp meets the memory limit before the tmpfs size.
+const tmpfsShareOfMemory = 2 // half of the limit
+
+// ClassifyHostFailure chooses the resource-exhaustion code of a worker
+// that failed, from trusted facts first. A host fact overrides whatever
+// the worker claims; the worker's report is taken only where the host has
+// no fact of its own (descriptors: the kernel keeps no count of EMFILE);
+// the task's own output is never read. The message keeps the chain: the
+// conclusion, the facts behind it, and how the task and worker ended.
+// It returns nil when nothing names an exhausted resource.
+//
+// In order: a full file system (a tmpfs holding at least half the memory
+// limit at an OOM kill counts as full: the kernel charged it to memory);
+// an OOM kill (State.OOMKilled or the cgroup's oom_kill count); forks
+// refused at pids.max; descriptors at RLIMIT_NOFILE (the worker's
+// report); and last the engine's own error text (ClassifyResourceFailure).
+// Only an OOM kill classifies a worker that exited 0.
+func ClassifyHostFailure(ev ResourceEvidence) *failure.Error {
+	var chain []string
+	if w := ev.Worker; w != nil && w.TaskFailed {
+		chain = append(chain, fmt.Sprintf("task exited %d", w.TaskExitCode))
+	}
+	if ev.ExitCode != 0 {
+		chain = append(chain, fmt.Sprintf("worker exited %d", ev.ExitCode))
+	}
+	oom := ev.State.OOMKilled || ev.Kernel.OOMKills > 0
+	var oomFacts []string
+	if ev.State.OOMKilled {
+		oomFacts = append(oomFacts, "the engine reports the container OOM-killed")
+	}
+	if ev.Kernel.OOMKills > 0 {
+		oomFacts = append(oomFacts, fmt.Sprintf("host saw the memory cgroup OOM-kill %d process(es)", ev.Kernel.OOMKills))
+	}
+	failed := ev.ExitCode != 0 || (ev.Worker != nil && ev.Worker.TaskFailed)
+	if !failed && !oom {
+		return nil
+	}
+	result := func(code failure.Code, summary string, facts ...string) *failure.Error {
+		parts := append(append([]string{}, facts...), chain...)
+		return failure.New(code, "%s: %s", summary, strings.Join(parts, "; "))
+	}
+
+	// Storage: the host's statfs from its last reading, taken after the
+	// task ended, is the fact. Without it, what the host saw earlier
+	// counts first, then the worker's own statfs (taken after the task).
+	type view struct {
+		source  string
+		storage []messages.StorageObservation
+	}
+	var views []view
+	switch {
+	case ev.Kernel.StorageKnown && ev.Kernel.StorageFinal:
+		views = []view{{"host", ev.Kernel.Storage}}
+		if ev.Worker != nil {
+			for _, w := range ev.Worker.Storage {
+				if w.Full && !storageFull(ev.Kernel.Storage, w.Path) {
+					chain = append(chain, fmt.Sprintf("worker reported %s full, host statfs disagrees", clip(w.Path, 128)))
+				}
+			}
+		}
+	default:
+		if ev.Kernel.StorageKnown {
+			views = append(views, view{"host", ev.Kernel.Storage})
+		}
+		if ev.Worker != nil {
+			views = append(views, view{"worker", ev.Worker.Storage})
+		}
+	}
+	for _, v := range views {
+		for _, s := range v.storage {
+			switch {
+			case s.Full:
+				return result(failure.SandboxStorageExhausted, "the sandbox ran out of storage",
+					append([]string{fmt.Sprintf("%s saw %s full (%d of %d bytes free)", v.source, clip(s.Path, 128), s.MinFreeBytes, s.TotalBytes)}, oomFacts...)...)
+			case oom && s.TmpfsInMemory && ev.MemoryLimitBytes > 0 && s.MaxUsedBytes >= uint64(ev.MemoryLimitBytes)/tmpfsShareOfMemory:
+				return result(failure.SandboxStorageExhausted, "the sandbox ran out of storage",
+					append([]string{fmt.Sprintf("%s saw the tmpfs %s hold %d bytes of the %d-byte memory limit it is charged to", v.source, clip(s.Path, 128), s.MaxUsedBytes, ev.MemoryLimitBytes)}, oomFacts...)...)
+			}
+		}
+	}
+	if oom {
+		return result(failure.SandboxOOMKilled, "the sandbox ran out of its memory allowance", oomFacts...)
+	}
+	if ev.Kernel.PidsMaxEvents > 0 {
+		return result(failure.SandboxPIDExhausted, "the sandbox hit its process (PID) limit",
+			fmt.Sprintf("host saw pids.max (%d) reached: %d fork(s) refused", ev.PidsLimit, ev.Kernel.PidsMaxEvents))
+	}
+	if !ev.Kernel.PidsKnown && ev.Worker != nil && ev.PidsLimit > 0 && int64(ev.Worker.MaxProcesses) >= ev.PidsLimit-1 {
+		return result(failure.SandboxPIDExhausted, "the sandbox hit its process (PID) limit",
+			fmt.Sprintf("worker saw %d task processes under a limit of %d", ev.Worker.MaxProcesses, ev.PidsLimit))
+	}
+	if w := ev.Worker; w != nil && w.FDExhausted {
+		return result(failure.SandboxFDExhausted, "the sandbox hit its open-file limit",
+			fmt.Sprintf("worker saw a task process hold %d descriptors at its limit of %d", w.MaxOpenFiles, w.FDLimit))
+	}
+	if ev.ExitCode != 0 {
+		if code, text, ok := ClassifyResourceFailure(ev.State.Error); ok {
+			return result(code, text, "the engine's error: "+clip(strings.TrimSpace(blankRuns.ReplaceAllString(ev.State.Error, " ")), 300))
+		}
+	}
+	return nil
+}
+
+func storageFull(list []messages.StorageObservation, path string) bool {
+	for _, s := range list {
+		if s.Path == path {
+			return s.Full
+		}
+	}
+	return false
 }

@@ -27,6 +27,16 @@ type Options struct {
 	StopGrace time.Duration
 	// TeardownTimeout bounds one whole Teardown. Default 3m.
 	TeardownTimeout time.Duration
+	// VolumeImages, when set, backs sized volumes (see
+	// CreateVolumeWithOptions); Teardown releases an attempt's images once
+	// its volumes are gone.
+	VolumeImages VolumeImages
+}
+
+// VolumeImages releases the filesystem images behind an attempt's volumes
+// (quota.Store). Releasing is idempotent.
+type VolumeImages interface {
+	ReleaseAttempt(ctx context.Context, attemptHex string) ([]string, error)
 }
 
 // Timeouts are per-call deadlines. Each attempt of a retried call gets the
@@ -106,6 +116,10 @@ type Client struct {
 	cleaner     teardownAPI
 	images      imageAPI
 	execs       execAPI
+
+	// hostInterfaces lists the host's interfaces for the isolation probe;
+	// nil means LocalInterfaces (tests substitute their own).
+	hostInterfaces func() ([]HostInterface, error)
 }
 
 // The engine client serves every narrow interface: an SDK change that
@@ -135,6 +149,17 @@ func newClient(opts Options, api any) *Client {
 	c.images, _ = api.(imageAPI)
 	c.execs, _ = api.(execAPI)
 	return c
+}
+
+// WithVolumeImages returns a client sharing c's engine connection whose
+// teardown also releases the filesystem images behind sized volumes. It
+// exists because which volume store backs the volumes is known only from
+// the first preflight report, which itself needs a connected client (the
+// network isolation probe).
+func (c *Client) WithVolumeImages(v VolumeImages) *Client {
+	cp := *c
+	cp.opts.VolumeImages = v
+	return &cp
 }
 
 // Connect creates an engine client from the environment (DOCKER_HOST and

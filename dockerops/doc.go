@@ -5,15 +5,27 @@
 //   - naming and labelling an attempt's resources (NamesFor, Labels,
 //     Ownership) so that they can later be found and removed by exact
 //     identity;
-//   - provisioning an internal network and the attempt's volumes, and
-//     creating the hardened worker container (WorkerContainerConfig,
-//     CreateWorker);
+//   - provisioning the attempt's volumes and, for attempts that need one,
+//     an isolated network whose containers reach no address of the host
+//     (CreateIsolatedNetwork, VerifyHostIsolation, ProbeNetworkIsolation;
+//     the design is written down in network.go), and creating the hardened
+//     worker container, with network none by default
+//     (WorkerContainerConfig, CreateWorker) and the task's sandbox layout:
+//     executable tmpfs mounts for TMPDIR (/tmp) and HOME (/home/forge)
+//     sized from the memory limit (ScratchTmpfsBytes), and a noexec
+//     /run/forge for forged's files;
+//   - resolving the operator's seccomp and LSM options, refusing under
+//     sandbox_required those that switch confinement off or that the
+//     engine would not enforce (ResolveSecurityOptions);
 //   - copying the input in and the output out (CopyFileInto, CopyDirOut),
 //     the latter with a strict, bounded tar extractor;
 //   - running the worker attached (RunAttached), with bounded stdout and
 //     stderr capture, line streaming and stop-on-cancel;
-//   - inspecting exit state and memory use, and classifying resource
-//     failures from trusted Docker state (ClassifyResourceFailure);
+//   - inspecting exit state and memory use, releasing a worker that waits
+//     for the host's last reading (ReleaseWorker), and classifying resource
+//     failures from trusted host facts (ClassifyHostFailure: the engine's
+//     state, the kernel's counters, the host's statfs, the worker's report
+//     where the host has none);
 //   - label-driven teardown with a cleanup report (Teardown);
 //   - building the project image and the agent overlay with the classic
 //     builder (BuildImage, OverlayContext) and the image cache key.

@@ -171,13 +171,26 @@ type sandbox struct {
 	owner     Ownership
 	names     Names
 	labels    map[string]string
-	networkID string
+	network   IsolatedNetwork // zero unless provisionIsolated
 	container string
 }
 
-// provision creates the attempt's network, volumes and worker (running
-// script with /bin/sh) and registers its teardown and the leftover check.
+// provision creates the attempt's volumes and worker (running script with
+// /bin/sh, network none unless tweak sets one) and registers its teardown
+// and the leftover check.
 func provision(t *testing.T, script string, tweak func(*WorkerSpec)) *sandbox {
+	t.Helper()
+	return provisionWith(t, script, false, tweak)
+}
+
+// provisionIsolated is provision with the worker on a fresh isolated
+// network (CreateIsolatedNetwork) named after the attempt.
+func provisionIsolated(t *testing.T, script string) *sandbox {
+	t.Helper()
+	return provisionWith(t, script, true, nil)
+}
+
+func provisionWith(t *testing.T, script string, isolated bool, tweak func(*WorkerSpec)) *sandbox {
 	t.Helper()
 	c := requireEngine(t)
 	image := agentImage(t)
@@ -197,16 +210,21 @@ func provision(t *testing.T, script string, tweak func(*WorkerSpec)) *sandbox {
 		}
 	})
 
-	s.networkID, err = c.CreateInternalNetwork(ctx, s.names.Network, s.labels)
-	require.NoError(t, err)
+	if isolated {
+		s.network, err = c.CreateIsolatedNetwork(ctx, s.names.Network, s.labels)
+		require.NoError(t, err)
+	}
 	for _, v := range []string{s.names.WorkspaceVolume, s.names.ControlVolume, s.names.SecretsVolume} {
 		require.NoError(t, c.CreateVolume(ctx, v, s.labels))
 	}
 	spec := WorkerSpec{
-		Name: s.names.Container, Image: image, Network: s.names.Network, WorkingDir: messages.WorkspaceDir,
+		Name: s.names.Container, Image: image, WorkingDir: messages.WorkspaceDir,
 		Labels: s.labels, Resources: d.Sandbox.RequestedResources, Env: WorkerEnv(d, strings.Repeat("a", 40)),
 		WorkspaceVolume: s.names.WorkspaceVolume, ControlVolume: s.names.ControlVolume, SecretsVolume: s.names.SecretsVolume,
 		Entrypoint: []string{"/bin/sh", "-c", script},
+	}
+	if isolated {
+		spec.Network = s.names.Network
 	}
 	if tweak != nil {
 		tweak(&spec)

@@ -12,9 +12,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
@@ -77,7 +79,72 @@ type BuildRequest struct {
 	Dockerfile string    // path of the Dockerfile inside the context; default "Dockerfile"
 	Tags       []string
 	Labels     map[string]string
-	OnLog      func(line string) // build output, line by line, bounded; may be nil
+	Limits     BuildLimits
+	OnLog      func(line string)        // build output, line by line, bounded; may be nil
+	Redact     func(line string) string // applied to every line before OnLog and failure messages; may be nil
+}
+
+// Build confinement defaults (the seed's builder resource policy).
+const (
+	DefaultBuildNetwork   = "none"
+	DefaultBuildMemory    = 3 << 30
+	DefaultBuildCPUMillis = 2000
+	DefaultBuildNoFile    = 4096
+	buildShmSize          = 256 << 20
+	cpuPeriod             = 100_000 // CFS period in µs; the quota is millis × 100
+)
+
+// BuildLimits confine the containers the classic builder runs for RUN
+// steps. Zero fields take the defaults: no network, 3 GiB of memory with
+// no swap, 2 CPUs, 4,096 open files, and Options.Timeouts.Build.
+//
+// The classic builder (API 1.41) takes no PIDs limit: a fork bomb in a RUN
+// step is bounded by the memory limit and the build timeout only.
+type BuildLimits struct {
+	// Network is "none" or "bridge"; "bridge" is the operator's explicit
+	// opt-in (the egress proxy's network will be the other choice).
+	Network     string
+	MemoryBytes int64
+	CPUMillis   int64
+	NoFile      int64
+	Timeout     time.Duration
+}
+
+func (l BuildLimits) withDefaults(timeout time.Duration) (BuildLimits, error) {
+	if l.Network == "" {
+		l.Network = DefaultBuildNetwork
+	}
+	if l.Network != "none" && l.Network != "bridge" {
+		return l, failure.New(failure.SandboxBuildFailed, "image build: network %q is neither none nor bridge", clip(l.Network, 40))
+	}
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = DefaultBuildMemory
+	}
+	if l.MemoryBytes < 6<<20 {
+		return l, failure.New(failure.SandboxBuildFailed, "image build: a memory limit of %d bytes is below the engine's 6 MiB minimum", l.MemoryBytes)
+	}
+	if l.CPUMillis <= 0 {
+		l.CPUMillis = DefaultBuildCPUMillis
+	}
+	if l.NoFile <= 0 {
+		l.NoFile = DefaultBuildNoFile
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = timeout
+	}
+	return l, nil
+}
+
+func (l BuildLimits) options() build.ImageBuildOptions {
+	return build.ImageBuildOptions{
+		NetworkMode: l.Network,
+		Memory:      l.MemoryBytes,
+		MemorySwap:  l.MemoryBytes, // no swap beyond the memory limit
+		CPUPeriod:   cpuPeriod,
+		CPUQuota:    l.CPUMillis * cpuPeriod / 1000,
+		ShmSize:     buildShmSize,
+		Ulimits:     []*container.Ulimit{{Name: "nofile", Soft: l.NoFile, Hard: l.NoFile}},
+	}
 }
 
 // buildMessage is one document of the engine's JSON build stream.
@@ -90,45 +157,49 @@ type buildMessage struct {
 }
 
 // BuildImage builds an image with the classic builder (never pulling the
-// base, removing intermediate containers, using the cache) under
-// Options.Timeouts.Build, streams its log to req.OnLog and returns the
-// built image's id (read back from the first tag). A build the engine
-// reports as failed is failure.SandboxBuildFailed with the error and a
-// bounded log tail.
+// base, removing intermediate containers, using the cache) confined by
+// req.Limits, streams its redacted log to req.OnLog and returns the built
+// image's id (read back from the first tag). A build the engine reports as
+// failed is failure.SandboxBuildFailed with the error, the limit it most
+// likely exceeded, if any, and a bounded, redacted log tail; so is a build
+// that outlives its timeout.
 func (c *Client) BuildImage(ctx context.Context, req BuildRequest) (string, error) {
 	if req.ContextTar == nil {
 		return "", failure.New(failure.SandboxBuildFailed, "image build: no build context")
+	}
+	limits, err := req.Limits.withDefaults(c.opts.Timeouts.Build)
+	if err != nil {
+		return "", err
 	}
 	dockerfile := req.Dockerfile
 	if dockerfile == "" {
 		dockerfile = "Dockerfile"
 	}
-	buildCtx, cancel := context.WithTimeout(ctx, c.opts.Timeouts.Build)
+	buildCtx, cancel := context.WithTimeout(ctx, limits.Timeout)
 	defer cancel()
-	resp, err := c.images.ImageBuild(buildCtx, req.ContextTar, build.ImageBuildOptions{
-		Version:     build.BuilderV1,
-		Dockerfile:  dockerfile,
-		Tags:        slices.Clone(req.Tags),
-		Labels:      maps.Clone(req.Labels),
-		PullParent:  false,
-		Remove:      true,
-		ForceRemove: true,
-		NoCache:     false,
-	})
+	opts := limits.options()
+	opts.Version = build.BuilderV1
+	opts.Dockerfile = dockerfile
+	opts.Tags = slices.Clone(req.Tags)
+	opts.Labels = maps.Clone(req.Labels)
+	opts.PullParent = false
+	opts.Remove = true
+	opts.ForceRemove = true
+	resp, err := c.images.ImageBuild(buildCtx, req.ContextTar, opts)
 	if err != nil {
-		return "", opError(ctx, failure.SandboxBuildFailed, err, "image build")
+		return "", buildCallError(ctx, buildCtx, limits, err, "image build")
 	}
 	defer func() { _ = resp.Body.Close() }()
 
-	log := &buildLog{onLog: req.OnLog}
+	log := &buildLog{onLog: req.OnLog, redact: req.Redact}
 	auxID, buildErr, err := decodeBuildStream(resp.Body, log)
 	log.flush()
 	if err != nil {
-		return "", opError(ctx, failure.SandboxBuildFailed, err, "image build stream")
+		return "", buildCallError(ctx, buildCtx, limits, err, "image build stream")
 	}
 	if buildErr != "" {
-		return "", failure.New(failure.SandboxBuildFailed, "image build: %s; log tail: %s",
-			clip(buildErr, 2000), log.tail())
+		return "", failure.New(failure.SandboxBuildFailed, "image build: %s%s; log tail: %s",
+			clip(log.redactLine(buildErr), 2000), limitExceeded(buildErr, limits), log.tail())
 	}
 	ref := auxID
 	if len(req.Tags) > 0 {
@@ -145,6 +216,29 @@ func (c *Client) BuildImage(ctx context.Context, req BuildRequest) (string, erro
 		return "", opError(ctx, failure.SandboxBuildFailed, err, "image build")
 	}
 	return id, nil
+}
+
+// buildCallError names the timeout when the build's own deadline, not the
+// caller's context, ended it.
+func buildCallError(ctx, buildCtx context.Context, limits BuildLimits, err error, op string) error {
+	if ctx.Err() == nil && errors.Is(buildCtx.Err(), context.DeadlineExceeded) {
+		return failure.Wrap(failure.SandboxBuildFailed, err, "%s: the build exceeded its timeout of %s", op, limits.Timeout)
+	}
+	return opError(ctx, failure.SandboxBuildFailed, err, "%s", op)
+}
+
+// sigkillExit matches the classic builder's report of a RUN step killed by
+// SIGKILL (exit code 137).
+var sigkillExit = regexp.MustCompile(`returned a non-zero code: 137\b`)
+
+// limitExceeded names the limit behind a failed RUN step, when its exit
+// says so. The classic builder does not report OOM kills: a SIGKILL under a
+// memory limit with no swap is, in practice, the memory cgroup's OOM killer.
+func limitExceeded(buildErr string, limits BuildLimits) string {
+	if sigkillExit.MatchString(buildErr) {
+		return fmt.Sprintf(" (killed by SIGKILL: the step most likely exceeded the build memory limit of %d MiB)", limits.MemoryBytes>>20)
+	}
+	return ""
 }
 
 // decodeBuildStream reads the build's JSON messages until the end of the
@@ -183,31 +277,39 @@ func decodeBuildStream(body io.Reader, log *buildLog) (auxID, buildErr string, e
 // caller and keeps a tail for failure messages.
 type buildLog struct {
 	onLog     func(string)
+	redact    func(string) string
 	partial   strings.Builder
 	forwarded int
 	truncated bool
 	tailBuf   tailWriter
 }
 
+// maxPartialLine is what is kept of one line before redaction: more than
+// the line bound, so that a secret straddling the cut is still recognised.
+const maxPartialLine = 2 * maxBuildLogLine
+
 func (l *buildLog) write(s string) {
-	if l.tailBuf.keep == 0 {
-		l.tailBuf = tailWriter{keep: buildLogTailBytes, maxTotal: 1<<63 - 1}
-	}
-	_, _ = l.tailBuf.Write([]byte(s))
 	for s != "" {
 		i := strings.IndexByte(s, '\n')
 		if i < 0 {
-			if l.partial.Len() < maxBuildLogLine {
-				l.partial.WriteString(clip(s, maxBuildLogLine-l.partial.Len()))
+			if l.partial.Len() < maxPartialLine {
+				l.partial.WriteString(clip(s, maxPartialLine-l.partial.Len()))
 			}
 			return
 		}
-		if l.partial.Len() < maxBuildLogLine {
-			l.partial.WriteString(clip(s[:i], maxBuildLogLine-l.partial.Len()))
+		if l.partial.Len() < maxPartialLine {
+			l.partial.WriteString(clip(s[:i], maxPartialLine-l.partial.Len()))
 		}
 		s = s[i+1:]
 		l.emit()
 	}
+}
+
+func (l *buildLog) redactLine(s string) string {
+	if l.redact == nil {
+		return s
+	}
+	return l.redact(s)
 }
 
 func (l *buildLog) flush() {
@@ -217,8 +319,12 @@ func (l *buildLog) flush() {
 }
 
 func (l *buildLog) emit() {
-	line := cleanLogText(l.partial.String())
+	line := clip(l.redactLine(cleanLogText(l.partial.String())), maxBuildLogLine)
 	l.partial.Reset()
+	if l.tailBuf.keep == 0 {
+		l.tailBuf = tailWriter{keep: buildLogTailBytes, maxTotal: 1<<63 - 1}
+	}
+	_, _ = l.tailBuf.Write([]byte(line + "\n"))
 	if l.onLog == nil || l.truncated {
 		return
 	}
@@ -253,4 +359,20 @@ func cleanLogText(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// RemoveImage removes (untags) the image ref, pruning untagged parents.
+// A missing image is success; an image in use is an error.
+func (c *Client) RemoveImage(ctx context.Context, ref string) error {
+	err := callErr(ctx, c, c.opts.Timeouts.Remove, writeCall, func(ctx context.Context) error {
+		_, err := c.images.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
+		if cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return opError(ctx, "", err, "image remove %s", ref)
+	}
+	return nil
 }

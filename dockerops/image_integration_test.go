@@ -59,7 +59,7 @@ func TestIntegrationSeccompProfile(t *testing.T) {
 	profile := filepath.Join(t.TempDir(), "seccomp.json")
 	require.NoError(t, os.WriteFile(profile, []byte(`{ "defaultAction": "SCMP_ACT_ALLOW",
 		"syscalls": [ { "names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO" } ] }`), 0o600))
-	opts, err := ResolveSecurityOptions(messages.PolicyAdoption, profile, "")
+	opts, err := ResolveSecurityOptions(messages.PolicyAdoption, profile, "", EngineSecurity{})
 	require.NoError(t, err)
 	s := provision(t, `mkdir /tmp/blocked 2>/dev/null && echo "mkdir allowed" || echo "mkdir denied"`, func(spec *WorkerSpec) {
 		spec.SecurityOpts = opts

@@ -93,7 +93,9 @@ func TestOverlayContext(t *testing.T) {
 		require.Contains(t, headers, "forge-skel/root/"+dir+"/")
 		assert.Equal(t, byte(tar.TypeDir), headers["forge-skel/root/"+dir+"/"].Typeflag)
 	}
-	assert.Contains(t, headers, "forge-skel/home/forge/")
+	require.Contains(t, headers, "forge-skel/home/forge/")
+	assert.Equal(t, int64(0o700), headers["forge-skel/home/forge/"].Mode, "HOME is private")
+	assert.Equal(t, int64(0o755), headers["forge-skel/root/workspace/"].Mode)
 	assert.Contains(t, headers, "forge-skel/run/forge-secrets/")
 	assert.Contains(t, headers, "forge-skel/empty/")
 }
@@ -170,6 +172,43 @@ func TestBuildImageWithFake(t *testing.T) {
 	assert.Equal(t, "Dockerfile", f.opts.Dockerfile)
 	assert.Equal(t, []string{"t:1"}, f.opts.Tags)
 	assert.Equal(t, map[string]string{"k": "v"}, f.opts.Labels)
+	// The default confinement.
+	assert.Equal(t, "none", f.opts.NetworkMode)
+	assert.Equal(t, int64(DefaultBuildMemory), f.opts.Memory)
+	assert.Equal(t, f.opts.Memory, f.opts.MemorySwap, "no swap")
+	assert.Equal(t, int64(200_000), f.opts.CPUQuota)
+	assert.Equal(t, int64(100_000), f.opts.CPUPeriod)
+	require.Len(t, f.opts.Ulimits, 1)
+	assert.Equal(t, "nofile", f.opts.Ulimits[0].Name)
+}
+
+func TestBuildLimits(t *testing.T) {
+	f := &fakeImages{stream: `{"aux":{"ID":"sha256:aux"}}`, images: map[string]string{"t:1": "sha256:built"}}
+	_, err := newClient(fastOptions(), f).BuildImage(context.Background(), BuildRequest{
+		ContextTar: strings.NewReader("tar"), Tags: []string{"t:1"},
+		Limits: BuildLimits{Network: "bridge", MemoryBytes: 512 << 20, CPUMillis: 500, NoFile: 1024},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "bridge", f.opts.NetworkMode)
+	assert.Equal(t, int64(512<<20), f.opts.Memory)
+	assert.Equal(t, int64(50_000), f.opts.CPUQuota)
+	assert.Equal(t, int64(1024), f.opts.Ulimits[0].Hard)
+
+	for _, bad := range []BuildLimits{{Network: "host"}, {Network: "container:x"}, {MemoryBytes: 1 << 20}} {
+		f := &fakeImages{}
+		_, err := newClient(fastOptions(), f).BuildImage(context.Background(), BuildRequest{ContextTar: strings.NewReader(""), Limits: bad})
+		assert.Equal(t, failure.SandboxBuildFailed, failure.CodeOf(err), bad)
+		assert.Empty(t, f.opts.Dockerfile, "refused before the engine is called")
+	}
+}
+
+func TestBuildFailureNamesMemoryLimit(t *testing.T) {
+	f := &fakeImages{stream: `{"errorDetail":{"message":"The command '/bin/sh -c big' returned a non-zero code: 137"}}`}
+	_, err := newClient(fastOptions(), f).BuildImage(context.Background(), BuildRequest{
+		ContextTar: strings.NewReader(""), Limits: BuildLimits{MemoryBytes: 64 << 20},
+	})
+	assert.Equal(t, failure.SandboxBuildFailed, failure.CodeOf(err))
+	assert.Contains(t, err.Error(), "memory limit of 64 MiB")
 }
 
 func TestBuildImageFailureWithFake(t *testing.T) {

@@ -22,6 +22,9 @@ type ContainerState struct {
 	Error     string
 	Running   bool
 	Status    string
+	// Pid is the container's init process on the engine's host (0 when
+	// it is not running).
+	Pid int
 }
 
 // InspectState returns the container's state as the engine reports it.
@@ -42,6 +45,7 @@ func (c *Client) InspectState(ctx context.Context, id string) (ContainerState, e
 		Error:     s.Error,
 		Running:   s.Running,
 		Status:    string(s.Status),
+		Pid:       s.Pid,
 	}, nil
 }
 

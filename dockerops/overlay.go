@@ -25,7 +25,8 @@ var imageRefPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,254}$`
 //
 //   - /home and /run are made to exist without touching their owner;
 //   - /workspace, /control, /control/input, /control/output, /home/forge
-//     and /run/forge-secrets are created (or re-owned) for the worker user,
+//     (mode 0700: the task's HOME) and /run/forge-secrets are created (or
+//     re-owned) for the worker user,
 //     so that the engine's copy-up gives the attempt's empty volumes that
 //     owner; each COPY targets an existing parent, whose own owner the
 //     classic builder leaves alone;
@@ -44,6 +45,11 @@ func overlayDockerfile(base string) string {
 		"",
 	}, "\n")
 }
+
+// privateOverlayDirs are the skeleton directories made 0700 rather than
+// 0755: the engine copies a tmpfs mount point's mode (and content) into the
+// tmpfs, so HOME gets the mode of its skeleton directory.
+var privateOverlayDirs = map[string]bool{overlaySkeleton + "/home/forge/": true}
 
 // overlayDirs are the skeleton directories of the overlay context.
 var overlayDirs = []string{
@@ -85,7 +91,11 @@ func OverlayContext(projectImageID string, workerBinary io.Reader, workerSize in
 		return nil, err
 	}
 	for _, dir := range overlayDirs {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: 0o755, ModTime: mtime}); err != nil {
+		mode := int64(0o755)
+		if privateOverlayDirs[dir] {
+			mode = 0o700
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: mode, ModTime: mtime}); err != nil {
 			return nil, err
 		}
 	}

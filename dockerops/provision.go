@@ -13,56 +13,39 @@ import (
 )
 
 // provisionAPI is the part of the engine API that provisions networks and
-// volumes.
+// volumes (and removes preflight's probe networks).
 type provisionAPI interface {
 	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
 	NetworkInspect(ctx context.Context, network string, options network.InspectOptions) (network.Inspect, error)
+	NetworkRemove(ctx context.Context, network string) error
+	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
 	VolumeCreate(ctx context.Context, options volume.CreateOptions) (volume.Volume, error)
-}
-
-// CreateInternalNetwork creates the attempt's bridge network with
-// Internal set: containers on it reach each other but nothing outside the
-// host. It returns the network id. Failures carry
-// failure.SandboxCreateFailed.
-func (c *Client) CreateInternalNetwork(ctx context.Context, name string, labels map[string]string) (string, error) {
-	attempt := 0
-	id, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (string, error) {
-		attempt++
-		resp, err := c.provisioner.NetworkCreate(ctx, name, network.CreateOptions{
-			Driver:   "bridge",
-			Internal: true,
-			Labels:   maps.Clone(labels),
-		})
-		if err == nil {
-			return resp.ID, nil
-		}
-		if attempt > 1 && cerrdefs.IsConflict(err) {
-			// An earlier attempt may have succeeded without us hearing the
-			// answer: adopt the network only if it is exactly ours.
-			if existing, ierr := c.provisioner.NetworkInspect(ctx, name, network.InspectOptions{}); ierr == nil &&
-				existing.Internal && maps.Equal(existing.Labels, labels) {
-				return existing.ID, nil
-			}
-		}
-		return "", err
-	})
-	if err != nil {
-		return "", opError(ctx, failure.SandboxCreateFailed, err, "network create %s", name)
-	}
-	return id, nil
 }
 
 // CreateVolume creates a local volume with the given labels. An existing
 // volume of that name is accepted only when its labels are exactly these.
 // Failures carry failure.SandboxCreateFailed.
 func (c *Client) CreateVolume(ctx context.Context, name string, labels map[string]string) error {
+	return c.CreateVolumeWithOptions(ctx, name, labels, nil)
+}
+
+// CreateVolumeWithOptions is CreateVolume with the local driver's options:
+// {type, device, o} mount a filesystem (such as a quota.Store image on a
+// loop device) as the volume instead of a directory in Docker's root. An
+// existing volume is accepted only when its labels and options are
+// exactly these.
+func (c *Client) CreateVolumeWithOptions(ctx context.Context, name string, labels, driverOpts map[string]string) error {
 	v, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (volume.Volume, error) {
 		return c.provisioner.VolumeCreate(ctx, volume.CreateOptions{
-			Name:   name,
-			Driver: "local",
-			Labels: maps.Clone(labels),
+			Name:       name,
+			Driver:     "local",
+			DriverOpts: maps.Clone(driverOpts),
+			Labels:     maps.Clone(labels),
 		})
 	})
+	if err == nil && len(driverOpts) > 0 && !maps.Equal(v.Options, driverOpts) {
+		err = fmt.Errorf("volume %s already exists with other options: %w", name, cerrdefs.ErrConflict)
+	}
 	if err == nil && !maps.Equal(v.Labels, labels) {
 		// The engine hands back an existing volume of the same name as if
 		// it had created it; one that is not exactly ours must not be used.

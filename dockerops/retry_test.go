@@ -72,6 +72,13 @@ type fakeProvisioner struct {
 	networkErrs, volumeErrs   []error
 	block                     bool // wait for the per-call deadline on the first call
 	volumeLabels              map[string]string
+	created                   map[string]network.CreateOptions // by name
+	removed                   []string
+	listed                    []network.Summary // NetworkList's answer
+}
+
+func (f *fakeProvisioner) NetworkList(context.Context, network.ListOptions) ([]network.Summary, error) {
+	return f.listed, nil
 }
 
 func (f *fakeProvisioner) NetworkCreate(ctx context.Context, name string, opts network.CreateOptions) (network.CreateResponse, error) {
@@ -86,11 +93,34 @@ func (f *fakeProvisioner) NetworkCreate(ctx context.Context, name string, opts n
 	if i := f.networkCalls - 1; i < len(f.networkErrs) && f.networkErrs[i] != nil {
 		return network.CreateResponse{}, f.networkErrs[i]
 	}
-	return network.CreateResponse{ID: "net-" + name}, nil
+	if f.created == nil {
+		f.created = map[string]network.CreateOptions{}
+	}
+	f.created[name] = opts
+	return network.CreateResponse{ID: fakeNetworkID(name)}, nil
 }
 
-func (f *fakeProvisioner) NetworkInspect(context.Context, string, network.InspectOptions) (network.Inspect, error) {
+// fakeNetworkID is the id the fake gives the network name.
+func fakeNetworkID(name string) string { return "0123456789ab" + name }
+
+// NetworkInspect answers for a created network as the engine would: what
+// was asked for, with an IPv4 subnet.
+func (f *fakeProvisioner) NetworkInspect(_ context.Context, ref string, _ network.InspectOptions) (network.Inspect, error) {
+	for name, opts := range f.created {
+		if ref == name || ref == fakeNetworkID(name) {
+			return network.Inspect{
+				Name: name, ID: fakeNetworkID(name), Driver: opts.Driver, Internal: opts.Internal,
+				EnableIPv6: opts.EnableIPv6 != nil && *opts.EnableIPv6, Options: opts.Options, Labels: opts.Labels,
+				IPAM: network.IPAM{Config: []network.IPAMConfig{{Subnet: "172.30.0.0/16", Gateway: "172.30.0.1"}}},
+			}, nil
+		}
+	}
 	return network.Inspect{}, cerrdefs.ErrNotFound
+}
+
+func (f *fakeProvisioner) NetworkRemove(_ context.Context, ref string) error {
+	f.removed = append(f.removed, ref)
+	return nil
 }
 
 func (f *fakeProvisioner) VolumeCreate(_ context.Context, opts volume.CreateOptions) (volume.Volume, error) {
@@ -107,9 +137,9 @@ func (f *fakeProvisioner) VolumeCreate(_ context.Context, opts volume.CreateOpti
 
 func TestTransientFailuresAreRetried(t *testing.T) {
 	f := &fakeProvisioner{networkErrs: []error{dialRefused, cerrdefs.ErrUnavailable}}
-	id, err := newClient(fastOptions(), f).CreateInternalNetwork(context.Background(), "n", nil)
+	n, err := newClient(fastOptions(), f).CreateIsolatedNetwork(context.Background(), "n", nil)
 	require.NoError(t, err)
-	assert.Equal(t, "net-n", id)
+	assert.Equal(t, fakeNetworkID("n"), n.ID)
 	assert.Equal(t, 3, f.networkCalls)
 }
 
@@ -117,7 +147,7 @@ func TestPerCallDeadlineIsRetried(t *testing.T) {
 	opts := fastOptions()
 	opts.Timeouts.Create = 20 * time.Millisecond
 	f := &fakeProvisioner{block: true}
-	_, err := newClient(opts, f).CreateInternalNetwork(context.Background(), "n", nil)
+	_, err := newClient(opts, f).CreateIsolatedNetwork(context.Background(), "n", nil)
 	require.NoError(t, err)
 	assert.Equal(t, 2, f.networkCalls)
 }
@@ -127,7 +157,7 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 		cerrdefs.ErrPermissionDenied, cerrdefs.ErrUnauthenticated, cerrdefs.ErrInternal} {
 		f := &fakeProvisioner{networkErrs: []error{perm}, volumeErrs: []error{perm}}
 		c := newClient(fastOptions(), f)
-		_, err := c.CreateInternalNetwork(context.Background(), "n", nil)
+		_, err := c.CreateIsolatedNetwork(context.Background(), "n", nil)
 		require.Error(t, err)
 		assert.ErrorIs(t, err, perm)
 		assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err))
@@ -147,7 +177,7 @@ func TestRetriesAreBounded(t *testing.T) {
 		errs[i] = cerrdefs.ErrUnavailable
 	}
 	f := &fakeProvisioner{networkErrs: errs}
-	_, err := newClient(fastOptions(), f).CreateInternalNetwork(context.Background(), "n", nil)
+	_, err := newClient(fastOptions(), f).CreateIsolatedNetwork(context.Background(), "n", nil)
 	assert.True(t, cerrdefs.IsUnavailable(err))
 	assert.Equal(t, 4, f.networkCalls)
 }
@@ -156,7 +186,7 @@ func TestCancelledCallerIsNotRetriedNorCoded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	f := &fakeProvisioner{networkErrs: []error{context.Canceled}}
-	_, err := newClient(fastOptions(), f).CreateInternalNetwork(ctx, "n", nil)
+	_, err := newClient(fastOptions(), f).CreateIsolatedNetwork(ctx, "n", nil)
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.Empty(t, failure.CodeOf(err), "cancellation is not a sandbox failure")
 	assert.Equal(t, 1, f.networkCalls)

@@ -56,7 +56,7 @@ func TestIntegrationRunAttached(t *testing.T) {
 		"/control 10001:10001 755",
 		"/control/input 10001:10001 755",
 		"/control/output 10001:10001 755",
-		"/home/forge 10001:10001 755",
+		"/home/forge 10001:10001 700", // the task's HOME is private
 		"/run/forge-secrets 10001:10001 755",
 		"/control/input/hello.txt 10001:10001 640",
 		"/opt/forge/forged 0:0 555",
@@ -86,9 +86,9 @@ func TestIntegrationRunMissingEntrypoint(t *testing.T) {
 }
 
 func TestIntegrationRunStartFailure(t *testing.T) {
-	s := provision(t, "echo never", nil)
+	s := provisionIsolated(t, "echo never")
 	// Without its network the container cannot start.
-	require.NoError(t, s.c.raw.NetworkRemove(testCtx(t), s.networkID))
+	require.NoError(t, s.c.raw.NetworkRemove(testCtx(t), s.network.ID))
 	_, res, err := s.run(t, testCtx(t), "", RunLimits{})
 	require.Error(t, err)
 	assert.Equal(t, failure.SandboxWorkerFailed, failure.CodeOf(err), err)

@@ -1,7 +1,7 @@
 package dockerops
 
 import (
-	"github.com/forgedev/forged/internal/ids"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/network"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/ids"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -38,8 +38,11 @@ func TestIntegrationWorkerHardening(t *testing.T) {
 	require.NotNil(t, h.Init)
 	assert.True(t, *h.Init)
 	assert.Equal(t, "none", h.LogConfig.Type)
-	assert.Equal(t, s.names.Network, string(h.NetworkMode))
-	assert.Equal(t, tmpTmpfsOptions, h.Tmpfs["/tmp"])
+	assert.Equal(t, "none", string(h.NetworkMode))
+	assert.Equal(t, []string{SandboxNameserver}, h.DNS)
+	scratch := ScratchTmpfsBytes(r.WorkerMemoryLimitBytes)
+	assert.Equal(t, scratchTmpfsOptions(scratch, "1777"), h.Tmpfs["/tmp"])
+	assert.Equal(t, scratchTmpfsOptions(scratch, "0700"), h.Tmpfs["/home/forge"])
 	assert.Equal(t, runForgeTmpfsOptions, h.Tmpfs["/run/forge"])
 	assert.Len(t, h.Ulimits, 2)
 	assert.Equal(t, "10001:10001", cfg.User)
@@ -52,15 +55,9 @@ func TestIntegrationWorkerHardening(t *testing.T) {
 		assert.Equal(t, v, cfg.Labels[k], k)
 	}
 
-	// Only the attempt's internal network.
+	// No network but "none": loopback only.
 	require.NotNil(t, info.NetworkSettings)
-	assert.Len(t, info.NetworkSettings.Networks, 1)
-	assert.Contains(t, info.NetworkSettings.Networks, s.names.Network)
-	net, err := s.c.raw.NetworkInspect(ctx, s.networkID, network.InspectOptions{})
-	require.NoError(t, err)
-	assert.True(t, net.Internal)
-	assert.Equal(t, "bridge", net.Driver)
-	assert.Equal(t, s.labels, net.Labels)
+	assert.Equal(t, []string{"none"}, slices.Collect(maps.Keys(info.NetworkSettings.Networks)))
 
 	// Exactly the three volumes, secrets read-only.
 	mounts := map[string]bool{}
@@ -154,7 +151,6 @@ func TestIntegrationTeardown(t *testing.T) {
 	slices.Sort(removed)
 	want := []string{
 		"container:" + s.container,
-		"network:" + s.networkID,
 		"volume:" + s.names.ControlVolume,
 		"volume:" + s.names.SecretsVolume,
 		"volume:" + s.names.WorkspaceVolume,
@@ -204,7 +200,7 @@ func TestIntegrationTeardownLeavesForeignOwner(t *testing.T) {
 			assert.Equal(t, msgForeignRemains, a.Message)
 		}
 	}
-	assert.Equal(t, 5, removed)
+	assert.Equal(t, 4, removed, "the container and its three volumes")
 	assert.Equal(t, 1, failed)
 
 	v, err := s.c.raw.VolumeInspect(ctx, foreignVolume)
@@ -245,8 +241,8 @@ func TestIntegrationCreateVolumeRefusesForeignLabels(t *testing.T) {
 	err = c.CreateVolume(ctx, names.WorkspaceVolume, other)
 	assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err), err)
 
-	_, err = c.CreateInternalNetwork(ctx, names.Network, labels)
+	_, err = c.CreateIsolatedNetwork(ctx, names.Network, labels)
 	require.NoError(t, err)
-	_, err = c.CreateInternalNetwork(ctx, names.Network, labels)
+	_, err = c.CreateIsolatedNetwork(ctx, names.Network, labels)
 	assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err), "a first-attempt name conflict is not adopted")
 }

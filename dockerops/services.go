@@ -23,7 +23,9 @@ import (
 // directories it owns), no-new-privileges plus the operator's options, an
 // unprivileged numeric user, docker-init, no log driver, memory with swap
 // disabled, CPU and PIDs limits, tmpfs data directories, and the secrets
-// volume read-only. Each joins only the attempt network, under its alias.
+// volume read-only. Each joins only the attempt's isolated network
+// (CreateIsolatedNetwork), under its alias, with IPv6 off and DNS to its
+// own loopback like the worker.
 
 // ServiceSpec describes one service container.
 type ServiceSpec struct {
@@ -83,6 +85,11 @@ func ServiceContainerConfig(spec ServiceSpec) (*container.Config, *container.Hos
 		Init:           &initProcess,
 		LogConfig:      container.LogConfig{Type: "none"},
 		Tmpfs:          maps.Clone(spec.Tmpfs),
+		// The isolated network's container side (see network.go): IPv6
+		// off, and the only DNS server the container's own loopback (the
+		// engine's embedded resolver still answers the attempt's aliases).
+		Sysctls: maps.Clone(isolatedSysctls),
+		DNS:     []string{SandboxNameserver},
 		Mounts: []mount.Mount{
 			{Type: mount.TypeVolume, Source: spec.SecretsVolume, Target: SecretsDir, ReadOnly: true},
 		},

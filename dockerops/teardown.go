@@ -35,6 +35,9 @@ const (
 	ResourceContainer = "container"
 	ResourceNetwork   = "network"
 	ResourceVolume    = "volume"
+	// ResourceVolumeImage is a filesystem image (and its loop device)
+	// behind a volume; its id is the image's path.
+	ResourceVolumeImage = "volume_image"
 
 	OutcomeRemoved = "removed"
 	OutcomeFailed  = "failed"
@@ -139,11 +142,35 @@ func (c *Client) Teardown(ctx context.Context, owner Ownership, source string) (
 			record(obj, nil, msg)
 		}
 	}
+	if err := c.releaseVolumeImages(tctx, owner, record); err != nil {
+		failed["image"] = true
+	}
 	if report.Remaining > 0 || len(failed) > 0 {
 		return report, failure.New(failure.SandboxTeardownFailed,
 			"%d Docker objects labelled with attempt %s remain after teardown", report.Remaining, owner.AttemptID)
 	}
 	return report, nil
+}
+
+// releaseVolumeImages releases the filesystem images behind the attempt's
+// volumes, after the volumes (and so their mounts) are gone, and records
+// each as a ResourceVolumeImage action.
+func (c *Client) releaseVolumeImages(ctx context.Context, owner Ownership, record func(labelled, error, string)) error {
+	if c.opts.VolumeImages == nil {
+		return nil
+	}
+	names, err := NamesFor(owner.AttemptID)
+	if err != nil {
+		return err
+	}
+	released, err := c.opts.VolumeImages.ReleaseAttempt(ctx, names.AttemptHex)
+	for _, path := range released {
+		record(labelled{kind: ResourceVolumeImage, id: path}, nil, "")
+	}
+	if err != nil {
+		record(labelled{kind: ResourceVolumeImage, id: "forge-" + names.AttemptHex + "-*"}, err, "")
+	}
+	return err
 }
 
 // listLabelled lists the objects of one kind carrying every given label

@@ -30,17 +30,46 @@ const (
 
 	workerStopTimeoutSeconds = 10
 	workerNoFile             = 4096
-	tmpTmpfsOptions          = "rw,nosuid,nodev,size=1g,uid=10001,gid=10001"
 	runForgeTmpfsOptions     = "rw,nosuid,nodev,noexec,size=32m,uid=10001,gid=10001"
 	runForgeDir              = "/run/forge"
 )
 
+// Bounds of the task's scratch tmpfs mounts (TMPDIR and HOME).
+const (
+	MinScratchTmpfsBytes = 16 << 20
+	MaxScratchTmpfsBytes = 4 << 30
+)
+
+// ScratchTmpfsBytes is the size of each of the task's two scratch tmpfs
+// mounts, /tmp (TMPDIR) and /home/forge (HOME), for a worker memory limit:
+// half the limit, rounded down to MiB, within [MinScratchTmpfsBytes,
+// MaxScratchTmpfsBytes]. A tmpfs holds its files in memory that the kernel
+// charges to the worker's memory limit (and swap is off), so both full
+// together reach the limit: a task that fills one gets ENOSPC from its
+// size first, one that fills both and allocates too is OOM-killed.
+func ScratchTmpfsBytes(workerMemoryBytes int64) int64 {
+	size := (workerMemoryBytes / 2) &^ (1<<20 - 1)
+	return min(max(size, MinScratchTmpfsBytes), MaxScratchTmpfsBytes)
+}
+
+// scratchTmpfsOptions are the mount options of a scratch tmpfs: executable
+// (the engine adds noexec to a tmpfs unless exec is given, and toolchains
+// run the binaries they build under TMPDIR and HOME), sized, owned by the
+// worker user.
+func scratchTmpfsOptions(sizeBytes int64, mode string) string {
+	return fmt.Sprintf("rw,nosuid,nodev,exec,size=%dm,uid=%d,gid=%d,mode=%s",
+		sizeBytes>>20, messages.WorkerUID, messages.WorkerGID, mode)
+}
+
 // WorkerSpec describes the worker container of one attempt.
 type WorkerSpec struct {
-	Name, Image, Network, WorkingDir string
-	Labels                           map[string]string
-	Resources                        messages.RequestedResources
-	Env                              []string
+	Name, Image, WorkingDir string
+	// Network is the isolated network (CreateIsolatedNetwork) the worker
+	// joins; empty means NetworkMode "none": loopback only.
+	Network   string
+	Labels    map[string]string
+	Resources messages.RequestedResources
+	Env       []string
 	// SecurityOpts are extra operator options in Engine API form
 	// ("seccomp=<profile JSON>", "apparmor=<profile>"); see
 	// ResolveSecurityOptions. no-new-privileges is always set.
@@ -54,9 +83,13 @@ type WorkerSpec struct {
 // worker: attached interactive stdio without a TTY (the start packet goes
 // to stdin once), read-only root filesystem, every capability dropped,
 // no-new-privileges, PID/memory/CPU/ulimit bounds with swap disabled,
-// private tmpfs for /tmp and /run/forge, an unprivileged numeric user,
-// docker-init as PID 1, no log driver, only the attempt's internal network,
-// and the workspace, control and (read-only) secrets volumes.
+// private sized tmpfs mounts (executable /tmp and /home/forge for the task,
+// noexec /run/forge for forged's control files), an unprivileged numeric
+// user, docker-init as PID 1, no log driver, and the workspace, control and
+// (read-only) secrets volumes. Its network is none (loopback only), or the
+// isolated network spec.Network with IPv6 switched off inside the
+// container; either way its only DNS server is its own loopback
+// (SandboxNameserver). See network.go for the isolation design.
 //
 // /workspace is mounted without volume-nocopy on purpose: the agent image
 // carries /workspace, /control/input and /control/output owned by the
@@ -65,6 +98,7 @@ type WorkerSpec struct {
 func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
 	r := spec.Resources
 	pids := r.PIDs
+	scratch := ScratchTmpfsBytes(r.WorkerMemoryLimitBytes)
 	initProcess := true
 	stopTimeout := workerStopTimeoutSeconds
 	cfg := &container.Config{
@@ -83,15 +117,17 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 		StopTimeout:  &stopTimeout,
 	}
 	host := &container.HostConfig{
-		NetworkMode:    container.NetworkMode(spec.Network),
+		NetworkMode:    network.NetworkNone,
+		DNS:            []string{SandboxNameserver},
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    append([]string{"no-new-privileges"}, spec.SecurityOpts...),
 		Init:           &initProcess,
 		LogConfig:      container.LogConfig{Type: "none"},
 		Tmpfs: map[string]string{
-			"/tmp":      tmpTmpfsOptions,
-			runForgeDir: runForgeTmpfsOptions,
+			messages.TempDir: scratchTmpfsOptions(scratch, "1777"),
+			messages.HomeDir: scratchTmpfsOptions(scratch, "0700"),
+			runForgeDir:      runForgeTmpfsOptions,
 		},
 		Mounts: []mount.Mount{
 			{Type: mount.TypeVolume, Source: spec.WorkspaceVolume, Target: messages.WorkspaceDir},
@@ -109,16 +145,19 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 			},
 		},
 	}
-	net := &network.NetworkingConfig{
-		EndpointsConfig: map[string]*network.EndpointSettings{spec.Network: {}},
+	net := &network.NetworkingConfig{}
+	if spec.Network != "" {
+		host.NetworkMode = container.NetworkMode(spec.Network)
+		host.Sysctls = maps.Clone(isolatedSysctls)
+		net.EndpointsConfig = map[string]*network.EndpointSettings{spec.Network: {}}
 	}
 	return cfg, host, net
 }
 
 func (s WorkerSpec) validate() error {
 	switch {
-	case s.Name == "", s.Image == "", s.Network == "":
-		return fmt.Errorf("worker spec needs a name, an image and a network")
+	case s.Name == "", s.Image == "":
+		return fmt.Errorf("worker spec needs a name and an image")
 	case s.WorkspaceVolume == "", s.ControlVolume == "", s.SecretsVolume == "":
 		return fmt.Errorf("worker spec needs workspace, control and secrets volumes")
 	case s.WorkingDir == "" || !path.IsAbs(s.WorkingDir):
@@ -175,13 +214,13 @@ func WorkerEnv(d *messages.Dispatch, inputCommitSHA string) []string {
 		"FORGE_SANDBOX_ID=" + attempt,
 		"FORGE_WORKSPACE=" + messages.WorkspaceDir,
 		"FORGE_WORKTREE_PATH=" + messages.WorkspaceDir,
-		"FORGE_TMPDIR=/tmp",
+		"FORGE_TMPDIR=" + messages.TempDir,
 		"FORGE_LOG_DIR=" + messages.OutputDir + "/logs",
 		"FORGE_BROWSER_PROFILE_DIR=/tmp/forge-browser-profile",
 		"FORGE_INPUT_COMMIT_SHA=" + inputCommitSHA,
 		"FORGE_INPUT_BUNDLE=" + messages.InputBundlePath,
-		"HOME=/home/forge",
-		"TMPDIR=/tmp",
+		"HOME=" + messages.HomeDir,
+		"TMPDIR=" + messages.TempDir,
 	}
 }
 

@@ -20,7 +20,6 @@ func testSpec() WorkerSpec {
 	return WorkerSpec{
 		Name:            "forge-agent-x",
 		Image:           "forge/agent:key",
-		Network:         "forge-x",
 		WorkingDir:      "/workspace/app",
 		Labels:          map[string]string{"dev.forge.managed": "true"},
 		Resources:       messages.RequestedResources{WorkerMemoryLimitBytes: 512 << 20, CPUMillis: 1500, PIDs: 256},
@@ -71,13 +70,17 @@ func TestWorkerContainerConfig(t *testing.T) {
 		{Name: "core", Soft: 0, Hard: 0},
 	}, host.Ulimits)
 	assert.Equal(t, map[string]string{
-		"/tmp":       "rw,nosuid,nodev,size=1g,uid=10001,gid=10001",
-		"/run/forge": "rw,nosuid,nodev,noexec,size=32m,uid=10001,gid=10001",
+		"/tmp":        "rw,nosuid,nodev,exec,size=256m,uid=10001,gid=10001,mode=1777",
+		"/home/forge": "rw,nosuid,nodev,exec,size=256m,uid=10001,gid=10001,mode=0700",
+		"/run/forge":  "rw,nosuid,nodev,noexec,size=32m,uid=10001,gid=10001",
 	}, host.Tmpfs)
 	require.NotNil(t, host.Init)
 	assert.True(t, *host.Init)
 	assert.Equal(t, container.LogConfig{Type: "none"}, host.LogConfig)
-	assert.Equal(t, container.NetworkMode("forge-x"), host.NetworkMode)
+	assert.Equal(t, container.NetworkMode("none"), host.NetworkMode, "no attempt network: loopback only")
+	assert.Equal(t, []string{"127.0.0.1"}, host.DNS, "the only nameserver is the container's own loopback")
+	assert.Empty(t, host.DNSSearch)
+	assert.Empty(t, host.ExtraHosts)
 	assert.Empty(t, host.Binds)
 	assert.Empty(t, host.PortBindings)
 	assert.False(t, host.AutoRemove)
@@ -90,9 +93,8 @@ func TestWorkerContainerConfig(t *testing.T) {
 		assert.Nil(t, m.VolumeOptions, "no volume-nocopy: copy-up sets the owner")
 	}
 
-	// Only the internal network.
-	require.Len(t, net.EndpointsConfig, 1)
-	assert.Contains(t, net.EndpointsConfig, "forge-x")
+	// No network at all.
+	assert.Empty(t, net.EndpointsConfig)
 
 	// The spec's slices and maps are not shared.
 	cfg.Env[0] = "changed"
@@ -101,6 +103,38 @@ func TestWorkerContainerConfig(t *testing.T) {
 	assert.Equal(t, "A=1", spec.Env[0])
 	assert.NotContains(t, spec.Labels, "x")
 	assert.Equal(t, "seccomp={}", spec.SecurityOpts[0])
+}
+
+func TestWorkerContainerConfigOnIsolatedNetwork(t *testing.T) {
+	spec := testSpec()
+	spec.Network = "forge-x"
+	_, host, net := WorkerContainerConfig(spec)
+	assert.Equal(t, container.NetworkMode("forge-x"), host.NetworkMode)
+	require.Len(t, net.EndpointsConfig, 1)
+	assert.Contains(t, net.EndpointsConfig, "forge-x")
+	assert.Equal(t, map[string]string{
+		"net.ipv6.conf.all.disable_ipv6":     "1",
+		"net.ipv6.conf.default.disable_ipv6": "1",
+	}, host.Sysctls, "IPv6 is off inside the container: the bridge's link-local address is out of reach")
+	assert.Equal(t, []string{"127.0.0.1"}, host.DNS)
+
+	host.Sysctls["x"] = "y"
+	_, again, _ := WorkerContainerConfig(spec)
+	assert.NotContains(t, again.Sysctls, "x", "the sysctls are not shared")
+}
+
+func TestScratchTmpfsBytes(t *testing.T) {
+	for _, tc := range []struct{ memory, want int64 }{
+		{256 << 20, 128 << 20},
+		{1 << 30, 512 << 20},
+		{(1 << 30) + 3<<20 + 12345, 513 << 20}, // half, rounded down to MiB
+		{64 << 20, 32 << 20},
+		{16 << 20, MinScratchTmpfsBytes},
+		{0, MinScratchTmpfsBytes},
+		{64 << 30, MaxScratchTmpfsBytes},
+	} {
+		assert.Equal(t, tc.want, ScratchTmpfsBytes(tc.memory), "memory %d", tc.memory)
+	}
 }
 
 func TestWorkerEnv(t *testing.T) {

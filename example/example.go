@@ -105,16 +105,31 @@ func CreateRepo(ctx context.Context, dir string, opts RepoOptions) error {
 	return nil
 }
 
+// The sample dispatch's worker resources. They fit a real toolchain's
+// build and test run: in package toolchains, the Go, Node, Python, Rust
+// and C projects' own suites pass within them, the largest peak being
+// Rust's at about 235 MiB, with under 40 tasks, on two cores. Compilers run
+// a process or thread per core, and every thread counts against the PID
+// limit.
+const (
+	DefaultMemoryBytes = 1 << 30
+	DefaultPIDs        = 1024
+)
+
 // DispatchOptions shape the sample dispatch.
 type DispatchOptions struct {
 	// RunnerID is the runner that will run the dispatch (its state root's
 	// runner id); empty means a fresh random id, which a runner refuses.
-	RunnerID    string
-	RepoPath    string
-	Argv        []string
+	RunnerID string
+	RepoPath string
+	Argv     []string
+	// MemoryBytes is the worker memory limit (default DefaultMemoryBytes).
 	MemoryBytes int64
 	Lease       time.Duration
 	Timeout     int
+	// Project is the repository name, which labels the images built for
+	// it (default "sample").
+	Project string
 }
 
 // NewDispatch returns a dispatch for the sample repository with fresh ids.
@@ -123,7 +138,7 @@ func NewDispatch(opts DispatchOptions) (*messages.Dispatch, error) {
 		opts.Argv = []string{"/bin/sh", "-c", "echo 'hello from the sandbox' > hello.txt && echo \"task ran as $(id -u):$(id -g)\""}
 	}
 	if opts.MemoryBytes == 0 {
-		opts.MemoryBytes = 256 << 20
+		opts.MemoryBytes = DefaultMemoryBytes
 	}
 	if opts.Lease == 0 {
 		opts.Lease = time.Hour
@@ -131,10 +146,13 @@ func NewDispatch(opts DispatchOptions) (*messages.Dispatch, error) {
 	if opts.RunnerID == "" {
 		opts.RunnerID = NewUUID()
 	}
+	if opts.Project == "" {
+		opts.Project = "sample"
+	}
 	d := &messages.Dispatch{
 		Session:    messages.SessionRef{ID: NewUUID()},
 		Execution:  messages.ExecutionRef{RunnerID: opts.RunnerID},
-		Repo:       messages.RepoRef{Name: "sample", LocalPath: opts.RepoPath, DefaultBranch: "main"},
+		Repo:       messages.RepoRef{Name: opts.Project, LocalPath: opts.RepoPath, DefaultBranch: "main"},
 		BaseBranch: "main",
 		Lease:      messages.Lease{WorktreeKey: Branch, ExpiresAt: time.Now().Add(opts.Lease).UTC().Truncate(time.Second), FencingToken: NewUUID()},
 		Sandbox: messages.SandboxSpec{
@@ -146,7 +164,7 @@ func NewDispatch(opts DispatchOptions) (*messages.Dispatch, error) {
 			RequestedResources: messages.RequestedResources{
 				WorkerMemoryLimitBytes: opts.MemoryBytes,
 				CPUMillis:              1000,
-				PIDs:                   256,
+				PIDs:                   DefaultPIDs,
 				RuntimeOverheadBytes:   128 << 20,
 			},
 			PublicationMode: messages.PublicationNone,
@@ -172,5 +190,5 @@ func NewUUID() string { return ids.NewUUID() }
 // cores are common): no core is kept for the host, an attempt needs 500
 // CPU millis, and the worker memory matches the example's dispatch.
 func SmallHostCapacity() preflight.CapacityPolicy {
-	return preflight.CapacityPolicy{HostReservedCores: -1, CPUMillisPerAttempt: 500, WorkerMemoryBytes: 256 << 20, HostReserveBytes: 512 << 20}
+	return preflight.CapacityPolicy{HostReservedCores: -1, CPUMillisPerAttempt: 500, WorkerMemoryBytes: DefaultMemoryBytes, HostReserveBytes: 512 << 20}
 }

@@ -12,16 +12,32 @@ const (
 	DefaultMaxObjects       = 500_000
 	DefaultMaxExpandedBytes = 2 << 30
 	DefaultMaxCommitDepth   = 50_000
+	// DefaultMaxDeltaResultBytes bounds one delta's result: git resolves a
+	// delta in memory. forged's worker writes no deltas at all.
+	DefaultMaxDeltaResultBytes = 64 << 20
+	// DefaultMaxWorktreeEntries and DefaultMaxWorktreeBytes bound the
+	// result tree a checked-out host worktree is updated to.
+	DefaultMaxWorktreeEntries = 200_000
+	DefaultMaxWorktreeBytes   = 2 << 30
 )
 
 // Budget bounds what a sandbox may import. Zero fields take the defaults.
 type Budget struct {
-	// MaxObjects bounds the number of objects the bundle brings in.
+	// MaxObjects bounds the number of objects the bundle's pack holds.
 	MaxObjects int
-	// MaxExpandedBytes bounds the sum of their inflated sizes.
+	// MaxExpandedBytes bounds the sum of their resolved sizes, and
+	// separately the sum of the pack's inflated entries (see ScanPack).
 	MaxExpandedBytes int64
 	// MaxCommitDepth bounds the number of commits between input and result.
 	MaxCommitDepth int
+	// MaxDeltaResultBytes bounds the size one delta of the pack resolves to.
+	MaxDeltaResultBytes int64
+	// MaxWorktreeEntries and MaxWorktreeBytes bound the result tree (its
+	// files, and the sum of their sizes, counting every path) that a host
+	// worktree with the managed branch checked out is updated to. Beyond
+	// either, the branch still moves but the worktree is left as it was.
+	MaxWorktreeEntries int
+	MaxWorktreeBytes   int64
 }
 
 // withDefaults fills zero (or negative) fields with the defaults.
@@ -35,75 +51,16 @@ func (b Budget) withDefaults() Budget {
 	if b.MaxCommitDepth <= 0 {
 		b.MaxCommitDepth = DefaultMaxCommitDepth
 	}
+	if b.MaxDeltaResultBytes <= 0 {
+		b.MaxDeltaResultBytes = DefaultMaxDeltaResultBytes
+	}
+	if b.MaxWorktreeEntries <= 0 {
+		b.MaxWorktreeEntries = DefaultMaxWorktreeEntries
+	}
+	if b.MaxWorktreeBytes <= 0 {
+		b.MaxWorktreeBytes = DefaultMaxWorktreeBytes
+	}
 	return b
-}
-
-// Inventory summarises the objects a bundle brought in.
-type Inventory struct {
-	Objects       int
-	ExpandedBytes int64
-}
-
-// ParseObjectInventory checks the output of
-// `git cat-file --batch-all-objects --batch-check='%(objectname) %(objecttype) %(objectsize)'`
-// against the budget (zero fields take the defaults). Every line must be a
-// full lowercase object id (one hash length throughout), a type among blob,
-// tree, commit and tag, and a decimal size; ids must be unique; there must
-// be at least one object, at most MaxObjects, and their sizes must sum to at
-// most MaxExpandedBytes. Violations are failure.SandboxOutputInvalid.
-func ParseObjectInventory(out string, budget Budget) (Inventory, error) {
-	b := budget.withDefaults()
-	out = strings.TrimSuffix(out, "\n")
-	if out == "" {
-		return Inventory{}, failure.New(failure.SandboxOutputInvalid, "git bundle brought in no objects")
-	}
-	// Count first so that a huge inventory is refused before it is indexed.
-	if n := strings.Count(out, "\n") + 1; n > b.MaxObjects {
-		return Inventory{}, failure.New(failure.SandboxOutputInvalid,
-			"git bundle exceeds the object-count budget (%d objects, budget %d)", n, b.MaxObjects)
-	}
-	var inv Inventory
-	idLen := 0
-	seen := make(map[string]struct{})
-	for lineNo, line := range strings.Split(out, "\n") {
-		id, size, ok := parseInventoryLine(line)
-		if ok && idLen == 0 {
-			idLen = len(id)
-		}
-		if !ok || len(id) != idLen {
-			return Inventory{}, failure.New(failure.SandboxOutputInvalid, "git object inventory line %d is malformed", lineNo+1)
-		}
-		if _, dup := seen[id]; dup {
-			return Inventory{}, failure.New(failure.SandboxOutputInvalid, "git object inventory lists %s twice", id)
-		}
-		seen[id] = struct{}{}
-		if size > b.MaxExpandedBytes-inv.ExpandedBytes {
-			return Inventory{}, failure.New(failure.SandboxOutputInvalid,
-				"git bundle exceeds the expanded-object byte budget (%d bytes)", b.MaxExpandedBytes)
-		}
-		inv.ExpandedBytes += size
-		inv.Objects++
-	}
-	return inv, nil
-}
-
-// parseInventoryLine splits "<id> <type> <size>". A size too large for an
-// int64 is reported as the maximum, which no budget admits.
-func parseInventoryLine(line string) (id string, size int64, ok bool) {
-	f := strings.Split(line, " ")
-	if len(f) != 3 || !isObjectID(f[0]) || !isDigits(f[2]) {
-		return "", 0, false
-	}
-	switch f[1] {
-	case "blob", "tree", "commit", "tag":
-	default:
-		return "", 0, false
-	}
-	size, err := strconv.ParseInt(f[2], 10, 64)
-	if err != nil {
-		size = 1<<63 - 1 // only overflow is possible after isDigits
-	}
-	return f[0], size, true
 }
 
 // ParseCommitDepth parses the output of `git rev-list --count input..result`

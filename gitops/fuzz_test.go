@@ -1,6 +1,7 @@
 package gitops
 
 import (
+	"bytes"
 	"net/url"
 	"regexp"
 	"strings"
@@ -10,26 +11,46 @@ import (
 	"github.com/forgedev/forged/failure"
 )
 
-func FuzzParseObjectInventory(f *testing.F) {
-	a, b := strings.Repeat("a", 40), strings.Repeat("b", 64)
-	for _, seed := range []string{
-		"", "\n", a + " blob 1\n", a + " commit 12\n" + a + " tree 3\n",
-		b + " tag 99999999999999999999\n", a + " blob -1", a + "  tree 1\r\n", "\x00\xff",
-	} {
-		f.Add(seed, uint16(3), uint32(1000))
-	}
-	f.Fuzz(func(t *testing.T, in string, maxObjects uint16, maxBytes uint32) {
-		budget := Budget{MaxObjects: int(maxObjects), MaxExpandedBytes: int64(maxBytes)}
-		inv, err := ParseObjectInventory(in, budget)
+func FuzzScanPack(f *testing.F) {
+	f.Add(buildPack(f, rawEntry(packBlob, []byte("hello\n"))))
+	f.Add(buildPack(f, rawEntry(packBlob, bytes.Repeat([]byte("a"), 100)), ofsDeltaEntry(100, 1000, 1)))
+	f.Add([]byte("PACK\x00\x00\x00\x02\x00\x00\x00\x01"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, pack []byte) {
+		budget := Budget{MaxObjects: 16, MaxExpandedBytes: 1 << 20, MaxDeltaResultBytes: 1 << 16}
+		st, err := ScanPack(bytes.NewReader(pack), budget)
 		if err != nil {
 			if !failure.Is(err, failure.SandboxOutputInvalid) {
 				t.Fatalf("error without the output-invalid code: %v", err)
 			}
 			return
 		}
-		b := budget.withDefaults()
-		if inv.Objects < 1 || inv.Objects > b.MaxObjects || inv.ExpandedBytes < 0 || inv.ExpandedBytes > b.MaxExpandedBytes {
-			t.Fatalf("accepted inventory %+v outside budget %+v", inv, b)
+		if st.Objects < 1 || st.Objects > 16 || st.ExpandedBytes > 1<<20 || st.InflatedBytes > 1<<20 {
+			t.Fatalf("accepted pack %+v outside budget", st)
+		}
+	})
+}
+
+func FuzzParseBundleHeader(f *testing.F) {
+	a := strings.Repeat("a", 40)
+	for _, seed := range []string{"", "# v2 git bundle\n", "# v2 git bundle\n-" + a + " x\n" + a + " refs/x\n\nPACK", "# v3 git bundle\n\n"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		h, err := ParseBundleHeader(strings.NewReader(in))
+		if err != nil {
+			if !failure.Is(err, failure.SandboxOutputInvalid) {
+				t.Fatalf("error without the output-invalid code: %v", err)
+			}
+			return
+		}
+		if len(h.Heads) == 0 || h.PackOffset > int64(len(in)) || h.PackOffset > maxBundleHeaderBytes || in[h.PackOffset-1] != '\n' {
+			t.Fatalf("accepted header %+v of %q", h, in)
+		}
+		for _, p := range h.Prerequisites {
+			if !isObjectID(p) {
+				t.Fatalf("accepted prerequisite %q", p)
+			}
 		}
 	})
 }
@@ -119,6 +140,31 @@ func FuzzValidateCredential(f *testing.F) {
 			t.Fatalf("accepted a secret of %d bytes breaking the rules", len(secret))
 		case ttl <= 0:
 			t.Fatalf("accepted a credential expiring %dns from now", ttl)
+		}
+	})
+}
+
+func FuzzParsePackIndexIDs(f *testing.F) {
+	var idx bytes.Buffer
+	idx.Write([]byte{0xff, 't', 'O', 'c', 0, 0, 0, 2})
+	for i := 0; i < 256; i++ {
+		idx.Write([]byte{0, 0, 0, 1})
+	}
+	idx.Write(bytes.Repeat([]byte{0}, 20))
+	f.Add(idx.Bytes(), uint8(1))
+	f.Add([]byte{}, uint8(0))
+	f.Fuzz(func(t *testing.T, raw []byte, want uint8) {
+		ids, err := ParsePackIndexIDs(bytes.NewReader(raw), int(want))
+		if err != nil {
+			return
+		}
+		if len(ids) != int(want) {
+			t.Fatalf("%d ids for %d objects", len(ids), want)
+		}
+		for i, id := range ids {
+			if !isObjectID(id) || (i > 0 && ids[i-1] >= id) {
+				t.Fatalf("accepted ids %v", ids)
+			}
 		}
 	})
 }

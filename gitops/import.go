@@ -2,6 +2,8 @@ package gitops
 
 import (
 	"context"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/forgedev/forged/failure"
@@ -13,10 +15,20 @@ const (
 	hostFetchTimeout = 5 * time.Minute
 )
 
+// DefaultManagedNamespace is where managed branches live unless the
+// operator configures another namespace.
+const DefaultManagedNamespace = messages.DefaultManagedNamespace
+
 // ImportRequest describes one validated result to bring into the host
 // repository.
 type ImportRequest struct {
 	RepoPath, StateRoot, AttemptID, WorktreeKey, InputCommitSHA, ResultCommitSHA, BundlePath string
+	// ManagedNamespace is the ref prefix managed branches must live under
+	// (a "refs/heads/…/" prefix); empty means DefaultManagedNamespace.
+	ManagedNamespace string
+	// Squash says the dispatch asked for resultMode squash: the result must
+	// be one commit whose only parent is the input.
+	Squash bool
 	// AssertCurrent is called immediately before the managed branch moves;
 	// a non-nil error aborts the import with nothing moved and is returned
 	// unchanged. Nil means the attempt is always current.
@@ -25,74 +37,150 @@ type ImportRequest struct {
 	Budget Budget
 }
 
+// ImportReport is the host's account of an imported result, from the
+// quarantine (never from the worker's words).
+type ImportReport struct {
+	// Commits is the number of commits between the input and the result.
+	Commits int
+	// Newest lists the newest of them (at most messages.MaxReportedCommits),
+	// newest first.
+	Newest []messages.ResultCommit
+	// WorktreeLeft is the host worktree that has the managed branch checked
+	// out and was left as it was because the result tree exceeds the
+	// worktree budget ("" when there is none or it was updated).
+	WorktreeLeft string
+	// WorktreeLeftReason says which bound the result tree exceeded.
+	WorktreeLeftReason string
+}
+
 // ImportResult brings a worker's result bundle into the host repository and
 // moves the managed branch refs/heads/<WorktreeKey> from InputCommitSHA to
-// ResultCommitSHA.
+// ResultCommitSHA. The worker is not trusted for anything:
 //
-// The bundle is verified against the host repository, then fetched into a
-// fresh quarantine repository under StateRoot/quarantine/<attemptHex>
-// (removed afterwards, whatever happens) where its objects are measured
-// against the budget and fsck'd strictly, and the result is checked to be
-// the commit the manifest names, descended from the input, within the
-// commit-depth budget. Only then are the objects fetched into the host under
-// refs/forge/imports/<attemptHex> (deleted afterwards), AssertCurrent is
-// consulted, and the branch is moved with a compare-and-swap (see
-// failure.SandboxOutputConflict). Bundle problems are
-// failure.SandboxOutputInvalid.
+//  1. the request is checked, the managed branch must be inside the managed
+//     namespace, and the bundle header is parsed (v2, bounded);
+//  2. a fresh quarantine repository is made under
+//     StateRoot/quarantine/<attemptHex> (removed afterwards, whatever
+//     happens);
+//  3. the bundle's pack is measured against the budget by ScanPack before
+//     any object is inflated (object count, expanded and inflated bytes,
+//     delta results, no reference deltas), then indexed into the quarantine
+//     with `git index-pack --strict`, which fsck-checks the pack's own
+//     objects and nothing of the host;
+//  4. the quarantine proves the result (see quarantine.check): prerequisites
+//     in the input's history, the commit-depth budget, descent from the
+//     input, and that everything the result needs is in the pack or in the
+//     input's history;
+//  5. the objects are fetched into the host under
+//     refs/forge/imports/<attemptHex> (deleted afterwards), AssertCurrent is
+//     consulted, and the branch is moved with a compare-and-swap (see
+//     failure.SandboxOutputConflict). A host worktree with the branch
+//     checked out is updated only within the worktree budget (see
+//     moveManagedBranch).
+//
+// Bundle problems are failure.SandboxOutputInvalid. Commit signatures and
+// dates are never trusted: nothing here reads a signature, and dates only
+// order git's walks (a forged date can make a check refuse, never accept).
 //
 // When both ResultCommitSHA and BundlePath are empty the task committed
-// nothing and ImportResult returns nil. It does not lock: the caller holds
-// AcquireRepoLock for RepoPath.
-func ImportResult(ctx context.Context, git *Runner, req ImportRequest) error {
+// nothing and ImportResult returns a zero report. It does not lock: the
+// caller holds AcquireRepoLock for RepoPath.
+func ImportResult(ctx context.Context, git *Runner, req ImportRequest) (ImportReport, error) {
 	if req.ResultCommitSHA == "" && req.BundlePath == "" {
-		return nil
+		return ImportReport{}, nil
 	}
 	hexID, err := req.validate()
 	if err != nil {
-		return err
+		return ImportReport{}, err
 	}
 	repo, budget := req.RepoPath, req.Budget.withDefaults()
 	importRef := importRefPrefix + hexID
 
-	// Not --quiet: git then also hides why verification failed.
-	if _, err := git.Run(ctx, repo, RunOpts{Timeout: verifyTimeout, Code: failure.SandboxOutputInvalid},
-		"bundle", "verify", req.BundlePath); err != nil {
-		return err
+	header, err := readBundleHeader(req.BundlePath)
+	if err != nil {
+		return ImportReport{}, err
+	}
+	if header.headFor(req.ResultCommitSHA) == "" {
+		return ImportReport{}, failure.New(failure.SandboxOutputInvalid, "bundle has no head at the manifest's result commit %s", req.ResultCommitSHA)
 	}
 	q, cleanup, err := newQuarantine(ctx, git, repo, req.StateRoot, hexID)
 	if err != nil {
-		return err
+		return ImportReport{}, err
 	}
 	defer cleanup()
-	if err := q.receive(ctx, req.BundlePath, req.ResultCommitSHA, importRef); err != nil {
-		return err
+	pack, _, err := q.receive(ctx, req.BundlePath, header, budget)
+	if err != nil {
+		return ImportReport{}, err
 	}
-	if err := q.check(ctx, importRef, req.InputCommitSHA, req.ResultCommitSHA, budget); err != nil {
-		return err
+	depth, newest, err := q.check(ctx, pack, checkRequest{
+		input: req.InputCommitSHA, result: req.ResultCommitSHA, prerequisites: header.Prerequisites,
+		squash: req.Squash, budget: budget,
+	})
+	if err != nil {
+		return ImportReport{}, err
 	}
-	if err := q.lendHostObjects(); err != nil {
-		return err
+	if err := q.publish(ctx, importRef, req.ResultCommitSHA); err != nil {
+		return ImportReport{}, err
 	}
 
 	_ = deleteRef(ctx, git, repo, importRef) // a leftover would block the fetch
 	defer func() { _ = deleteRef(ctx, git, repo, importRef) }()
-	if _, err := git.Run(ctx, repo, RunOpts{Timeout: hostFetchTimeout, Env: []string{"GIT_NO_REPLACE_OBJECTS=1"}},
+	if _, err := git.Run(ctx, repo, RunOpts{Timeout: hostFetchTimeout, Config: []string{"protocol.file.allow=always"}},
 		"-c", "transfer.fsckObjects=true", "-c", "fetch.fsckObjects=true",
 		"fetch", "--quiet", "--no-write-fetch-head", "--no-tags", q.dir, importRef+":"+importRef); err != nil {
-		return err
+		return ImportReport{}, err
 	}
 	if got, ok, err := refValue(ctx, git, repo, importRef, failure.SandboxRuntimeFailed); err != nil {
-		return err
+		return ImportReport{}, err
 	} else if !ok || got != req.ResultCommitSHA {
-		return failure.New(failure.SandboxRuntimeFailed, "imported ref %s does not hold the result commit", importRef)
+		return ImportReport{}, failure.New(failure.SandboxRuntimeFailed, "imported ref %s does not hold the result commit", importRef)
 	}
 
 	if req.AssertCurrent != nil {
 		if err := req.AssertCurrent(); err != nil {
-			return err
+			return ImportReport{}, err
 		}
 	}
-	return moveManagedBranch(ctx, git, repo, req.WorktreeKey, req.InputCommitSHA, req.ResultCommitSHA)
+	report := ImportReport{Commits: depth, Newest: newest}
+	left, err := moveManagedBranch(ctx, git, repo, req.WorktreeKey, req.InputCommitSHA, req.ResultCommitSHA, budget)
+	if err != nil {
+		return ImportReport{}, err
+	}
+	report.WorktreeLeft, report.WorktreeLeftReason = left.path, left.reason
+	return report, nil
+}
+
+// readBundleHeader opens the bundle and parses its header.
+func readBundleHeader(path string) (*BundleHeader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, failure.Wrap(failure.SandboxOutputInvalid, err, "open result bundle")
+	}
+	defer f.Close()
+	return ParseBundleHeader(f)
+}
+
+// CheckManagedBranch reports whether branch (a name after refs/heads/) may
+// be moved by forged: inside namespace (a "refs/heads/…/" prefix; empty
+// means DefaultManagedNamespace), below it rather than the namespace itself,
+// and neither the repository's default branch nor the base branch. A
+// refusal is failure.DispatchInvalid naming why.
+func CheckManagedBranch(branch, namespace, defaultBranch, baseBranch string) error {
+	if namespace == "" {
+		namespace = DefaultManagedNamespace
+	}
+	ref := "refs/heads/" + branch
+	switch {
+	case !messages.ValidManagedNamespace(namespace):
+		return failure.New(failure.DispatchInvalid, "managed namespace %q is not a refs/heads/…/ prefix", truncate(namespace, 64))
+	case branch == defaultBranch:
+		return failure.New(failure.DispatchInvalid, "field lease.worktreeKey: %q is the repository's default branch, which forged never moves", truncate(branch, 64))
+	case baseBranch != "" && branch == baseBranch:
+		return failure.New(failure.DispatchInvalid, "field lease.worktreeKey: %q is the base branch, which forged never moves", truncate(branch, 64))
+	case !strings.HasPrefix(ref, namespace) || len(ref) == len(namespace):
+		return failure.New(failure.DispatchInvalid, "field lease.worktreeKey: %q is outside the managed namespace %s", truncate(branch, 64), namespace)
+	}
+	return nil
 }
 
 func (req ImportRequest) validate() (string, error) {
@@ -107,9 +195,11 @@ func (req ImportRequest) validate() (string, error) {
 		return invalid("repository, state root and bundle paths must be clean absolute paths")
 	case !validBranch(req.WorktreeKey):
 		return invalid("worktree key %q is not a valid branch name", truncate(req.WorktreeKey, 64))
-	case !messages.IsFullSHA(req.InputCommitSHA) || !messages.IsFullSHA(req.ResultCommitSHA) ||
-		len(req.InputCommitSHA) != len(req.ResultCommitSHA):
-		return invalid("input and result commits must be full object ids of one hash")
+	case CheckManagedBranch(req.WorktreeKey, req.ManagedNamespace, "", "") != nil:
+		return invalid("worktree key %q is not a managed branch: %v", truncate(req.WorktreeKey, 64), CheckManagedBranch(req.WorktreeKey, req.ManagedNamespace, "", ""))
+	case len(req.InputCommitSHA) != 40 || len(req.ResultCommitSHA) != 40 ||
+		!isLowerHex(req.InputCommitSHA) || !isLowerHex(req.ResultCommitSHA):
+		return invalid("input and result commits must be full object ids of one hash (SHA-1)")
 	}
 	return hexID, nil
 }

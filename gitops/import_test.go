@@ -2,6 +2,7 @@ package gitops
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -49,14 +50,37 @@ func (f *importFixture) work(t *testing.T, n int) string {
 }
 
 // bundle writes a bundle of from..tip with tip under
-// refs/forge/results/<attemptHex>, as the worker does.
+// refs/forge/results/<attemptHex>, as the worker does: prerequisite from,
+// and a self-contained pack (offset deltas only) of the objects tip needs
+// and from does not.
 func (f *importFixture) bundle(t *testing.T, from, tip string) string {
 	t.Helper()
-	ref := "refs/forge/results/" + testAttemptHex
-	gitT(t, f.sandbox, "update-ref", ref, tip)
+	return writeBundle(t, f.sandbox, []string{from}, tip, "refs/forge/results/"+testAttemptHex, tip+"\n^"+from+"\n")
+}
+
+// writeBundle writes a v2 bundle whose pack is
+// `git pack-objects --revs --delta-base-offset` of revs in dir.
+func writeBundle(t *testing.T, dir string, prerequisites []string, tip, ref, revs string) string {
+	t.Helper()
+	var header strings.Builder
+	header.WriteString("# v2 git bundle\n")
+	for _, p := range prerequisites {
+		header.WriteString("-" + gitT(t, dir, "rev-parse", p) + " \n")
+	}
+	header.WriteString(tip + " " + ref + "\n\n")
+	cmd := exec.Command("git", "-C", dir, "pack-objects", "--revs", "--stdout", "--delta-base-offset", "-q")
+	cmd.Stdin = strings.NewReader(revs)
+	cmd.Stderr = os.Stderr
+	pack, err := cmd.Output()
+	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "result.bundle")
-	gitT(t, f.sandbox, "bundle", "create", "--quiet", path, from+".."+ref)
+	require.NoError(t, os.WriteFile(path, append([]byte(header.String()), pack...), 0o600))
 	return path
+}
+
+func runImport(ctx context.Context, git *Runner, req ImportRequest) error {
+	_, err := ImportResult(ctx, git, req)
+	return err
 }
 
 func (f *importFixture) request(result, bundle string) ImportRequest {
@@ -97,7 +121,7 @@ func TestImportCreatesAbsentBranch(t *testing.T) {
 		assert.Empty(t, refOf(t, f.repo, "refs/heads/"+testKey))
 		return nil
 	}
-	require.NoError(t, ImportResult(testCtx(t), NewRunner(), req))
+	require.NoError(t, runImport(testCtx(t), NewRunner(), req))
 	assert.Equal(t, 1, calls)
 	assert.Equal(t, result, refOf(t, f.repo, "refs/heads/"+testKey))
 	assert.Equal(t, f.input, refOf(t, f.repo, "refs/heads/main"))
@@ -110,7 +134,7 @@ func TestImportMovesBranchAtInput(t *testing.T) {
 	f := newImportFixture(t)
 	gitT(t, f.repo, "branch", testKey, f.input)
 	result := f.work(t, 1)
-	require.NoError(t, ImportResult(testCtx(t), NewRunner(), f.request(result, f.bundle(t, f.input, result))))
+	require.NoError(t, runImport(testCtx(t), NewRunner(), f.request(result, f.bundle(t, f.input, result))))
 	assert.Equal(t, result, refOf(t, f.repo, "refs/heads/"+testKey))
 	f.assertTidy(t)
 }
@@ -121,7 +145,7 @@ func TestImportAcceptsHeadNamedBundle(t *testing.T) {
 	result := f.work(t, 1)
 	bundle := filepath.Join(t.TempDir(), "b.bundle")
 	gitT(t, f.sandbox, "bundle", "create", "--quiet", bundle, f.input+"..HEAD")
-	require.NoError(t, ImportResult(testCtx(t), NewRunner(), f.request(result, bundle)))
+	require.NoError(t, runImport(testCtx(t), NewRunner(), f.request(result, bundle)))
 	assert.Equal(t, result, refOf(t, f.repo, "refs/heads/"+testKey))
 	f.assertTidy(t)
 }
@@ -133,7 +157,7 @@ func TestImportConflictWhenBranchMoved(t *testing.T) {
 	gitT(t, f.repo, "branch", testKey, elsewhere)
 	result := f.work(t, 1)
 	before := allRefs(t, f.repo)
-	err := ImportResult(testCtx(t), NewRunner(), f.request(result, f.bundle(t, f.input, result)))
+	err := runImport(testCtx(t), NewRunner(), f.request(result, f.bundle(t, f.input, result)))
 	requireCode(t, err, failure.SandboxOutputConflict, "changed after the sandbox input was captured")
 	assert.Equal(t, elsewhere, refOf(t, f.repo, "refs/heads/"+testKey))
 	assert.Equal(t, before, allRefs(t, f.repo), "the host's refs are unchanged")
@@ -153,7 +177,7 @@ func TestImportAssertCurrentFailureMovesNothing(t *testing.T) {
 			req := f.request(result, f.bundle(t, f.input, result))
 			req.AssertCurrent = func() error { return stale }
 			before := allRefs(t, f.repo)
-			err := ImportResult(testCtx(t), NewRunner(), req)
+			err := runImport(testCtx(t), NewRunner(), req)
 			require.Error(t, err)
 			assert.True(t, errors.Is(err, stale), "the error is returned as is: %v", err)
 			want := ""
@@ -191,7 +215,7 @@ func TestImportBranchMovedDuringAttempt(t *testing.T) {
 					"\n"+importRefPrefix+testAttemptHex+" "+result, "")
 				return nil
 			}
-			err := ImportResult(testCtx(t), NewRunner(), req)
+			err := runImport(testCtx(t), NewRunner(), req)
 			requireCode(t, err, failure.SandboxOutputConflict, "changed after the sandbox input was captured")
 			assert.Equal(t, elsewhere, refOf(t, f.repo, "refs/heads/"+testKey))
 			assert.Equal(t, before, allRefs(t, f.repo), "nothing moved after the concurrent update")
@@ -224,12 +248,12 @@ func TestImportRejectsInvalidResults(t *testing.T) {
 			first := f.work(t, 1)
 			result := f.work(t, 1)
 			return f.request(result, f.bundle(t, first, result))
-		}, "lacks these prerequisite commits"},
+		}, "did not receive expected object"},
 		{"not a bundle", func(t *testing.T, f *importFixture) ImportRequest {
 			path := filepath.Join(t.TempDir(), "garbage.bundle")
-			writeFile(t, path, "# v2 git bundle\nnonsense\n\nPACKgarbage")
-			return f.request(f.work(t, 1), path)
-		}, "git bundle"},
+			writeFile(t, path, "# v2 git bundle\n"+f.input+" refs/forge/results/x\n\nPACKgarbage")
+			return f.request(f.input, path)
+		}, "result pack"},
 		{"corrupt object", func(t *testing.T, f *importFixture) ImportRequest {
 			result := commitZeroPaddedTree(t, f.sandbox, f.input)
 			return f.request(result, f.bundle(t, f.input, result))
@@ -286,7 +310,7 @@ func TestImportRejectsInvalidResults(t *testing.T) {
 			before := allRefs(t, f.repo)
 			called := false
 			req.AssertCurrent = func() error { called = true; return nil }
-			err := ImportResult(testCtx(t), NewRunner(), req)
+			err := runImport(testCtx(t), NewRunner(), req)
 			t.Log(err)
 			requireCode(t, err, failure.SandboxOutputInvalid, tc.wantMsg)
 			assert.False(t, called, "AssertCurrent runs only after validation")
@@ -300,7 +324,7 @@ func TestImportRejectsInvalidResults(t *testing.T) {
 func TestImportNothingToImport(t *testing.T) {
 	t.Parallel()
 	f := newImportFixture(t)
-	require.NoError(t, ImportResult(testCtx(t), NewRunner(), f.request("", "")))
+	require.NoError(t, runImport(testCtx(t), NewRunner(), f.request("", "")))
 	assert.Empty(t, refOf(t, f.repo, "refs/heads/"+testKey))
 }
 
@@ -340,7 +364,7 @@ func TestImportCheckedOutWorktree(t *testing.T) {
 			status := gitT(t, wt, "status", "--porcelain")
 			result := f.work(t, 1)
 
-			err := ImportResult(testCtx(t), NewRunner(), f.request(result, f.bundle(t, f.input, result)))
+			err := runImport(testCtx(t), NewRunner(), f.request(result, f.bundle(t, f.input, result)))
 			f.assertTidy(t)
 			if tc.wantCode != "" {
 				requireCode(t, err, tc.wantCode, "managed worktree")
@@ -358,17 +382,25 @@ func TestImportCheckedOutWorktree(t *testing.T) {
 	}
 }
 
-func TestImportIntoMainWorktree(t *testing.T) {
+func TestImportRefusesUnmanagedBranches(t *testing.T) {
 	t.Parallel()
+	for _, key := range []string{"main", "forge", "feature/x", "forgery/x"} {
+		f := newImportFixture(t)
+		result := f.work(t, 1)
+		req := f.request(result, f.bundle(t, f.input, result))
+		req.WorktreeKey = key
+		before := allRefs(t, f.repo)
+		err := runImport(testCtx(t), NewRunner(), req)
+		requireCode(t, err, failure.SandboxOutputInvalid, "not a managed branch")
+		assert.Equal(t, before, allRefs(t, f.repo), key)
+		assert.Empty(t, gitT(t, f.repo, "status", "--porcelain"))
+	}
 	f := newImportFixture(t)
 	result := f.work(t, 1)
 	req := f.request(result, f.bundle(t, f.input, result))
-	req.WorktreeKey = "main"
-	require.NoError(t, ImportResult(testCtx(t), NewRunner(), req))
-	assert.Equal(t, result, refOf(t, f.repo, "refs/heads/main"))
-	assert.Empty(t, gitT(t, f.repo, "status", "--porcelain"))
-	assert.FileExists(t, filepath.Join(f.repo, "new-0.txt"))
-	f.assertTidy(t)
+	req.WorktreeKey, req.ManagedNamespace = "agents/x", "refs/heads/agents/"
+	require.NoError(t, runImport(testCtx(t), NewRunner(), req), "an operator's namespace")
+	assert.Equal(t, result, refOf(t, f.repo, "refs/heads/agents/x"))
 }
 
 func TestImportRemovesStaleQuarantine(t *testing.T) {
@@ -377,7 +409,7 @@ func TestImportRemovesStaleQuarantine(t *testing.T) {
 	stale := filepath.Join(f.state, "quarantine", testAttemptHex)
 	writeFile(t, filepath.Join(stale, "leftover"), "x")
 	result := f.work(t, 1)
-	require.NoError(t, ImportResult(testCtx(t), NewRunner(), f.request(result, f.bundle(t, f.input, result))))
+	require.NoError(t, runImport(testCtx(t), NewRunner(), f.request(result, f.bundle(t, f.input, result))))
 	f.assertTidy(t)
 }
 

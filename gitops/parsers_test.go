@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/failure"
 )
 
 func TestParseWorktreeList(t *testing.T) {
@@ -51,13 +54,43 @@ func TestParseWorktreeList(t *testing.T) {
 func TestBundleHeadFor(t *testing.T) {
 	t.Parallel()
 	a, b := oid('a'), oid('b')
-	heads := b + " refs/heads/other\n" + a + " refs/forge/results/x\n" + a + " refs/heads/dup\n"
-	assert.Equal(t, "refs/forge/results/x", bundleHeadFor(heads, a))
-	assert.Equal(t, "refs/heads/other", bundleHeadFor(heads, b))
-	assert.Equal(t, "HEAD", bundleHeadFor(a+" HEAD\n", a))
-	assert.Equal(t, "", bundleHeadFor(heads, oid('c')))
+	heads := func(raw string) *BundleHeader {
+		h, err := ParseBundleHeader(strings.NewReader("# v2 git bundle\n" + raw + "\nPACK"))
+		require.NoError(t, err)
+		return h
+	}
+	h := heads(b + " refs/heads/other\n" + a + " refs/forge/results/x\n" + a + " refs/heads/dup\n")
+	assert.Equal(t, "refs/forge/results/x", h.headFor(a))
+	assert.Equal(t, "refs/heads/other", h.headFor(b))
+	assert.Equal(t, "HEAD", heads(a+" HEAD\n").headFor(a))
+	assert.Equal(t, "", h.headFor(oid('c')))
 	for _, bad := range []string{"refs/heads/a:refs/heads/b", "+refs/heads/x", "refs/heads/*", "refs/../x", "refs//x", "refs/x/", "heads/x", "refs/a b", "refs/x^"} {
-		assert.Equal(t, "", bundleHeadFor(a+" "+bad+"\n", a), bad)
+		assert.Equal(t, "", heads(a+" "+bad+"\n").headFor(a), bad)
+	}
+}
+
+func TestParseBundleHeader(t *testing.T) {
+	t.Parallel()
+	a, b := oid('a'), oid('b')
+	raw := "# v2 git bundle\n-" + a + " input\n" + b + " refs/forge/results/x\n\nPACK..."
+	h, err := ParseBundleHeader(strings.NewReader(raw))
+	require.NoError(t, err)
+	assert.Equal(t, []string{a}, h.Prerequisites)
+	assert.Equal(t, []BundleHead{{ID: b, Name: "refs/forge/results/x"}}, h.Heads)
+	assert.Equal(t, int64(strings.Index(raw, "PACK")), h.PackOffset)
+	for name, bad := range map[string]string{
+		"v3":            "# v3 git bundle\n@object-format=sha256\n" + b + " refs/x\n\n",
+		"no heads":      "# v2 git bundle\n-" + a + "\n\n",
+		"truncated":     "# v2 git bundle\n" + b + " refs/x\n",
+		"short id":      "# v2 git bundle\n" + b[:39] + " refs/x\n\n",
+		"upper case id": "# v2 git bundle\n" + strings.ToUpper(b) + " refs/x\n\n",
+		"carriage":      "# v2 git bundle\n" + b + " refs/x\r\n\n",
+		"sha256 id":     "# v2 git bundle\n" + strings.Repeat("b", 64) + " refs/x\n\n",
+		"huge":          "# v2 git bundle\n" + strings.Repeat(b+" refs/x\n", 2000) + "\n",
+	} {
+		_, err := ParseBundleHeader(strings.NewReader(bad))
+		require.Error(t, err, name)
+		assert.True(t, failure.Is(err, failure.SandboxOutputInvalid), name)
 	}
 }
 

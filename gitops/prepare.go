@@ -137,11 +137,15 @@ func (req PrepareRequest) validate() (string, error) {
 	return hexID, nil
 }
 
+// originProtocols are the transports the origin refresh may use: the
+// operator configures origin, but never through ext:: or fd::.
+var originProtocols = []string{"protocol.https.allow=always", "protocol.ssh.allow=always", "protocol.file.allow=always"}
+
 // fetchOrigin refreshes origin when the repository has one. Failures are
 // ignored (the host may be offline); only cancellation is reported.
 func fetchOrigin(ctx context.Context, git *Runner, repo string) error {
 	if _, err := git.Run(ctx, repo, RunOpts{Timeout: shortTimeout}, "config", "--get", "remote.origin.url"); err == nil {
-		_, _ = git.Run(ctx, repo, RunOpts{Timeout: fetchTimeout}, "fetch", "--prune", "--quiet", "origin")
+		_, _ = git.Run(ctx, repo, RunOpts{Timeout: fetchTimeout, Config: originProtocols}, "fetch", "--prune", "--quiet", "origin")
 	}
 	if err := ctx.Err(); err != nil {
 		return failure.Wrap(failure.SandboxInputFailed, err, "prepare interrupted")

@@ -101,29 +101,50 @@ func ValidateCredential(c Credential, now time.Time, validateRemote RemoteValida
 // credentialAuth is the basic-auth material of a credential and the texts
 // that must be scrubbed from anything git prints.
 type credentialAuth struct {
+	config  []string
 	env     []string
 	secrets []string
 }
 
-// newCredentialAuth builds the environment that hands git the credential as
-// an extra HTTP header scoped to the remote's scheme://host/ (for GitHub
-// http.https://github.com/.extraHeader), so it is never in a URL or argv.
+// newCredentialAuth builds the configuration that hands git the credential
+// as an extra HTTP header scoped to the remote's scheme://host/ (for GitHub
+// http.https://github.com/.extraHeader), so it is never in a URL or argv
+// (the Runner passes configuration through the environment).
 // A remote without a host (a path, file://) gets a file:/// scope, which
 // git never sends headers to. Tracing is forced to redact.
 func newCredentialAuth(c Credential) credentialAuth {
 	encoded := base64.StdEncoding.EncodeToString([]byte(c.Username + ":" + c.Secret))
 	header := "Authorization: Basic " + encoded
 	return credentialAuth{
+		config: []string{extraHeaderKey(c.RemoteURL) + "=" + header},
 		env: []string{
-			"GIT_CONFIG_COUNT=1",
-			"GIT_CONFIG_KEY_0=" + extraHeaderKey(c.RemoteURL),
-			"GIT_CONFIG_VALUE_0=" + header,
 			"GIT_TERMINAL_PROMPT=0",
 			"GCM_INTERACTIVE=never",
 			"GIT_TRACE_REDACT=1",
 		},
 		secrets: []string{header, encoded, c.Secret},
 	}
+}
+
+// publicationProtocol allows the one transport protocol of a publication
+// remote that the RemoteValidator admitted, everything else staying at the
+// Runner's protocol.allow=never: https (the only one ValidateGitHubRemote
+// admits), or http or file for a remote an injected validator admitted. A
+// local path is the file protocol; any other scheme (ext, fd, ssh, ...)
+// gets nothing and git refuses it.
+func publicationProtocol(remoteURL string) []string {
+	if strings.HasPrefix(remoteURL, "/") {
+		return []string{"protocol.file.allow=always"}
+	}
+	u, err := url.Parse(remoteURL)
+	if err != nil {
+		return nil
+	}
+	switch scheme := strings.ToLower(u.Scheme); scheme {
+	case "https", "http", "file":
+		return []string{"protocol." + scheme + ".allow=always"}
+	}
+	return nil
 }
 
 // extraHeaderKey is the config key scoping the auth header to the remote's
@@ -230,7 +251,7 @@ type PublishResult struct {
 // failure.SandboxOutputPublishReject.
 //
 // The credential reaches git only as an http.<scheme://host/>.extraHeader
-// in GIT_CONFIG_COUNT/GIT_CONFIG_KEY_0/GIT_CONFIG_VALUE_0, never in a URL,
+// in the GIT_CONFIG_COUNT/KEY/VALUE environment, never in a URL,
 // argv or message; credential helpers are disabled so no other stored
 // credential is used, and the secret, its base64 form and the header are
 // scrubbed from git's stderr before it reaches an error.
@@ -269,8 +290,9 @@ func Publish(ctx context.Context, git *Runner, req PublishRequest) (PublishResul
 	}
 
 	auth := newCredentialAuth(req.Credential)
+	config := append(append([]string{}, auth.config...), publicationProtocol(remote)...)
 	remoteOpts := func(timeout time.Duration) RunOpts {
-		return RunOpts{Timeout: timeout, MaxOutput: 1 << 20, Env: auth.env, Redact: auth.secrets, Code: failure.SandboxOutputPublishReject}
+		return RunOpts{Timeout: timeout, MaxOutput: 1 << 20, Env: auth.env, Config: config, Redact: auth.secrets, Code: failure.SandboxOutputPublishReject}
 	}
 	ref := "refs/heads/" + req.Branch
 	listing, err := git.Run(ctx, req.RepoPath, remoteOpts(lsRemoteTimeout),

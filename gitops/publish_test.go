@@ -108,7 +108,11 @@ func argvLoggingGit(t *testing.T) (git *Runner, argvLog, envLog string) {
 	script := filepath.Join(dir, "git")
 	writeFile(t, script, "#!/bin/sh\n"+
 		"printf '%s\\n' \"$*\" >> '"+argvLog+"'\n"+
-		"printf '%s|%s|%s\\n' \"${GIT_CONFIG_COUNT-}\" \"${GIT_CONFIG_KEY_0-}\" \"${GIT_CONFIG_VALUE_0-}\" >> '"+envLog+"'\n"+
+		// The credential header, wherever it is among the GIT_CONFIG_*
+		// entries, as "key|value"; an empty line when there is none.
+		"line=; i=0; while [ $i -lt \"${GIT_CONFIG_COUNT:-0}\" ]; do eval \"k=\\${GIT_CONFIG_KEY_$i}; v=\\${GIT_CONFIG_VALUE_$i}\"; "+
+		"case \"$v\" in Authorization*) line=\"$k|$v\";; esac; i=$((i+1)); done\n"+
+		"printf '%s\\n' \"$line\" >> '"+envLog+"'\n"+
 		"exec git \"$@\"\n")
 	require.NoError(t, os.Chmod(script, 0o755))
 	git = NewRunner()
@@ -153,7 +157,7 @@ func TestPublishCreatesRemoteBranch(t *testing.T) {
 			}
 			header := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(testPublishUser+":"+testPublishSecret))
 			env := readLog(t, envLog)
-			assert.Equal(t, []string{"||", "1|http.file:///.extraHeader|" + header, "1|http.file:///.extraHeader|" + header}, env,
+			assert.Equal(t, []string{"", "http.file:///.extraHeader|" + header, "http.file:///.extraHeader|" + header}, env,
 				"the credential goes only to the calls that reach the remote, through the environment")
 		})
 	}

@@ -52,7 +52,14 @@ type RunOpts struct {
 	// MaxOutput caps stdout; exceeding it kills git and fails the call.
 	MaxOutput int64
 	// Env is appended to the sanitised environment (later entries win).
+	// Entries naming GIT_CONFIG* variables are dropped: configuration goes
+	// through Config, after the hardening (see Run).
 	Env []string
+	// Config is extra configuration ("key=value") for this call, given to
+	// git through GIT_CONFIG_COUNT after the hardening settings, so that
+	// it may loosen one of them (protocol.file.allow=always, say) and never
+	// appears in argv.
+	Config []string
 	// Code is the failure code of errors from this call
 	// (failure.SandboxRuntimeFailed when empty).
 	Code failure.Code
@@ -74,7 +81,10 @@ func NewRunner() *Runner {
 }
 
 // Run runs `git -C dir args...` (without -C when dir is empty) and returns
-// its stdout. git runs in its own session, so it has no controlling
+// its stdout. Every call is hardened (see hardening): no system or global
+// configuration, no hooks, no fsmonitor, no transport protocol unless the
+// call's Config allows one, replace objects ignored, and safe.directory
+// naming exactly dir. git runs in its own session, so it has no controlling
 // terminal, and with prompts disabled; the whole process group is killed on
 // timeout, on cancellation of ctx and when stdout exceeds the cap. Every
 // error is a *failure.Error with opts.Code whose message names the git
@@ -115,7 +125,7 @@ func (r *Runner) Run(ctx context.Context, dir string, opts RunOpts, args ...stri
 	stdout := &capWriter{limit: limit, onOverflow: cancel}
 	stderr := &tailWriter{max: stderrTail}
 	cmd := exec.CommandContext(runCtx, gitPath, argv...)
-	cmd.Env = gitEnv(opts.Env)
+	cmd.Env = gitEnv(dir, opts.Config, opts.Env)
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	procgroup.Isolate(cmd)
@@ -194,16 +204,63 @@ var unsafeEnv = map[string]bool{
 	"GIT_SHALLOW_FILE":                 true,
 	"GIT_REPLACE_REF_BASE":             true,
 	"GIT_PREFIX":                       true,
+	"GIT_CONFIG":                       true,
+	"GIT_CONFIG_GLOBAL":                true,
+	"GIT_CONFIG_SYSTEM":                true,
+	"GIT_CONFIG_NOSYSTEM":              true,
+	"GIT_CONFIG_PARAMETERS":            true,
+	"GIT_CONFIG_COUNT":                 true,
+	"GIT_EXEC_PATH":                    true,
+	"GIT_TEMPLATE_DIR":                 true,
 }
 
-// gitEnv is the inherited environment without repository-locating
-// variables, with prompting disabled and the C locale, then extra.
-func gitEnv(extra []string) []string {
+// hardening is the configuration every git call forged makes starts from,
+// whatever the repository's own configuration says (command-line scope
+// beats it): hooks point nowhere, no fsmonitor, and no transport protocol
+// at all; a call that must reach a remote or a local repository allows
+// exactly that protocol in its RunOpts.Config.
+var hardening = []string{
+	"core.hooksPath=" + os.DevNull,
+	"core.fsmonitor=false",
+	"protocol.allow=never",
+}
+
+// configEnv renders the hardening, safe.directory=dir (when dir is set)
+// and extra as GIT_CONFIG_COUNT/KEY/VALUE variables, with the system and
+// global configuration switched off.
+func configEnv(dir string, extra []string) []string {
+	entries := append([]string{}, hardening...)
+	if dir != "" {
+		entries = append(entries, "safe.directory="+dir)
+	}
+	entries = append(entries, extra...)
+	env := []string{
+		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=" + os.DevNull,
+		"GIT_NO_REPLACE_OBJECTS=1",
+		"GIT_ATTR_NOSYSTEM=1",
+		fmt.Sprintf("GIT_CONFIG_COUNT=%d", len(entries)),
+	}
+	for i, kv := range entries {
+		key, value, _ := strings.Cut(kv, "=")
+		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, key), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, value))
+	}
+	return env
+}
+
+// isConfigVar reports whether an environment variable name configures git.
+func isConfigVar(name string) bool { return strings.HasPrefix(name, "GIT_CONFIG") }
+
+// gitEnv is the inherited environment without repository-locating or
+// configuring variables, with prompting disabled and the C locale, then the
+// hardened configuration for dir with config (see configEnv), then extra
+// without its GIT_CONFIG* entries.
+func gitEnv(dir string, config, extra []string) []string {
 	parent := os.Environ()
 	env := make([]string, 0, len(parent)+6+len(extra))
 	for _, kv := range parent {
 		name, _, _ := strings.Cut(kv, "=")
-		if !unsafeEnv[name] {
+		if !unsafeEnv[name] && !isConfigVar(name) {
 			env = append(env, kv)
 		}
 	}
@@ -215,7 +272,13 @@ func gitEnv(extra []string) []string {
 		"LC_ALL=C",
 		"LANGUAGE=",
 	)
-	return append(env, extra...)
+	env = append(env, configEnv(dir, config)...)
+	for _, kv := range extra {
+		if name, _, _ := strings.Cut(kv, "="); !isConfigVar(name) {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // subcommand names the git subcommand in args for messages, skipping

@@ -99,15 +99,20 @@ func TestRunnerIgnoresRepositoryEnvironment(t *testing.T) {
 func TestRunnerExtraEnv(t *testing.T) {
 	t.Parallel()
 	repo := newRepo(t)
-	out, err := NewRunner().Run(testCtx(t), repo, RunOpts{Env: []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=forge.probe", "GIT_CONFIG_VALUE_0=yes"}},
+	out, err := NewRunner().Run(testCtx(t), repo, RunOpts{Config: []string{"forge.probe=yes"}, Env: []string{"X_PROBE=1"}},
 		"config", "--get", "forge.probe")
 	require.NoError(t, err)
 	assert.Equal(t, "yes\n", out)
+	// Configuration smuggled through Env is dropped: it would replace the
+	// hardening.
+	_, err = NewRunner().Run(testCtx(t), repo, RunOpts{Env: []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=forge.probe", "GIT_CONFIG_VALUE_0=yes"}},
+		"config", "--get", "forge.probe")
+	require.Error(t, err)
 }
 
 func TestGitEnvDisablesPrompts(t *testing.T) {
 	t.Parallel()
-	env := gitEnv([]string{"X_EXTRA=1"})
+	env := gitEnv("", nil, []string{"X_EXTRA=1"})
 	for _, want := range []string{"GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=", "LC_ALL=C"} {
 		assert.Contains(t, env, want)
 	}

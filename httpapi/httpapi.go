@@ -1,6 +1,8 @@
-// Package httpapi is the daemon's HTTP API, served on a unix socket (mode
-// 0600): submit a dispatch, follow its events as NDJSON, cancel it, and read
-// the supervisor's snapshot or the live actor tree (the debug console).
+// Package httpapi is the daemon's HTTP API, served on a unix socket that is
+// created with mode 0600 (no chmod window) and serves only the peers whose
+// uid (SO_PEERCRED) is allowed; see Listen. It lets clients submit a
+// dispatch, follow its events as NDJSON, cancel it, and read the
+// supervisor's snapshot or the live actor tree (the debug console).
 //
 //	POST   /v1/attempts             body: dispatch JSON → 202 {attemptId, queued} | 4xx {code, message}
 //	GET    /v1/attempts/{id}/events NDJSON: {"type":"event","event":{...}} … {"type":"finished","outcome":{...}}
@@ -17,12 +19,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/forgedev/forged/failure"
@@ -59,28 +59,6 @@ func Handler(r Runner, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /v1/snapshot", api.snapshot)
 	mux.HandleFunc("GET /v1/inspect", api.inspect)
 	return mux
-}
-
-// Listen opens the unix socket at path with mode 0600, replacing a stale
-// socket file.
-func Listen(path string) (net.Listener, error) {
-	if info, err := os.Lstat(path); err == nil {
-		if info.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("listen: %s exists and is not a socket", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("listen: remove stale socket: %w", err)
-		}
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("listen: chmod socket: %w", err)
-	}
-	return l, nil
 }
 
 type api struct {

@@ -44,7 +44,7 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{}))
 
 	socket := filepath.Join(t.TempDir(), "forged.sock")
-	l, err := httpapi.Listen(socket)
+	l, err := httpapi.Listen(socket, httpapi.ListenOptions{})
 	require.NoError(t, err)
 	info, err := os.Stat(socket)
 	require.NoError(t, err)

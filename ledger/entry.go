@@ -25,6 +25,9 @@ const (
 	ResourceContainer = "container"
 	ResourceNetwork   = "network"
 	ResourceVolume    = "volume"
+	// ResourceVolumeImage is the filesystem image behind a bounded volume
+	// (cleanup reports only).
+	ResourceVolumeImage = "volume_image"
 )
 
 // Resource is one Docker object of an attempt: planned (Name and Role
@@ -36,32 +39,24 @@ type Resource struct {
 	Role string `json:"role,omitempty"`
 }
 
-// PeakMemory is the attempt's memory record: the highest usage observed
-// over how many samples, and how many samples failed.
-type PeakMemory struct {
-	PeakBytes     uint64    `json:"peakBytes"`
-	Samples       int       `json:"samples"`
-	FailedSamples int       `json:"failedSamples"`
-	RecordedAt    time.Time `json:"recordedAt,omitzero"`
-}
-
 // Entry is one attempt's ledger: who owns its Docker objects, until when
 // its lease runs, in which lease state it is, and which objects it planned
 // and created. The five identities are full lowercase UUIDs.
 type Entry struct {
-	SchemaVersion    int         `json:"schemaVersion"`
-	AttemptID        string      `json:"attemptId"`
-	ExecutionLeaseID string      `json:"executionLeaseId"`
-	FencingToken     string      `json:"fencingToken"`
-	RunnerID         string      `json:"runnerId"`
-	RunnerInstanceID string      `json:"runnerInstanceId"`
-	WorktreeKey      string      `json:"worktreeKey"`
-	ExpiresAt        time.Time   `json:"expiresAt"`
-	State            State       `json:"state"`
-	Planned          []Resource  `json:"planned"`
-	Created          []Resource  `json:"created"`
-	PeakMemory       *PeakMemory `json:"peakMemory,omitempty"`
-	UpdatedAt        time.Time   `json:"updatedAt"`
+	SchemaVersion    int        `json:"schemaVersion"`
+	AttemptID        string     `json:"attemptId"`
+	ExecutionLeaseID string     `json:"executionLeaseId"`
+	FencingToken     string     `json:"fencingToken"`
+	RunnerID         string     `json:"runnerId"`
+	RunnerInstanceID string     `json:"runnerInstanceId"`
+	WorktreeKey      string     `json:"worktreeKey"`
+	ExpiresAt        time.Time  `json:"expiresAt"`
+	State            State      `json:"state"`
+	Planned          []Resource `json:"planned"`
+	Created          []Resource `json:"created"`
+	// PeakMemory is the attempt's resource record, once sampled.
+	PeakMemory *messages.SandboxTelemetry `json:"peakMemory,omitempty"`
+	UpdatedAt  time.Time                  `json:"updatedAt"`
 }
 
 // Validate reports CodeLedgerInvalid, naming the field, when e does not
@@ -98,8 +93,10 @@ func (e Entry) Validate() error {
 	if err := validResources("created", e.Created); err != nil {
 		return err
 	}
-	if p := e.PeakMemory; p != nil && (p.Samples < 0 || p.FailedSamples < 0) {
-		return invalid("peakMemory sample counts are negative")
+	if p := e.PeakMemory; p != nil {
+		if err := p.Validate(); err != nil {
+			return invalid("peakMemory: %v", err)
+		}
 	}
 	return nil
 }
@@ -124,9 +121,10 @@ func validResources(field string, list []Resource) error {
 	return nil
 }
 
-// knownResourceType reports whether t is container, network or volume.
+// knownResourceType reports whether t is container, network, volume or
+// volume image.
 func knownResourceType(t string) bool {
-	return t == ResourceContainer || t == ResourceNetwork || t == ResourceVolume
+	return t == ResourceContainer || t == ResourceNetwork || t == ResourceVolume || t == ResourceVolumeImage
 }
 
 // boundedText reports whether s has between min and max bytes and no

@@ -41,7 +41,13 @@ func sampleEntry() Entry {
 		Created: []Resource{
 			{Type: ResourceNetwork, Name: "forge-x", ID: "0123456789abcdef", Role: "internal"},
 		},
-		PeakMemory: &PeakMemory{PeakBytes: 123 << 20, Samples: 40, FailedSamples: 1, RecordedAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)},
+		PeakMemory: &messages.SandboxTelemetry{
+			SchemaVersion: messages.TelemetrySchema, Source: messages.TelemetryKernelPeak, SampleIntervalMs: 250,
+			SampleCount: 40, FailedSampleCount: 1, PeakMemoryBytes: 123 << 20, FinalReading: true,
+			FirstSampledAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), LastSampledAt: time.Date(2030, 1, 1, 0, 0, 10, 0, time.UTC),
+			Containers: []messages.ContainerTelemetry{{ContainerID: "0123456789abcdef", Name: "forge-agent-x", Role: "agent",
+				Source: messages.TelemetryKernelPeak, PeakMemoryBytes: 123 << 20, Samples: 40}},
+		},
 	}
 }
 

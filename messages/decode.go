@@ -9,9 +9,11 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/strictjson"
+	"github.com/forgedev/forged/quota"
 )
 
 // MaxDispatchBytes bounds an encoded dispatch.
@@ -27,9 +29,13 @@ const (
 	MaxPIDs                = 65_536
 	MaxServiceMemoryBytes  = 256 << 30
 	MaxRuntimeOverhead     = 64 << 30
+	MinWorkspaceBytes      = quota.MinWorkspaceBytes
+	DefaultWorkspaceBytes  = quota.DefaultWorkspaceBytes
+	MaxWorkspaceBytes      = quota.MaxWorkspaceBytes
 	MaxTaskArgs            = 256
 	MaxTaskArgBytes        = 64 * 1024
 	MaxTaskTimeoutSeconds  = 8 * 60 * 60
+	MaxCommitMessageBytes  = 16 * 1024
 	DefaultTaskTimeoutSecs = 60 * 60
 )
 
@@ -127,6 +133,16 @@ func (d *Dispatch) Validate() error {
 	if err := validateBranch("lease.worktreeKey", d.Lease.WorktreeKey); err != nil {
 		return err
 	}
+	base := d.BaseBranch
+	if base == "" {
+		base = d.Repo.DefaultBranch
+	}
+	switch d.Lease.WorktreeKey {
+	case d.Repo.DefaultBranch:
+		return fieldError("lease.worktreeKey", "is the repository's default branch, which forged never moves")
+	case base:
+		return fieldError("lease.worktreeKey", "is the base branch, which forged never moves")
+	}
 	if d.Lease.ExpiresAt.IsZero() {
 		return fieldError("lease.expiresAt", "is required (RFC 3339)")
 	}
@@ -196,6 +212,10 @@ func (p NetworkPolicy) validate() error {
 }
 
 func (r RequestedResources) validate() error {
+	workspace := r.WorkspaceBytes
+	if workspace == 0 {
+		workspace = DefaultWorkspaceBytes
+	}
 	checks := []struct {
 		field    string
 		value    int64
@@ -206,6 +226,7 @@ func (r RequestedResources) validate() error {
 		{"sandbox.requestedResources.pids", r.PIDs, MinPIDs, MaxPIDs},
 		{"sandbox.requestedResources.serviceMemoryLimitBytes", r.ServiceMemoryLimitBytes, 0, MaxServiceMemoryBytes},
 		{"sandbox.requestedResources.runtimeOverheadBytes", r.RuntimeOverheadBytes, 0, MaxRuntimeOverhead},
+		{"sandbox.requestedResources.workspaceBytes", workspace, MinWorkspaceBytes, MaxWorkspaceBytes},
 	}
 	for _, c := range checks {
 		if c.value < c.min || c.value > c.max {
@@ -230,7 +251,53 @@ func (t Task) validate() error {
 	if t.TimeoutSeconds < 0 || t.TimeoutSeconds > MaxTaskTimeoutSeconds {
 		return fieldError("task.timeoutSeconds", "%d is outside [0, %d]", t.TimeoutSeconds, MaxTaskTimeoutSeconds)
 	}
+	return t.ValidateResult()
+}
+
+// ValidateResult checks the task's result options: the commit message is
+// at most MaxCommitMessageBytes of valid UTF-8 without NUL and not blank
+// when present, and the result mode is history, squash or absent. The
+// worker applies the same rules to its start packet.
+func (t Task) ValidateResult() error {
+	if m := t.CommitMessage; m != "" && (len(m) > MaxCommitMessageBytes || !utf8.ValidString(m) ||
+		strings.ContainsRune(m, 0) || strings.TrimSpace(m) == "") {
+		return fieldError("task.commitMessage", "must be at most %d bytes of UTF-8 text without NUL, and not blank", MaxCommitMessageBytes)
+	}
+	switch t.ResultMode {
+	case "", ResultHistory, ResultSquash:
+	default:
+		return fieldError("task.resultMode", "must be %q or %q", ResultHistory, ResultSquash)
+	}
 	return nil
+}
+
+// ValidateManagedRef checks the dispatch's worktree key against the
+// operator's managed namespace ns (a "refs/heads/…/" prefix; empty means
+// refs/heads/forge/): the managed branch must lie below it.
+// A refusal is failure.DispatchInvalid.
+func (d *Dispatch) ValidateManagedRef(ns string) error {
+	if ns == "" {
+		ns = DefaultManagedNamespace
+	}
+	ref := "refs/heads/" + d.Lease.WorktreeKey
+	if !strings.HasPrefix(ref, ns) || len(ref) == len(ns) {
+		return fieldError("lease.worktreeKey", "%q is outside the managed namespace %s", truncate(d.Lease.WorktreeKey, 64), ns)
+	}
+	return nil
+}
+
+// DefaultManagedNamespace is where managed branches live unless the
+// operator configures another namespace.
+const DefaultManagedNamespace = "refs/heads/forge/"
+
+// ValidManagedNamespace reports whether ns can be a managed namespace:
+// refs/heads/ followed by a valid branch-name prefix ending in "/".
+func ValidManagedNamespace(ns string) bool {
+	rest, ok := strings.CutPrefix(ns, "refs/heads/")
+	if !ok || !strings.HasSuffix(rest, "/") {
+		return false
+	}
+	return validateBranch("", strings.TrimSuffix(rest, "/")) == nil
 }
 
 func truncate(s string, n int) string {

@@ -35,6 +35,14 @@ func TestDecodeDispatchValid(t *testing.T) {
 	assert.Equal(t, "3e3f7c9e-6d0e-4a55-9a53-6f3d0b8e2c14", d.AttemptID())
 	assert.Equal(t, int64(1000), d.Sandbox.RequestedResources.CPUMillis)
 	assert.Equal(t, 2030, d.Lease.ExpiresAt.Year())
+	assert.Zero(t, d.Sandbox.RequestedResources.WorkspaceBytes, "absent")
+	assert.Equal(t, int64(DefaultWorkspaceBytes), d.Sandbox.RequestedResources.Workspace(), "absent means the default")
+
+	d, err = DecodeDispatch(strings.NewReader(mutate(t, func(m map[string]any) {
+		sub(sub(m, "sandbox"), "requestedResources")["workspaceBytes"] = 256 << 20
+	})))
+	require.NoError(t, err)
+	assert.Equal(t, int64(256<<20), d.Sandbox.RequestedResources.Workspace())
 }
 
 // mutate decodes validDispatch into a generic map, applies f and re-encodes.
@@ -74,6 +82,15 @@ func TestDecodeDispatchRefusals(t *testing.T) {
 		{"negative cpu", mutate(t, func(m map[string]any) { sub(sub(m, "sandbox"), "requestedResources")["cpuMillis"] = -1 }), "cpuMillis"},
 		{"pids too large", mutate(t, func(m map[string]any) { sub(sub(m, "sandbox"), "requestedResources")["pids"] = 1 << 20 }), "pids"},
 		{"fractional pids", mutate(t, func(m map[string]any) { sub(sub(m, "sandbox"), "requestedResources")["pids"] = 1.5 }), "pids"},
+		{"workspace too small", mutate(t, func(m map[string]any) {
+			sub(sub(m, "sandbox"), "requestedResources")["workspaceBytes"] = 1 << 20
+		}), "workspaceBytes"},
+		{"workspace above the ceiling", mutate(t, func(m map[string]any) {
+			sub(sub(m, "sandbox"), "requestedResources")["workspaceBytes"] = int64(MaxWorkspaceBytes) + 1
+		}), "workspaceBytes"},
+		{"negative workspace", mutate(t, func(m map[string]any) {
+			sub(sub(m, "sandbox"), "requestedResources")["workspaceBytes"] = -1
+		}), "workspaceBytes"},
 		{"policy", mutate(t, func(m map[string]any) { sub(m, "sandbox")["executionPolicy"] = "yolo" }), "sandbox.executionPolicy"},
 		{"network mode", mutate(t, func(m map[string]any) { sub(sub(m, "sandbox"), "networkPolicy")["mode"] = "host" }), "sandbox.networkPolicy.mode"},
 		{"allowlist without hosts", mutate(t, func(m map[string]any) {
@@ -96,6 +113,22 @@ func TestDecodeDispatchRefusals(t *testing.T) {
 		{"relative repo path", mutate(t, func(m map[string]any) { sub(m, "repo")["localPath"] = "repo" }), "repo.localPath"},
 		{"branch with dots", mutate(t, func(m map[string]any) { sub(m, "lease")["worktreeKey"] = "a..b" }), "lease.worktreeKey"},
 		{"empty argv", mutate(t, func(m map[string]any) { sub(m, "task")["argv"] = []string{} }), "task.argv"},
+		{"worktree key is the default branch", mutate(t, func(m map[string]any) {
+			sub(m, "lease")["worktreeKey"] = "main"
+			m["baseBranch"] = "develop"
+		}), "default branch"},
+		{"worktree key is the base branch", mutate(t, func(m map[string]any) {
+			sub(m, "lease")["worktreeKey"] = "forge/base"
+			m["baseBranch"] = "forge/base"
+		}), "base branch"},
+		{"worktree key is the default branch as base", mutate(t, func(m map[string]any) {
+			sub(m, "lease")["worktreeKey"] = "main"
+			delete(m, "baseBranch")
+		}), "lease.worktreeKey"},
+		{"result mode", mutate(t, func(m map[string]any) { sub(m, "task")["resultMode"] = "rebase" }), "task.resultMode"},
+		{"blank commit message", mutate(t, func(m map[string]any) { sub(m, "task")["commitMessage"] = " \n" }), "task.commitMessage"},
+		{"commit message with NUL", mutate(t, func(m map[string]any) { sub(m, "task")["commitMessage"] = "a\x00b" }), "task.commitMessage"},
+		{"huge commit message", mutate(t, func(m map[string]any) { sub(m, "task")["commitMessage"] = strings.Repeat("m", MaxCommitMessageBytes+1) }), "task.commitMessage"},
 		{"trailing data", validDispatch + "{}", "trailing"},
 		{"not json", "nope", "malformed"},
 	}
@@ -107,6 +140,50 @@ func TestDecodeDispatchRefusals(t *testing.T) {
 			assert.Contains(t, err.Error(), c.field)
 		})
 	}
+}
+
+func TestDecodeDispatchResultOptions(t *testing.T) {
+	d, err := DecodeDispatch(strings.NewReader(mutate(t, func(m map[string]any) {
+		sub(m, "task")["commitMessage"] = "agent: finish the work\n\nBody."
+		sub(m, "task")["resultMode"] = "squash"
+	})))
+	require.NoError(t, err)
+	assert.True(t, d.Task.Squash())
+	assert.Equal(t, "agent: finish the work\n\nBody.", d.Task.CommitMessage)
+	d, err = DecodeDispatch(strings.NewReader(validDispatch))
+	require.NoError(t, err)
+	assert.False(t, d.Task.Squash(), "history is the default")
+}
+
+func TestValidateManagedRef(t *testing.T) {
+	d, err := DecodeDispatch(strings.NewReader(validDispatch))
+	require.NoError(t, err)
+	require.NoError(t, d.ValidateManagedRef(""), "forge/task-1 is under refs/heads/forge/")
+	require.NoError(t, d.ValidateManagedRef("refs/heads/forge/"))
+	for _, ns := range []string{"refs/heads/agents/", "refs/heads/forge/task-1/"} {
+		err := d.ValidateManagedRef(ns)
+		require.Error(t, err, ns)
+		assert.Equal(t, failure.DispatchInvalid, failure.CodeOf(err))
+		assert.Contains(t, err.Error(), "outside the managed namespace")
+	}
+	for _, key := range []string{"forge", "forgery/x", "feature/x"} {
+		d.Lease.WorktreeKey = key
+		assert.Error(t, d.ValidateManagedRef(""), key)
+	}
+	assert.True(t, ValidManagedNamespace("refs/heads/forge/"))
+	assert.True(t, ValidManagedNamespace("refs/heads/a/b/"))
+	for _, bad := range []string{"", "refs/heads/", "refs/heads/forge", "refs/tags/forge/", "forge/", "refs/heads/a..b/", "refs/heads//"} {
+		assert.False(t, ValidManagedNamespace(bad), bad)
+	}
+}
+
+func TestBoundedSubject(t *testing.T) {
+	assert.Equal(t, "fix: the thing", BoundedSubject("fix: the thing"))
+	assert.Equal(t, "title  [31mred   bell", BoundedSubject("title \x1b[31mred \a bell"))
+	assert.Equal(t, "bad ? byte", BoundedSubject("bad \xff byte"))
+	long := BoundedSubject(strings.Repeat("é", 300))
+	assert.LessOrEqual(t, len(long), maxSubjectBytes+len("…"))
+	assert.True(t, strings.HasSuffix(long, "…"))
 }
 
 func TestDecodeDispatchOversized(t *testing.T) {

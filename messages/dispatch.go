@@ -96,14 +96,47 @@ type RequestedResources struct {
 	PIDs                    int64 `json:"pids"`
 	ServiceMemoryLimitBytes int64 `json:"serviceMemoryLimitBytes"`
 	RuntimeOverheadBytes    int64 `json:"runtimeOverheadBytes"`
+	// WorkspaceBytes is the size of the attempt's workspace filesystem
+	// (/workspace). Absent or 0 means DefaultWorkspaceBytes; at most
+	// MaxWorkspaceBytes. Writing past it fails the attempt with
+	// sandbox_storage_exhausted.
+	WorkspaceBytes int64 `json:"workspaceBytes,omitempty"`
 }
+
+// Workspace returns WorkspaceBytes, or DefaultWorkspaceBytes when unset.
+func (r RequestedResources) Workspace() int64 {
+	if r.WorkspaceBytes <= 0 {
+		return DefaultWorkspaceBytes
+	}
+	return r.WorkspaceBytes
+}
+
+// Result modes: how the task's work becomes the result.
+const (
+	// ResultHistory keeps the task's own commits (its branch, when it
+	// descends from the input), plus one commit of whatever it left
+	// uncommitted. The default.
+	ResultHistory = "history"
+	// ResultSquash ignores the task's commits: the result is one commit of
+	// the working tree on top of the input.
+	ResultSquash = "squash"
+)
 
 // Task is what the worker runs inside the sandbox, in the contract's
 // working directory.
 type Task struct {
 	Argv           []string `json:"argv"`
 	TimeoutSeconds int      `json:"timeoutSeconds,omitempty"`
+	// CommitMessage is the message of the commit the worker makes of the
+	// task's uncommitted changes (squash: of the whole result); empty means
+	// "forge: result of attempt <id>".
+	CommitMessage string `json:"commitMessage,omitempty"`
+	// ResultMode is ResultHistory (empty means it) or ResultSquash.
+	ResultMode string `json:"resultMode,omitempty"`
 }
+
+// Squash reports whether the task asked for a squashed result.
+func (t Task) Squash() bool { return t.ResultMode == ResultSquash }
 
 // AttemptID returns the dispatch attempt id, the attempt's identity.
 func (d *Dispatch) AttemptID() string { return d.Sandbox.DispatchAttemptID }

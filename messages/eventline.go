@@ -2,7 +2,11 @@ package messages
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/forgedev/forged/failure"
@@ -17,21 +21,139 @@ const (
 	maxEventDataBytes = 256 * 1024
 )
 
+// Roles of events. Only the host and the worker speak as RoleRunner; a
+// worker line is believed to be the worker's only when its MAC verifies
+// (see EventVerifier). Everything else is the task's: RoleAgent.
+const (
+	RoleRunner = "runner"
+	RoleAgent  = "agent"
+)
+
+// eventKeyLabel separates the event key from the lease key it derives
+// from: a MAC under one can never be taken for a MAC under the other.
+const eventKeyLabel = "forged/v1/runner-event-key"
+
+// EventKey derives the key that authenticates the worker's runner events
+// from the attempt's lease control key (HMAC-SHA256 of a fixed label). The
+// control key travels only in the start packet, so only the host and the
+// worker know it.
+func EventKey(controlKey string) []byte {
+	m := hmac.New(sha256.New, []byte(controlKey))
+	m.Write([]byte(eventKeyLabel))
+	return m.Sum(nil)
+}
+
+// eventMAC is the MAC of one runner event line: HMAC-SHA256 over the line
+// number and the exact bytes of the event object.
+func eventMAC(key []byte, seq uint64, event []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(strconv.FormatUint(seq, 10)))
+	m.Write([]byte{'\n'})
+	m.Write(event)
+	return m.Sum(nil)
+}
+
+// signedLine is the wire form of an authenticated runner event line.
+type signedLine struct {
+	Type  string          `json:"type"`
+	Seq   uint64          `json:"seq"`
+	Event json.RawMessage `json:"event"`
+	MAC   string          `json:"mac"`
+}
+
+// SignEventLine renders ev as one runner event line (newline included)
+// carrying seq and the MAC of both under key. seq must grow with each line
+// of an attempt: the verifier refuses any number it has seen or passed.
+func SignEventLine(key []byte, seq uint64, ev Event) ([]byte, error) {
+	event, err := json.Marshal(ev)
+	if err != nil {
+		return nil, err
+	}
+	line, err := json.Marshal(signedLine{
+		Type: RunnerEventType, Seq: seq, Event: event,
+		MAC: base64.RawURLEncoding.EncodeToString(eventMAC(key, seq, event)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(line, '\n'), nil
+}
+
+// EventVerifier decides the role of each event line read from the worker's
+// stdout. The task shares that stream (it can open /proc/1/fd/1), so the
+// line's own claim means nothing: an event keeps RoleRunner only when its
+// MAC verifies under the attempt's event key and its sequence number is
+// greater than every one verified before (no replay, no reordering);
+// every other event is demoted to RoleAgent, whatever it claims. A
+// verifier is used by one goroutine.
+type EventVerifier struct {
+	key      []byte
+	next     uint64
+	Demoted  int // events that claimed another role than agent and were demoted
+	Verified int // events whose MAC verified
+}
+
+// NewEventVerifier returns a verifier for one attempt's event key. With an
+// empty key nothing verifies.
+func NewEventVerifier(key []byte) *EventVerifier { return &EventVerifier{key: key} }
+
+// Parse is ParseRunnerEventLine followed by the role decision above.
+func (v *EventVerifier) Parse(line []byte) (*Event, error) {
+	ev, env, err := parseEventLine(line)
+	if err != nil || ev == nil {
+		return ev, err
+	}
+	if v.verify(env) {
+		v.Verified++
+		return ev, nil
+	}
+	if ev.Role != RoleAgent {
+		v.Demoted++
+		ev.Role = RoleAgent
+	}
+	return ev, nil
+}
+
+func (v *EventVerifier) verify(env envelope) bool {
+	if len(v.key) == 0 || env.Seq == nil || env.MAC == nil || *env.Seq < v.next {
+		return false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(*env.MAC)
+	if err != nil || !hmac.Equal(got, eventMAC(v.key, *env.Seq, env.Event)) {
+		return false
+	}
+	v.next = *env.Seq + 1
+	return true
+}
+
 // ParseRunnerEventLine parses one stdout line of the worker. Lines that are
 // not JSON objects, or not runner events, yield (nil, nil): they are noise,
 // not events. A runner event that breaks the field bounds is refused with
-// failure.SandboxEventInvalid. The worker is untrusted: nothing here panics.
+// failure.SandboxEventInvalid. Without a key nothing is authenticated, so
+// every event comes back as RoleAgent; EventVerifier.Parse keeps the
+// worker's own events as RoleRunner. The worker is untrusted: nothing here
+// panics.
 func ParseRunnerEventLine(line []byte) (*Event, error) {
+	return NewEventVerifier(nil).Parse(line)
+}
+
+// envelope is a runner event line before its event is decoded.
+type envelope struct {
+	Type  string          `json:"type"`
+	Seq   *uint64         `json:"seq"`
+	Event json.RawMessage `json:"event"`
+	MAC   *string         `json:"mac"`
+}
+
+// parseEventLine decodes a line and its event as claimed.
+func parseEventLine(line []byte) (*Event, envelope, error) {
 	trimmed := bytes.TrimSpace(line)
+	var env envelope
 	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return nil, nil
+		return nil, env, nil
 	}
-	var envelope struct {
-		Type  string          `json:"type"`
-		Event json.RawMessage `json:"event"`
-	}
-	if err := json.Unmarshal(trimmed, &envelope); err != nil || envelope.Type != RunnerEventType {
-		return nil, nil
+	if err := json.Unmarshal(trimmed, &env); err != nil || env.Type != RunnerEventType {
+		return nil, env, nil
 	}
 	var raw struct {
 		Role       *string `json:"role"`
@@ -41,25 +163,25 @@ func ParseRunnerEventLine(line []byte) (*Event, error) {
 		Data       *string `json:"data"`
 		OccurredAt *string `json:"occurredAt"`
 	}
-	if len(envelope.Event) == 0 || json.Unmarshal(envelope.Event, &raw) != nil {
-		return nil, failure.New(failure.SandboxEventInvalid, "runner event envelope is missing event data")
+	if len(env.Event) == 0 || json.Unmarshal(env.Event, &raw) != nil {
+		return nil, env, failure.New(failure.SandboxEventInvalid, "runner event envelope is missing event data")
 	}
 	if raw.Role == nil || raw.Kind == nil || raw.Content == nil || raw.EventType == nil {
-		return nil, failure.New(failure.SandboxEventInvalid, "role, kind, content and eventType must be strings")
+		return nil, env, failure.New(failure.SandboxEventInvalid, "role, kind, content and eventType must be strings")
 	}
 	if len(*raw.Role) > maxEventRole || len(*raw.Kind) > maxEventKind || len(*raw.EventType) > maxEventType || len(*raw.Content) > maxEventContent {
-		return nil, failure.New(failure.SandboxEventInvalid, "runner event exceeds field bounds")
+		return nil, env, failure.New(failure.SandboxEventInvalid, "runner event exceeds field bounds")
 	}
 	if raw.Data != nil && len(*raw.Data) > maxEventDataBytes {
-		return nil, failure.New(failure.SandboxEventInvalid, "runner event data exceeds field bounds")
+		return nil, env, failure.New(failure.SandboxEventInvalid, "runner event data exceeds field bounds")
 	}
 	ev := &Event{Role: *raw.Role, Kind: *raw.Kind, Content: *raw.Content, EventType: *raw.EventType, Data: raw.Data, OccurredAt: time.Now().UTC()}
 	if raw.OccurredAt != nil {
 		at, err := time.Parse(time.RFC3339Nano, *raw.OccurredAt)
 		if err != nil {
-			return nil, failure.New(failure.SandboxEventInvalid, "runner event occurredAt is invalid")
+			return nil, env, failure.New(failure.SandboxEventInvalid, "runner event occurredAt is invalid")
 		}
 		ev.OccurredAt = at
 	}
-	return ev, nil
+	return ev, env, nil
 }

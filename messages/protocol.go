@@ -105,13 +105,31 @@ type AttemptOutcome struct {
 	Message         string `json:"message,omitempty"`
 	Phase           string `json:"phase,omitempty"`
 	ResultCommitSHA string `json:"resultCommitSha,omitempty"`
+	// ResultCommitCount is the number of commits between the input and the
+	// result, and ResultCommits the newest of them (at most
+	// MaxReportedCommits), as the host's quarantine proved them.
+	ResultCommitCount int            `json:"resultCommitCount,omitempty"`
+	ResultCommits     []ResultCommit `json:"resultCommits,omitempty"`
+	// WorktreeLeft is set when the managed branch moved but the host
+	// worktree that has it checked out was left as it was (the result tree
+	// exceeds the worktree budget).
+	WorktreeLeft *WorktreeLeft `json:"worktreeLeft,omitempty"`
 	// PublishedCommitSHA is set when the result was pushed (bridge_push).
-	PublishedCommitSHA string         `json:"publishedCommitSha,omitempty"`
-	WorkerExitCode     *int           `json:"workerExitCode,omitempty"`
-	PeakMemoryBytes    uint64         `json:"peakMemoryBytes,omitempty"`
-	Degraded           bool           `json:"degraded"`
-	Cleanup            *CleanupReport `json:"cleanup,omitempty"`
-	FinishedAt         time.Time      `json:"finishedAt"`
+	PublishedCommitSHA string `json:"publishedCommitSha,omitempty"`
+	WorkerExitCode     *int   `json:"workerExitCode,omitempty"`
+	PeakMemoryBytes    uint64 `json:"peakMemoryBytes,omitempty"`
+	// Telemetry is the attempt's resource record (per-container peaks,
+	// CPU time, the kernel's counters), when anything was sampled.
+	Telemetry  *SandboxTelemetry `json:"telemetry,omitempty"`
+	Degraded   bool              `json:"degraded"`
+	Cleanup    *CleanupReport    `json:"cleanup,omitempty"`
+	FinishedAt time.Time         `json:"finishedAt"`
+}
+
+// WorktreeLeft names a host worktree left behind by an import, and why.
+type WorktreeLeft struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 // CleanupReport is the account of one teardown: what was removed or failed,
@@ -163,6 +181,12 @@ type AcquireBuildPermit struct {
 
 // BuildPermitGranted tells a requester it now holds the build permit.
 type BuildPermitGranted struct{}
+
+// BuildPermitQueued tells a requester it waits for the build permit, at
+// Position (1: next) in the queue.
+type BuildPermitQueued struct {
+	Position int
+}
 
 // ReleaseBuildPermit gives the build permit back. Send it with
 // ctx.Request so that the supervisor knows the sender.

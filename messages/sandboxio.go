@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The types in this file cross the sandbox boundary: the host writes a
@@ -19,9 +21,17 @@ const (
 	InputBundlePath  = "/control/input/repo.bundle"
 	OutputDir        = "/control/output"
 	LeaseUpdatePath  = "/run/forge/lease-update.json"
+	ReleasePath      = "/run/forge/release"
 	WorkerBinaryPath = "/opt/forge/forged"
 	WorkerUID        = 10001
 	WorkerGID        = 10001
+)
+
+// The task's HOME and TMPDIR inside the worker container: two sized,
+// executable tmpfs mounts (see dockerops.WorkerContainerConfig).
+const (
+	HomeDir = "/home/forge"
+	TempDir = "/tmp"
 )
 
 // Output file names written by the worker into OutputDir.
@@ -60,6 +70,11 @@ type StartPacket struct {
 	LeaseControlKey  string    `json:"leaseControlKey"`
 	// TaskTimeoutSeconds bounds the task's run time inside the worker.
 	TaskTimeoutSeconds int `json:"taskTimeoutSeconds"`
+	// ReleaseWaitMillis, when positive, makes the worker wait that long
+	// after writing its output for the host's release (ReleasePath), so
+	// that the host takes its last reading of the container's cgroup
+	// while it still exists.
+	ReleaseWaitMillis int `json:"releaseWaitMillis,omitempty"`
 	// Services are the connection details of the attempt's ready
 	// services. The password never travels here: only the path of its
 	// file in the read-only secrets volume.
@@ -136,4 +151,39 @@ func ServiceEnv(endpoints []ServiceEndpoint) []string {
 		}
 	}
 	return env
+}
+
+// MaxReportedCommits bounds the commits an event or outcome lists.
+const MaxReportedCommits = 20
+
+// maxSubjectBytes bounds a reported commit subject.
+const maxSubjectBytes = 200
+
+// ResultCommit is one commit of a result as reported: its id and the
+// subject line of its message (printable and bounded, see BoundedSubject).
+type ResultCommit struct {
+	SHA     string `json:"sha"`
+	Subject string `json:"subject"`
+}
+
+// BoundedSubject makes a commit subject safe to report: invalid UTF-8 and
+// control characters become "?" and spaces, and it is cut to 200 bytes on
+// a rune boundary.
+func BoundedSubject(s string) string {
+	s = strings.ToValidUTF8(s, "?")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || !unicode.IsPrint(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	s = strings.TrimSpace(s)
+	if len(s) > maxSubjectBytes {
+		cut := maxSubjectBytes
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
 }

@@ -25,6 +25,9 @@ type CapacityPolicy struct {
 	CPUMillisPerAttempt int64 `json:"cpuMillisPerAttempt"`
 	// HostReservedCores are kept for the host. Default 1; negative means 0.
 	HostReservedCores int `json:"hostReservedCores"`
+	// WorkspaceBytes is one attempt's workspace for the disk slots.
+	// Default quota.DefaultWorkspaceBytes.
+	WorkspaceBytes int64 `json:"workspaceBytes"`
 }
 
 const mib = int64(1) << 20

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/quota"
 )
 
 // Options configures a Checker. Zero fields take the defaults.
@@ -28,6 +29,15 @@ type Options struct {
 	CallTimeout time.Duration
 	Disk        DiskPolicy
 	Capacity    CapacityPolicy
+	// Isolation probes whether attempt networks can be isolated from the
+	// host (nil: they cannot be verified, and attempts that need a network
+	// are refused). IsolationTTL is how long a probe stays valid for the
+	// same engine; default DefaultIsolationTTL.
+	Isolation    IsolationProber
+	IsolationTTL time.Duration
+	// DetectStorage finds how attempt volumes are bounded, given whether
+	// the engine runs rootless. Default quota.Detect.
+	DetectStorage func(engineRootless bool) quota.Facts
 	// Services, when set, reports the service catalogue's state in the
 	// engine (runner wires the catalogue's check here).
 	Services func(ctx context.Context) []ServiceImage
@@ -47,6 +57,10 @@ type Checker struct {
 
 	mu   sync.Mutex
 	disk DiskState // the hysteresis latch
+	// The last isolation probe, for the engine identified by isolationFor.
+	isolation    NetworkIsolation
+	isolationFor string
+	isolationAt  time.Time
 }
 
 // NewChecker returns a Checker for engine (nil: every check reports
@@ -62,6 +76,12 @@ func NewChecker(engine Engine, host HostFacts, opts Options) *Checker {
 		opts.StateRoot = os.TempDir()
 	}
 	opts.Capacity = opts.Capacity.withDefaults()
+	if opts.IsolationTTL <= 0 {
+		opts.IsolationTTL = DefaultIsolationTTL
+	}
+	if opts.DetectStorage == nil {
+		opts.DetectStorage = quota.Detect
+	}
 	return &Checker{engine: engine, host: host, opts: opts, now: time.Now}
 }
 
@@ -76,6 +96,7 @@ func (c *Checker) Check(ctx context.Context) Report {
 		RootlessRequired: !c.opts.AllowRootful,
 		Engine:           EngineFacts{Endpoint: c.opts.Endpoint},
 		Features:         Features{LSM: []string{}},
+		Network:          NetworkFacts{DefaultMode: "none", Code: failure.SandboxNetworkIsolation},
 	}
 	goos, goarch := c.host.Platform()
 	r.Platform = Platform{OS: goos, Arch: goarch, Supported: supportedPlatforms[goos]}
@@ -115,6 +136,9 @@ func (c *Checker) Check(ctx context.Context) Report {
 	r.Features = featuresOf(info, ping)
 	if c.opts.Services != nil {
 		r.Services = c.opts.Services(ctx)
+	}
+	if r.Engine.Linux {
+		r.Network = c.networkFacts(ctx, info.ID+"/"+r.Engine.ServerVersion, r.Engine.ServerVersion)
 	}
 
 	switch {
@@ -158,6 +182,21 @@ func (c *Checker) measure(r *Report, goos string) {
 		return
 	}
 	r.Capacity, r.Code, r.Reason = adm.Capacity, adm.Code, adm.Reason
+	if c.localEngine() && goos == "linux" {
+		r.Storage = c.opts.DetectStorage(r.Features.Rootless)
+	} else {
+		r.Storage = quota.Facts{Mechanism: quota.MechanismNone, Reason: "the engine does not share this host's devices"}
+	}
+	stateTotal, stateFree, stateErr := total, free, diskErr
+	if path != c.opts.StateRoot {
+		stateTotal, stateFree, stateErr = c.host.DiskUsage(c.opts.StateRoot)
+	}
+	if stateErr == nil && stateTotal > 0 {
+		r.DiskSlots = diskSlots(c.opts.StateRoot, stateFree, r.Storage, c.opts.Disk, c.opts.Capacity)
+		r.admitDisk()
+	} else {
+		r.DiskSlots = DiskSlots{Path: c.opts.StateRoot, Slots: -1}
+	}
 	switch {
 	case r.Code == DockerDiskLow && diskErr != nil:
 		r.Reason = fmt.Sprintf("cannot measure the disk of %s: %v", path, diskErr)

@@ -10,12 +10,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/quota"
 )
 
 func check(t *testing.T, engine Engine, host HostFacts, opts Options) Report {
 	t.Helper()
 	if opts.StateRoot == "" {
 		opts.StateRoot = "/state"
+	}
+	if opts.DetectStorage == nil { // deterministic, whatever this host offers
+		opts.DetectStorage = func(bool) quota.Facts { return quota.Facts{Mechanism: quota.MechanismNone, Reason: "test"} }
 	}
 	r := NewChecker(engine, host, opts).Check(context.Background())
 	assert.Equal(t, r.Code == "", r.Available, "available iff no code")

@@ -5,8 +5,12 @@
 // ServerVersion, each under its own deadline) and the host (/proc/meminfo,
 // statfs of the Docker root directory, the CPU count and cgroup quota) and
 // turns the answers into a Report: the engine's identity and security
-// features, disk pressure with hysteresis, memory and CPU admission, and the
-// resulting capacity. When the capacity is 0 the Report carries a stable
+// features, network isolation (an IsolationProber verifies that attempt
+// networks reach no host address; probed once per engine and TTL) and the
+// engine's internal-network DNS status, disk pressure with hysteresis,
+// memory and CPU admission, and the resulting capacity. Unverified
+// isolation does not make the host unavailable: it refuses only the
+// attempts that need a network (NetworkFacts.NetworkErr). When the capacity is 0 the Report carries a stable
 // failure code (DockerUnreachable, PlatformUnsupported, ...) and a reason
 // with the numbers. A Cache keeps the latest Report for a TTL and numbers
 // every refresh with a generation.

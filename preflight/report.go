@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/quota"
 )
 
 // Report is one preflight verdict. Available is true exactly when Code is
@@ -23,12 +24,17 @@ type Report struct {
 	// RootlessRequired is false when a rootful engine was allowed.
 	RootlessRequired bool `json:"rootlessRequired"`
 
-	Platform Platform    `json:"platform"`
-	Engine   EngineFacts `json:"engine"`
-	Features Features    `json:"features"`
-	Disk     DiskState   `json:"disk"`
-	Memory   Memory      `json:"memory"`
-	CPU      CPU         `json:"cpu"`
+	Platform Platform     `json:"platform"`
+	Engine   EngineFacts  `json:"engine"`
+	Features Features     `json:"features"`
+	Network  NetworkFacts `json:"network"`
+	Disk     DiskState    `json:"disk"`
+	// Storage says how attempt volumes are bounded (quota.Detect).
+	Storage quota.Facts `json:"storage"`
+	// DiskSlots is the disk side of admission.
+	DiskSlots DiskSlots `json:"diskSlots"`
+	Memory    Memory    `json:"memory"`
+	CPU       CPU       `json:"cpu"`
 	// Services is the service catalogue's state in the engine: every
 	// configured service, its pinned image and whether the engine holds
 	// exactly that image (ready, missing, mismatch, unknown). A service

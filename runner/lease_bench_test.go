@@ -48,7 +48,7 @@ func BenchmarkLeaseExpiryToWorkerStopped(b *testing.B) {
 	}
 	var total, worst time.Duration
 	for i := 0; i < b.N; i++ {
-		d, err := example.NewDispatch(example.DispatchOptions{RunnerID: r.RunnerID(), RepoPath: repo, Argv: []string{"/bin/sh", "-c", "sleep 300"}, Lease: 8 * time.Second})
+		d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: r.RunnerID(), RepoPath: repo, Argv: []string{"/bin/sh", "-c", "sleep 300"}, Lease: 8 * time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}

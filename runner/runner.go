@@ -12,18 +12,23 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/actors"
+	"github.com/forgedev/forged/collector"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/internal/ids"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
+	"github.com/forgedev/forged/quota"
 	"github.com/forgedev/forged/reaper"
 	"github.com/forgedev/forged/services"
 	"github.com/forgedev/forged/supervisor"
@@ -65,6 +70,10 @@ type Config struct {
 	// minutes: labelled resources younger than the grace are never reaped).
 	ReapInterval time.Duration
 	ReapGrace    time.Duration
+	// ImageGC, when set, starts the image collector (package collector):
+	// on its interval, when the preflight disk turns low, and on
+	// CollectImagesNow, guarded by the attempts' image keys. Nil: off.
+	ImageGC *ImageGCConfig
 	// Redeemer redeems publication grants for bridge_push; nil refuses
 	// bridge_push. ValidateRemote checks the redeemed remotes (nil: GitHub
 	// only, as the seed requires). redeem.New builds both from the
@@ -79,6 +88,10 @@ type Config struct {
 	Services            *services.Catalogue
 	ServiceReadyWithin  time.Duration
 	ServicesReadyWithin time.Duration
+	// ManagedNamespace is the ref prefix ("refs/heads/…/") every dispatch's
+	// worktree key must lie below; empty means refs/heads/forge/. Other
+	// dispatches are refused with dispatch_invalid.
+	ManagedNamespace string
 	// SkipStartupReap leaves the previous process's ledgers alone at start
 	// (for a dry run that must change nothing).
 	SkipStartupReap bool
@@ -95,9 +108,20 @@ type Runner struct {
 	logs      *Logs
 	store     ledger.Store
 	runnerID  string
+	images    imagegc.EngineAPI
+	imageRefs *imagegc.Refs
+	collector *actor.PID // nil: off
 	// Restart is the reaper round run at start-up: the attempts a previous
 	// process left behind, torn down and reported sandbox_runner_restarted.
 	Restart reaper.Round
+}
+
+// imageSweeper is the store as the reaper's sweeper, nil without a store.
+func imageSweeper(store *quota.Store) supervisor.ImageSweeper {
+	if store == nil {
+		return nil
+	}
+	return store
 }
 
 // New connects to Docker and starts the actor system.
@@ -114,12 +138,18 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if cfg.StateRoot == "" {
 		return nil, errors.New("runner: a state root is required")
 	}
+	if cfg.ManagedNamespace == "" {
+		cfg.ManagedNamespace = messages.DefaultManagedNamespace
+	}
+	if !messages.ValidManagedNamespace(cfg.ManagedNamespace) {
+		return nil, fmt.Errorf("runner: managed namespace %q is not a refs/heads/…/ prefix", cfg.ManagedNamespace)
+	}
 	stateRoot, err := filepath.Abs(cfg.StateRoot)
 	if err != nil {
 		return nil, fmt.Errorf("runner: state root: %w", err)
 	}
-	if err := os.MkdirAll(stateRoot, 0o700); err != nil {
-		return nil, fmt.Errorf("runner: state root: %w", err)
+	if err := prepareStateRoot(stateRoot); err != nil {
+		return nil, err
 	}
 	worker, digest, err := resolveWorkerBinary(cfg.WorkerBinary)
 	if err != nil {
@@ -160,26 +190,48 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		StateRoot:    stateRoot,
 		Capacity:     policy,
 		Services:     ServiceCheck(cfg.Services, docker),
+		Isolation:    docker,
 	}), 0)
 	// The first report is taken now, so that admission starts from it.
-	cache.Current(ctx)
+	first, _ := cache.Current(ctx)
+
+	// Attempt volumes are bounded by the mechanism preflight found.
+	var volumeImages dockerops.VolumeImages
+	var volumes actors.VolumeStore
+	store := quota.NewStore(stateRoot, first.Storage, messages.WorkerUID, messages.WorkerGID)
+	if store != nil {
+		volumeImages, volumes = store, store
+	} else {
+		cfg.Logger.Warn("attempt volumes are not bounded", "reason", first.Storage.Reason)
+	}
+	if volumeImages != nil {
+		docker = docker.WithVolumeImages(volumeImages)
+	}
 
 	// Nothing of this process runs yet, and the context lock keeps other
 	// forged processes off this engine: every ledger left in the state root
 	// belongs to an attempt a previous process was running when it died.
-	store := ledger.Store{Root: stateRoot}
+	ledgers := ledger.Store{Root: stateRoot}
 	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace}
 	startup := round
 	startup.SnapshotAvailable = true // an empty snapshot: nothing is live
 	startup.DryRun = cfg.SkipStartupReap
 	if !cfg.SkipStartupReap {
-		if _, err := store.RemoveTemporaryFiles(); err != nil {
+		if _, err := ledgers.RemoveTemporaryFiles(); err != nil {
 			cfg.Logger.Warn("could not remove temporary ledger files", "err", err)
 		}
 	}
-	restart, err := reaper.Run(ctx, startup, store, docker)
+	restart, err := reaper.Run(ctx, startup, ledgers, docker)
 	if err != nil {
 		cfg.Logger.Error("start-up reaper round failed; the periodic reaper retries", "err", err)
+	}
+	if store != nil && !cfg.SkipStartupReap {
+		// Nothing is live yet: every image left is a dead process's.
+		if released, err := store.Sweep(ctx, nil); err != nil {
+			cfg.Logger.Error("start-up release of volume images failed", "err", err, "released", released)
+		} else if len(released) > 0 {
+			cfg.Logger.Info("released leftover volume images", "images", released)
+		}
 	}
 	attemptCfg := actors.AttemptConfig{
 		StateRoot:      stateRoot,
@@ -194,15 +246,19 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		SlotServiceMemoryBytes: policy.ServiceMemoryBytes,
 		ServiceReadyWithin:     cfg.ServiceReadyWithin,
 		ServicesReadyWithin:    cfg.ServicesReadyWithin,
+		Confinement:            func() actors.Confinement { return confinementOf(cache) },
 	}
 	var attemptDocker actors.Docker = docker
 	if cfg.WrapDocker != nil {
 		attemptDocker = cfg.WrapDocker(docker)
 	}
 	deps := actors.Deps{
-		Git:      actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot, ValidateRemote: cfg.ValidateRemote},
-		Docker:   attemptDocker,
-		Redeemer: cfg.Redeemer,
+		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot, ValidateRemote: cfg.ValidateRemote,
+			ManagedNamespace: cfg.ManagedNamespace},
+		Docker:    attemptDocker,
+		Redeemer:  cfg.Redeemer,
+		Volumes:   volumes,
+		ImageRefs: imagegc.NewRefs(),
 	}
 	logger := cfg.Logger
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "actor") }))
@@ -210,10 +266,11 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Slots:      cfg.Slots,
 		QueueLimit: cfg.QueueLimit,
 		Cleaner:    docker,
-		Ledgers:    store,
+		Ledgers:    ledgers,
 		Capacity:   cache,
 		RunnerID:   cfg.RunnerID,
-		Reaper:     &supervisor.ReaperConfig{Store: store, Docker: docker, Round: round, Interval: cfg.ReapInterval},
+		ManagedNS:  cfg.ManagedNamespace,
+		Reaper:     &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval, Images: imageSweeper(store)},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
 			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
 		},
@@ -224,8 +281,18 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		engine.Close()
 		return nil, fmt.Errorf("runner: spawn supervisor: %w", err)
 	}
-	r := &Runner{system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0),
-		store: store, runnerID: cfg.RunnerID, Restart: restart}
+	var gc *actor.PID
+	if cfg.ImageGC != nil {
+		gc = system.Root.Spawn(collector.Props(collector.Config{
+			API: engine, Refs: deps.ImageRefs, Policy: cfg.ImageGC.Policy, Interval: cfg.ImageGC.Interval,
+			DiskLow: func(ctx context.Context) (bool, error) {
+				report, _ := cache.Current(ctx)
+				return report.Disk.Low, nil
+			},
+		}))
+	}
+	r := &Runner{collector: gc, system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0),
+		store: ledgers, runnerID: cfg.RunnerID, Restart: restart, images: engine, imageRefs: deps.ImageRefs}
 	for _, id := range restart.Reaped {
 		r.logs.recordRestarted(id)
 	}
@@ -291,6 +358,38 @@ func (r *Runner) Reap(dryRun bool) (reaper.Round, error) {
 	}
 	result := res.(supervisor.ReapResult)
 	return result.Round, result.Err
+}
+
+// ImageGCConfig configures the daemon's image collector.
+type ImageGCConfig struct {
+	Policy   imagegc.Policy
+	Interval time.Duration // default 1 h; the disk is checked every minute
+}
+
+// CollectImagesNow asks the daemon's image collector for a collection and
+// waits for its report. Without a collector (Config.ImageGC nil) it fails.
+func (r *Runner) CollectImagesNow(dryRun bool) (imagegc.Report, error) {
+	if r.collector == nil {
+		return imagegc.Report{}, errors.New("image collection: the collector is off")
+	}
+	res, err := r.system.Root.RequestFuture(r.collector, collector.CollectNow{DryRun: dryRun}, 31*time.Minute).Result()
+	if err != nil {
+		return imagegc.Report{}, fmt.Errorf("image collection: %w", err)
+	}
+	reply := res.(collector.CollectReply)
+	return reply.Report, reply.Err
+}
+
+// CollectImages runs one image collection beside the running attempts:
+// the image keys they hold are kept, and an attempt acquiring a key waits
+// while its images are being removed. req.Refs is set here; a zero req.Now
+// is now.
+func (r *Runner) CollectImages(ctx context.Context, req imagegc.Request) (imagegc.Report, error) {
+	req.Refs = r.imageRefs
+	if req.Now.IsZero() {
+		req.Now = time.Now()
+	}
+	return imagegc.Collect(ctx, r.images, req)
 }
 
 // CleanupReports lists the cleanup reports not yet acknowledged.
@@ -431,4 +530,43 @@ func ServiceCheck(c *services.Catalogue, docker services.ImageInspector) func(co
 		}
 		return out
 	}
+}
+
+// confinementOf turns the latest preflight report into the attempts'
+// confinement facts; without a report nothing is known.
+func confinementOf(cache *preflight.Cache) actors.Confinement {
+	r, _, ok := cache.Last()
+	if !ok {
+		return actors.Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report yet")}
+	}
+	return actors.Confinement{
+		Security:         dockerops.EngineSecurity{Known: r.Engine.Reachable, Seccomp: r.Features.Seccomp, LSM: slices.Clone(r.Features.LSM)},
+		NetworkIsolation: r.Network.NetworkErr(),
+	}
+}
+
+// prepareStateRoot creates the state root, or tightens an existing one, to
+// mode 0700: it holds ledgers, attempt inputs and the daemon's socket. A
+// state root that is not a directory owned by this process's uid is
+// refused.
+func prepareStateRoot(path string) error {
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return fmt.Errorf("runner: state root: %w", err)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("runner: state root: %w", err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("runner: state root %s is not a directory", path)
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("runner: state root %s is owned by uid %d, not by forged's uid %d", path, st.Uid, os.Getuid())
+	}
+	if info.Mode().Perm() != 0o700 {
+		if err := os.Chmod(path, 0o700); err != nil {
+			return fmt.Errorf("runner: tighten state root: %w", err)
+		}
+	}
+	return nil
 }

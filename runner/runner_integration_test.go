@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
@@ -35,18 +37,20 @@ import (
 const attemptTimeout = 4 * time.Minute
 
 type e2e struct {
-	t      *testing.T
-	engine *client.Client
-	runner *runner.Runner
-	repo   string
-	state  string // the runner's state root
+	t         *testing.T
+	engine    *client.Client
+	runner    *runner.Runner
+	repo      string
+	stateRoot string
 }
 
 func newE2E(t *testing.T, cfg runner.Config) *e2e {
 	t.Helper()
 	engine := enginetest.Client(t)
 	cfg.WorkerBinary = enginetest.ForgedBinary(t)
-	cfg.StateRoot = t.TempDir()
+	if cfg.StateRoot == "" {
+		cfg.StateRoot = t.TempDir()
+	}
 	cfg.LockRoot = t.TempDir()
 	cfg.AllowRootful = true // the test engine runs rootful
 	serviceMemory := cfg.Capacity.ServiceMemoryBytes
@@ -64,12 +68,12 @@ func newE2E(t *testing.T, cfg runner.Config) *e2e {
 	require.NoError(t, err)
 	repo := filepath.Join(t.TempDir(), "repo")
 	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{}))
-	return &e2e{t: t, engine: engine, runner: r, repo: repo, state: cfg.StateRoot}
+	return &e2e{t: t, engine: engine, runner: r, repo: repo, stateRoot: cfg.StateRoot}
 }
 
 func (e *e2e) dispatch(argv []string, memory int64) *messages.Dispatch {
 	e.t.Helper()
-	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Argv: argv, MemoryBytes: memory, Timeout: 120})
+	d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Argv: argv, MemoryBytes: memory, Timeout: 120})
 	require.NoError(e.t, err)
 	return d
 }
@@ -241,21 +245,26 @@ func TestEndToEndWorkerContainerIsHardened(t *testing.T) {
 	assert.Equal(t, []string{"ALL"}, []string(host.CapDrop))
 	assert.Contains(t, host.SecurityOpt, "no-new-privileges")
 	require.NotNil(t, host.PidsLimit)
-	assert.Equal(t, int64(256), *host.PidsLimit)
+	assert.Equal(t, int64(example.DefaultPIDs), *host.PidsLimit)
 	assert.Equal(t, int64(256<<20), host.Memory)
 	assert.Equal(t, host.Memory, host.MemorySwap)
 	assert.Equal(t, "10001:10001", info.Config.User)
 	require.NotNil(t, host.Init)
 	assert.True(t, *host.Init)
 	assert.Equal(t, "none", host.LogConfig.Type)
+	// No services or egress: loopback only, and no attempt network exists.
+	assert.Equal(t, "none", string(host.NetworkMode))
+	assert.Equal(t, []string{dockerops.SandboxNameserver}, host.DNS)
 	var networks []string
 	for name := range info.NetworkSettings.Networks {
 		networks = append(networks, name)
 	}
-	assert.Equal(t, []string{names.Network}, networks)
-	net, err := e.engine.NetworkInspect(ctx, names.Network, network.InspectOptions{})
+	assert.Equal(t, []string{"none"}, networks)
+	attemptNetworks, err := e.engine.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", dockerops.LabelAttemptID+"="+d.AttemptID()))})
 	require.NoError(t, err)
-	assert.True(t, net.Internal, "the attempt's network is internal")
+	assert.Empty(t, attemptNetworks, "no attempt network is created")
+	_, err = e.engine.NetworkInspect(ctx, names.Network, network.InspectOptions{})
+	assert.True(t, cerrdefs.IsNotFound(err), "%v", err)
 
 	_, err = e.runner.Cancel(d.AttemptID(), "hardening inspected")
 	require.NoError(t, err)
@@ -264,7 +273,7 @@ func TestEndToEndWorkerContainerIsHardened(t *testing.T) {
 
 func TestEndToEndLeaseExpiryStopsTheWorkerAndLeavesNothing(t *testing.T) {
 	e := newE2E(t, runner.Config{})
-	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Argv: []string{"/bin/sh", "-c", "sleep 120"}, Lease: 20 * time.Second})
+	d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Argv: []string{"/bin/sh", "-c", "sleep 120"}, Lease: 20 * time.Second})
 	require.NoError(t, err)
 	log := e.submit(d)
 	waitForEvent(t, log, "task_started")
@@ -279,7 +288,7 @@ func TestEndToEndRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
 	d, err := example.NewDispatch(example.DispatchOptions{
 		// The lease leaves room for a slow image build before the task
 		// starts; the task then runs past it.
-		RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Lease: 25 * time.Second,
+		Project: testProject, RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Lease: 25 * time.Second,
 		Argv: []string{"/bin/sh", "-c", "sleep 28; echo outlived the first lease > renewed.txt"},
 	})
 	require.NoError(t, err)

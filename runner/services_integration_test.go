@@ -200,7 +200,7 @@ func TestServicesEndToEndTaskTalksToPostgresAndRedisAndSecretsStayInTheVolume(t 
 	reports, err := e.runner.CleanupReports()
 	require.NoError(t, err)
 	haystacks["cleanup reports"], _ = json.Marshal(reports)
-	require.NoError(t, filepath.WalkDir(e.state, func(path string, de fs.DirEntry, err error) error {
+	require.NoError(t, filepath.WalkDir(e.stateRoot, func(path string, de fs.DirEntry, err error) error {
 		if err != nil || de.IsDir() {
 			return err
 		}

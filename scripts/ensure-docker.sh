@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Makes sure a Docker engine answers on this machine, and that the tools the
 # example and the tests need are installed. On a fresh Debian machine (as
-# root) it installs Debian's docker.io, busybox-static, git and mmdebstrap
-# (scripts/images.sh builds images with it), and starts dockerd in the
-# background. Nothing here pulls an image or reaches beyond Debian's package
-# mirror.
+# root) it installs Debian's docker.io, busybox-static, git, e2fsprogs
+# (mkfs.ext4, for the bounded attempt volumes) and mmdebstrap (scripts/images.sh
+# builds images with it), and starts dockerd in the background. Nothing here
+# pulls an image or reaches beyond Debian's package mirror.
 set -euo pipefail
 
 log() { printf 'ensure-docker: %s\n' "$*" >&2; }
@@ -15,6 +15,7 @@ need_packages=()
 command -v dockerd >/dev/null 2>&1 || need_packages+=(docker.io)
 dpkg -s busybox-static >/dev/null 2>&1 || need_packages+=(busybox-static)
 command -v git >/dev/null 2>&1 || need_packages+=(git)
+command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin/mkfs.ext4 ] || need_packages+=(e2fsprogs)
 command -v mmdebstrap >/dev/null 2>&1 || need_packages+=(mmdebstrap)
 
 if [ ${#need_packages[@]} -gt 0 ]; then

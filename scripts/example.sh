@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: one sandbox attempt end to end on a real Docker engine.
-# Sets up Docker if needed, builds forged (static), creates a sample
+# Sets up Docker if needed, builds the offline toolchain images (cached;
+# see scripts/images.sh), builds forged (static), creates a sample
 # repository, its busybox base image and a dispatch (nothing from the
 # internet), runs the attempt, and shows the result commit on the managed
 # branch and that no labelled Docker resource remains.
@@ -12,6 +13,7 @@ bash scripts/ensure-docker.sh
 # The service images (postgres, redis) and their catalogue, bin/services.tsv:
 # cached, only the first run on a machine builds them.
 bash scripts/service-images.sh
+bash scripts/images.sh
 
 mkdir -p bin
 CGO_ENABLED=0 go build -trimpath -o bin/forged ./cmd/forged

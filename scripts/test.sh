@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: sets up Docker if needed, checks formatting and vet,
-# then runs every test with the race detector. The real-engine tests run
-# whenever an engine answers; with CI=true they fail instead of skipping when
-# none does.
+# The whole test suite: sets up Docker if needed, builds the offline images
+# of scripts/images.catalogue (cached: only the first run on a machine
+# builds them), checks formatting and vet, then runs every test with the
+# race detector. The real-engine tests run whenever an engine answers; with
+# CI=true they fail instead of skipping when none does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -11,6 +12,7 @@ bash scripts/ensure-docker.sh
 # The service images (postgres, redis) and their catalogue, bin/services.tsv:
 # cached, only the first run on a machine builds them.
 bash scripts/service-images.sh
+bash scripts/images.sh
 
 unformatted=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)
 if [ -n "$unformatted" ]; then

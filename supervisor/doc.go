@@ -20,7 +20,8 @@
 // of sleeping.
 //
 // The build permit is granted FIFO to the actors that ask for it with
-// AcquireBuildPermit. The supervisor watches every holder and waiter: the
+// AcquireBuildPermit; one that must wait is told its place in the queue
+// (BuildPermitQueued). The supervisor watches every holder and waiter: the
 // permit is released when its holder replies ReleaseBuildPermit or
 // terminates for any reason, so a crashed build never keeps it.
 package supervisor

@@ -27,6 +27,7 @@ func (p *permit) acquire(ctx actor.Context, who *actor.PID) {
 		return
 	}
 	p.waiters = append(p.waiters, who)
+	ctx.Send(who, messages.BuildPermitQueued{Position: len(p.waiters)})
 }
 
 func (p *permit) release(ctx actor.Context, who *actor.PID) {

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -22,6 +23,25 @@ type ReaperConfig struct {
 	Round    reaper.Config // RunnerID, RunnerInstanceID, Grace; Live is set by the supervisor
 	Interval time.Duration // default 1 minute
 	Timeout  time.Duration // bound of one round; default 5 minutes
+	// Images, when set, releases after each round the volume images of
+	// attempts that are not live (those whose volumes the label path
+	// removed without a ledger).
+	Images ImageSweeper
+}
+
+// ImageSweeper releases the volume images of attempts that are not live
+// (quota.Store).
+type ImageSweeper interface {
+	Sweep(ctx context.Context, live func(attemptHex string) bool) ([]string, error)
+}
+
+// attemptIDFromHex turns an attempt's hex (its id without dashes) back
+// into the id.
+func attemptIDFromHex(hex string) string {
+	if len(hex) != 32 {
+		return hex
+	}
+	return hex[:8] + "-" + hex[8:12] + "-" + hex[12:16] + "-" + hex[16:20] + "-" + hex[20:]
 }
 
 // ReapNow asks the reaper for one round now. Replied with ReapResult.
@@ -177,11 +197,17 @@ func (r *reaperActor) round(ctx actor.Context, dryRun bool, requester *actor.PID
 	cfg := r.cfg.Round
 	cfg.DryRun = dryRun
 	cfg.Live = r.live.has
-	store, docker, timeout := r.cfg.Store, r.cfg.Docker, r.cfg.Timeout
+	store, docker, timeout, images, live := r.cfg.Store, r.cfg.Docker, r.cfg.Timeout, r.cfg.Images, r.live
 	actorkit.Go(ctx, r.runCtx, "reaper round", func(runCtx context.Context) any {
 		roundCtx, cancel := context.WithTimeout(runCtx, timeout)
 		defer cancel()
 		round, err := reaper.Run(roundCtx, cfg, store, docker)
+		if images != nil && !dryRun {
+			// An attempt is live from before its first ledger write, so
+			// before it makes an image: only leftovers are released.
+			_, serr := images.Sweep(roundCtx, func(hex string) bool { return live.has(attemptIDFromHex(hex)) })
+			err = errors.Join(err, serr)
+		}
 		return roundDone{result: ReapResult{Round: round, Err: err}, requester: requester}
 	})
 }

@@ -62,6 +62,9 @@ type Config struct {
 	// Clock drives the capacity refresh and the reaper's timers and
 	// stamps the outcomes the supervisor writes; nil means clock.System.
 	Clock clock.Clock
+	// ManagedNS, when set, is the ref prefix every dispatch's worktree key
+	// must lie below (see messages.Dispatch.ValidateManagedRef).
+	ManagedNS string
 }
 
 // Props returns the root supervisor's props.
@@ -209,6 +212,11 @@ func (r *root) submit(ctx actor.Context, msg messages.SubmitAttempt) messages.Su
 	id := d.AttemptID()
 	if err := d.Validate(); err != nil {
 		return refuse(id, failure.CodeOf(err), err.Error())
+	}
+	if r.cfg.ManagedNS != "" {
+		if err := d.ValidateManagedRef(r.cfg.ManagedNS); err != nil {
+			return refuse(id, failure.CodeOf(err), err.Error())
+		}
 	}
 	if r.cfg.RunnerID != "" && d.Execution.RunnerID != r.cfg.RunnerID {
 		return refuse(id, failure.DispatchWrongRunner, fmt.Sprintf("the dispatch is for runner %s; this is runner %s", d.Execution.RunnerID, r.cfg.RunnerID))

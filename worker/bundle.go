@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
-	"github.com/go-git/go-git/v5/plumbing/revlist"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 )
 
@@ -152,28 +152,19 @@ func attemptHex(attemptID string) string {
 	return string(bytes.ToLower(bytes.ReplaceAll([]byte(attemptID), []byte("-"), nil)))
 }
 
-// resultObjects lists the objects of the result commit that the input
-// commit's tree does not already hold: the result commit itself plus the
-// trees and blobs of its tree minus those of the input tree. The result
-// commit's only parent is the input commit, so this is exactly what a
-// receiver holding the input commit lacks, up to objects that only the
-// input's history (not its tree) contains; those are sent again, which git
-// accepts. Walking only the two trees keeps time and memory bounded by the
-// tree size rather than the whole history.
-func resultObjects(s storer.EncodedObjectStorer, inputTree, resultCommit, resultTree plumbing.Hash) ([]plumbing.Hash, error) {
-	objs, err := revlist.Objects(s, []plumbing.Hash{resultTree}, []plumbing.Hash{inputTree})
-	if err != nil {
-		return nil, err
-	}
-	return append(objs, resultCommit), nil
-}
-
-// writeResultBundle writes a v2 bundle to w: prerequisite input, one ref
-// (resultRef at result), then a packfile of objs.
-func writeResultBundle(w io.Writer, s storer.EncodedObjectStorer, input, result plumbing.Hash,
+// writeResultBundle writes a v2 bundle to w: the prerequisites, one ref
+// (resultRef at result), then a self-contained packfile of objs without
+// deltas (so the host can measure it from its entry headers and needs
+// nothing outside it to index it).
+func writeResultBundle(w io.Writer, s storer.EncodedObjectStorer, prerequisites []plumbing.Hash, result plumbing.Hash,
 	resultRef plumbing.ReferenceName, objs []plumbing.Hash) error {
-	header := fmt.Sprintf("%s\n-%s \n%s %s\n\n", bundleSignatureV2, input, result, resultRef)
-	if _, err := io.WriteString(w, header); err != nil {
+	var header strings.Builder
+	header.WriteString(bundleSignatureV2 + "\n")
+	for _, p := range prerequisites {
+		fmt.Fprintf(&header, "-%s \n", p)
+	}
+	fmt.Fprintf(&header, "%s %s\n\n", result, resultRef)
+	if _, err := io.WriteString(w, header.String()); err != nil {
 		return err
 	}
 	_, err := packfile.NewEncoder(w, s, false).Encode(objs, resultPackDeltaWindow)

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"encoding/json"
 	"io"
 	"strings"
 	"sync"
@@ -17,15 +16,18 @@ const (
 	// lines are truncated.
 	MaxEventLineBytes = 16 << 10
 	taskOutputEvent   = "task_output"
-	agentRole         = "agent"
 )
 
-// emitter writes runner events as JSON lines on the worker's stdout. It is
-// safe for concurrent use; write errors are remembered and further events
-// dropped (the host sees the stream end).
+// emitter writes runner events as JSON lines on the worker's stdout, each
+// signed with the attempt's event key and numbered (messages.SignEventLine),
+// so that the host can tell them from lines the task writes into the same
+// stream. It is safe for concurrent use; write errors are remembered and
+// further events dropped (the host sees the stream end).
 type emitter struct {
 	mu        sync.Mutex
 	w         io.Writer
+	key       []byte // the event key; nil until the start packet is read
+	seq       uint64 // the number of the next line
 	err       error
 	maxOutput int64 // total task output content forwarded; negative: unlimited
 	output    int64
@@ -34,6 +36,13 @@ type emitter struct {
 
 func newEmitter(w io.Writer, maxOutput int64) *emitter {
 	return &emitter{w: w, maxOutput: maxOutput}
+}
+
+// setKey sets the key that signs every further line.
+func (e *emitter) setKey(key []byte) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.key = key
 }
 
 // lifecycle emits a worker lifecycle event (role "runner").
@@ -57,7 +66,7 @@ func (e *emitter) taskOutput(stream, line string) (sent, firstDrop bool) {
 	e.mu.Unlock()
 	data := `{"stream":"` + stream + `"}`
 	e.emit(messages.Event{
-		Role:       agentRole,
+		Role:       messages.RoleAgent,
 		Kind:       messages.KindCheckpoint,
 		EventType:  taskOutputEvent,
 		Content:    content,
@@ -67,18 +76,19 @@ func (e *emitter) taskOutput(stream, line string) (sent, firstDrop bool) {
 	return true, false
 }
 
-// emit writes one {"type":"runner_event","event":{...}} line.
+// emit writes one {"type":"runner_event","seq":n,"event":{...},"mac":"..."}
+// line; lines are numbered in the order they are written.
 func (e *emitter) emit(ev messages.Event) {
-	raw, err := json.Marshal(messages.RunnerEventLine{Type: messages.RunnerEventType, Event: ev})
-	if err != nil {
-		return
-	}
-	raw = append(raw, '\n')
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.err != nil {
 		return
 	}
+	raw, err := messages.SignEventLine(e.key, e.seq, ev)
+	if err != nil {
+		return
+	}
+	e.seq++
 	_, e.err = e.w.Write(raw)
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -116,16 +117,22 @@ type fixture struct {
 // argv.
 func newFixture(t *testing.T, argv ...string) *fixture {
 	t.Helper()
-	host := newHostRepo(t)
+	return newFixtureFrom(t, newHostRepo(t), argv...)
+}
+
+// newFixtureFrom is newFixture on the given host repository's HEAD.
+func newFixtureFrom(t *testing.T, host *hostRepo, argv ...string) *fixture {
+	t.Helper()
 	f := &fixture{t: t, host: host, input: host.git("rev-parse", "HEAD"), root: t.TempDir()}
 	f.cfg = Config{
 		WorkspaceDir:    filepath.Join(f.root, "workspace"),
 		InputBundlePath: filepath.Join(f.root, "input", "repo.bundle"),
 		OutputDir:       filepath.Join(f.root, "output"),
 		LeaseUpdatePath: filepath.Join(f.root, "lease-update.json"),
+		ReleasePath:     filepath.Join(f.root, "release"),
 		HomeDir:         filepath.Join(f.root, "home"),
 		TempDir:         filepath.Join(f.root, "tmp"),
-		Environ:         []string{"FORGE_TEST_VAR=forge-value", "NOT_FORGE=secret", "FORGE_bad=x"},
+		Environ:         []string{"FORGE_TEST_VAR=forge-value", "IMAGE_VAR=from-image", "FORGE_bad=x"},
 		KillGrace:       300 * time.Millisecond,
 	}
 	for _, d := range []string{f.cfg.HomeDir, f.cfg.TempDir, filepath.Dir(f.cfg.InputBundlePath)} {
@@ -193,19 +200,32 @@ func runMain(t *testing.T, ctx context.Context, stdin []byte, cfg Config) runRes
 	return res
 }
 
-// parseEvents strictly decodes every stdout line as a runner event line.
+// parseEvents strictly decodes every stdout line as a runner event line
+// and checks that the host verifies each one as the worker's: numbered in
+// order and signed with the event key derived from the packet's key.
 func parseEvents(t *testing.T, stdout string) []messages.Event {
 	t.Helper()
 	var events []messages.Event
+	verifier := messages.NewEventVerifier(messages.EventKey(testLeaseKey))
 	sc := bufio.NewScanner(strings.NewReader(stdout))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		dec := json.NewDecoder(strings.NewReader(sc.Text()))
 		dec.DisallowUnknownFields()
-		var line messages.RunnerEventLine
+		var line struct {
+			messages.RunnerEventLine
+			Seq uint64 `json:"seq"`
+			MAC string `json:"mac"`
+		}
 		require.NoError(t, dec.Decode(&line), "stdout line %q", sc.Text())
 		require.Equal(t, messages.RunnerEventType, line.Type)
 		require.False(t, line.Event.OccurredAt.IsZero())
+		require.Equal(t, uint64(len(events)), line.Seq, "lines are numbered in order")
+		verified := verifier.Verified
+		ev, err := verifier.Parse(sc.Bytes())
+		require.NoError(t, err)
+		require.Equal(t, verified+1, verifier.Verified, "the host verifies line %q", sc.Text())
+		require.Equal(t, line.Event.Role, ev.Role)
 		events = append(events, line.Event)
 	}
 	require.NoError(t, sc.Err())
@@ -292,12 +312,17 @@ func checkOutputFile(t *testing.T, dir string, of messages.OutputFile) {
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 }
 
-// fetchResult verifies the result bundle on the host exactly like the host
-// does (bundle verify, fetch of the result ref, fsck --strict), checks that
-// the result's only parent is the input commit and returns the result sha.
-func (f *fixture) fetchResult() string {
+// fetchBundle verifies the result bundle on the host with git (bundle
+// verify, fetch of the result ref, fsck --strict), checks its header
+// (the given prerequisites, one ref) and that its pack holds exactly the
+// objects between the prerequisites and the result, without deltas, and
+// returns the result sha.
+func (f *fixture) fetchBundle(prerequisites ...string) string {
 	t := f.t
 	t.Helper()
+	if len(prerequisites) == 0 {
+		prerequisites = []string{f.input}
+	}
 	bundle := filepath.Join(f.cfg.OutputDir, messages.ResultBundleFile)
 	ref := resultRefPrefix + attemptHex(testAttemptID)
 	f.host.git("bundle", "verify", bundle)
@@ -306,29 +331,53 @@ func (f *fixture) fetchResult() string {
 	f.host.git("fsck", "--strict", "--no-dangling")
 	sha := f.host.git("rev-parse", "refs/x/result")
 	require.Equal(t, sha+" "+ref, heads)
-	require.Equal(t, sha+" "+f.input, f.host.git("rev-list", "--parents", "-n", "1", sha))
-	require.Equal(t, "forge sandbox <sandbox@forge.invalid>", f.host.git("log", "-1", "--format=%an <%ae>", sha))
-	require.Equal(t, "forge sandbox <sandbox@forge.invalid>", f.host.git("log", "-1", "--format=%cn <%ce>", sha))
-	require.Equal(t, "forge: result of attempt "+testAttemptID, f.host.git("log", "-1", "--format=%B", sha))
 
-	// The bundle's header and pack: prerequisite input, one ref, and a
-	// pack of exactly the objects the host lacked.
 	file, err := os.Open(bundle)
 	require.NoError(t, err)
 	defer file.Close()
 	br := bufio.NewReader(file)
 	h, err := parseBundleHeader(br)
 	require.NoError(t, err)
-	require.Len(t, h.Prerequisites, 1)
-	require.Equal(t, f.input, h.Prerequisites[0].Hash.String())
+	var got []string
+	for _, p := range h.Prerequisites {
+		got = append(got, p.Hash.String())
+	}
+	require.Equal(t, prerequisites, got)
 	require.Len(t, h.References, 1)
 	require.Equal(t, ref, h.References[0].Name.String())
 	packHead := make([]byte, 12)
 	_, err = br.Read(packHead)
 	require.NoError(t, err)
 	require.Equal(t, "PACK", string(packHead[:4]))
-	want := strings.Count(f.host.git("rev-list", "--objects", f.input+".."+sha)+"\n", "\n")
+	args := []string{"rev-list", "--objects", sha}
+	for _, p := range prerequisites {
+		args = append(args, "^"+p)
+	}
+	want := strings.Count(f.host.git(args...)+"\n", "\n")
 	require.Equal(t, uint32(want), binary.BigEndian.Uint32(packHead[8:12]), "objects in the result pack")
+
+	// The host's own scanner accepts the pack, and it holds no delta.
+	raw, err := os.ReadFile(bundle)
+	require.NoError(t, err)
+	gh, err := gitops.ParseBundleHeader(bytes.NewReader(raw))
+	require.NoError(t, err)
+	st, err := gitops.ScanPack(bytes.NewReader(raw[gh.PackOffset:]), gitops.Budget{})
+	require.NoError(t, err)
+	require.Zero(t, st.Deltas)
+	return sha
+}
+
+// fetchResult is fetchBundle for a squash-style result: one commit by the
+// sandbox identity with the default message, whose only parent is the
+// input commit.
+func (f *fixture) fetchResult() string {
+	t := f.t
+	t.Helper()
+	sha := f.fetchBundle()
+	require.Equal(t, sha+" "+f.input, f.host.git("rev-list", "--parents", "-n", "1", sha))
+	require.Equal(t, "forge sandbox <sandbox@forge.invalid>", f.host.git("log", "-1", "--format=%an <%ae>", sha))
+	require.Equal(t, "forge sandbox <sandbox@forge.invalid>", f.host.git("log", "-1", "--format=%cn <%ce>", sha))
+	require.Equal(t, "forge: result of attempt "+testAttemptID, f.host.git("log", "-1", "--format=%B", sha))
 	return sha
 }
 

@@ -11,8 +11,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/go-git/go-git/v5/plumbing"
-
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/messages"
 )
@@ -39,12 +37,12 @@ func clearOutputs(dir string) error {
 // writeOutputs writes the result bundle (when there is a result commit),
 // result.json and, last, manifest.json, after removing whatever the task
 // may have planted under those names.
-func writeOutputs(dir string, ws *workspace, id messages.SandboxIdentity, result plumbing.Hash, res messages.ResultPacket) error {
+func writeOutputs(dir string, ws *workspace, id messages.SandboxIdentity, result *result, res messages.ResultPacket) error {
 	if err := clearOutputs(dir); err != nil {
 		return err
 	}
 	var bundle *messages.OutputFile
-	if !result.IsZero() {
+	if !result.commit.IsZero() {
 		f, err := ws.writeBundle(dir, id.DispatchAttemptID, result)
 		if err != nil {
 			return failure.Wrap(failure.SandboxWorkerFailed, err, "write %s", messages.ResultBundleFile)
@@ -67,22 +65,10 @@ func writeOutputs(dir string, ws *workspace, id messages.SandboxIdentity, result
 	return nil
 }
 
-// writeBundle writes the result bundle of result into dir.
-func (ws *workspace) writeBundle(dir, attemptID string, result plumbing.Hash) (messages.OutputFile, error) {
-	resultCommit, err := ws.repo.CommitObject(result)
-	if err != nil {
-		return messages.OutputFile{}, err
-	}
-	inputCommit, err := ws.repo.CommitObject(ws.input)
-	if err != nil {
-		return messages.OutputFile{}, err
-	}
-	objs, err := resultObjects(ws.storage, inputCommit.TreeHash, result, resultCommit.TreeHash)
-	if err != nil {
-		return messages.OutputFile{}, err
-	}
+// writeBundle writes the result bundle of r into dir.
+func (ws *workspace) writeBundle(dir, attemptID string, r *result) (messages.OutputFile, error) {
 	return writeFileAtomic(dir, messages.ResultBundleFile, func(w io.Writer) error {
-		return writeResultBundle(w, ws.storage, ws.input, result, resultRefName(attemptID), objs)
+		return writeResultBundle(w, ws.storage, r.prerequisites, r.commit, resultRefName(attemptID), r.objects)
 	})
 }
 

@@ -64,6 +64,9 @@ func validateStartPacket(p *messages.StartPacket, workspace string) error {
 	if p.TaskTimeoutSeconds < 0 || p.TaskTimeoutSeconds > messages.MaxTaskTimeoutSeconds {
 		return contractError("taskTimeoutSeconds", "%d is outside [0, %d]", p.TaskTimeoutSeconds, messages.MaxTaskTimeoutSeconds)
 	}
+	if p.ReleaseWaitMillis < 0 || p.ReleaseWaitMillis > maxReleaseWaitMillis {
+		return contractError("releaseWaitMillis", "%d is outside [0, %d]", p.ReleaseWaitMillis, maxReleaseWaitMillis)
+	}
 	if p.LeaseExpiresAt.IsZero() {
 		return contractError("leaseExpiresAt", "is required (RFC 3339)")
 	}
@@ -170,6 +173,9 @@ func validateTask(t messages.Task) error {
 	}
 	if t.TimeoutSeconds < 0 || t.TimeoutSeconds > messages.MaxTaskTimeoutSeconds {
 		return contractError("task.timeoutSeconds", "%d is outside [0, %d]", t.TimeoutSeconds, messages.MaxTaskTimeoutSeconds)
+	}
+	if err := t.ValidateResult(); err != nil {
+		return failure.Wrap(failure.SandboxContractInvalid, err, "start packet")
 	}
 	return nil
 }

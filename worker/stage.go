@@ -44,16 +44,11 @@ type stager struct {
 }
 
 // stageTree writes the tree of the working tree and returns its hash and
-// the paths that were left out because git refuses their names.
-func (ws *workspace) stageTree() (plumbing.Hash, []string, error) {
-	input, err := ws.repo.CommitObject(ws.input)
-	if err != nil {
-		return plumbing.ZeroHash, nil, err
-	}
-	inputTree, err := input.Tree()
-	if err != nil {
-		return plumbing.ZeroHash, nil, err
-	}
+// the paths that were left out because git refuses their names. base is
+// the tree the working tree is compared with (what is "tracked"): the
+// task's tip in history mode, the input's in squash mode.
+func (ws *workspace) stageTree(base *object.Tree) (plumbing.Hash, []string, error) {
+	inputTree := base
 	// Unreadable .gitignore files are the task's own doing; stage with
 	// whatever patterns could be read.
 	patterns, _ := gitignore.ReadPatterns(ws.fs, nil)
@@ -63,7 +58,7 @@ func (ws *workspace) stageTree() (plumbing.Hash, []string, error) {
 }
 
 // tree stages the directory at path (components below the workspace).
-// input is the input commit's tree at that path (nil when there is none);
+// input is the base tree at that path (nil when there is none);
 // ignored says the directory itself is ignored (only tracked entries are
 // then kept). It returns the tree hash, or empty when the directory has no
 // committable entries (the root is written even when empty).

@@ -18,8 +18,8 @@ import (
 	"time"
 )
 
-// TaskPath is the PATH of the task, also used to resolve an argv[0]
-// without a slash.
+// TaskPath is the PATH of the task when the worker's environment (the
+// project image's) has none.
 const TaskPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // drainGrace is how long the output pumps may keep reading after the task
@@ -90,7 +90,11 @@ func (r *run) runTask(ctx context.Context, dir string) taskOutcome {
 }
 
 func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeout time.Duration) taskOutcome {
-	path, err := lookPath(argv[0])
+	if err := prepareTaskDirs(r.cfg); err != nil {
+		return taskOutcome{ExitCode: 126, Reason: reasonStartFailed, StartErr: err}
+	}
+	env := append(taskEnv(r.cfg), messages.ServiceEnv(r.pkt.Services)...)
+	path, err := lookPath(argv[0], taskPath(env))
 	if err != nil {
 		return taskOutcome{ExitCode: 127, Reason: reasonStartFailed, StartErr: err}
 	}
@@ -107,7 +111,7 @@ func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeo
 		Path:        path,
 		Args:        argv,
 		Dir:         dir,
-		Env:         append(taskEnv(r.cfg), messages.ServiceEnv(r.pkt.Services)...),
+		Env:         env,
 		Stdout:      outW,
 		Stderr:      errW,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
@@ -123,6 +127,7 @@ func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeo
 		return taskOutcome{ExitCode: code, Reason: reasonStartFailed, StartErr: err}
 	}
 	pgid := cmd.Process.Pid
+	raiseOOMScore(pgid)
 	r.events.lifecycle("task_started", "task started: "+boundLine(argv[0], 256),
 		map[string]any{"workingDirectory": r.pkt.WorkingDirectory, "timeoutSeconds": int(timeout / time.Second)})
 
@@ -238,32 +243,80 @@ func readLines(rd io.Reader, max int, fn func(string)) {
 }
 
 // lookPath resolves argv[0]: a name with a slash is used as is (relative
-// to the working directory), any other name is searched in TaskPath.
-func lookPath(name string) (string, error) {
+// to the working directory), any other name is searched in the
+// colon-separated directories of path (the task's PATH; an empty entry is
+// skipped, never the working directory).
+func lookPath(name, path string) (string, error) {
 	if strings.Contains(name, "/") {
 		return name, nil
 	}
-	for _, dir := range filepath.SplitList(TaskPath) {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
 		candidate := filepath.Join(dir, name)
 		if fi, err := os.Stat(candidate); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
 			return candidate, nil
 		}
 	}
-	return "", fmt.Errorf("%q: executable file not found in %s", name, TaskPath)
+	return "", fmt.Errorf("%q: executable file not found in %s", name, path)
 }
 
-// taskEnv is the task's environment: PATH, HOME, TMPDIR and the FORGE_*
-// variables of the worker's own environment.
+// xdgDirs are the XDG base directories of the task, relative to HOME, in
+// the order of taskEnv.
+var xdgDirs = []struct{ env, rel string }{
+	{"XDG_CACHE_HOME", ".cache"},
+	{"XDG_CONFIG_HOME", ".config"},
+	{"XDG_DATA_HOME", ".local/share"},
+	{"XDG_STATE_HOME", ".local/state"},
+}
+
+// prepareTaskDirs makes sure the task's HOME, TMPDIR and XDG base
+// directories exist (created 0700) and are directories. Toolchains write
+// their caches and configuration there (Go's build cache under
+// XDG_CACHE_HOME, npm's under HOME, cargo's CARGO_HOME). A link the
+// project image put there is followed: the worker runs as the task's own
+// user, so it reaches nothing the task could not.
+func prepareTaskDirs(cfg Config) error {
+	dirs := []string{cfg.HomeDir, cfg.TempDir}
+	for _, x := range xdgDirs {
+		dirs = append(dirs, filepath.Join(cfg.HomeDir, x.rel))
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("prepare the task's directories: %w", err)
+		}
+		fi, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("prepare the task's directories: %w", err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("prepare the task's directories: %s is not a directory", d)
+		}
+	}
+	return nil
+}
+
+// taskEnv is the task's environment: the worker's own environment (the
+// project image's ENV, as the engine merged it with forged's container
+// environment) with HOME, TMPDIR and the XDG base directories set by
+// forged. PATH is the environment's, or TaskPath when it has none. Names
+// that are not portable shell names are dropped, and the first of
+// duplicates wins.
 func taskEnv(cfg Config) []string {
-	env := []string{"PATH=" + TaskPath, "HOME=" + cfg.HomeDir, "TMPDIR=" + cfg.TempDir}
 	src := cfg.Environ
 	if src == nil {
 		src = os.Environ()
 	}
-	seen := map[string]bool{}
+	env := []string{"PATH=" + taskPath(src), "HOME=" + cfg.HomeDir, "TMPDIR=" + cfg.TempDir}
+	seen := map[string]bool{"PATH": true, "HOME": true, "TMPDIR": true}
+	for _, x := range xdgDirs {
+		env = append(env, x.env+"="+filepath.Join(cfg.HomeDir, x.rel))
+		seen[x.env] = true
+	}
 	for _, kv := range src {
 		k, _, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(k, "FORGE_") || !validEnvName(k) || seen[k] {
+		if !ok || !validEnvName(k) || seen[k] {
 			continue
 		}
 		seen[k] = true
@@ -272,13 +325,27 @@ func taskEnv(cfg Config) []string {
 	return env
 }
 
+// taskPath is the first non-empty PATH of env, or TaskPath.
+func taskPath(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			if v != "" {
+				return v
+			}
+			break
+		}
+	}
+	return TaskPath
+}
+
+// validEnvName reports whether k is a portable shell variable name.
 func validEnvName(k string) bool {
-	for _, c := range k {
-		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' {
+	for i, c := range k {
+		if (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') && c != '_' && (i == 0 || c < '0' || c > '9') {
 			return false
 		}
 	}
-	return true
+	return k != ""
 }
 
 // exitCode is the task's exit status, 128+signal when a signal ended it.

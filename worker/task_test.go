@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -36,21 +38,63 @@ func TestBoundLine(t *testing.T) {
 }
 
 func TestLookPath(t *testing.T) {
-	p, err := lookPath("sh")
+	p, err := lookPath("sh", TaskPath)
 	require.NoError(t, err)
 	assert.True(t, strings.HasSuffix(p, "/sh"))
-	p, err = lookPath("./local/tool")
+	p, err = lookPath("./local/tool", TaskPath)
 	require.NoError(t, err)
 	assert.Equal(t, "./local/tool", p)
-	_, err = lookPath("definitely-not-a-command-forge")
+	_, err = lookPath("definitely-not-a-command-forge", TaskPath)
+	assert.Error(t, err)
+
+	// The task's PATH decides; relative and empty entries never resolve
+	// to the working directory.
+	dir := t.TempDir()
+	tool := filepath.Join(dir, "forge-tool")
+	require.NoError(t, os.WriteFile(tool, []byte("#!/bin/sh\n"), 0o755))
+	p, err = lookPath("forge-tool", "/nonexistent:"+dir)
+	require.NoError(t, err)
+	assert.Equal(t, tool, p)
+	t.Chdir(dir)
+	_, err = lookPath("forge-tool", ":.:relative")
 	assert.Error(t, err)
 }
 
 func TestTaskEnv(t *testing.T) {
+	forged := []string{"HOME=/h", "TMPDIR=/t",
+		"XDG_CACHE_HOME=/h/.cache", "XDG_CONFIG_HOME=/h/.config", "XDG_DATA_HOME=/h/.local/share", "XDG_STATE_HOME=/h/.local/state"}
 	env := taskEnv(Config{HomeDir: "/h", TempDir: "/t", Environ: []string{
-		"FORGE_A=1", "FORGE_A=2", "FORGE_lower=x", "FORGE_B=has=equals", "PATH=/evil", "HOME=/evil", "OTHER=y", "FORGE_NOVALUE",
+		"FORGE_A=1", "FORGE_A=2", "FORGE_lower=x", "FORGE_B=has=equals", "PATH=/opt/go/bin:/usr/bin", "PATH=/second",
+		"HOME=/image-home", "TMPDIR=/image-tmp", "XDG_CACHE_HOME=/image-cache", "CARGO_HOME=/usr/local/cargo", "FORGE_NOVALUE",
+		"1BAD=x", "BAD-NAME=x", "=x", "_ok=y",
 	}})
-	assert.Equal(t, []string{"PATH=" + TaskPath, "HOME=/h", "TMPDIR=/t", "FORGE_A=1", "FORGE_B=has=equals"}, env)
+	assert.Equal(t, append(append([]string{"PATH=/opt/go/bin:/usr/bin"}, forged...),
+		"FORGE_A=1", "FORGE_lower=x", "FORGE_B=has=equals", "CARGO_HOME=/usr/local/cargo", "_ok=y"), env,
+		"the image's environment passes, forged's own directories win")
+
+	env = taskEnv(Config{HomeDir: "/h", TempDir: "/t", Environ: []string{"PATH=", "A=1"}})
+	assert.Equal(t, append(append([]string{"PATH=" + TaskPath}, forged...), "A=1"), env, "no PATH: the default")
+}
+
+func TestPrepareTaskDirs(t *testing.T) {
+	root := t.TempDir()
+	cfg := Config{HomeDir: filepath.Join(root, "home"), TempDir: filepath.Join(root, "tmp")}
+	require.NoError(t, prepareTaskDirs(cfg))
+	for _, d := range []string{"home", "tmp", "home/.cache", "home/.config", "home/.local/share", "home/.local/state"} {
+		fi, err := os.Lstat(filepath.Join(root, d))
+		require.NoError(t, err, d)
+		assert.True(t, fi.IsDir(), d)
+	}
+	require.NoError(t, prepareTaskDirs(cfg), "idempotent")
+
+	// A link to a directory (as an image may ship ~/.cache) is kept; a
+	// file where a directory belongs is refused.
+	require.NoError(t, os.RemoveAll(filepath.Join(root, "home/.cache")))
+	require.NoError(t, os.Symlink(filepath.Join(root, "tmp"), filepath.Join(root, "home/.cache")))
+	require.NoError(t, prepareTaskDirs(cfg))
+	require.NoError(t, os.Remove(filepath.Join(root, "home/.cache")))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "home/.cache"), nil, 0o600))
+	assert.ErrorContains(t, prepareTaskDirs(cfg), "not a directory")
 }
 
 func TestTaskTimeoutSeconds(t *testing.T) {

@@ -7,19 +7,55 @@
 //  1. it reads a messages.StartPacket from stdin (strictly decoded);
 //  2. it materialises the input git bundle into the workspace with go-git,
 //     verifies the input commit and checks it out on the attempt's branch;
-//  3. it runs the task (argv, working directory, minimal environment,
+//  3. it runs the task (argv, working directory, the project image's
+//     environment with forged's HOME, TMPDIR and XDG base directories,
 //     timeout and a monotonic lease deadline that signed lease updates may
 //     move), streaming its output lines as runner events on stdout;
-//  4. it stages the whole working tree much like "git add --all" (honouring
-//     .gitignore, keeping gitlinks, skipping names git refuses), commits the
-//     result on top of the input commit when the tree changed, and writes a
-//     result bundle holding the new objects;
+//  4. it takes the task's branch as the result (history mode, the
+//     default: the task's own commits as written), stages the whole working
+//     tree much like "git add --all" (honouring .gitignore, keeping
+//     gitlinks, skipping names git refuses) and commits what the task left
+//     uncommitted on top; in squash mode it ignores the task's commits and
+//     commits the working tree on top of the input. It writes a result
+//     bundle holding exactly the objects between the input's history and
+//     the result, without deltas, and judges none of them: the host proves
+//     the result (descent, budgets, fsck, paths);
 //  5. it writes result.json and then manifest.json into the output
 //     directory.
 //
-// Only messages.RunnerEventLine JSON lines are written to stdout;
-// diagnostics go to stderr. Everything the worker produces is untrusted and
-// validated again on the host.
+// Only runner event JSON lines are written to stdout; diagnostics go to
+// stderr. Everything the worker produces is untrusted and validated again
+// on the host.
+//
+// # Authentic events
+//
+// Only the worker speaks for the runner (role "runner"); everything the
+// task writes is the agent's, whatever it claims. The channel cannot tell
+// them apart: the task runs as the worker's uid, so it can open
+// /proc/1/fd/1 and /proc/1/fd/2 (the container's stdout and stderr, held by
+// the init process) and write lines into the very stream the host reads.
+// So the host decides the role from a key, not from the line:
+//
+//   - The host draws a random per-attempt control key and sends it only in
+//     the start packet, on the worker's stdin. The worker reads stdin to its
+//     end before the task exists; the task's stdin is /dev/null and it
+//     inherits only its own output pipes (every other descriptor of the
+//     worker is close-on-exec). The key is never in an environment, an
+//     argument or a file.
+//   - The worker makes itself non-dumpable (PR_SET_DUMPABLE 0) before it
+//     reads the packet, so that a same-uid task can neither ptrace it nor
+//     read /proc/<worker>/mem, environ or fd/.
+//   - Every line the worker writes carries a sequence number and an
+//     HMAC-SHA256, under messages.EventKey(controlKey), of that number and
+//     the exact bytes of the event (messages.SignEventLine). The event key
+//     is derived from, and separate from, the lease key.
+//   - The host (messages.EventVerifier, in the worker actor) keeps an
+//     event's role only when its MAC verifies and its number is above every
+//     one verified before; any other line that parses as an event arrives as
+//     role "agent". A task can thus suppress or delay worker lines it steals
+//     from the pipe, never forge, alter or replay one as the runner's. The
+//     host takes no decision from what an event says: outcomes come from
+//     the engine's inspected state and the validated output.
 package worker
 
 import (
@@ -51,8 +87,8 @@ const (
 const (
 	DefaultKillGrace      = 10 * time.Second
 	DefaultMaxOutputBytes = 8 << 20
-	defaultHomeDir        = "/tmp"
-	defaultTempDir        = "/tmp"
+	defaultHomeDir        = messages.HomeDir
+	defaultTempDir        = messages.TempDir
 )
 
 // Config holds the worker's paths and tunables. DefaultConfig returns the
@@ -70,11 +106,16 @@ type Config struct {
 	// move the lease deadline (see WriteLeaseUpdateFile); it is read when
 	// the current deadline is reached.
 	LeaseUpdatePath string
+	// ReleasePath is where the host's release appears (WriteReleaseFile)
+	// when the start packet asks the worker to wait for it.
+	ReleasePath string
 	// HomeDir and TempDir are the task's HOME and TMPDIR.
 	HomeDir string
 	TempDir string
-	// Environ is the worker's own environment, the source of the FORGE_*
-	// variables passed to the task. Nil means os.Environ().
+	// Environ is the worker's own environment (the project image's ENV
+	// merged with forged's container environment), the task's environment
+	// but for the directories forged sets (see taskEnv). Nil means
+	// os.Environ().
 	Environ []string
 	// KillGrace is the time between SIGTERM and SIGKILL when the task is
 	// stopped. Zero means DefaultKillGrace.
@@ -86,13 +127,15 @@ type Config struct {
 }
 
 // DefaultConfig returns the configuration of the worker inside the sandbox
-// container: the paths from package messages, HOME and TMPDIR in /tmp.
+// container: the paths from package messages (HOME /home/forge, TMPDIR
+// /tmp).
 func DefaultConfig() Config {
 	return Config{
 		WorkspaceDir:    messages.WorkspaceDir,
 		InputBundlePath: messages.InputBundlePath,
 		OutputDir:       messages.OutputDir,
 		LeaseUpdatePath: messages.LeaseUpdatePath,
+		ReleasePath:     messages.ReleasePath,
 		HomeDir:         defaultHomeDir,
 		TempDir:         defaultTempDir,
 		KillGrace:       DefaultKillGrace,
@@ -113,6 +156,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseUpdatePath == "" {
 		c.LeaseUpdatePath = d.LeaseUpdatePath
+	}
+	if c.ReleasePath == "" {
+		c.ReleasePath = d.ReleasePath
 	}
 	if c.HomeDir == "" {
 		c.HomeDir = d.HomeDir
@@ -144,6 +190,7 @@ func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, cfg Co
 		return ExitInternal
 	}
 	r.pkt = pkt
+	r.events.setKey(messages.EventKey(pkt.LeaseControlKey))
 	r.lease = r.newLeaseDeadline()
 	code, err := r.execute(ctx)
 	if err != nil {
@@ -204,24 +251,28 @@ func (r *run) execute(ctx context.Context) (int, error) {
 			r.lease.ExpiresAt().UTC().Format(time.RFC3339))
 	}
 
+	watch := startResourceWatch(r.cfg.TempDir, r.cfg.WorkspaceDir)
 	outcome := r.runTask(ctx, dir)
 	killStragglers()
+	r.reportResources(watch.finish(!outcome.succeeded(), outcome.ExitCode))
+	clearRelease(r.cfg.ReleasePath)
 
-	result, skipped, err := ws.commitResult(id.DispatchAttemptID)
+	result, err := ws.commitResult(id.DispatchAttemptID, r.pkt.Task, r.note)
 	if err != nil {
 		return 0, err
 	}
+	skipped := result.skipped
 	for _, p := range skipped {
 		r.note("not committed: git refuses the name %q", p)
 	}
 	var resultSHA *string
-	if result.IsZero() {
+	if result.commit.IsZero() {
 		r.events.lifecycle("result_unchanged", "the task changed nothing", nil)
 	} else {
-		s := result.String()
+		s := result.commit.String()
 		resultSHA = &s
-		r.events.lifecycle("result_committed", "result committed as "+s,
-			map[string]any{"resultCommitSha": s})
+		r.events.lifecycle("result_committed", fmt.Sprintf("result committed as %s (%d commit(s))", s, len(result.commits)),
+			map[string]any{"resultCommitSha": s, "commitCount": len(result.commits), "commits": result.reportedCommits()})
 	}
 
 	code := ExitOK
@@ -239,6 +290,7 @@ func (r *run) execute(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	r.events.lifecycle("output_written", "manifest written", map[string]any{"exitCode": code})
+	r.awaitHostRelease()
 	return code, nil
 }
 

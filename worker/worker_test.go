@@ -27,7 +27,7 @@ func TestMainCommitsResult(t *testing.T) {
 	require.Equal(t, ExitOK, res.code, "stderr: %s", res.stderr)
 	assert.Empty(t, res.stderr)
 
-	assert.Equal(t, []string{"worker_started", "workspace_materialized", "task_started", "task_exited",
+	assert.Equal(t, []string{"worker_started", "workspace_materialized", "task_started", "task_exited", "task_resources",
 		"result_committed", "output_written"}, lifecycleTypes(res.events))
 	var outputs []string
 	for _, ev := range res.events {
@@ -101,7 +101,7 @@ func TestMainNothingChanged(t *testing.T) {
 	f := newFixture(t, sh("echo looking; cat README.md >/dev/null; touch README.md")...)
 	res := f.run()
 	require.Equal(t, ExitOK, res.code, "stderr: %s", res.stderr)
-	assert.Equal(t, []string{"worker_started", "workspace_materialized", "task_started", "task_exited",
+	assert.Equal(t, []string{"worker_started", "workspace_materialized", "task_started", "task_exited", "task_resources",
 		"result_unchanged", "output_written"}, lifecycleTypes(res.events))
 
 	m, r := f.outputs()
@@ -422,9 +422,13 @@ func TestMainTaskEnvironment(t *testing.T) {
 	assert.Contains(t, env, "HOME="+f.cfg.HomeDir)
 	assert.Contains(t, env, "TMPDIR="+f.cfg.TempDir)
 	assert.Contains(t, env, "FORGE_TEST_VAR=forge-value")
+	assert.Contains(t, env, "IMAGE_VAR=from-image", "the image's environment reaches the task")
+	assert.Contains(t, env, "XDG_CACHE_HOME="+filepath.Join(f.cfg.HomeDir, ".cache"))
+	assert.Contains(t, env, "XDG_CONFIG_HOME="+filepath.Join(f.cfg.HomeDir, ".config"))
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
-		assert.Contains(t, []string{"PATH", "HOME", "TMPDIR", "FORGE_TEST_VAR", "PWD", "SHLVL", "_"}, k, "unexpected variable %s", kv)
+		assert.Contains(t, []string{"PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
+			"FORGE_TEST_VAR", "IMAGE_VAR", "FORGE_bad", "PWD", "SHLVL", "_"}, k, "unexpected variable %s", kv)
 	}
 	assert.Equal(t, filepath.Join(f.cfg.WorkspaceDir, "sub"), f.show(sha, "sub/pwd.txt"))
 	assert.Equal(t, "", f.show(sha, "sub/stdin.txt"))
@@ -473,10 +477,10 @@ func TestMainTaskUsesGit(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git binary not available")
 	}
-	// An agent with its own git commits, switches branches and scribbles
-	// on the index: the worker's result still has the input as parent and
-	// holds the working tree.
-	f := newFixture(t, sh(`set -e
+	// An agent with its own git commits on a branch of its own, and
+	// scribbles on the index and the config: the result is its branch, its
+	// commit kept, plus one commit of what it left uncommitted.
+	script := `set -e
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
 git checkout -q -b elsewhere
 echo one > one.txt
@@ -484,12 +488,25 @@ git add one.txt
 git -c user.name=agent -c user.email=agent@example.invalid commit -q -m agent
 echo two > two.txt
 git add two.txt
-git config user.name tampered`)...)
+git config user.name tampered`
+	f := newFixture(t, sh(script)...)
 	res := f.run()
 	require.Equal(t, ExitOK, res.code, "stderr: %s", res.stderr)
-	sha := f.fetchResult()
+	sha := f.fetchBundle()
 	assert.Equal(t, "one", f.show(sha, "one.txt"))
 	assert.Equal(t, "two", f.show(sha, "two.txt"))
+	assert.Equal(t, "forge: result of attempt "+testAttemptID+"\nagent", f.host.git("log", "--format=%s", f.input+".."+sha))
+	assert.Equal(t, "agent <agent@example.invalid>", f.host.git("log", "-1", "--format=%an <%ae>", sha+"^"))
+
+	// Squash mode keeps the old behaviour: one commit of the working tree
+	// on top of the input.
+	g := newFixture(t, sh(script)...)
+	g.pkt.Task.ResultMode = messages.ResultSquash
+	res = g.run()
+	require.Equal(t, ExitOK, res.code, "stderr: %s", res.stderr)
+	sha = g.fetchResult()
+	assert.Equal(t, "one", g.show(sha, "one.txt"))
+	assert.Equal(t, "two", g.show(sha, "two.txt"))
 }
 
 func TestMainInvalidInputBundle(t *testing.T) {
@@ -539,6 +556,7 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, messages.InputBundlePath, c.InputBundlePath)
 	assert.Equal(t, messages.OutputDir, c.OutputDir)
 	assert.Equal(t, messages.LeaseUpdatePath, c.LeaseUpdatePath)
+	assert.Equal(t, messages.ReleasePath, c.ReleasePath)
 	assert.Equal(t, c, Config{}.withDefaults())
 }
 

@@ -37,6 +37,8 @@ type workspace struct {
 	branch  plumbing.ReferenceName
 	// fs is the working tree as go-git sees it (see workspaceFS).
 	fs billy.Filesystem
+	// history caches the commits reachable from the input (inputHistory).
+	history map[plumbing.Hash]bool
 }
 
 // materialize prepares the workspace directory, unpacks the input bundle
@@ -138,6 +140,27 @@ func prepareWorkspace(dir string) (string, error) {
 	return resolved, nil
 }
 
+// newStorage opens the object and reference storage of gitDir.
+func newStorage(gitDir string) *filesystem.Storage {
+	return filesystem.NewStorageWithOptions(osfs.New(gitDir), cache.NewObjectLRUDefault(),
+		filesystem.Options{LargeObjectThreshold: largeObjectThreshold})
+}
+
+// reopen reads the repository afresh after the task ran: go-git caches the
+// list of packs and their indexes, and the task may have added packs (a
+// fetch, an unpacked bundle) or replaced them (gc). When the repository
+// cannot be opened any more (the task broke its configuration), the
+// storage of the materialisation is kept.
+func (ws *workspace) reopen() error {
+	storage := newStorage(filepath.Join(ws.dir, gitDirName))
+	repo, err := git.Open(storage, ws.fs)
+	if err != nil {
+		return err
+	}
+	ws.storage, ws.repo, ws.history = storage, repo, nil
+	return nil
+}
+
 // initRepository creates the repository at dir/.git with HEAD on branch.
 func initRepository(dir string, branch plumbing.ReferenceName, input plumbing.Hash) (*workspace, error) {
 	gitDir := filepath.Join(dir, gitDirName)
@@ -146,8 +169,7 @@ func initRepository(dir string, branch plumbing.ReferenceName, input plumbing.Ha
 	if err := os.Mkdir(gitDir, 0o755); err != nil {
 		return nil, failure.Wrap(failure.SandboxInputFailed, err, "create %s", gitDir)
 	}
-	storage := filesystem.NewStorageWithOptions(osfs.New(gitDir), cache.NewObjectLRUDefault(),
-		filesystem.Options{LargeObjectThreshold: largeObjectThreshold})
+	storage := newStorage(gitDir)
 	wfs := newWorkspaceFS(osfs.New(dir))
 	repo, err := git.InitWithOptions(storage, wfs, git.InitOptions{DefaultBranch: branch})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/forgedev/forged/example"
 	"github.com/forgedev/forged/internal/enginetest"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/quota"
 	"github.com/forgedev/forged/runner"
 )
 
@@ -157,7 +158,7 @@ func TestChaosKill9AtEachPhase(t *testing.T) {
 		createdResources bool // the attempt's ledger exists at this point
 	}{
 		{"sandbox_preparing", false},
-		{"sandbox_build_log", false},
+		{"sandbox_build_started", false},
 		{"sandbox_started", true},
 		{"task_started", true},
 		{"sandbox_agent_exited", true},
@@ -176,7 +177,7 @@ func TestChaosKill9AtEachPhase(t *testing.T) {
 	for i, phase := range phases {
 		t.Run(phase.event, func(t *testing.T) {
 			// A Dockerfile unique to the phase makes the build phase real.
-			if phase.event == "sandbox_build_log" {
+			if phase.event == "sandbox_build_started" {
 				dir := filepath.Join(base, "repo-build")
 				require.NoError(t, example.CreateRepo(ctx, dir, example.RepoOptions{
 					Dockerfile: "FROM " + example.BaseImage + "\nRUN sleep 3\nLABEL chaos=" + example.NewUUID() + "\n"}))
@@ -195,6 +196,7 @@ func TestChaosKill9AtEachPhase(t *testing.T) {
 			restarted := startDaemon(t, forged, stateRoot, lockRoot)
 			defer restarted.stop()
 			enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
+			assertNoVolumeImages(t, stateRoot)
 			if phase.createdResources {
 				out := restarted.outcome(dispatch.AttemptID())
 				require.NotNil(t, out, "the restarted daemon records the attempt")
@@ -206,6 +208,21 @@ func TestChaosKill9AtEachPhase(t *testing.T) {
 				assert.Empty(t, entries, "no ledger is left after phase %d", i)
 			}
 		})
+	}
+}
+
+// assertNoVolumeImages checks that no filesystem image is left in the
+// state root and no loop device is still bound to one.
+func assertNoVolumeImages(t *testing.T, stateRoot string) {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(stateRoot, quota.ImageDir))
+	if err == nil {
+		assert.Empty(t, entries, "volume images are left")
+	}
+	backing, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, b := range backing {
+		raw, _ := os.ReadFile(b)
+		assert.NotContains(t, string(raw), stateRoot, "a loop device is still bound to an image: %s", b)
 	}
 }
 
@@ -232,6 +249,7 @@ func TestSIGTERMDrainsTheDaemon(t *testing.T) {
 	d.stop()
 	assert.Less(t, time.Since(started), 60*time.Second)
 	enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
+	assertNoVolumeImages(t, stateRoot)
 	entries, err := os.ReadDir(filepath.Join(stateRoot, "ledger"))
 	require.NoError(t, err)
 	assert.Empty(t, entries)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
 	"github.com/forgedev/forged/runner"
 	"github.com/forgedev/forged/services"
@@ -19,6 +20,7 @@ type runnerFlags struct {
 	queue          int
 	seccompProfile string
 	lsmOption      string
+	managedNS      string
 	verbose        bool
 	preflight      preflightFlags
 	publish        publishFlags
@@ -68,6 +70,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.queue, "queue", 16, "attempts that may wait for a slot")
 	cmd.Flags().StringVar(&f.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")
 	cmd.Flags().StringVar(&f.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
+	cmd.Flags().StringVar(&f.managedNS, "managed-namespace", messages.DefaultManagedNamespace, "ref prefix every dispatch's worktreeKey must lie below (refs/heads/…/)")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "debug logging")
 	f.preflight.register(cmd)
 	f.publish.register(cmd)
@@ -75,15 +78,16 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 
 func (f *runnerFlags) config(logger *slog.Logger) runner.Config {
 	return runner.Config{
-		Slots:          f.slots,
-		QueueLimit:     f.queue,
-		StateRoot:      f.stateRoot,
-		WorkerBinary:   f.workerBinary,
-		SeccompProfile: f.seccompProfile,
-		LSMOption:      f.lsmOption,
-		Logger:         logger,
-		AllowRootful:   f.preflight.allowRootful,
-		Capacity:       f.preflight.policy(f.slots),
+		Slots:            f.slots,
+		QueueLimit:       f.queue,
+		StateRoot:        f.stateRoot,
+		WorkerBinary:     f.workerBinary,
+		SeccompProfile:   f.seccompProfile,
+		LSMOption:        f.lsmOption,
+		ManagedNamespace: f.managedNS,
+		Logger:           logger,
+		AllowRootful:     f.preflight.allowRootful,
+		Capacity:         f.preflight.policy(f.slots),
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 func daemonCommand() *cobra.Command {
 	var flags runnerFlags
 	var socket string
+	var allowUIDs []uint
+	var gc runner.ImageGCConfig
 	cmd := &cobra.Command{
 		Use:   "daemon",
 		Short: "Serve the forged HTTP API on a unix socket",
@@ -28,6 +31,9 @@ func daemonCommand() *cobra.Command {
 			cfg := flags.config(logger)
 			if err := flags.publish.apply(&cfg); err != nil {
 				return err
+			}
+			if gc.Interval > 0 {
+				cfg.ImageGC = &gc
 			}
 			var err error
 			if cfg.Services, err = flags.preflight.services(); err != nil {
@@ -41,7 +47,19 @@ func daemonCommand() *cobra.Command {
 			if socket == "" {
 				socket = filepath.Join(flags.stateRoot, "forged.sock")
 			}
-			l, err := httpapi.Listen(socket)
+			allowed := make([]uint32, 0, len(allowUIDs))
+			for _, uid := range allowUIDs {
+				if uid > math.MaxUint32 {
+					return fmt.Errorf("--allow-uid %d is not a uid", uid)
+				}
+				allowed = append(allowed, uint32(uid))
+			}
+			l, err := httpapi.Listen(socket, httpapi.ListenOptions{
+				AllowedUIDs: allowed,
+				OnRefused: func(peer httpapi.PeerCred, err error) {
+					logger.Warn("refused a connection to the daemon socket", "uid", peer.UID, "pid", peer.PID, "err", err)
+				},
+			})
 			if err != nil {
 				return err
 			}
@@ -62,6 +80,10 @@ func daemonCommand() *cobra.Command {
 		},
 	}
 	flags.register(cmd)
+	cmd.Flags().DurationVar(&gc.Interval, "image-gc-interval", 0, "run the image collector this often, and when the disk turns low (0: off)")
+	cmd.Flags().IntVar(&gc.Policy.KeepPerProject, "image-gc-keep", 3, "image keys the collector keeps per project, newest first")
+	cmd.Flags().DurationVar(&gc.Policy.MaxAge, "image-gc-max-age", 7*24*time.Hour, "older keys beyond the newest are collected")
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default STATE_ROOT/forged.sock)")
+	cmd.Flags().UintSliceVar(&allowUIDs, "allow-uid", nil, "uids, besides root and forged's own, whose processes may use the socket (checked with SO_PEERCRED; repeatable)")
 	return cmd
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgedev/forged/internal/termsafe"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -55,7 +56,9 @@ func inspectCommand() *cobra.Command {
 }
 
 // printTree renders the actors as an indented tree, children under their
-// parent, each with its kind, phase and facts.
+// parent, each with its kind, phase and facts, every field escaped by
+// termsafe (facts carry container names, messages and other text the
+// engine or a task may have chosen).
 func printTree(w io.Writer, replies []messages.InspectReply) {
 	byPID := make(map[string]messages.InspectReply, len(replies))
 	for _, r := range replies {
@@ -76,9 +79,9 @@ func printTree(w io.Writer, replies []messages.InspectReply) {
 		sort.Strings(keys)
 		facts := make([]string, 0, len(keys))
 		for _, k := range keys {
-			facts = append(facts, k+"="+r.Facts[k])
+			facts = append(facts, termsafe.String(k)+"="+termsafe.String(r.Facts[k]))
 		}
-		fmt.Fprintf(w, "%s%s [%s] %s  %s\n", strings.Repeat("  ", depth), r.Kind, r.Phase, pid, strings.Join(facts, " "))
+		fmt.Fprintf(w, "%s%s [%s] %s  %s\n", strings.Repeat("  ", depth), termsafe.String(r.Kind), termsafe.String(r.Phase), termsafe.String(pid), strings.Join(facts, " "))
 		for _, child := range r.Children {
 			walk(child, depth+1)
 		}

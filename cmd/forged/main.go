@@ -10,6 +10,8 @@ import (
 
 	"github.com/lmittmann/tint"
 	"github.com/spf13/cobra"
+
+	"github.com/forgedev/forged/internal/termsafe"
 )
 
 // exitError carries a process exit status out of a command.
@@ -24,21 +26,22 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCommand(), daemonCommand(), workerCommand(), exampleCommand(), preflightCommand(), leaseCommand(), reapCommand(), inspectCommand())
+	root.AddCommand(runCommand(), daemonCommand(), workerCommand(), exampleCommand(), preflightCommand(), leaseCommand(), reapCommand(), inspectCommand(), gcCommand())
 	if err := root.Execute(); err != nil {
 		var exit exitError
 		if errors.As(err, &exit) {
 			os.Exit(exit.code)
 		}
-		fmt.Fprintln(os.Stderr, "forged:", err)
+		fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))
 		os.Exit(2)
 	}
 }
 
-// newLogger logs with tint on a terminal and JSON otherwise.
+// newLogger logs with tint on a terminal, every string escaped by
+// termsafe, and JSON otherwise.
 func newLogger(level slog.Level) *slog.Logger {
 	if info, err := os.Stderr.Stat(); err == nil && info.Mode()&os.ModeCharDevice != 0 {
-		return slog.New(tint.NewHandler(os.Stderr, &tint.Options{Level: level}))
+		return slog.New(termsafe.Handler(tint.NewHandler(os.Stderr, &tint.Options{Level: level})))
 	}
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,12 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
 
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/internal/termsafe"
 	"github.com/forgedev/forged/preflight"
 	"github.com/forgedev/forged/runner"
 )
@@ -44,13 +42,20 @@ func preflightCommand() *cobra.Command {
 				fmt.Fprintln(os.Stderr, "forged:", err)
 				return exitError{2}
 			}
-			checker := preflight.NewChecker(cli, nil, preflight.Options{
+			opts := preflight.Options{
 				AllowRootful: admission.allowRootful,
 				Endpoint:     cli.DaemonHost(),
 				StateRoot:    stateRoot,
 				Capacity:     admission.policy(maxSlots),
-				Services:     runner.ServiceCheck(catalogue, engineImages{cli}),
-			})
+			}
+			// The isolation probe needs a full client; without one the
+			// report says isolation is not verified.
+			if docker, err := dockerops.Connect(cmd.Context(), dockerops.Options{}); err == nil {
+				defer docker.Close()
+				opts.Isolation = docker
+				opts.Services = runner.ServiceCheck(catalogue, docker)
+			}
+			checker := preflight.NewChecker(cli, nil, opts)
 			r := checker.Check(cmd.Context())
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
@@ -85,7 +90,10 @@ func defaultStateRoot() string {
 // printPreflight renders r as a two-column table.
 func printPreflight(w io.Writer, r preflight.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(key, format string, args ...any) { fmt.Fprintf(tw, "%s\t%s\n", key, fmt.Sprintf(format, args...)) }
+	// Engine facts come from the engine: escaped like any untrusted text.
+	row := func(key, format string, args ...any) {
+		fmt.Fprintf(tw, "%s\t%s\n", key, termsafe.String(fmt.Sprintf(format, args...)))
+	}
 	yes := func(b bool) string {
 		if b {
 			return "yes"
@@ -120,7 +128,20 @@ func printPreflight(w io.Writer, r preflight.Report) error {
 		lsm = "none"
 	}
 	row("isolation", "%s, user namespaces %s, cgroup v%s (%s), seccomp %s, LSM %s", mode, yes(f.UserNamespaces), f.CgroupVersion, f.CgroupDriver, yes(f.Seccomp), lsm)
+	n := r.Network
+	row("network", "attempts without services or egress: %s (loopback only)", n.DefaultMode)
+	if n.Isolation.Verified {
+		row("attempt networks", "isolated: %s (verified)", n.Isolation.Mechanism)
+	} else {
+		row("attempt networks", "refused (%s): %s", n.Code, n.Isolation.Reason)
+	}
+	row("dns", "internal-network forwarding fixed (CVE-2024-29018): %s; %s", yes(n.DNS.InternalForwardingFixed), n.DNS.Note)
 	row("storage", "%s, project quota %s, Docker root %s", f.StorageDriver, yes(f.StorageQuota), e.DockerRootDir)
+	if r.Storage.Bounded() {
+		row("volumes", "bounded by %s", r.Storage.Mechanism)
+	} else {
+		row("volumes", "not bounded: %s", r.Storage.Reason)
+	}
 	row("build", "classic builder %s, BuildKit default %s", yes(f.ClassicBuilder), yes(f.BuildKit))
 	d := r.Disk
 	row("disk", "%s: %s free of %s, %.1f%% used, low %s (low below %s free or at %.0f%%, recovers at %.0f%%)",
@@ -129,28 +150,17 @@ func printPreflight(w io.Writer, r preflight.Report) error {
 	row("memory", "%s available, %s reserved for the host, %s per attempt: %d slots", gibText(m.AvailableBytes), gibText(m.ReserveBytes), gibText(m.PerAttemptBytes), m.Slots)
 	c := r.CPU
 	row("cpu", "%d cores, %d kept for the host, %d millis per attempt: %d slots", c.Cores, c.ReservedCores, c.MillisPerAttempt, c.Slots)
-	row("capacity", "%d (min of max %d, cpu %d, memory %d)", r.Capacity, r.MaxSlots, c.Slots, m.Slots)
+	if ds := r.DiskSlots; ds.Slots >= 0 {
+		row("disk slots", "%s: %s free, %s reserved, %s per attempt (workspace and control images): %d slots",
+			ds.Path, gibText(ds.FreeBytes), gibText(ds.ReserveBytes), gibText(ds.PerAttemptBytes), ds.Slots)
+		row("capacity", "%d (min of max %d, cpu %d, memory %d, disk %d)", r.Capacity, r.MaxSlots, c.Slots, m.Slots, ds.Slots)
+	} else {
+		row("capacity", "%d (min of max %d, cpu %d, memory %d)", r.Capacity, r.MaxSlots, c.Slots, m.Slots)
+	}
 	for _, s := range r.Services {
 		row("service "+s.Service, "%s %s (pinned %s) %s", s.State, s.Ref, s.ImageID, s.Detail)
 	}
 	return tw.Flush()
-}
-
-// engineImages answers the catalogue's image look-ups with the preflight
-// engine client.
-type engineImages struct{ cli *client.Client }
-
-func (e engineImages) ImageID(ctx context.Context, ref string) (string, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	resp, err := e.cli.ImageInspect(ctx, ref)
-	if cerrdefs.IsNotFound(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	return resp.ID, true, nil
 }
 
 func gibText(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgedev/forged/internal/termsafe"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/runner"
 )
@@ -38,14 +39,14 @@ func runCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := readDispatch(args[0])
 			if err != nil {
-				fmt.Fprintln(os.Stderr, "forged:", err)
+				fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))
 				return exitError{exitInvalid}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			cfg := flags.config(newLogger(flags.logLevel()))
 			if err := flags.publish.apply(&cfg); err != nil {
-				fmt.Fprintln(os.Stderr, "forged:", err)
+				fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))
 				return exitError{exitInvalid}
 			}
 			if cfg.Services, err = flags.preflight.services(); err != nil {
@@ -54,7 +55,7 @@ func runCommand() *cobra.Command {
 			}
 			r, err := runner.New(ctx, cfg)
 			if err != nil {
-				fmt.Fprintln(os.Stderr, "forged:", err)
+				fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))
 				return exitError{exitInvalid}
 			}
 			defer r.Close()
@@ -63,7 +64,7 @@ func runCommand() *cobra.Command {
 				return err
 			}
 			if !reply.Accepted {
-				fmt.Fprintf(os.Stderr, "forged: refused: %s: %s\n", reply.Code, reply.Message)
+				fmt.Fprintf(os.Stderr, "forged: refused: %s: %s\n", termsafe.String(string(reply.Code)), termsafe.String(reply.Message))
 				return exitError{exitFailed}
 			}
 			log, _ := r.Logs().Get(d.AttemptID())
@@ -110,7 +111,7 @@ func follow(ctx context.Context, stopSignals func(), r *runner.Runner, attemptID
 				stopSignals()
 				fmt.Fprintln(os.Stderr, "forged: cancelling the attempt; tearing down")
 				if _, err := r.Cancel(attemptID, "interrupted"); err != nil {
-					fmt.Fprintln(os.Stderr, "forged:", err)
+					fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))
 				}
 			}
 			select {
@@ -121,6 +122,9 @@ func follow(ctx context.Context, stopSignals func(), r *runner.Runner, attemptID
 	}
 }
 
+// printEvent prints one event: NDJSON, lossless, with --json; otherwise
+// one line whose every field is escaped by termsafe, since roles, types
+// and content may come from the task.
 func printEvent(out io.Writer, ev messages.Event, asJSON bool) {
 	if asJSON {
 		_ = json.NewEncoder(out).Encode(map[string]any{"type": "event", "event": ev})
@@ -130,7 +134,7 @@ func printEvent(out io.Writer, ev messages.Event, asJSON bool) {
 	if ev.Kind == messages.KindError {
 		marker = "!"
 	}
-	fmt.Fprintf(out, "%s %s %-6s %-32s %s\n", ev.OccurredAt.Local().Format("15:04:05.000"), marker, ev.Role, ev.EventType, strings.TrimRight(ev.Content, "\n"))
+	fmt.Fprintf(out, "%s %s %-6s %-32s %s\n", ev.OccurredAt.Local().Format("15:04:05.000"), marker, termsafe.String(ev.Role), termsafe.String(ev.EventType), termsafe.String(strings.TrimRight(ev.Content, "\n")))
 }
 
 func printOutcome(out io.Writer, o messages.AttemptOutcome, asJSON bool) {
@@ -138,16 +142,25 @@ func printOutcome(out io.Writer, o messages.AttemptOutcome, asJSON bool) {
 		_ = json.NewEncoder(out).Encode(map[string]any{"type": "finished", "outcome": o})
 		return
 	}
-	fmt.Fprintf(out, "\nattempt %s %s", o.AttemptID, o.Status)
+	fmt.Fprintf(out, "\nattempt %s %s", termsafe.String(o.AttemptID), termsafe.String(o.Status))
 	if o.Code != "" {
-		fmt.Fprintf(out, " (%s)", o.Code)
+		fmt.Fprintf(out, " (%s)", termsafe.String(o.Code))
 	}
 	fmt.Fprintln(out)
 	if o.Message != "" {
-		fmt.Fprintf(out, "  %s\n", o.Message)
+		fmt.Fprintf(out, "  %s\n", termsafe.String(o.Message))
 	}
 	if o.ResultCommitSHA != "" {
-		fmt.Fprintf(out, "  result commit: %s\n", o.ResultCommitSHA)
+		fmt.Fprintf(out, "  result commit: %s\n", termsafe.String(o.ResultCommitSHA))
+	}
+	if o.ResultCommitCount > 0 {
+		fmt.Fprintf(out, "  commits:       %d\n", o.ResultCommitCount)
+		for _, c := range o.ResultCommits { // subjects are made printable by the host
+			fmt.Fprintf(out, "    %.12s %s\n", c.SHA, c.Subject)
+		}
+	}
+	if w := o.WorktreeLeft; w != nil {
+		fmt.Fprintf(out, "  worktree left: %s (%s)\n", w.Path, w.Reason)
 	}
 	if o.PeakMemoryBytes > 0 {
 		fmt.Fprintf(out, "  peak memory:   %.1f MiB\n", float64(o.PeakMemoryBytes)/(1<<20))

@@ -41,6 +41,18 @@ func workerCommand() *cobra.Command {
 			return nil
 		},
 	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "release",
+		Short: "Inside a sandbox: release the worker once the host took its last reading",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if err := worker.WriteReleaseFile(messages.ReleasePath); err != nil {
+				fmt.Fprintln(os.Stderr, "forged worker release:", err)
+				return exitError{1}
+			}
+			return nil
+		},
+	})
 	cmd.AddCommand(probeCommand())
 	return cmd
 }

@@ -97,3 +97,17 @@ func (t *manualTimer) Stop() bool {
 	t.stopped = true
 	return was
 }
+
+// Pending returns how many timers are armed (neither fired nor stopped):
+// a test waits for an actor to re-arm before it advances the clock.
+func (c *Manual) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if !t.stopped {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,99 @@
+package actors
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+)
+
+// expectEvent waits for (and takes) the attempt's event of eventType.
+func expectEvent(t *testing.T, p *actortest.Probe, eventType string) messages.Event {
+	t.Helper()
+	return actortest.ExpectWhere(t, p, within, func(ev messages.AttemptEvent) bool { return ev.Event.EventType == eventType }).Event
+}
+
+func eventData(t *testing.T, ev messages.Event) map[string]any {
+	t.Helper()
+	require.NotNil(t, ev.Data)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(*ev.Data), &m))
+	return m
+}
+
+// The build reports a cache miss, its place in the permit queue, its start
+// and completion (with duration and the stored log's digest), and stores
+// the log 0600 under the state root.
+func TestBuildEventsAndPermitQueuePosition(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.imageFound = false
+	host.buildGate = make(chan struct{})
+	h := newHarness(t, host, nil)
+	first := h.submit(t, testDispatch(time.Now().Add(time.Hour)))
+	expectEvent(t, first, "sandbox_build_started")
+
+	second := h.submit(t, testDispatch(time.Now().Add(time.Hour)))
+	waiting := expectEvent(t, second, "sandbox_build_waiting")
+	assert.Equal(t, float64(1), eventData(t, waiting)["queuePosition"])
+	close(host.buildGate)
+
+	for _, p := range []*actortest.Probe{first, second} {
+		out := actortest.Expect[messages.AttemptFinished](t, p, within).Outcome
+		assert.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+	}
+	completed := eventData(t, expectEvent(t, first, "sandbox_build_completed"))
+	assert.Subset(t, eventTypes(first), []string{"sandbox_image_cache_miss", "sandbox_image_built"})
+	assert.NotContains(t, eventTypes(second), "sandbox_build_started", "the second attempt shares the first one's image")
+	assert.Contains(t, eventTypes(second), "sandbox_image_cache_hit")
+
+	log := completed["buildLog"].(map[string]any)
+	assert.Contains(t, log["digest"], "sha256:")
+	assert.Contains(t, log["tail"], "Step 1/1 : FROM scratch")
+	assert.Contains(t, completed, "durationMs")
+	stored, err := filepath.Glob(filepath.Join(h.state, "build-logs", completed["cacheKey"].(string), "*.log"))
+	require.NoError(t, err)
+	require.Len(t, stored, 1)
+	info, err := os.Stat(stored[0])
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+}
+
+// A Dockerfile the policy refuses fails the attempt before the cache is
+// even looked up, naming the line.
+func TestDockerfilePolicyRefusesBeforeTheBuild(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.imageFound = false
+	host.dockerfile = "FROM scratch\n# fetches at build time\nADD https://example.com/tool.tgz /opt/\n"
+	out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
+	assert.Equal(t, string(failure.SandboxBuildPolicy), out.Code)
+	assert.Contains(t, out.Message, "line 3")
+	assert.Zero(t, host.called("lookup")+host.called("build")+host.called("network"))
+}
+
+// An attempt holds its image key from the cache lookup until it stops, so
+// that an image collection leaves the key alone meanwhile.
+func TestAttemptHoldsItsImageKey(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.blockRun = true
+	h := newHarness(t, host, nil)
+	d := testDispatch(time.Now().Add(time.Hour))
+	probe := h.submit(t, d)
+	select {
+	case <-host.runEntered:
+	case <-time.After(within):
+		t.Fatal("the worker never ran")
+	}
+	require.Len(t, h.refs.InUse(), 1, "the running attempt holds its key")
+	_, err := h.system.Root.RequestFuture(h.root, messages.CancelAttempt{AttemptID: d.AttemptID(), Reason: "test"}, within).Result()
+	require.NoError(t, err)
+	actortest.Expect[messages.AttemptFinished](t, probe, within)
+	require.Eventually(t, func() bool { return len(h.refs.InUse()) == 0 }, within, 5*time.Millisecond, "released when the attempt stops")
+}

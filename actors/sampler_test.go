@@ -1,0 +1,211 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/cgroups"
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/messages"
+)
+
+// fakeKernel serves one container's counters; the peak and the OOM count
+// are set by the test, and the cgroup "disappears" when gone is set.
+type fakeKernel struct {
+	mu      sync.Mutex
+	openErr error
+	reading cgroups.Reading
+	gone    bool
+	reads   int
+	tmp     cgroups.FSUsage
+}
+
+func (k *fakeKernel) Open(pid int, id string) (ContainerCounters, error) {
+	if pid != 4242 || id != fakeContainerID {
+		return nil, errors.New("wrong container")
+	}
+	return k, k.openErr
+}
+
+func (k *fakeKernel) Read() (cgroups.Reading, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.reads++
+	if k.gone {
+		return cgroups.Reading{}, fs.ErrNotExist
+	}
+	return k.reading, nil
+}
+
+func (k *fakeKernel) StatFS(path string) (cgroups.FSUsage, error) {
+	if path == "/tmp" {
+		return k.tmp, nil
+	}
+	return cgroups.FSUsage{}, fs.ErrNotExist
+}
+
+func (k *fakeKernel) set(f func(k *fakeKernel)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	f(k)
+}
+
+// samplerDocker reports a running container with init pid 4242, and
+// records releases.
+type samplerDocker struct {
+	mu       sync.Mutex
+	released int
+	stats    uint64
+}
+
+func (d *samplerDocker) MemoryUsage(context.Context, string) (uint64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stats, nil
+}
+
+func (d *samplerDocker) InspectState(context.Context, string) (dockerops.ContainerState, error) {
+	return dockerops.ContainerState{Running: true, Pid: 4242}, nil
+}
+
+func (d *samplerDocker) ReleaseWorker(context.Context, string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.released++
+	return nil
+}
+
+func (d *samplerDocker) releases() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.released
+}
+
+func spawnSampler(t *testing.T, docker SamplerDocker, kernel KernelCounters, clk clock.Clock) (*actor.ActorSystem, *actor.PID) {
+	system := actor.NewActorSystem()
+	t.Cleanup(system.Shutdown)
+	pid := system.Root.Spawn(newMemorySamplerProps(docker, kernel, clk, 250*time.Millisecond,
+		[]SampledContainer{{ID: fakeContainerID, Name: "forge-agent-x", Role: roleAgent}}))
+	return system, pid
+}
+
+func report(t *testing.T, system *actor.ActorSystem, pid *actor.PID) SamplerReport {
+	t.Helper()
+	res, err := system.Root.RequestFuture(pid, PeakMemoryRequest{}, within).Result()
+	require.NoError(t, err)
+	return res.(SamplerReport)
+}
+
+func workerEvent(eventType string, data any) WorkerOutput {
+	return WorkerOutput{Event: messages.RunnerEvent(eventType, "x", data)}
+}
+
+func TestSamplerKeepsTheKernelPeakAndTakesTheLastReadingBeforeRelease(t *testing.T) {
+	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	kernel := &fakeKernel{reading: cgroups.Reading{MemoryPeakBytes: 20 << 20, PeakKnown: true, OOMKnown: true, PidsKnown: true, CPUKnown: true, CPUUsageNanos: 5e6},
+		tmp: cgroups.FSUsage{Total: 1 << 30, Free: 1 << 29, Used: 1 << 29, Tmpfs: true}}
+	docker := &samplerDocker{stats: 1 << 20}
+	system, pid := spawnSampler(t, docker, kernel, clk)
+
+	// Between two readings the task spikes and falls back: the kernel's
+	// high-water mark still has it, and the worker's output is announced
+	// while the cgroup exists.
+	kernel.set(func(k *fakeKernel) { k.reading.MemoryPeakBytes = 230 << 20; k.reading.PidsMaxEvents = 3 })
+	system.Root.Send(pid, workerEvent(messages.TaskResourcesEvent, messages.TaskResources{TaskFailed: true, TaskExitCode: 1, MaxProcesses: 64}))
+	system.Root.Send(pid, workerEvent(outputWrittenEvent, nil))
+	require.Eventually(t, func() bool { return docker.releases() == 1 }, within, time.Millisecond, "released after the last reading")
+	kernel.set(func(k *fakeKernel) { k.gone = true }) // the container exits
+
+	rep := report(t, system, pid)
+	require.NotNil(t, rep.Telemetry)
+	tel := rep.Telemetry
+	require.NoError(t, tel.Validate())
+	assert.Equal(t, uint64(230<<20), tel.PeakMemoryBytes)
+	assert.Equal(t, messages.TelemetryKernelPeak, tel.Source)
+	assert.True(t, tel.FinalReading)
+	assert.Equal(t, uint64(5e6), tel.CPUUsageNanos)
+	require.Len(t, tel.Containers, 1)
+	assert.Equal(t, roleAgent, tel.Containers[0].Role)
+	assert.Equal(t, uint64(3), tel.Containers[0].PidsMaxEvents)
+	assert.Equal(t, dockerops.KernelFacts{PidsMaxEvents: 3, PidsKnown: true, OOMKnown: true, StorageKnown: true, StorageFinal: true,
+		Storage: []messages.StorageObservation{{Path: "/tmp", TotalBytes: 1 << 30, MinFreeBytes: 1 << 29, MaxUsedBytes: 1 << 29, TmpfsInMemory: true}}}, rep.Kernel)
+	require.NotNil(t, rep.Worker)
+	assert.Equal(t, 64, rep.Worker.MaxProcesses)
+	assert.Equal(t, 1, docker.releases(), "one release")
+}
+
+func TestSamplerFallsBackToEngineStats(t *testing.T) {
+	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	kernel := &fakeKernel{openErr: errors.New("permission denied")}
+	docker := &samplerDocker{stats: 30 << 20}
+	system, pid := spawnSampler(t, docker, kernel, clk)
+	rep := report(t, system, pid)
+	require.NotNil(t, rep.Telemetry)
+	assert.Equal(t, messages.TelemetryEngineStats, rep.Telemetry.Source)
+	assert.Equal(t, uint64(30<<20), rep.Telemetry.PeakMemoryBytes)
+	assert.False(t, rep.Kernel.OOMKnown || rep.Kernel.PidsKnown || rep.Kernel.StorageKnown, "no host facts without the kernel's counters")
+	assert.False(t, rep.Telemetry.FinalReading)
+}
+
+func TestSamplerRecordsNothingRatherThanZero(t *testing.T) {
+	// The container is gone before the first reading and the engine has
+	// no usage for it: no record, never a peak of 0.
+	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	kernel := &fakeKernel{gone: true}
+	system, pid := spawnSampler(t, &samplerDocker{stats: 0}, kernel, clk)
+	rep := report(t, system, pid)
+	assert.Nil(t, rep.Telemetry)
+}
+
+func TestForwardToSamplerIgnoresTaskOutput(t *testing.T) {
+	// A task printing a worker event arrives as task_output with role
+	// "agent": only the worker's own lifecycle events reach the sampler.
+	probeSystem := actor.NewActorSystem()
+	t.Cleanup(probeSystem.Shutdown)
+	got := make(chan messages.Event, 4)
+	sink := probeSystem.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if m, ok := c.Message().(WorkerOutput); ok {
+			got <- m.Event
+		}
+	}))
+	forwarder := probeSystem.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if ev, ok := c.Message().(messages.Event); ok {
+			forwardToSampler(c, sink, ev)
+		}
+	}))
+	forged := messages.Event{Role: "agent", EventType: messages.TaskResourcesEvent}
+	probeSystem.Root.Send(forwarder, forged)
+	probeSystem.Root.Send(forwarder, messages.RunnerEvent("task_output", "x", nil))
+	probeSystem.Root.Send(forwarder, messages.RunnerEvent(outputWrittenEvent, "x", nil))
+	select {
+	case ev := <-got:
+		assert.Equal(t, outputWrittenEvent, ev.EventType)
+	case <-time.After(within):
+		t.Fatal("output_written was not forwarded")
+	}
+	select {
+	case ev := <-got:
+		t.Fatalf("forwarded %+v", ev)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func FuzzDecodeTaskResources(f *testing.F) {
+	f.Add(`{"taskFailed":true,"taskExitCode":1,"storage":[{"path":"/tmp","full":true}],"fdExhausted":true}`)
+	f.Add(`{"storage":[{},{},{},{},{},{},{},{},{}]}`)
+	f.Add(`null`)
+	f.Fuzz(func(t *testing.T, data string) {
+		if r := decodeTaskResources(data); r != nil && len(r.Storage) > maxReportedStorage {
+			t.Fatalf("accepted %d storage rows", len(r.Storage))
+		}
+	})
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package cgroups
+
+import "errors"
+
+func statFS(string) (FSUsage, error) { return FSUsage{}, errors.ErrUnsupported }

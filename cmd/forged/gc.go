@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/forgedev/forged/imagegc"
+	"github.com/forgedev/forged/preflight"
+)
+
+func gcCommand() *cobra.Command {
+	var (
+		dryRun   bool
+		lockRoot string
+		project  string
+		policy   imagegc.Policy
+	)
+	cmd := &cobra.Command{
+		Use:   "gc [--dry-run]",
+		Short: "Remove the sandbox images forged no longer needs, and print the collection as JSON",
+		Long: "Per project, keep the newest --keep image keys; remove the older ones past --max-age, and\n" +
+			"forged's dangling images. An image a container uses is never removed. It takes the Docker\n" +
+			"context lock, so it refuses to run beside a live forged (whose attempts' images it cannot see).\n" +
+			"With --dry-run, only list what would be removed.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			defer cancel()
+			engine, err := preflight.NewEngineClient("")
+			if err != nil {
+				return fmt.Errorf("docker client: %w", err)
+			}
+			defer engine.Close()
+			lock, err := preflight.AcquireContextLock(lockRoot, engine.DaemonHost())
+			if err != nil {
+				return err
+			}
+			defer func() { _ = lock.Release() }()
+			report, err := imagegc.Collect(ctx, engine, imagegc.Request{Policy: policy, Now: time.Now(), DryRun: dryRun, Project: project})
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			if encodeErr := enc.Encode(report); encodeErr != nil {
+				return encodeErr
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be removed; remove nothing")
+	cmd.Flags().StringVar(&lockRoot, "lock-root", filepath.Join(os.TempDir(), "forged"), "where forged keeps the Docker context lock")
+	cmd.Flags().StringVar(&project, "project", "", "only this project's images (its dev.forge.project label)")
+	cmd.Flags().IntVar(&policy.KeepPerProject, "keep", 3, "image keys kept per project, newest first")
+	cmd.Flags().DurationVar(&policy.MaxAge, "max-age", 7*24*time.Hour, "older keys beyond the newest are removed")
+	return cmd
+}

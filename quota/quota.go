@@ -1,0 +1,333 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/forgedev/forged/failure"
+)
+
+// Mechanisms that bound a volume.
+const (
+	MechanismImage = "filesystem_image"
+	MechanismNone  = "none"
+)
+
+// Sizes.
+const (
+	// DefaultWorkspaceBytes is the workspace of a dispatch that names none.
+	DefaultWorkspaceBytes = 4 << 30
+	// MinWorkspaceBytes and MaxWorkspaceBytes bound a dispatch's
+	// workspaceBytes.
+	MinWorkspaceBytes = 64 << 20
+	MaxWorkspaceBytes = 64 << 30
+	// FullSlackBytes is the free space below which a volume counts as full.
+	FullSlackBytes = 1 << 20
+	// ControlOverheadBytes is the control image's room for filesystem
+	// metadata and the worker's small output files.
+	ControlOverheadBytes = 32 << 20
+	// MaxOutputBytes caps the control image's output budget.
+	MaxOutputBytes = 600 << 20
+	// minImageBytes is the smallest image mkfs.ext4 is asked to make.
+	minImageBytes = 16 << 20
+)
+
+// ImageDir is where the images live, under the state root.
+const ImageDir = "volumes"
+
+// mkfsTimeout bounds one mkfs.ext4.
+const mkfsTimeout = 2 * time.Minute
+
+// Facts is what preflight reports about volume bounds.
+type Facts struct {
+	Mechanism string `json:"mechanism"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// Bounded reports whether volumes get a size.
+func (f Facts) Bounded() bool { return f.Mechanism == MechanismImage }
+
+// ControlBytes is the size of the control image for an input bundle of
+// bundleBytes and a workspace of workspaceBytes.
+func ControlBytes(bundleBytes, workspaceBytes int64) int64 {
+	return max(bundleBytes, 0) + min(workspaceBytes, MaxOutputBytes) + ControlOverheadBytes
+}
+
+// PerAttemptBytes is the most one attempt takes from the host for a
+// workspace of workspaceBytes, the input bundle aside.
+func PerAttemptBytes(workspaceBytes int64) int64 {
+	return workspaceBytes + ControlBytes(0, workspaceBytes)
+}
+
+// Store provisions and releases the volume images under one state root.
+// Its methods are safe for concurrent use on different volumes.
+type Store struct {
+	dir      string
+	mkfs     string
+	uid, gid int
+}
+
+// NewStore returns the store of stateRoot for the detected facts, or nil
+// when volumes cannot be bounded. The filesystems' roots (and populated
+// directories) are owned by uid:gid, the sandbox's user.
+func NewStore(stateRoot string, facts Facts, uid, gid int) *Store {
+	if !facts.Bounded() {
+		return nil
+	}
+	mkfs, _ := findMkfs()
+	return &Store{dir: filepath.Join(stateRoot, ImageDir), mkfs: mkfs, uid: uid, gid: gid}
+}
+
+// Dir is the directory of the images.
+func (s *Store) Dir() string { return s.dir }
+
+// imagePath is the image of a volume. Volume names are forged's own
+// (dockerops.NamesFor): "forge-<hex>-<role>".
+func (s *Store) imagePath(volume string) (string, error) {
+	if !validVolumeName(volume) {
+		return "", fmt.Errorf("volume name %q is not forged's", volume)
+	}
+	return filepath.Join(s.dir, volume+".img"), nil
+}
+
+func validVolumeName(name string) bool {
+	if !strings.HasPrefix(name, "forge-") || len(name) > 128 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Provision makes a fresh ext4 image of bytes for the volume, with dirs
+// (relative, one level) created in its root, all owned by the worker's
+// uid, attaches it to a loop device and returns the local volume driver's
+// options. Whatever it made is released again when it fails. Errors carry
+// failure.SandboxCreateFailed.
+func (s *Store) Provision(ctx context.Context, volume string, bytes int64, dirs ...string) (map[string]string, error) {
+	opts, err := s.provision(ctx, volume, bytes, dirs)
+	if err != nil {
+		err = errors.Join(err, s.Release(context.WithoutCancel(ctx), volume))
+		return nil, failure.Wrap(failure.SandboxCreateFailed, err, "bounded volume %s: %v", volume, err)
+	}
+	return opts, nil
+}
+
+func (s *Store) provision(ctx context.Context, volume string, bytes int64, dirs []string) (map[string]string, error) {
+	path, err := s.imagePath(volume)
+	if err != nil {
+		return nil, err
+	}
+	if s.mkfs == "" {
+		return nil, errors.New("mkfs.ext4 not found")
+	}
+	// A previous provision of this volume (a retried step) is undone first.
+	if err := s.Release(ctx, volume); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	err = f.Truncate(max(bytes, minImageBytes)) // sparse: no block is used yet
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("size image: %w", err)
+	}
+	if err := s.makeFilesystem(ctx, path, dirs); err != nil {
+		return nil, err
+	}
+	dev, err := attachLoop(path)
+	if err != nil {
+		return nil, fmt.Errorf("attach loop device: %w", err)
+	}
+	return map[string]string{"type": "ext4", "device": dev, "o": "nodev,nosuid"}, nil
+}
+
+// makeFilesystem runs mkfs.ext4 on the image: no journal (the filesystem
+// lives as long as one attempt), no reserved blocks (the task may use all
+// of it), the root and the populated directories owned by the worker.
+func (s *Store) makeFilesystem(ctx context.Context, path string, dirs []string) error {
+	owner := strconv.Itoa(s.uid) + ":" + strconv.Itoa(s.gid)
+	args := []string{"-q", "-F", "-t", "ext4", "-m", "0", "-O", "^has_journal", "-E", "root_owner=" + owner, "-L", "forge"}
+	if len(dirs) > 0 {
+		root, err := os.MkdirTemp(s.dir, ".populate-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(root)
+		if err := os.Chmod(root, 0o755); err != nil {
+			return err
+		}
+		for _, d := range dirs {
+			if d == "" || strings.ContainsAny(d, "/.") {
+				return fmt.Errorf("populate directory %q must be one plain name", d)
+			}
+			p := filepath.Join(root, d)
+			if err := os.Mkdir(p, 0o755); err != nil {
+				return err
+			}
+			if err := os.Lchown(p, s.uid, s.gid); err != nil {
+				return err
+			}
+		}
+		if err := os.Lchown(root, s.uid, s.gid); err != nil {
+			return err
+		}
+		args = append(args, "-d", root)
+	}
+	ctx, cancel := context.WithTimeout(ctx, mkfsTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.mkfs, append(args, path)...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("mkfs.ext4: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Release detaches every loop device backed by the volume's image and
+// removes the image. It is idempotent: nothing to release is success.
+func (s *Store) Release(_ context.Context, volume string) error {
+	path, err := s.imagePath(volume)
+	if err != nil {
+		return err
+	}
+	return s.release(path)
+}
+
+func (s *Store) release(path string) error {
+	var errs []error
+	loops, err := loopsBackedBy(func(backing string) bool { return backing == path })
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, dev := range loops {
+		if err := detachLoop(dev); err != nil {
+			errs = append(errs, fmt.Errorf("detach %s: %w", dev, err))
+		}
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ReleaseAttempt releases every image of the attempt (its volumes are
+// named "forge-<attemptHex>-…") and returns the images it released.
+func (s *Store) ReleaseAttempt(ctx context.Context, attemptHex string) ([]string, error) {
+	prefix := filepath.Join(s.dir, "forge-"+attemptHex+"-")
+	return s.releaseWhere(func(path string) bool { return strings.HasPrefix(path, prefix) && strings.HasSuffix(path, ".img") })
+}
+
+// Sweep releases every image whose attempt live does not claim: at
+// start-up, when nothing is live, every image is a leftover.
+func (s *Store) Sweep(ctx context.Context, live func(attemptHex string) bool) ([]string, error) {
+	return s.releaseWhere(func(path string) bool {
+		name := strings.TrimPrefix(path, s.dir+string(filepath.Separator))
+		if name == path || !strings.HasSuffix(name, ".img") {
+			return false
+		}
+		hex, _, _ := strings.Cut(strings.TrimPrefix(name, "forge-"), "-")
+		return live == nil || !live(hex)
+	})
+}
+
+// releaseWhere releases the images, attached or not, whose path matches.
+func (s *Store) releaseWhere(match func(path string) bool) ([]string, error) {
+	paths := map[string]bool{}
+	entries, err := os.ReadDir(s.dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	for _, e := range entries {
+		if p := filepath.Join(s.dir, e.Name()); match(p) {
+			paths[p] = true
+		}
+	}
+	// Loop devices whose image is already gone still hold its blocks.
+	loops, lerr := loopsBackedBy(match)
+	for _, dev := range loops {
+		if backing, err := backingFile(dev); err == nil {
+			paths[backing] = true
+		}
+	}
+	var released []string
+	var errs []error
+	if lerr != nil {
+		errs = append(errs, lerr)
+	}
+	for p := range paths {
+		if err := s.release(p); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		released = append(released, p)
+	}
+	return released, errors.Join(errs...)
+}
+
+// Usage is a volume's filesystem as the host sees it.
+type Usage struct {
+	TotalBytes  int64  `json:"totalBytes"`
+	FreeBytes   int64  `json:"freeBytes"`
+	FreeInodes  int64  `json:"freeInodes"`
+	TotalInodes int64  `json:"totalInodes"`
+	Source      string `json:"source"` // "statfs" or "superblock"
+}
+
+// Full reports whether the filesystem has no room left: less than
+// FullSlackBytes free, or no free inode.
+func (u Usage) Full() bool { return u.FreeBytes < FullSlackBytes || u.FreeInodes == 0 }
+
+// Usage measures the volume's filesystem from the host (see the package
+// doc).
+func (s *Store) Usage(_ context.Context, volume string) (Usage, error) {
+	path, err := s.imagePath(volume)
+	if err != nil {
+		return Usage{}, err
+	}
+	if u, ok := mountedUsage(path); ok {
+		return u, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return Usage{}, err
+	}
+	defer f.Close()
+	sb, err := ReadSuperblock(f)
+	if err != nil {
+		return Usage{}, err
+	}
+	return sb.Usage(), nil
+}
+
+// findMkfs looks mkfs.ext4 up in PATH and the sbin directories.
+func findMkfs() (string, error) {
+	if p, err := exec.LookPath("mkfs.ext4"); err == nil {
+		return p, nil
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin"} {
+		p := filepath.Join(dir, "mkfs.ext4")
+		if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() && info.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", errors.New("mkfs.ext4 not found (install e2fsprogs)")
+}

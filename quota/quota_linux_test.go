@@ -1,0 +1,167 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// newImageStore returns a store in a temporary state root, skipping when
+// this host cannot make images (not root, no loop devices, no mkfs.ext4).
+func newImageStore(t *testing.T) *Store {
+	t.Helper()
+	facts := Detect(false)
+	if !facts.Bounded() {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI needs filesystem images: %s", facts.Reason)
+		}
+		t.Skipf("no filesystem images here: %s", facts.Reason)
+	}
+	return NewStore(t.TempDir(), facts, workerUID, workerGID)
+}
+
+const workerUID, workerGID = 10001, 10001
+
+const testVolume = "forge-0123456789abcdef0123456789abcdef-workspace"
+
+func loopsOf(t *testing.T, s *Store) []string {
+	t.Helper()
+	devs, err := loopsBackedBy(func(b string) bool { return strings.HasPrefix(b, s.Dir()+"/") })
+	require.NoError(t, err)
+	return devs
+}
+
+// TestImageFillsUpAndIsReleased makes a 64 MiB image, mounts it as the
+// engine would, writes as the worker until the kernel says ENOSPC, and
+// checks that the host sees the filesystem full both while mounted
+// (statfs) and after unmount (superblock), that the image never took more
+// of the host than its size, and that release leaves nothing, twice.
+func TestImageFillsUpAndIsReleased(t *testing.T) {
+	s := newImageStore(t)
+	ctx := context.Background()
+	const size = 64 << 20
+	opts, err := s.Provision(ctx, testVolume, size, "input", "output")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Release(context.Background(), testVolume) })
+	assert.Equal(t, "ext4", opts["type"])
+	assert.Equal(t, "nodev,nosuid", opts["o"])
+	require.Equal(t, []string{opts["device"]}, loopsOf(t, s))
+
+	usage, err := s.Usage(ctx, testVolume)
+	require.NoError(t, err)
+	assert.Equal(t, "superblock", usage.Source)
+	assert.False(t, usage.Full())
+	assert.InDelta(t, size, usage.TotalBytes, size/10)
+
+	mnt := t.TempDir()
+	require.NoError(t, os.Chmod(filepath.Dir(mnt), 0o755)) // the worker's uid walks to it
+	require.NoError(t, unix.Mount(opts["device"], mnt, "ext4", unix.MS_NODEV|unix.MS_NOSUID, ""))
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			_ = unix.Unmount(mnt, 0)
+		}
+	})
+	for _, d := range []string{".", "input", "output"} {
+		var st unix.Stat_t
+		require.NoError(t, unix.Stat(filepath.Join(mnt, d), &st))
+		assert.Equal(t, uint32(workerUID), st.Uid, d)
+		assert.Equal(t, uint32(workerGID), st.Gid, d)
+	}
+
+	// Fill it as the worker user would (a child process with uid 10001).
+	img := filepath.Join(s.Dir(), testVolume+".img")
+	before := allocated(t, img)
+	fillAs(t, filepath.Join(mnt, "fill"))
+	usage, err = s.Usage(ctx, testVolume)
+	require.NoError(t, err)
+	assert.Equal(t, "statfs", usage.Source)
+	assert.True(t, usage.Full(), "%+v", usage)
+
+	require.NoError(t, unix.Unmount(mnt, 0))
+	mounted = false
+	usage, err = s.Usage(ctx, testVolume)
+	require.NoError(t, err)
+	assert.Equal(t, "superblock", usage.Source)
+	assert.True(t, usage.Full(), "the superblock written at unmount says full: %+v", usage)
+	after := allocated(t, img)
+	assert.Greater(t, after, before)
+	assert.LessOrEqual(t, after, int64(size), "the host gave the image at most its size")
+
+	released, err := s.ReleaseAttempt(ctx, "0123456789abcdef0123456789abcdef")
+	require.NoError(t, err)
+	assert.Equal(t, []string{img}, released)
+	assert.Empty(t, loopsOf(t, s))
+	_, err = os.Stat(img)
+	assert.True(t, errors.Is(err, os.ErrNotExist))
+	require.NoError(t, s.Release(ctx, testVolume), "release is idempotent")
+	released, err = s.Sweep(ctx, nil)
+	require.NoError(t, err)
+	assert.Empty(t, released)
+}
+
+// TestReleaseOfAMountedImageDetachesAtUnmount releases while the image is
+// still mounted (a teardown that could not remove the volume): the image
+// is unlinked at once and the loop device goes when it is unmounted.
+func TestReleaseOfAMountedImageDetachesAtUnmount(t *testing.T) {
+	s := newImageStore(t)
+	ctx := context.Background()
+	opts, err := s.Provision(ctx, testVolume, 32<<20)
+	require.NoError(t, err)
+	mnt := t.TempDir()
+	require.NoError(t, unix.Mount(opts["device"], mnt, "ext4", 0, ""))
+	require.NoError(t, s.Release(ctx, testVolume))
+	require.NoError(t, unix.Unmount(mnt, 0))
+	assert.Empty(t, loopsOf(t, s), "autoclear detached the device at unmount")
+}
+
+func TestSweepReleasesLeftoversExceptLiveAttempts(t *testing.T) {
+	s := newImageStore(t)
+	ctx := context.Background()
+	live := "forge-11111111111111111111111111111111-workspace"
+	_, err := s.Provision(ctx, testVolume, 16<<20)
+	require.NoError(t, err)
+	_, err = s.Provision(ctx, live, 16<<20)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Release(context.Background(), live) })
+	// The image of a leftover loop device may already be gone.
+	require.NoError(t, os.Remove(filepath.Join(s.Dir(), testVolume+".img")))
+	released, err := s.Sweep(ctx, func(hex string) bool { return hex == "11111111111111111111111111111111" })
+	require.NoError(t, err)
+	assert.Equal(t, []string{filepath.Join(s.Dir(), testVolume+".img")}, released)
+	assert.Len(t, loopsOf(t, s), 1, "the live attempt's image stays attached")
+}
+
+func TestProvisionRefusesForeignNames(t *testing.T) {
+	s := NewStore(t.TempDir(), Facts{Mechanism: MechanismImage}, workerUID, workerGID)
+	for _, name := range []string{"../x", "forge-../../etc", "other", "forge-A"} {
+		_, err := s.Provision(context.Background(), name, 16<<20)
+		assert.Error(t, err, name)
+	}
+}
+
+// allocated is the host disk the file takes (st_blocks).
+func allocated(t *testing.T, path string) int64 {
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(path, &st))
+	return st.Blocks * 512
+}
+
+// fillAs writes zeros into path as the worker's uid until the write fails,
+// and requires that it failed with ENOSPC.
+func fillAs(t *testing.T, path string) {
+	t.Helper()
+	cmd := osCommand("/bin/sh", "-c", "dd if=/dev/zero of="+path+" bs=1M count=1024 2>&1; true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: workerUID, Gid: workerGID}}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "No space left on device")
+}

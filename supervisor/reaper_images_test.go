@@ -1,0 +1,74 @@
+package supervisor
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/reaper"
+)
+
+type emptyEngine struct{}
+
+func (emptyEngine) Teardown(context.Context, dockerops.Ownership, string) (messages.CleanupReport, error) {
+	return messages.CleanupReport{}, nil
+}
+func (emptyEngine) ListManaged(context.Context) ([]reaper.Object, error) { return nil, nil }
+func (emptyEngine) RemoveManaged(context.Context, reaper.Object) error   { return nil }
+
+// recordingSweeper records which attempts the sweep was told are live.
+type recordingSweeper struct {
+	mu    sync.Mutex
+	calls int
+	live  map[string]bool
+}
+
+func (s *recordingSweeper) Sweep(_ context.Context, live func(string) bool) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	s.live = map[string]bool{}
+	for _, hex := range []string{"0123456789abcdef0123456789abcdef", "ffffffffffffffffffffffffffffffff"} {
+		s.live[hex] = live(hex)
+	}
+	return nil, nil
+}
+
+// TestReaperRoundSweepsImagesOfAttemptsNotLive: after each round (not a
+// dry run) the images of attempts that are not live are released; a live
+// attempt's are kept.
+func TestReaperRoundSweepsImagesOfAttemptsNotLive(t *testing.T) {
+	system := actor.NewActorSystem()
+	live := newLiveSet()
+	live.add("01234567-89ab-cdef-0123-456789abcdef")
+	sweeper := &recordingSweeper{}
+	pid := system.Root.Spawn(newReaperProps(ReaperConfig{
+		Store: ledger.Store{Root: t.TempDir()}, Docker: emptyEngine{}, Interval: time.Hour, Images: sweeper,
+		Round: reaper.Config{RunnerID: "00000000-0000-4000-8000-000000000001", RunnerInstanceID: "00000000-0000-4000-8000-000000000002"},
+	}, live, clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))))
+	defer system.Root.Stop(pid)
+
+	res, err := system.Root.RequestFuture(pid, ReapNow{DryRun: true}, 10*time.Second).Result()
+	require.NoError(t, err)
+	require.NoError(t, res.(ReapResult).Err)
+	sweeper.mu.Lock()
+	assert.Zero(t, sweeper.calls, "a dry run releases nothing")
+	sweeper.mu.Unlock()
+
+	res, err = system.Root.RequestFuture(pid, ReapNow{}, 10*time.Second).Result()
+	require.NoError(t, err)
+	require.NoError(t, res.(ReapResult).Err)
+	sweeper.mu.Lock()
+	defer sweeper.mu.Unlock()
+	assert.Equal(t, 1, sweeper.calls)
+	assert.Equal(t, map[string]bool{"0123456789abcdef0123456789abcdef": true, "ffffffffffffffffffffffffffffffff": false}, sweeper.live)
+}

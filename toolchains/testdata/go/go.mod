@@ -1,0 +1,3 @@
+module forged.test/wordfreq
+
+go 1.19

@@ -1,0 +1,114 @@
+package worker
+
+import (
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// statFS reads a file system's sizes.
+func statFS(path string) (fsStat, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return fsStat{}, err
+	}
+	bs := uint64(st.Bsize)
+	return fsStat{
+		total: st.Blocks * bs,
+		free:  st.Bavail * bs,
+		used:  (st.Blocks - st.Bfree) * bs,
+		tmpfs: st.Type == unix.TMPFS_MAGIC,
+	}, nil
+}
+
+// taskProcesses lists the worker's descendants (as a subreaper it inherits
+// every orphan of the task, so these are all the task's processes), each
+// with its descriptors counted when it is close to its limit (the table
+// size, FDSize, bounds the count from above, so only a process whose table
+// reached its limit has its descriptors counted).
+func taskProcesses() []procFiles {
+	var out []procFiles
+	for _, pid := range descendants(os.Getpid()) {
+		dir := "/proc/" + strconv.Itoa(pid)
+		p := procFiles{fdLimit: openFilesLimit(dir)}
+		if p.fdLimit > 0 && fdTableSize(dir) >= p.fdLimit {
+			if n, err := countDir(dir + "/fd"); err == nil {
+				p.openFiles = n
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// maxWatchedProcesses bounds one walk of the process tree.
+const maxWatchedProcesses = 4096
+
+// descendants walks /proc/<pid>/task/<tid>/children from root.
+func descendants(root int) []int {
+	var out []int
+	queue := []int{root}
+	seen := map[int]bool{root: true}
+	for len(queue) > 0 && len(out) < maxWatchedProcesses {
+		pid := queue[0]
+		queue = queue[1:]
+		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		if err != nil {
+			continue
+		}
+		for _, t := range tasks {
+			raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(raw)) {
+				child, err := strconv.Atoi(f)
+				if err != nil || seen[child] {
+					continue
+				}
+				seen[child] = true
+				out = append(out, child)
+				queue = append(queue, child)
+			}
+		}
+	}
+	return out
+}
+
+// openFilesLimit is the soft "Max open files" of /proc/<pid>/limits, or 0.
+func openFilesLimit(dir string) int {
+	raw, err := os.ReadFile(dir + "/limits")
+	if err != nil {
+		return 0
+	}
+	return parseOpenFilesLimit(raw)
+}
+
+// fdTableSize is FDSize from /proc/<pid>/status, or 0.
+func fdTableSize(dir string) int {
+	raw, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		return 0
+	}
+	return parseFDSize(raw)
+}
+
+func countDir(dir string) (int, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	return len(names), err
+}
+
+// raiseOOMScore makes the task the OOM killer's first choice in the
+// container (oom_score_adj 1000; raising needs no privilege), so that a
+// task that exhausts the memory limit is killed before the worker, which
+// then still writes its output and report.
+func raiseOOMScore(pid int) {
+	_ = os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte("1000"), 0)
+}

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package worker
+
+import "errors"
+
+func statFS(string) (fsStat, error) { return fsStat{}, errors.ErrUnsupported }
+
+func taskProcesses() []procFiles { return nil }
+
+func raiseOOMScore(int) {}
