@@ -49,6 +49,9 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 	files := map[string][]byte{}
 	for _, s := range a.contract.Contract.ServiceTypes() {
 		def, _ := services.DefinitionFor(s)
+		if def.SecretFile == "" {
+			continue // the browser has no credentials
+		}
 		pw, err := services.NewPassword()
 		if err != nil {
 			a.fail(failure.Wrap(failure.SandboxCreateFailed, err, "service %s credentials", s))
@@ -62,6 +65,9 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 		network, err := docker.CreateIsolatedNetwork(stepCtx, netName, labels)
 		if err != nil {
 			return secretsDone{err: err}
+		}
+		if len(files) == 0 {
+			return secretsDone{network: network}
 		}
 		return secretsDone{network: network, err: docker.WriteSecrets(stepCtx, name, image, volume, labels, files)}
 	})

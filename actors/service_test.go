@@ -174,13 +174,15 @@ func TestServiceCatalogueRefusalsComeBeforeAnythingExists(t *testing.T) {
 			assert.Zero(t, host.called("lookup")+host.called("network")+host.called("volume")+host.called("secrets")+host.called("create"))
 		})
 	}
-	t.Run("browser is not built yet", func(t *testing.T) {
+	t.Run("a service the catalogue does not configure", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())
 		h := serviceHarness(t, host, nil)
 		host.contract = "version: 1\nservices:\n  - type: browser\n"
 		d := serviceDispatch()
 		out := h.run(t, d)
-		assert.Equal(t, string(failure.SandboxServicesUnsupported), out.Code)
+		assert.Equal(t, string(failure.SandboxServiceUnavailable), out.Code)
+		assert.Contains(t, out.Message, "browser")
+		assert.Zero(t, host.called("network"))
 	})
 	t.Run("service memory beyond what a slot holds", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())

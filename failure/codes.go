@@ -34,7 +34,7 @@ var (
 var (
 	SandboxIdentityInvalid      = define("sandbox_identity_invalid", Permanent, http.StatusBadRequest, "an attempt, lease, runner or fencing id is not a full lowercase UUID")
 	SandboxContractInvalid      = define("sandbox_contract_invalid", Permanent, http.StatusUnprocessableEntity, "`.forge/forge.sandbox.yml` is invalid")
-	SandboxServicesUnsupported  = define("sandbox_services_unsupported", Permanent, http.StatusUnprocessableEntity, "the contract declares a service this runner cannot run yet (browser); refused before anything is created")
+	SandboxServicesUnsupported  = define("sandbox_services_unsupported", Permanent, http.StatusUnprocessableEntity, "the contract declares a service forged has no recipe for (the contract parser admits only postgres, redis and browser); refused before anything is created")
 	SandboxServiceUnavailable   = define("sandbox_service_unavailable", Permanent, http.StatusUnprocessableEntity, "a declared service has no image in the runner's service catalogue, or its pinned image is not in the engine; refused before anything is created")
 	SandboxServiceImageDiffers  = define("sandbox_service_image_mismatch", Permanent, http.StatusUnprocessableEntity, "a service catalogue image's id differs from its pinned digest; refused before anything is created")
 	SandboxServiceHealthTimeout = define("sandbox_service_health_timeout", Retryable, http.StatusInternalServerError, "a service did not pass its readiness probe within its own or the attempt's total cap")

@@ -89,7 +89,7 @@ type ServiceEndpoint struct {
 	Port         int    `json:"port"`
 	User         string `json:"user,omitempty"`
 	Database     string `json:"database,omitempty"`
-	PasswordFile string `json:"passwordFile"`
+	PasswordFile string `json:"passwordFile,omitempty"`
 }
 
 // OutputFile describes one file in OutputDir: a bare file name, its size and
@@ -136,7 +136,10 @@ func ServiceEnv(endpoints []ServiceEndpoint) []string {
 	for _, e := range endpoints {
 		p := "FORGE_" + strings.ToUpper(e.Type) + "_"
 		port := strconv.Itoa(e.Port)
-		env = append(env, p+"HOST="+e.Host, p+"PORT="+port, p+"PASSWORD_FILE="+e.PasswordFile)
+		env = append(env, p+"HOST="+e.Host, p+"PORT="+port)
+		if e.PasswordFile != "" {
+			env = append(env, p+"PASSWORD_FILE="+e.PasswordFile)
+		}
 		if e.User != "" {
 			env = append(env, p+"USER="+e.User)
 		}
@@ -148,6 +151,8 @@ func ServiceEnv(endpoints []ServiceEndpoint) []string {
 			env = append(env, "PGHOST="+e.Host, "PGPORT="+port, "PGUSER="+e.User, "PGDATABASE="+e.Database)
 		case "redis":
 			env = append(env, "REDIS_HOST="+e.Host, "REDIS_PORT="+port)
+		case "browser":
+			env = append(env, p+"URL=http://"+e.Host+":"+port)
 		}
 	}
 	return env

@@ -325,3 +325,23 @@ func TestServicesEndToEndTwoAttemptsCannotReachEachOthersServices(t *testing.T) 
 	outB := e.wait(logB)
 	assert.Equal(t, string(failure.SandboxCancelled), outB.Code)
 }
+
+func TestServicesEndToEndBrowserAnswersDevTools(t *testing.T) {
+	catalogue, _ := serviceCatalogue(t)
+	if _, ok := catalogue.Lookup(services.Browser); !ok {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but the catalogue has no browser (run scripts/service-images.sh)")
+		}
+		t.Skip("the catalogue has no browser (run scripts/service-images.sh)")
+	}
+	e := newServicesE2E(t, runner.Config{Services: catalogue})
+	require.NoError(t, os.WriteFile(filepath.Join(e.repo, ".forge", "forge.sandbox.yml"),
+		[]byte("version: 1\nworkingDirectory: /workspace\nservices:\n  - type: browser\ncaches: []\n"), 0o644))
+	e.git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-am", "browser")
+	d := e.serviceDispatch([]string{"/usr/local/bin/svcclient", "browser"})
+	d.Sandbox.RequestedResources.ServiceMemoryLimitBytes = 1 << 30
+	log := e.submit(d)
+	out := e.wait(log)
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
+	assert.Contains(t, e.git("show", example.Branch+":browser.txt"), "browser: Chrome/")
+}

@@ -78,7 +78,7 @@ func Parse(r io.Reader) (*Catalogue, error) {
 			return nil, fmt.Errorf("line %d: want service, ref and image id separated by tabs", line)
 		}
 		e := Entry{Service: fields[0], Ref: fields[1], ImageID: fields[2]}
-		if _, ok := definitions[e.Service]; !ok && e.Service != Browser {
+		if _, ok := definitions[e.Service]; !ok {
 			return nil, fmt.Errorf("line %d: unknown service %q", line, text.Clip(e.Service, 32))
 		}
 		if len(e.Ref) > maxRefBytes || !refPattern.MatchString(e.Ref) {
@@ -126,9 +126,9 @@ type ImageInspector interface {
 }
 
 // Verify checks every service against the catalogue and the engine and
-// returns their entries: a service this runner cannot run (browser), one
-// without an entry or whose image is not in the engine is
-// sandbox_service_unavailable (browser: sandbox_services_unsupported), an
+// returns their entries: a service forged cannot run is
+// sandbox_services_unsupported, one without an entry or whose image is not
+// in the engine sandbox_service_unavailable, an
 // image whose id is not the pinned one sandbox_service_image_mismatch. The
 // engine is only asked, never told to pull.
 func (c *Catalogue) Verify(ctx context.Context, docker ImageInspector, services []string) (map[string]Entry, error) {

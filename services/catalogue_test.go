@@ -98,6 +98,8 @@ func TestVerifyRefusesWithStableCodes(t *testing.T) {
 	_, err = (*Catalogue)(nil).Verify(context.Background(), ok, []string{Redis})
 	assert.Equal(t, failure.SandboxServiceUnavailable, failure.CodeOf(err))
 	_, err = c.Verify(context.Background(), ok, []string{Browser})
+	assert.Equal(t, failure.SandboxServiceUnavailable, failure.CodeOf(err), "not in this catalogue")
+	_, err = c.Verify(context.Background(), ok, []string{"mysql"})
 	assert.Equal(t, failure.SandboxServicesUnsupported, failure.CodeOf(err))
 }
 

@@ -1,10 +1,10 @@
 // Package services defines the sidecar services a sandbox contract may
-// declare (postgres, redis; browser is not built yet): the operator's
+// declare (postgres, redis, browser): the operator's
 // catalogue of digest-pinned service images and its admission check, each
 // service's hardened container recipe, its per-attempt credentials, the
 // connection details handed to the worker, and the readiness probes that
 // speak each service's own protocol (the postgres startup handshake and
-// SELECT 1, redis AUTH and PING).
+// SELECT 1, redis AUTH and PING, the browser's DevTools /json/version).
 //
 // The catalogue is operator configuration, written by
 // scripts/service-images.sh: one service a line, tab-separated, with the

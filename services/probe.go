@@ -3,9 +3,12 @@ package services
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -47,6 +50,9 @@ func (t Target) password() (string, error) {
 // startup handshake, SCRAM authentication and SELECT 1 answering 1; for
 // redis AUTH then PING answering PONG. Errors never carry the password.
 func ProbeOnce(ctx context.Context, t Target) error {
+	if t.Service == Browser {
+		return probeBrowser(ctx, t)
+	}
 	pw, err := t.password()
 	if err != nil {
 		return err
@@ -127,6 +133,38 @@ func probeRedis(ctx context.Context, t Target, pw string) error {
 	}
 	if reply != "+PONG" {
 		return fmt.Errorf("redis PING answered %q", clipReply(reply))
+	}
+	return nil
+}
+
+// probeBrowser asks DevTools for /json/version (with Host: localhost, the
+// only name DevTools answers besides an IP) and expects a browser and its
+// WebSocket debugger URL.
+func probeBrowser(ctx context.Context, t Target) error {
+	url := "http://" + net.JoinHostPort(t.Host, strconv.Itoa(t.Port)) + "/json/version"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Host = "localhost"
+	client := &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("browser DevTools: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("browser DevTools /json/version answered %d", res.StatusCode)
+	}
+	var v struct {
+		Browser              string `json:"Browser"`
+		WebSocketDebuggerURL string `json:"webSocketDebuggerUrl"`
+	}
+	if err := json.NewDecoder(io.LimitReader(res.Body, 64<<10)).Decode(&v); err != nil {
+		return fmt.Errorf("browser DevTools /json/version: %w", err)
+	}
+	if v.Browser == "" || v.WebSocketDebuggerURL == "" {
+		return errors.New("browser DevTools /json/version names no browser or debugger URL")
 	}
 	return nil
 }

@@ -15,12 +15,11 @@ import (
 const (
 	Postgres = "postgres"
 	Redis    = "redis"
-	Browser  = "browser" // not built yet: refused with sandbox_services_unsupported
+	Browser  = "browser"
 )
 
 // Per-service limits beside the memory split.
 const (
-	servicePIDs     = 256
 	serviceNanoCPUs = 1_000_000_000
 	passwordBytes   = 32
 )
@@ -33,8 +32,14 @@ type Definition struct {
 	UID      int
 	User     string // the connection user ("" when the service has none)
 	Database string // the connection database ("" when none)
-	// SecretFile is the password's file name in the secrets volume.
+	// SecretFile is the password's file name in the secrets volume; ""
+	// for a service without credentials (the browser: DevTools has no
+	// authentication, the attempt network is its only boundary).
 	SecretFile string
+	// PIDs is the container's PIDs limit (threads count).
+	PIDs int64
+	// Env is the service's own environment (never a secret).
+	Env []string
 	// DataDirs are the service's writable directories, each a tmpfs owned
 	// by the service's user, mode 0700, with its size.
 	DataDirs map[string]string
@@ -46,13 +51,18 @@ type Definition struct {
 	Caps []string
 }
 
-// secretPath is the password file's path in a container.
-func (d Definition) secretPath() string { return path.Join(dockerops.SecretsDir, d.SecretFile) }
+// secretPath is the password file's path in a container, "" without one.
+func (d Definition) secretPath() string {
+	if d.SecretFile == "" {
+		return ""
+	}
+	return path.Join(dockerops.SecretsDir, d.SecretFile)
+}
 
 var definitions = map[string]Definition{
 	Postgres: {
 		Service: Postgres, Port: 5432, UID: 999, User: "forge", Database: "forge",
-		SecretFile: "postgres-password",
+		SecretFile: "postgres-password", PIDs: 256,
 		DataDirs: map[string]string{
 			"/var/lib/postgresql/data": "512m",
 			"/tmp":                     "64m",
@@ -69,7 +79,7 @@ exec "$bin/postgres" -D "$data" -c listen_addresses='*' -c unix_socket_directori
 	},
 	Redis: {
 		Service: Redis, Port: 6379, UID: 998, User: "default",
-		SecretFile: "redis-password",
+		SecretFile: "redis-password", PIDs: 256,
 		DataDirs: map[string]string{
 			"/data": "64m",
 			"/tmp":  "16m",
@@ -78,6 +88,23 @@ exec "$bin/postgres" -D "$data" -c listen_addresses='*' -c unix_socket_directori
 		// shell's own printf, never into an argument.
 		Cmd: []string{"/bin/sh", "-ec", `printf 'requirepass %s\nport 6379\nbind 0.0.0.0\nprotected-mode no\ndir /data\nsave ""\nappendonly no\n' "$(cat /run/forge-secrets/redis-password)" >/tmp/redis.conf
 exec redis-server /tmp/redis.conf`},
+	},
+	Browser: {
+		Service: Browser, Port: 9222, UID: 10001, PIDs: 512,
+		DataDirs: map[string]string{
+			"/tmp": "512m", // HOME and the profile
+		},
+		Env: []string{"HOME=/tmp", "XDG_CONFIG_HOME=/tmp/.config", "XDG_CACHE_HOME=/tmp/.cache"},
+		// Headless chromium with DevTools on the container's loopback, and
+		// socat relaying the attempt network's port 9222 to it (chromium
+		// binds DevTools to loopback only in headless mode). --no-sandbox:
+		// chromium's own sandbox needs user namespaces or a setuid helper,
+		// which no-new-privileges and CapDrop ALL rule out; the container
+		// is the boundary. DevTools answers /json only to a Host header
+		// that is an IP address or localhost.
+		Cmd: []string{"/bin/sh", "-ec", `chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run \
+  --remote-debugging-address=127.0.0.1 --remote-debugging-port=9223 --user-data-dir=/tmp/profile about:blank >/dev/null 2>&1 &
+exec socat TCP-LISTEN:9222,fork,reuseaddr TCP:127.0.0.1:9223`},
 	},
 }
 
@@ -136,13 +163,13 @@ func (d Definition) ContainerSpec(a Attempt, imageID string) dockerops.ServiceSp
 		Alias:         d.Service,
 		User:          fmt.Sprintf("%d:%d", d.UID, d.UID),
 		Cmd:           d.Cmd,
-		Env:           []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"},
+		Env:           append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}, d.Env...),
 		Labels:        a.Labels,
 		Tmpfs:         tmpfs,
 		SecretsVolume: a.SecretsVolume,
 		MemoryBytes:   memory,
 		NanoCPUs:      serviceNanoCPUs,
-		PIDs:          servicePIDs,
+		PIDs:          d.PIDs,
 		CapAdd:        d.Caps,
 		SecurityOpts:  a.SecurityOpts,
 	}

@@ -97,7 +97,8 @@ func validateServices(endpoints []messages.ServiceEndpoint) error {
 			return contractError(field+".port", "%d is not a port", e.Port)
 		case !isPlainWord(e.User) || !isPlainWord(e.Database):
 			return contractError(field, "user and database must be short plain words")
-		case !strings.HasPrefix(e.PasswordFile, "/run/forge-secrets/") || strings.Contains(e.PasswordFile, ".."):
+		case e.Type == "browser" && e.PasswordFile != "",
+			e.Type != "browser" && (!strings.HasPrefix(e.PasswordFile, "/run/forge-secrets/") || strings.Contains(e.PasswordFile, "..")):
 			return contractError(field+".passwordFile", "is not in the secrets volume")
 		}
 		seen[e.Type] = true

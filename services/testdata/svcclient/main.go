@@ -6,14 +6,17 @@
 // it.
 //
 //	svcclient talk           postgres and redis: write, read back, save to services.txt
+//	svcclient browser        DevTools /json/version of the browser service, save to browser.txt
 //	svcclient reach ADDR...  try TCP to each address, save "ADDR reachable|unreachable" to reach.txt
 package main
 
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -38,6 +41,12 @@ func main() {
 			fail(err)
 		}
 		write("services.txt", "postgres: "+pg+"\nredis: "+rd+"\n")
+	case "browser":
+		v, err := browserVersion(ctx)
+		if err != nil {
+			fail(err)
+		}
+		write("browser.txt", "browser: "+v+"\n")
 	case "reach":
 		var b strings.Builder
 		for _, addr := range os.Args[2:] {
@@ -112,6 +121,24 @@ func talkRedis() (string, error) {
 		return "", fmt.Errorf("redis SET: %q", got)
 	}
 	return send("GET", "greeting"), nil
+}
+
+func browserVersion(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, os.Getenv("FORGE_BROWSER_URL")+"/json/version", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Host = "localhost" // DevTools answers only an IP or localhost
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("browser: %w", err)
+	}
+	defer res.Body.Close()
+	var v struct{ Browser string }
+	if err := json.NewDecoder(res.Body).Decode(&v); err != nil {
+		return "", fmt.Errorf("browser: %w", err)
+	}
+	return v.Browser, nil
 }
 
 func write(name, content string) {
