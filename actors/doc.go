@@ -7,7 +7,7 @@
 //	attempt
 //	├── lease-watchdog  aborts the attempt at lease expiry (exact timer, no polling)
 //	├── build           content-keyed image build under the global build permit
-//	├── service         one per declared service (postgres, redis): container, watch, readiness probe
+//	├── service         one per declared service (postgres, redis, browser): container, watch, readiness probe
 //	├── worker          the hardened worker container: create, copy in, attach, wait
 //	├── memory-sampler  the kernel's counters of the sandbox containers (peak
 //	│                   memory, OOM kills, refused forks, CPU), Engine API stats

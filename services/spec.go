@@ -67,14 +67,20 @@ var definitions = map[string]Definition{
 			"/var/lib/postgresql/data": "512m",
 			"/tmp":                     "64m",
 		},
-		// initdb on the tmpfs with the password file, host connections by
-		// SCRAM only, the task's database made in single-user mode, then
-		// the server in the foreground (exec: docker-init's only child).
+		// initdb on the tmpfs; the superuser (postgres) has no password,
+		// so it can log in only on the container's own socket, never from
+		// the network. The task's role forge is no superuser (no COPY TO
+		// PROGRAM into the service container) and owns the database forge;
+		// both are made in single-user mode, the password going through
+		// the shell's own printf into stdin, never into an argument. Host
+		// connections authenticate by SCRAM only. Then the server runs in
+		// the foreground (exec: docker-init's only child).
 		Cmd: []string{"/bin/sh", "-ec", `bin=/usr/lib/postgresql/15/bin
 data=/var/lib/postgresql/data
-"$bin/initdb" -D "$data" -U forge --pwfile=/run/forge-secrets/postgres-password --auth=scram-sha-256 --no-locale -E UTF8 --no-instructions >/dev/null
+"$bin/initdb" -D "$data" -U postgres --auth-local=trust --auth-host=scram-sha-256 --no-locale -E UTF8 --no-instructions >/dev/null
 echo "host all all all scram-sha-256" >>"$data/pg_hba.conf"
-echo "CREATE DATABASE forge" | "$bin/postgres" --single -D "$data" postgres >/dev/null
+printf "CREATE ROLE forge LOGIN PASSWORD '%s'\nCREATE DATABASE forge OWNER forge\n" "$(cat /run/forge-secrets/postgres-password)" |
+  "$bin/postgres" --single -D "$data" postgres >/dev/null
 exec "$bin/postgres" -D "$data" -c listen_addresses='*' -c unix_socket_directories=/tmp -c fsync=off`},
 	},
 	Redis: {
