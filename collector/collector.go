@@ -26,6 +26,9 @@ type Config struct {
 	API    imagegc.EngineAPI
 	Refs   *imagegc.Refs // the attempts' image keys; nil: none
 	Policy imagegc.Policy
+	// StateRoot, when set, has the stored build logs collected too
+	// (imagegc.PurgeAudit).
+	StateRoot string
 	// Interval is the time between scheduled collections (default 1 h).
 	Interval time.Duration
 	// DiskLow says whether the preflight disk is low now (default: never);
@@ -197,7 +200,7 @@ func (c *collectorActor) collect(ctx actor.Context, reason string, dryRun bool, 
 	actorkit.Go(ctx, c.runCtx, "image collection", func(runCtx context.Context) any {
 		callCtx, cancel := context.WithTimeout(runCtx, collectTimeout)
 		defer cancel()
-		report, err := imagegc.Collect(callCtx, cfg.API, imagegc.Request{Policy: cfg.Policy, Now: now, DryRun: dryRun, Refs: cfg.Refs})
+		report, err := imagegc.Collect(callCtx, cfg.API, imagegc.Request{Policy: cfg.Policy, Now: now, DryRun: dryRun, Refs: cfg.Refs, StateRoot: cfg.StateRoot})
 		return collected{report: report, err: err, reason: reason, replyTo: replyTo}
 	})
 }

@@ -360,19 +360,3 @@ func cleanLogText(s string) string {
 		return r
 	}, s)
 }
-
-// RemoveImage removes (untags) the image ref, pruning untagged parents.
-// A missing image is success; an image in use is an error.
-func (c *Client) RemoveImage(ctx context.Context, ref string) error {
-	err := callErr(ctx, c, c.opts.Timeouts.Remove, writeCall, func(ctx context.Context) error {
-		_, err := c.images.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
-		if cerrdefs.IsNotFound(err) {
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		return opError(ctx, "", err, "image remove %s", ref)
-	}
-	return nil
-}

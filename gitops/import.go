@@ -193,7 +193,7 @@ func (req ImportRequest) validate() (string, error) {
 		return invalid("attempt id %q is not a full UUID", truncate(req.AttemptID, 64))
 	case !cleanAbs(req.RepoPath) || !cleanAbs(req.StateRoot) || !cleanAbs(req.BundlePath):
 		return invalid("repository, state root and bundle paths must be clean absolute paths")
-	case !validBranch(req.WorktreeKey):
+	case !messages.ValidBranch(req.WorktreeKey):
 		return invalid("worktree key %q is not a valid branch name", truncate(req.WorktreeKey, 64))
 	case CheckManagedBranch(req.WorktreeKey, req.ManagedNamespace, "", "") != nil:
 		return invalid("worktree key %q is not a managed branch: %v", truncate(req.WorktreeKey, 64), CheckManagedBranch(req.WorktreeKey, req.ManagedNamespace, "", ""))

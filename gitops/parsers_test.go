@@ -94,16 +94,6 @@ func TestParseBundleHeader(t *testing.T) {
 	}
 }
 
-func TestValidBranch(t *testing.T) {
-	t.Parallel()
-	for _, ok := range []string{"main", "forge/task-1", "a.b/c_d", "v1.0"} {
-		assert.True(t, validBranch(ok), ok)
-	}
-	for _, bad := range []string{"", "-x", "a..b", "a//b", "/a", "a/", "a.", ".a", "a/.b", "x.lock", "a/b.lock/c", "a b", "a:b", "a~1", "a^", "a@{1}" + "x", strings.Repeat("a", 201)} {
-		assert.False(t, validBranch(bad), bad)
-	}
-}
-
 func TestAttemptHex(t *testing.T) {
 	t.Parallel()
 	got, ok := attemptHex(testAttemptID)

@@ -127,11 +127,11 @@ func (req PrepareRequest) validate() (string, error) {
 		return "", failure.New(failure.SandboxInputFailed, "repository path must be a clean absolute path")
 	case !cleanAbs(req.WorkDir):
 		return "", failure.New(failure.SandboxInputFailed, "work directory must be a clean absolute path")
-	case !validBranch(req.WorktreeKey):
+	case !messages.ValidBranch(req.WorktreeKey):
 		return "", failure.New(failure.SandboxInputFailed, "worktree key %q is not a valid branch name", truncate(req.WorktreeKey, 64))
-	case req.BaseBranch != "" && !validBranch(req.BaseBranch):
+	case req.BaseBranch != "" && !messages.ValidBranch(req.BaseBranch):
 		return "", failure.New(failure.SandboxInputFailed, "base branch %q is not a valid branch name", truncate(req.BaseBranch, 64))
-	case !validBranch(req.DefaultBranch):
+	case !messages.ValidBranch(req.DefaultBranch):
 		return "", failure.New(failure.SandboxInputFailed, "default branch %q is not a valid branch name", truncate(req.DefaultBranch, 64))
 	}
 	return hexID, nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
 )
 
 // Publication limits and timeouts.
@@ -198,7 +199,7 @@ func checkPushInputs(branch, result, input, remoteSHA, remote string) error {
 // checkPushIDs checks the branch name and the object ids (remoteSHA may
 // be empty) of a publication.
 func checkPushIDs(branch, result, input, remoteSHA string) error {
-	if !validBranch(branch) || !isObjectID(result) || !isObjectID(input) || (remoteSHA != "" && !isObjectID(remoteSHA)) {
+	if !messages.ValidBranch(branch) || !isObjectID(result) || !isObjectID(input) || (remoteSHA != "" && !isObjectID(remoteSHA)) {
 		return failure.New(failure.SandboxOutputPublishReject, "publication inputs contain an invalid branch or object id")
 	}
 	return nil
@@ -330,7 +331,7 @@ func (req PublishRequest) validate() error {
 		return failure.New(failure.SandboxOutputPublishForbid, "publication request: repository path must be a clean absolute path")
 	case req.ResultCommitSHA == "":
 		return failure.New(failure.SandboxOutputPublishForbid, "publication request: there is no result commit to publish")
-	case !validBranch(req.Branch):
+	case !messages.ValidBranch(req.Branch):
 		return failure.New(failure.SandboxOutputPublishForbid, "publication request: branch %q is not a valid branch name", truncate(req.Branch, 64))
 	}
 	return checkPushIDs(req.Branch, req.ResultCommitSHA, req.InputCommitSHA, "")

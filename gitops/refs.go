@@ -3,7 +3,6 @@ package gitops
 import (
 	"context"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -19,24 +18,6 @@ const (
 
 // shortTimeout bounds quick metadata calls (rev-parse, update-ref, ...).
 const shortTimeout = 30 * time.Second
-
-var branchChars = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,200}$`)
-
-// validBranch reports whether name is a branch name forged will put after
-// refs/heads/: the dispatch character set plus git's ref-format rules.
-func validBranch(name string) bool {
-	if !branchChars.MatchString(name) || strings.HasPrefix(name, "-") ||
-		strings.Contains(name, "..") || strings.Contains(name, "//") ||
-		strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".") {
-		return false
-	}
-	for _, part := range strings.Split(name, "/") {
-		if strings.HasPrefix(part, ".") || strings.HasSuffix(part, ".lock") {
-			return false
-		}
-	}
-	return true
-}
 
 // attemptHex is the attempt id without hyphens, used to name temporary refs
 // and the quarantine directory. It accepts only full lowercase UUIDs.

@@ -68,7 +68,7 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, res.StatusCode)
 	assert.Contains(t, readAll(t, res), "dispatch_invalid")
 
-	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: r.RunnerID(), RepoPath: repo})
+	d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: r.RunnerID(), RepoPath: repo})
 	require.NoError(t, err)
 	defer enginetest.AssertNoneLabelled(t, engine, d.AttemptID())
 	body, err := json.Marshal(d)

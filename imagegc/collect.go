@@ -81,6 +81,8 @@ type Report struct {
 	Dangling   []Image    `json:"dangling"`
 	Failed     []Failure  `json:"failed"`
 	FreedBytes int64      `json:"freedBytes"` // upper bound: shared layers are counted per image
+	// Audit is the collection of stored build logs (Request.StateRoot).
+	Audit *AuditReport `json:"audit,omitempty"`
 }
 
 // Request is one collection.
@@ -93,6 +95,9 @@ type Request struct {
 	// Refs, when set, adds the referenced keys to InUse and guards each
 	// removal against an attempt acquiring the key meanwhile.
 	Refs *Refs
+	// StateRoot, when set and no Project narrows the collection, also
+	// collects the audit artifacts kept there (PurgeAudit).
+	StateRoot string
 }
 
 // Collect lists, plans and (unless DryRun) removes. An image that cannot
@@ -155,6 +160,13 @@ func Collect(ctx context.Context, api EngineAPI, req Request) (Report, error) {
 		}
 		report.Dangling = append(report.Dangling, img)
 		report.FreedBytes += img.Bytes
+	}
+	if req.StateRoot != "" && req.Project == "" {
+		audit, err := PurgeAudit(req.StateRoot, req)
+		report.Audit = &audit
+		if err != nil {
+			return report, fmt.Errorf("audit artifacts: %w", err)
+		}
 	}
 	return report, nil
 }

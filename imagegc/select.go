@@ -30,6 +30,12 @@ type Image struct {
 type Policy struct {
 	KeepPerProject int           // newest keys kept per project; at least 1 (default 3)
 	MaxAge         time.Duration // older keys beyond the newest are removed; at least 1 minute (default 7 days)
+	// AuditKeep and AuditMaxAge bound the stored build logs (PurgeAudit):
+	// the newest AuditKeep keys' logs are kept while younger than
+	// AuditMaxAge (defaults DefaultAuditKeep and DefaultAuditMaxAge; at
+	// least one key and an hour).
+	AuditKeep   int
+	AuditMaxAge time.Duration
 }
 
 func (p Policy) withDefaults() Policy {
@@ -40,6 +46,13 @@ func (p Policy) withDefaults() Policy {
 		p.MaxAge = 7 * 24 * time.Hour
 	}
 	p.MaxAge = max(p.MaxAge, time.Minute)
+	if p.AuditKeep <= 0 {
+		p.AuditKeep = DefaultAuditKeep
+	}
+	if p.AuditMaxAge <= 0 {
+		p.AuditMaxAge = DefaultAuditMaxAge
+	}
+	p.AuditMaxAge = max(p.AuditMaxAge, MinAuditMaxAge)
 	return p
 }
 

@@ -40,12 +40,11 @@ const (
 )
 
 var (
-	fullUUID   = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-	fullSHA    = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
-	repoName   = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,120}$`)
-	branchName = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,200}$`)
-	grantID    = regexp.MustCompile(`^[0-9a-f-]{32,36}$`)
-	hostName   = regexp.MustCompile(`^(\*\.)?[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$`)
+	fullUUID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	fullSHA  = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+	repoName = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,120}$`)
+	grantID  = regexp.MustCompile(`^[0-9a-f-]{32,36}$`)
+	hostName = regexp.MustCompile(`^(\*\.)?[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$`)
 )
 
 // IsFullUUID reports whether s is a lowercase, hyphenated, full UUID.
@@ -182,9 +181,7 @@ func (d *Dispatch) Validate() error {
 }
 
 func validateBranch(field, name string) error {
-	if !branchName.MatchString(name) || strings.Contains(name, "..") || strings.HasPrefix(name, "-") ||
-		strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".lock") ||
-		strings.Contains(name, "//") || strings.Contains(name, "@{") {
+	if !ValidBranch(name) {
 		return fieldError(field, "is not a valid branch name")
 	}
 	return nil

@@ -110,7 +110,6 @@ type Runner struct {
 	runnerID  string
 	images    imagegc.EngineAPI
 	imageRefs *imagegc.Refs
-	collector *actor.PID // nil: off
 	// Restart is the reaper round run at start-up: the attempts a previous
 	// process left behind, torn down and reported sandbox_runner_restarted.
 	Restart reaper.Round
@@ -260,6 +259,17 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Volumes:   volumes,
 		ImageRefs: imagegc.NewRefs(),
 	}
+	var gc *actor.Props
+	if cfg.ImageGC != nil {
+		gc = collector.Props(collector.Config{
+			API: engine, Refs: deps.ImageRefs, Policy: cfg.ImageGC.Policy, Interval: cfg.ImageGC.Interval,
+			StateRoot: stateRoot,
+			DiskLow: func(ctx context.Context) (bool, error) {
+				report, _ := cache.Current(ctx)
+				return report.Disk.Low, nil
+			},
+		})
+	}
 	logger := cfg.Logger
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "actor") }))
 	root, err := system.Root.SpawnNamed(supervisor.Props(supervisor.Config{
@@ -270,6 +280,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Capacity:   cache,
 		RunnerID:   cfg.RunnerID,
 		ManagedNS:  cfg.ManagedNamespace,
+		Collector:  gc,
 		Reaper:     &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval, Images: imageSweeper(store)},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
 			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
@@ -281,17 +292,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		engine.Close()
 		return nil, fmt.Errorf("runner: spawn supervisor: %w", err)
 	}
-	var gc *actor.PID
-	if cfg.ImageGC != nil {
-		gc = system.Root.Spawn(collector.Props(collector.Config{
-			API: engine, Refs: deps.ImageRefs, Policy: cfg.ImageGC.Policy, Interval: cfg.ImageGC.Interval,
-			DiskLow: func(ctx context.Context) (bool, error) {
-				report, _ := cache.Current(ctx)
-				return report.Disk.Low, nil
-			},
-		}))
-	}
-	r := &Runner{collector: gc, system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0),
+	r := &Runner{system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0),
 		store: ledgers, runnerID: cfg.RunnerID, Restart: restart, images: engine, imageRefs: deps.ImageRefs}
 	for _, id := range restart.Reaped {
 		r.logs.recordRestarted(id)
@@ -366,13 +367,11 @@ type ImageGCConfig struct {
 	Interval time.Duration // default 1 h; the disk is checked every minute
 }
 
-// CollectImagesNow asks the daemon's image collector for a collection and
-// waits for its report. Without a collector (Config.ImageGC nil) it fails.
+// CollectImagesNow asks the daemon's image collector (a child of the
+// supervisor) for a collection and waits for its report. Without a
+// collector (Config.ImageGC nil) it fails.
 func (r *Runner) CollectImagesNow(dryRun bool) (imagegc.Report, error) {
-	if r.collector == nil {
-		return imagegc.Report{}, errors.New("image collection: the collector is off")
-	}
-	res, err := r.system.Root.RequestFuture(r.collector, collector.CollectNow{DryRun: dryRun}, 31*time.Minute).Result()
+	res, err := r.system.Root.RequestFuture(r.root, collector.CollectNow{DryRun: dryRun}, 31*time.Minute).Result()
 	if err != nil {
 		return imagegc.Report{}, fmt.Errorf("image collection: %w", err)
 	}

@@ -13,7 +13,10 @@
 // then reports the attempt failed, and only then frees its slot. The
 // reaper is restarted after a panic, at most 5 times a minute; beyond that
 // it is stopped and a fresh one is spawned an interval later, so periodic
-// reaping never ends while the supervisor runs.
+// reaping never ends while the supervisor runs. The image collector
+// (Config.Collector, package collector) is a child restarted within the
+// same bounds; beyond them it stays stopped (images are kept, nothing
+// else is affected). The supervisor forwards collector.CollectNow to it.
 //
 // Timers (the capacity refresh, the reaper's rounds, a reaper's respawn)
 // run on Config.Clock (internal/clock): tests move a manual clock instead

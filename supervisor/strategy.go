@@ -17,18 +17,21 @@ const (
 
 // rootStrategy supervises the root's children. Attempts are never
 // restarted (a sandbox run is not idempotent: a crashed attempt is torn
-// down by label instead); the reaper is restarted. The root tells the
+// down by label instead); the reaper and the image collector are restarted
+// within the same bounds (a collector beyond them stays stopped: images
+// pile up, nothing breaks). The root tells the
 // strategy which child is the reaper when it spawns it, so no kind is
 // parsed back out of a PID. Its field is touched only from the root's
 // mailbox: in Receive and in HandleFailure, which Proto.Actor calls while
 // the root processes the failure.
 type rootStrategy struct {
-	reaper *actor.PID
+	reaper    *actor.PID
+	collector *actor.PID
 }
 
 func (s *rootStrategy) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason any, _ any) {
 	directive := actor.StopDirective
-	if s.reaper != nil && child.Equal(s.reaper) {
+	if (s.reaper != nil && child.Equal(s.reaper)) || (s.collector != nil && child.Equal(s.collector)) {
 		rs.Fail()
 		if rs.NumberOfFailures(reaperRestartPeriod) <= reaperMaxRestarts {
 			directive = actor.RestartDirective

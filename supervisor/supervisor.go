@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/forgedev/forged/collector"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/actorkit"
@@ -62,6 +63,10 @@ type Config struct {
 	// Clock drives the capacity refresh and the reaper's timers and
 	// stamps the outcomes the supervisor writes; nil means clock.System.
 	Clock clock.Clock
+	// Collector, when set, is the image collector's props (package
+	// collector): the supervisor runs it as a child, restarted like the
+	// reaper, and forwards collector.CollectNow to it.
+	Collector *actor.Props
 	// ManagedNS, when set, is the ref prefix every dispatch's worktree key
 	// must lie below (see messages.Dispatch.ValidateManagedRef).
 	ManagedNS string
@@ -110,6 +115,7 @@ type root struct {
 	capacity *capacity
 	live     *liveSet
 	reaper   *actor.PID
+	gc       *actor.PID // the image collector; nil: off, or failed beyond its bounds
 	// reaperRespawn is armed while no reaper runs.
 	reaperRespawn clock.Timer
 	runCtx        context.Context
@@ -134,6 +140,7 @@ func (r *root) Receive(ctx actor.Context) {
 		r.runCtx, r.cancel = context.WithCancel(context.Background())
 		r.capacity.start(ctx, r.runCtx)
 		r.spawnReaper(ctx)
+		r.spawnCollector(ctx)
 	case *actor.Stopping:
 		r.stopped = true
 		r.capacity.stop()
@@ -177,6 +184,12 @@ func (r *root) Receive(ctx actor.Context) {
 			return
 		}
 		ctx.Forward(r.reaper)
+	case collector.CollectNow:
+		if r.gc == nil {
+			ctx.Respond(collector.CollectReply{Err: errNoCollector})
+			return
+		}
+		ctx.Forward(r.gc)
 	case messages.AcquireBuildPermit:
 		r.permit.acquire(ctx, ctx.Sender())
 	case messages.ReleaseBuildPermit:
@@ -190,6 +203,13 @@ func (r *root) Receive(ctx actor.Context) {
 	case attemptGone:
 		if msg.who.Equal(r.reaper) {
 			r.onReaperGone(ctx)
+			return
+		}
+		if msg.who.Equal(r.gc) {
+			r.gc, r.strategy.collector = nil, nil
+			if !r.stopped {
+				ctx.Logger().Error("the image collector failed beyond its restart bounds; image collection is off until forged restarts")
+			}
 			return
 		}
 		r.onAttemptGone(ctx, msg.who)
@@ -342,6 +362,17 @@ func (r *root) spawnReaper(ctx actor.Context) {
 	}
 	r.reaper = ctx.SpawnPrefix(newReaperProps(*r.cfg.Reaper, r.live, r.cfg.Clock), "reaper")
 	r.strategy.reaper = r.reaper
+}
+
+// errNoCollector answers collector.CollectNow when no collector runs.
+var errNoCollector = errors.New("image collection: the collector is off")
+
+func (r *root) spawnCollector(ctx actor.Context) {
+	if r.cfg.Collector == nil || r.stopped {
+		return
+	}
+	r.gc = ctx.SpawnPrefix(r.cfg.Collector, collector.Kind)
+	r.strategy.collector = r.gc
 }
 
 // onReaperGone spawns a fresh reaper an interval after the last one was

@@ -2,7 +2,6 @@ package toolchains_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,9 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/example"
 	"github.com/forgedev/forged/internal/enginetest"
+	"github.com/forgedev/forged/internal/testimages"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/runner"
 	"github.com/forgedev/forged/toolchains"
@@ -129,7 +128,9 @@ func TestToolchainMatrix(t *testing.T) {
 			continue
 		}
 		repo := sampleRepo(t, tc.name, "FROM "+img.Ref+"\n"+tc.dockerfile)
-		d, err := example.NewDispatch(example.DispatchOptions{RunnerID: r.RunnerID(), RepoPath: repo,
+		project := testimages.Project("toolchains-" + tc.name)
+		t.Cleanup(func() { assert.NoError(t, testimages.RemoveProject(project)) })
+		d, err := example.NewDispatch(example.DispatchOptions{RunnerID: r.RunnerID(), RepoPath: repo, Project: project,
 			Argv: []string{"/bin/sh", "-c", taskScript(tc.command)}, Timeout: 600})
 		require.NoError(t, err)
 		reply, err := r.Submit(d)
@@ -138,7 +139,6 @@ func TestToolchainMatrix(t *testing.T) {
 		t.Cleanup(func() { enginetest.AssertNoneLabelled(t, engine, d.AttemptID()) })
 		log, ok := r.Logs().Get(d.AttemptID())
 		require.True(t, ok)
-		t.Cleanup(func() { removeBuiltImages(t, r.Docker(), log) })
 		all = append(all, running{tc: tc, repo: repo, d: d, log: log})
 	}
 
@@ -187,7 +187,9 @@ func TestToolchainOutOfMemory(t *testing.T) {
 	}
 	r := newRunner(t)
 	repo := sampleRepo(t, "rust", "FROM "+img.Ref+"\n")
-	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: r.RunnerID(), RepoPath: repo,
+	project := testimages.Project("toolchains-oom")
+	t.Cleanup(func() { assert.NoError(t, testimages.RemoveProject(project)) })
+	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: r.RunnerID(), RepoPath: repo, Project: project,
 		Argv: []string{"/bin/sh", "-c", taskScript("cargo test --offline")}, MemoryBytes: messages.MinWorkerMemoryBytes, Timeout: 600})
 	require.NoError(t, err)
 	reply, err := r.Submit(d)
@@ -196,7 +198,6 @@ func TestToolchainOutOfMemory(t *testing.T) {
 	t.Cleanup(func() { enginetest.AssertNoneLabelled(t, engine, d.AttemptID()) })
 	log, ok := r.Logs().Get(d.AttemptID())
 	require.True(t, ok)
-	t.Cleanup(func() { removeBuiltImages(t, r.Docker(), log) })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	out, err := log.Wait(ctx)
@@ -301,27 +302,6 @@ func git(t *testing.T, dir string, args ...string) string {
 	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
 	require.NoError(t, err, "git %v: %s", args, out)
 	return strings.TrimSpace(string(out))
-}
-
-// removeBuiltImages removes the project and agent images the attempt
-// built (a cache hit built nothing). It runs as a cleanup, after the
-// attempt finished or the runner closed.
-func removeBuiltImages(t *testing.T, docker *dockerops.Client, log *runner.Log) {
-	t.Helper()
-	for _, ev := range log.Events() {
-		if ev.EventType != "sandbox_image_built" || ev.Data == nil {
-			continue
-		}
-		var data struct{ CacheKey string }
-		if json.Unmarshal([]byte(*ev.Data), &data) != nil || data.CacheKey == "" {
-			continue
-		}
-		project, agent := dockerops.SandboxImageTags(data.CacheKey)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		assert.NoError(t, docker.RemoveImage(ctx, agent))
-		assert.NoError(t, docker.RemoveImage(ctx, project))
-		cancel()
-	}
 }
 
 // taskOutput is the task's output lines, for a failure message.

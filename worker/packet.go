@@ -8,8 +8,6 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/go-git/go-git/v5/plumbing"
-
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/strictjson"
 	"github.com/forgedev/forged/messages"
@@ -25,8 +23,7 @@ const (
 )
 
 var (
-	sha1Hex        = regexp.MustCompile(`^[0-9a-f]{40}$`)
-	branchNameChar = regexp.MustCompile(`^[A-Za-z0-9._/-]{1,200}$`)
+	sha1Hex = regexp.MustCompile(`^[0-9a-f]{40}$`)
 )
 
 // readStartPacket reads, strictly decodes and validates the start packet.
@@ -133,7 +130,7 @@ func validateIdentity(id messages.SandboxIdentity) error {
 	if !sha1Hex.MatchString(id.InputCommitSHA) {
 		return identityError("identity.inputCommitSha", "must be a full lowercase SHA-1 object id")
 	}
-	if !validBranch(id.Branch) {
+	if !messages.ValidBranch(id.Branch) {
 		return identityError("identity.branch", "is not a valid branch name")
 	}
 	for _, f := range []struct{ field, value string }{
@@ -147,17 +144,6 @@ func validateIdentity(id messages.SandboxIdentity) error {
 		}
 	}
 	return nil
-}
-
-// validBranch applies the dispatch's branch-name rules and git's reference
-// name rules to a short branch name.
-func validBranch(name string) bool {
-	if !branchNameChar.MatchString(name) || strings.Contains(name, "..") || strings.HasPrefix(name, "-") ||
-		strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".lock") ||
-		strings.Contains(name, "//") || strings.Contains(name, "@{") {
-		return false
-	}
-	return plumbing.NewBranchReferenceName(name).Validate() == nil
 }
 
 func validateTask(t messages.Task) error {

@@ -186,7 +186,7 @@ func TestChaosKill9AtEachPhase(t *testing.T) {
 				repo = filepath.Join(base, "repo")
 			}
 			d := startDaemon(t, forged, stateRoot, lockRoot)
-			dispatch, err := example.NewDispatch(example.DispatchOptions{RunnerID: runnerID, RepoPath: repo,
+			dispatch, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: runnerID, RepoPath: repo,
 				Argv: []string{"/bin/sh", "-c", "echo working; sleep 2; echo done > chaos.txt"}})
 			require.NoError(t, err)
 			d.submit(dispatch)
@@ -241,7 +241,7 @@ func TestSIGTERMDrainsTheDaemon(t *testing.T) {
 	require.NoError(t, example.CreateRepo(context.Background(), repo, example.RepoOptions{}))
 
 	d := startDaemon(t, forged, stateRoot, lockRoot)
-	dispatch, err := example.NewDispatch(example.DispatchOptions{RunnerID: runnerID, RepoPath: repo, Argv: []string{"/bin/sh", "-c", "sleep 300"}})
+	dispatch, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: runnerID, RepoPath: repo, Argv: []string{"/bin/sh", "-c", "sleep 300"}})
 	require.NoError(t, err)
 	d.submit(dispatch)
 	d.waitFor(dispatch.AttemptID(), "task_started")

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/httpapi"
+	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/runner"
 )
 
@@ -83,6 +84,8 @@ func daemonCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&gc.Interval, "image-gc-interval", 0, "run the image collector this often, and when the disk turns low (0: off)")
 	cmd.Flags().IntVar(&gc.Policy.KeepPerProject, "image-gc-keep", 3, "image keys the collector keeps per project, newest first")
 	cmd.Flags().DurationVar(&gc.Policy.MaxAge, "image-gc-max-age", 7*24*time.Hour, "older keys beyond the newest are collected")
+	cmd.Flags().IntVar(&gc.Policy.AuditKeep, "image-gc-audit-keep", imagegc.DefaultAuditKeep, "image keys whose stored build logs the collector keeps, newest first")
+	cmd.Flags().DurationVar(&gc.Policy.AuditMaxAge, "image-gc-audit-max-age", imagegc.DefaultAuditMaxAge, "stored build logs older than this are collected (at least 1h)")
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default STATE_ROOT/forged.sock)")
 	cmd.Flags().UintSliceVar(&allowUIDs, "allow-uid", nil, "uids, besides root and forged's own, whose processes may use the socket (checked with SO_PEERCRED; repeatable)")
 	return cmd

@@ -28,7 +28,7 @@ func TestRunEscapesTaskOutput(t *testing.T) {
 	forged := enginetest.ForgedBinary(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	out, err := exec.Command(forged, "example", "--dir", dir, "--state-root", state).CombinedOutput()
+	out, err := exec.Command(forged, "example", "--project", testProject, "--dir", dir, "--state-root", state).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 
 	path := filepath.Join(dir, "dispatch.json")

@@ -15,7 +15,7 @@ import (
 )
 
 func exampleCommand() *cobra.Command {
-	var dir, busybox, stateRoot string
+	var dir, busybox, stateRoot, project string
 	cmd := &cobra.Command{
 		Use:   "example",
 		Short: "Create a sample repository, its busybox base image and a dispatch (nothing from the internet)",
@@ -47,7 +47,7 @@ func exampleCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := example.NewDispatch(example.DispatchOptions{RepoPath: repo, RunnerID: runnerID})
+			d, err := example.NewDispatch(example.DispatchOptions{RepoPath: repo, RunnerID: runnerID, Project: project})
 			if err != nil {
 				return err
 			}
@@ -61,6 +61,7 @@ func exampleCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dir, "dir", "forged-example", "directory to create the example in")
 	cmd.Flags().StringVar(&stateRoot, "state-root", defaultStateRoot(), "state root of the forged that will run the dispatch (its runner id goes into the dispatch)")
+	cmd.Flags().StringVar(&project, "project", "sample", "the repository name in the dispatch, which labels the images built for it")
 	cmd.Flags().StringVar(&busybox, "busybox", "/bin/busybox", "static busybox binary (Debian package busybox-static)")
 	return cmd
 }

@@ -18,10 +18,11 @@ import (
 
 func gcCommand() *cobra.Command {
 	var (
-		dryRun   bool
-		lockRoot string
-		project  string
-		policy   imagegc.Policy
+		dryRun    bool
+		lockRoot  string
+		project   string
+		stateRoot string
+		policy    imagegc.Policy
 	)
 	cmd := &cobra.Command{
 		Use:   "gc [--dry-run]",
@@ -29,7 +30,8 @@ func gcCommand() *cobra.Command {
 		Long: "Per project, keep the newest --keep image keys; remove the older ones past --max-age, and\n" +
 			"forged's dangling images. An image a container uses is never removed. It takes the Docker\n" +
 			"context lock, so it refuses to run beside a live forged (whose attempts' images it cannot see).\n" +
-			"With --dry-run, only list what would be removed.",
+			"Without --project it also removes the stored build logs beyond --audit-keep keys or older than\n" +
+			"--audit-max-age (never those of a key in use). With --dry-run, only list what would be removed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -46,7 +48,7 @@ func gcCommand() *cobra.Command {
 				return err
 			}
 			defer func() { _ = lock.Release() }()
-			report, err := imagegc.Collect(ctx, engine, imagegc.Request{Policy: policy, Now: time.Now(), DryRun: dryRun, Project: project})
+			report, err := imagegc.Collect(ctx, engine, imagegc.Request{Policy: policy, Now: time.Now(), DryRun: dryRun, Project: project, StateRoot: stateRoot})
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
 			if encodeErr := enc.Encode(report); encodeErr != nil {
@@ -60,5 +62,8 @@ func gcCommand() *cobra.Command {
 	cmd.Flags().StringVar(&project, "project", "", "only this project's images (its dev.forge.project label)")
 	cmd.Flags().IntVar(&policy.KeepPerProject, "keep", 3, "image keys kept per project, newest first")
 	cmd.Flags().DurationVar(&policy.MaxAge, "max-age", 7*24*time.Hour, "older keys beyond the newest are removed")
+	cmd.Flags().StringVar(&stateRoot, "state-root", defaultStateRoot(), "forged's state directory, whose stored build logs are collected too (without --project)")
+	cmd.Flags().IntVar(&policy.AuditKeep, "audit-keep", imagegc.DefaultAuditKeep, "image keys whose stored build logs are kept, newest first")
+	cmd.Flags().DurationVar(&policy.AuditMaxAge, "audit-max-age", imagegc.DefaultAuditMaxAge, "stored build logs older than this are removed (at least 1h)")
 	return cmd
 }

@@ -26,7 +26,7 @@ func TestExampleThenRun(t *testing.T) {
 	forged := enginetest.ForgedBinary(t)
 	dir := t.TempDir()
 
-	out, err := exec.Command(forged, "example", "--dir", dir, "--state-root", filepath.Join(dir, "state")).CombinedOutput()
+	out, err := exec.Command(forged, "example", "--project", testProject, "--dir", dir, "--state-root", filepath.Join(dir, "state")).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 
 	var dispatch messages.Dispatch

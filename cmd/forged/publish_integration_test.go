@@ -126,7 +126,7 @@ func (r *publishRig) bridgePush(t *testing.T, name string) *messages.Dispatch {
 	t.Helper()
 	repo := filepath.Join(r.base, "repo-"+name)
 	require.NoError(t, example.CreateRepo(context.Background(), repo, example.RepoOptions{}))
-	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: r.runnerID, RepoPath: repo,
+	d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: r.runnerID, RepoPath: repo,
 		Argv: []string{"/bin/sh", "-c", "echo " + name + " > published.txt"}})
 	require.NoError(t, err)
 	d.Sandbox.PublicationMode = messages.PublicationBridgePush
@@ -453,7 +453,7 @@ func TestDaemonPublishesThroughAnHTTPSEndpoint(t *testing.T) {
 func TestRunRefusesAnInvalidPublicationConfiguration(t *testing.T) {
 	forged := enginetest.ForgedBinary(t)
 	dir := t.TempDir()
-	d, err := example.NewDispatch(example.DispatchOptions{RepoPath: dir})
+	d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RepoPath: dir})
 	require.NoError(t, err)
 	path := filepath.Join(dir, "dispatch.json")
 	require.NoError(t, example.WriteDispatch(path, d))
