@@ -287,7 +287,7 @@ func TestChaosKill9WhileServicesRun(t *testing.T) {
 	for _, event := range []string{"sandbox_service_ready", "task_started"} {
 		t.Run(event, func(t *testing.T) {
 			d := startDaemon(t, forged, stateRoot, lockRoot, "--service-catalogue", catalogue)
-			dispatch, err := example.NewDispatch(example.DispatchOptions{RunnerID: runnerID, RepoPath: repo,
+			dispatch, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: runnerID, RepoPath: repo,
 				Argv: []string{"/bin/sh", "-c", "sleep 30"}})
 			require.NoError(t, err)
 			dispatch.Sandbox.RequestedResources.ServiceMemoryLimitBytes = 2 << 30
