@@ -17,10 +17,6 @@ import (
 
 const kindService = "service"
 
-// probeMargin is what the host adds to a probe's own cap: the probe
-// container's create, start and removal.
-const probeMargin = 30 * time.Second
-
 // ServiceStarted tells the attempt a service container exists (for its
 // ledger).
 type ServiceStarted struct {
@@ -173,8 +169,7 @@ func (s *serviceActor) onCreated(ctx actor.Context, msg serviceCreated) {
 		return serviceStopped{state: state, err: err}
 	})
 	s.call(ctx, "service probe", func(c context.Context) any {
-		c, cancel := context.WithTimeout(c, probe.Timeout+probeMargin)
-		defer cancel()
+		// dockerops bounds the probe run (its cap plus a margin).
 		code, stderr, err := docker.RunProbe(c, probe)
 		return serviceProbed{exitCode: code, stderr: stderr, err: err}
 	})

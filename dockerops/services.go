@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -51,7 +52,7 @@ func (s ServiceSpec) validate() error {
 	switch {
 	case s.Name == "", s.Image == "", s.Network == "", s.Alias == "":
 		return fmt.Errorf("service spec needs a name, an image, a network and an alias")
-	case s.User == "" || s.User == "0" || bytes.HasPrefix([]byte(s.User), []byte("0:")) || s.User == "root":
+	case s.User == "" || s.User == "0" || strings.HasPrefix(s.User, "0:") || s.User == "root" || strings.HasPrefix(s.User, "root:"):
 		return fmt.Errorf("service %s must not run as root", s.Alias)
 	case s.MemoryBytes <= 0, s.NanoCPUs <= 0, s.PIDs <= 0:
 		return fmt.Errorf("service %s memory, CPU and PID limits must be positive", s.Alias)
@@ -189,7 +190,8 @@ type ProbeSpec struct {
 	SecretsVolume        string
 	Cmd                  []string
 	SecurityOpts         []string
-	// Timeout bounds the whole probe run on the host's side.
+	// Timeout is the probe's own cap (the probe program gives up then);
+	// the host bounds the run at Timeout plus probeMargin.
 	Timeout time.Duration
 }
 
@@ -199,6 +201,9 @@ const (
 	probePIDs        = 32
 	probeNanoCPUs    = 250_000_000
 	probeUID         = 10001
+	// probeMargin is what the host adds to a probe's own cap before it
+	// stops the probe container: the program's last try and its exit.
+	probeMargin = 15 * time.Second
 )
 
 // ProbeContainerConfig returns the hardened create configuration of a probe
@@ -232,7 +237,7 @@ func (c *Client) RunProbe(ctx context.Context, spec ProbeSpec) (int, string, err
 		defer cancel()
 		_ = c.cleaner.ContainerRemove(rmCtx, id, container.RemoveOptions{Force: true})
 	}()
-	res, err := c.RunAttached(ctx, id, nil, nil, RunLimits{MaxDuration: spec.Timeout, MaxStdoutBytes: 64 << 10, MaxStderrBytes: 64 << 10, StderrTailBytes: 1024, StopGrace: time.Second})
+	res, err := c.RunAttached(ctx, id, nil, nil, RunLimits{MaxDuration: spec.Timeout + probeMargin, MaxStdoutBytes: 64 << 10, MaxStderrBytes: 64 << 10, StderrTailBytes: 1024, StopGrace: time.Second})
 	return res.ExitCode, res.Stderr, err
 }
 

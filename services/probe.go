@@ -35,15 +35,14 @@ func (t Target) password() (string, error) {
 		return "", fmt.Errorf("password file: %w", err)
 	}
 	defer f.Close()
-	b := make([]byte, maxSecretBytes+1)
-	n, err := f.Read(b)
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretBytes+1))
 	if err != nil {
 		return "", fmt.Errorf("password file: %w", err)
 	}
-	if n > maxSecretBytes {
+	if len(b) > maxSecretBytes {
 		return "", errors.New("password file is too large")
 	}
-	return strings.TrimRight(string(b[:n]), "\r\n"), nil
+	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
 // ProbeOnce checks the service once with its own protocol: for postgres the
