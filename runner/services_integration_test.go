@@ -168,7 +168,7 @@ func TestServicesEndToEndTaskTalksToPostgresAndRedisAndSecretsStayInTheVolume(t 
 	out := e.wait(log)
 	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
 
-	assert.Equal(t, "postgres: written by the task in forge as forge; escape refused\nredis: stored by the task",
+	assert.Equal(t, "postgres: written by the task in forge as forge; escape refused\nredis: stored by the task\nsecrets: read-only",
 		e.git("show", example.Branch+":services.txt"), "the task read back what it wrote, and committed it")
 	types := map[string]int{}
 	for _, ev := range log.Events() {

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -40,7 +41,7 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		write("services.txt", "postgres: "+pg+"\nredis: "+rd+"\n")
+		write("services.txt", "postgres: "+pg+"\nredis: "+rd+"\nsecrets: "+secretsState()+"\n")
 	case "browser":
 		v, err := browserVersion(ctx)
 		if err != nil {
@@ -61,6 +62,28 @@ func main() {
 	default:
 		fail(fmt.Errorf("unknown command %q", os.Args[1]))
 	}
+}
+
+// secretsState reports how the task sees its password files: they must be
+// root-owned, 0444, and refuse writing (the volume is read-only).
+func secretsState() string {
+	out := "read-only"
+	for _, env := range []string{"FORGE_POSTGRES_PASSWORD_FILE", "FORGE_REDIS_PASSWORD_FILE"} {
+		path := os.Getenv(env)
+		info, err := os.Stat(path)
+		if err != nil {
+			return "missing " + env
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if info.Mode().Perm() != 0o444 || !ok || st.Uid != 0 {
+			out = fmt.Sprintf("%s is %v uid %d", path, info.Mode().Perm(), st.Uid)
+		}
+		if f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0); err == nil {
+			f.Close()
+			return "WRITABLE " + path
+		}
+	}
+	return out
 }
 
 func password(env string) string {
