@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/strictjson"
 )
 
 const validDispatch = `{
@@ -216,4 +217,15 @@ func TestRunnerEventKind(t *testing.T) {
 	ev := RunnerEvent("sandbox_metadata", "x", map[string]string{"a": "b"})
 	require.NotNil(t, ev.Data)
 	assert.JSONEq(t, `{"a":"b"}`, *ev.Data)
+}
+
+// A dispatch with two readings (a key named twice, or twice but for case)
+// is refused, never decoded last-one-wins.
+func TestDecodeDispatchRefusesDuplicateKeys(t *testing.T) {
+	for _, doc := range []string{`{"task":{"argv":["a"]},"task":{"argv":["b"]}}`, `{"baseBranch":"main","BaseBranch":"evil"}`} {
+		_, err := DecodeDispatch(strings.NewReader(doc))
+		require.Error(t, err, doc)
+		assert.Equal(t, failure.DispatchInvalid, failure.CodeOf(err), doc)
+		assert.ErrorIs(t, err, strictjson.ErrDuplicateKey, doc)
+	}
 }

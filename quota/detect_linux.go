@@ -9,7 +9,7 @@ import (
 // Detect finds the best mechanism this host offers to bound volumes for
 // an engine that runs rootless or not: filesystem images need forged to
 // run as root beside a rootful engine (which mounts the devices), a loop
-// control device and mkfs.ext4.
+// control device, and e2fsprogs' mkfs.ext4 and debugfs.
 func Detect(engineRootless bool) Facts {
 	switch {
 	case engineRootless:
@@ -21,6 +21,9 @@ func Detect(engineRootless bool) Facts {
 		return Facts{Mechanism: MechanismNone, Reason: loopControl + ": " + err.Error()}
 	}
 	if _, err := findMkfs(); err != nil {
+		return Facts{Mechanism: MechanismNone, Reason: err.Error()}
+	}
+	if _, err := findDebugfs(); err != nil {
 		return Facts{Mechanism: MechanismNone, Reason: err.Error()}
 	}
 	return Facts{Mechanism: MechanismImage}

@@ -20,9 +20,11 @@
 //     The filesystem is made with e2fsprogs' mkfs.ext4, without a journal
 //     and without reserved blocks, its root owned by the worker's uid
 //     (10001) and, for the control volume, pre-populated with
-//     input/ and output/ owned by that uid: the engine's copy-up does not
-//     run on a filesystem that already holds lost+found, and the worker
-//     ignores lost+found. The kernel refuses writes past the image's size
+//     input/ and output/ owned by that uid (the engine's copy-up does not
+//     run on a filesystem image it did not make). The lost+found directory
+//     mkfs.ext4 makes (root's, 0700) is removed with debugfs before the
+//     image is attached: a task's tools walk /workspace and must not meet
+//     a directory they cannot read; the worker still ignores one. The kernel refuses writes past the image's size
 //     (ENOSPC), so the host loses at most the image's size per volume.
 //   - MechanismNone: nothing bounds the volumes; preflight says so and why.
 //     Project quotas (XFS/ext4 prjquota on Docker's root directory) and a

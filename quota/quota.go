@@ -72,6 +72,7 @@ func PerAttemptBytes(workspaceBytes int64) int64 {
 type Store struct {
 	dir      string
 	mkfs     string
+	debugfs  string
 	uid, gid int
 }
 
@@ -83,7 +84,8 @@ func NewStore(stateRoot string, facts Facts, uid, gid int) *Store {
 		return nil
 	}
 	mkfs, _ := findMkfs()
-	return &Store{dir: filepath.Join(stateRoot, ImageDir), mkfs: mkfs, uid: uid, gid: gid}
+	debugfs, _ := findDebugfs()
+	return &Store{dir: filepath.Join(stateRoot, ImageDir), mkfs: mkfs, debugfs: debugfs, uid: uid, gid: gid}
 }
 
 // Dir is the directory of the images.
@@ -198,6 +200,28 @@ func (s *Store) makeFilesystem(ctx context.Context, path string, dirs []string) 
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("mkfs.ext4: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return s.removeLostFound(ctx, path)
+}
+
+// removeLostFound removes the lost+found directory mkfs.ext4 always makes
+// (root's, mode 0700): in the task's /workspace it is a directory the task
+// cannot read, which breaks tools that walk the tree (`go vet ./...`). The
+// filesystem lives for one attempt and is never checked, so nothing needs
+// it; debugfs edits the unmounted image.
+func (s *Store) removeLostFound(ctx context.Context, path string) error {
+	if s.debugfs == "" {
+		return errors.New("debugfs not found (install e2fsprogs)")
+	}
+	cmd := exec.CommandContext(ctx, s.debugfs, "-w", "-R", "rmdir lost+found", path)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("debugfs rmdir lost+found: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	// debugfs reports a failed request on its output, not in its status.
+	if text := strings.TrimSpace(string(out)); strings.Contains(text, "rmdir:") {
+		return fmt.Errorf("debugfs rmdir lost+found: %s", text)
 	}
 	return nil
 }
@@ -319,15 +343,21 @@ func (s *Store) Usage(_ context.Context, volume string) (Usage, error) {
 }
 
 // findMkfs looks mkfs.ext4 up in PATH and the sbin directories.
-func findMkfs() (string, error) {
-	if p, err := exec.LookPath("mkfs.ext4"); err == nil {
+func findMkfs() (string, error) { return findTool("mkfs.ext4") }
+
+// findDebugfs looks e2fsprogs' debugfs up, which removes lost+found from
+// a new filesystem.
+func findDebugfs() (string, error) { return findTool("debugfs") }
+
+func findTool(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
 	for _, dir := range []string{"/usr/sbin", "/sbin"} {
-		p := filepath.Join(dir, "mkfs.ext4")
+		p := filepath.Join(dir, name)
 		if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() && info.Mode()&0o111 != 0 {
 			return p, nil
 		}
 	}
-	return "", errors.New("mkfs.ext4 not found (install e2fsprogs)")
+	return "", fmt.Errorf("%s not found (install e2fsprogs)", name)
 }

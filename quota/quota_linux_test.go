@@ -76,6 +76,13 @@ func TestImageFillsUpAndIsReleased(t *testing.T) {
 		assert.Equal(t, uint32(workerUID), st.Uid, d)
 		assert.Equal(t, uint32(workerGID), st.Gid, d)
 	}
+	entries, err := os.ReadDir(mnt)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	assert.Equal(t, []string{"input", "output"}, names, "no lost+found: the task's tools walk the volume")
 
 	// Fill it as the worker user would (a child process with uid 10001).
 	img := filepath.Join(s.Dir(), testVolume+".img")
