@@ -170,6 +170,14 @@ func TestServicesEndToEndTaskTalksToPostgresAndRedisAndSecretsStayInTheVolume(t 
 
 	assert.Equal(t, "postgres: written by the task in forge as forge; escape refused\nredis: stored by the task\nsecrets: read-only",
 		e.git("show", example.Branch+":services.txt"), "the task read back what it wrote, and committed it")
+	require.NotNil(t, out.Telemetry, "the memory record")
+	peaks := map[string]uint64{}
+	for _, c := range out.Telemetry.Containers {
+		peaks[c.Role] = c.PeakMemoryBytes
+	}
+	assert.Positive(t, peaks["agent"])
+	assert.Positive(t, peaks["service:postgres"], "the sampler keys the services by role: %v", peaks)
+	assert.Positive(t, peaks["service:redis"], "the sampler keys the services by role: %v", peaks)
 	types := map[string]int{}
 	for _, ev := range log.Events() {
 		types[ev.EventType]++
