@@ -81,6 +81,9 @@ type attemptActor struct {
 	workerExit                               *WorkerExited
 	telemetry                                SamplerReport
 	trusted                                  error // a resource failure from host facts (resourceFailure)
+	timeLimit                                error // the host saw a time limit pass (timelimit.go)
+	timers                                   limitTimers
+	causes                                   []messages.FailureCause // the worker's account behind a trusted failure
 	result                                   string
 	imported                                 gitops.ImportReport // the host's account of the result
 	published                                string              // the commit pushed to the remote (bridge_push)
@@ -113,7 +116,10 @@ type (
 		contract      *contract.Parsed
 		security      []string
 		serviceImages map[string]services.Entry
-		err           error
+		// signatureWarnings are the upstream images left unverified
+		// under adoption.
+		signatureWarnings []signatureWarning
+		err               error
 	}
 	provisionDone struct {
 		err error
@@ -138,6 +144,7 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.start(ctx)
 	case *actor.Stopping:
+		a.stopTimeLimits()
 		if a.cancel != nil {
 			a.cancel()
 		}
@@ -169,6 +176,10 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 	case watchdogStarted:
 		// A (re)started watchdog arms from the lease the attempt holds.
 		ctx.Respond(leaseRenewed{expiresAt: a.fence.expiry()})
+	case timeLimitFired:
+		a.onTimeLimit(ctx, msg)
+	case timeLimitGraceOver:
+		a.onTimeLimitGraceOver(ctx)
 	case LeaseExpired:
 		a.abort(ctx, failure.New(failure.SandboxLeaseExpired, "the lease expired at %s", msg.ExpiresAt.UTC().Format(time.RFC3339)))
 
@@ -224,6 +235,7 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		if msg.Event.EventType == workerStartedEvent && msg.Event.Role == messages.RoleRunner {
 			a.onWorkerRunning(ctx)
 		}
+		a.rearmIdle(ctx)
 		forwardToSampler(ctx, a.sampler, msg.Event)
 		a.emit(ctx, msg.Event)
 	case WorkerExited:
@@ -260,6 +272,11 @@ func (a *attemptActor) start(ctx actor.Context) {
 		a.advance(ctx)
 		return
 	}
+	if err := a.checkProviderAuth(); err != nil {
+		a.fail(err)
+		a.advance(ctx)
+		return
+	}
 	names, err := dockerops.NamesFor(a.d.AttemptID())
 	if err != nil {
 		a.fail(err)
@@ -269,7 +286,7 @@ func (a *attemptActor) start(ctx actor.Context) {
 	a.names = names
 	a.workDir = attemptWorkDir(a.cfg.StateRoot, names.AttemptHex)
 	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption, confinement: a.cfg.Confinement(),
-		catalogue: a.cfg.Services, images: a.deps.Docker, slotServiceMemory: a.cfg.SlotServiceMemoryBytes}
+		verifier: a.deps.ImageVerifier, catalogue: a.cfg.Services, images: a.deps.Docker}
 	a.step(ctx, "prepare", func(stepCtx context.Context) any { return prepareStep(stepCtx, in) })
 }
 
@@ -289,6 +306,11 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		return
 	}
 	a.prepared, a.contract, a.security, a.serviceImages = msg.prepared, msg.contract, msg.security, msg.serviceImages
+	for _, w := range msg.signatureWarnings {
+		a.emit(ctx, messages.RunnerEvent("sandbox_image_signature_warning",
+			fmt.Sprintf("The image %s is not verified (%s); adoption carries on.", w.image, w.reason),
+			map[string]any{"image": w.image, "line": w.line, "reason": w.reason}))
+	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_input_prepared", "Prepared the input bundle and build context.", map[string]string{
 		"inputCommitSha": msg.prepared.InputCommitSHA, "sandboxConfigCommitSha": msg.prepared.ConfigCommitSHA,
 		"contractDigest": msg.contract.Digest, "contextDigest": msg.prepared.ContextDigest,
@@ -327,6 +349,12 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
 	a.emit(ctx, messages.RunnerEvent(eventType, fmt.Sprintf("Using sandbox image %s.", msg.ImageID), map[string]any{
 		"imageDigest": msg.ImageID, "cacheKey": msg.Key, "cacheHit": msg.CacheHit,
 	}))
+	// The immutable inputs of the sandbox, as the seed announces them once
+	// the image is resolved.
+	a.emit(ctx, messages.RunnerEvent("sandbox_metadata", "Resolved immutable sandbox inputs.", map[string]string{
+		"inputCommitSha": a.prepared.InputCommitSHA, "sandboxConfigCommitSha": a.prepared.ConfigCommitSHA,
+		"contractDigest": a.contract.Digest, "imageDigest": a.imageID,
+	}))
 	labels, err := dockerops.Labels(a.d, a.imageID, a.contract.Digest)
 	if err != nil {
 		a.fail(err)
@@ -335,9 +363,11 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
 	}
 	a.labels = labels
 	a.setPhase(ctx, messages.PhaseProvisioning)
-	planned := a.ledgerEntry(ledger.Starting)
+	// Posted here, on the mailbox, so that every later ledger write (a
+	// renewal's) is ordered after it; the step waits until it is durable.
 	a.ledgerState, a.ledgerWritten = ledger.Starting, true
-	in := provisionInput{docker: a.deps.Docker, ledger: a.ledger, planned: planned, names: a.names, labels: a.labels,
+	planned := a.ledger.post(a.ledgerEntry(ledger.Starting))
+	in := provisionInput{docker: a.deps.Docker, planned: planned, names: a.names, labels: a.labels, credentials: a.credentialsInput(),
 		volumes: a.deps.Volumes, workspaceBytes: a.d.Sandbox.RequestedResources.Workspace(), bundlePath: a.prepared.BundlePath}
 	a.step(ctx, "provision", func(stepCtx context.Context) any { return provisionStep(stepCtx, in) })
 }
@@ -372,6 +402,7 @@ func (a *attemptActor) startWorker(ctx actor.Context) {
 
 func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 	a.containerID = msg.ContainerID
+	a.armTimeLimits(ctx)
 	a.writeLedger(ledger.Active)
 	networkMode, networks := "none", []map[string]string{}
 	if a.network != "" {
@@ -401,6 +432,7 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 
 func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
 	a.workerExit = &msg
+	a.stopTimeLimits()
 	if msg.Err != nil {
 		a.fail(msg.Err)
 		a.advance(ctx)
@@ -457,10 +489,15 @@ func (a *attemptActor) recordPeak(ctx actor.Context, report SamplerReport) {
 
 func (a *attemptActor) onCollected(ctx actor.Context, msg collectDone) {
 	exit := a.workerExit
+	host := a.hostFailure()
 	switch {
 	case a.failure != nil:
-	case a.trusted != nil:
-		a.fail(a.trusted)
+	case host != nil && msg.err != nil:
+		// The host's fact decides; the output could not be kept.
+		a.failIn(messages.PhaseRunning, failure.Wrap(failure.CodeOf(host), msg.err, "%s; its output was not imported", failureMessage(host)))
+	case host != nil:
+		// The output validated: it is imported, and the host's code still
+		// decides the outcome (onImported).
 	case msg.err != nil && exit.ExitCode != 0 && failure.Is(msg.err, failure.SandboxOutputMissing):
 		a.fail(failure.Wrap(failure.SandboxWorkerFailed, msg.err, "%s", dockerops.WorkerFailureMessage(exit.ExitCode, exit.Stderr, exit.State.Error)))
 	case msg.err != nil:
@@ -477,6 +514,14 @@ func (a *attemptActor) onCollected(ctx actor.Context, msg collectDone) {
 
 func (a *attemptActor) onImported(ctx actor.Context, msg importDone) {
 	a.result, a.imported = msg.result, msg.report
+	if host := a.hostFailure(); host != nil && a.failure == nil {
+		// The seed's rule (applyTrustedHostFailure): the outcome is failed
+		// with the host's code, the validated result still lands on the
+		// managed branch, and the outcome says both; the worker's own
+		// account is kept as the cause.
+		a.failIn(messages.PhaseRunning, trustedOutcome(host, msg, a.d.Lease.WorktreeKey))
+		a.causes = childCauses(a.workerExit, msg.summary)
+	}
 	if msg.err != nil {
 		a.fail(msg.err)
 	} else if a.result != "" {

@@ -18,6 +18,7 @@ import (
 
 func (a *attemptActor) beginTeardown(ctx actor.Context) {
 	a.tearingDown = true
+	a.stopTimeLimits()
 	a.collectPeak(ctx, func() { a.teardown(ctx) })
 }
 
@@ -99,6 +100,7 @@ func (a *attemptActor) outcome(report messages.CleanupReport, degraded bool) mes
 		out.Code = string(failureCode(a.failure))
 		out.Message = a.failure.Error()
 		out.Phase = a.failedPhase
+		out.Causes = a.causes
 	}
 	return out
 }

@@ -11,10 +11,7 @@ import (
 
 // workerJob assembles the hardened worker container and its start packet.
 func (a *attemptActor) workerJob() (workerJob, error) {
-	timeout := a.d.Task.TimeoutSeconds
-	if timeout == 0 {
-		timeout = messages.DefaultTaskTimeoutSecs
-	}
+	limits := a.limits()
 	a.packetExpiry = a.fence.expiry()
 	packet := messages.StartPacket{
 		SchemaVersion:      messages.StartPacketSchema,
@@ -23,7 +20,8 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		WorkingDirectory:   a.contract.Contract.WorkingDirectory,
 		LeaseExpiresAt:     a.packetExpiry,
 		LeaseControlKey:    a.controlKey,
-		TaskTimeoutSeconds: timeout,
+		TaskTimeoutSeconds: int(limits.HardWall / time.Second),
+		IdleTimeoutSeconds: int(limits.Idle / time.Second),
 		Services:           a.serviceEndpoints(),
 		ReleaseWaitMillis:  int(releaseWait / time.Millisecond),
 	}
@@ -50,7 +48,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		startPacket: append(raw, '\n'),
 		eventKey:    messages.EventKey(a.controlKey),
 		storageFull: a.storageFull(),
-		runTimeout:  time.Duration(timeout)*time.Second + runMargin,
+		runTimeout:  limits.HardWall + a.cfg.LimitGrace + runMargin,
 		limits:      dockerops.RunLimits{},
 	}, nil
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/internal/teardown"
-	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/quota"
 	"github.com/forgedev/forged/services"
@@ -46,15 +45,15 @@ func imageLabels(project, key string) map[string]string {
 
 // prepareInput is what the prepare step reads.
 type prepareInput struct {
-	git               Git
-	d                 *messages.Dispatch
-	workDir           string
-	seccompProfile    string
-	lsmOption         string
-	confinement       Confinement // the engine's and host's facts, read on the mailbox
-	catalogue         *services.Catalogue
-	slotServiceMemory int64
-	images            services.ImageInspector
+	git            Git
+	d              *messages.Dispatch
+	workDir        string
+	seccompProfile string
+	lsmOption      string
+	confinement    Confinement // the engine's and host's facts, read on the mailbox
+	verifier       ImageVerifier
+	catalogue      *services.Catalogue
+	images         services.ImageInspector
 }
 
 // prepareStep reads the input from the host repository and validates the
@@ -71,10 +70,14 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 	if err != nil {
 		return prepareDone{err: err}
 	}
-	if err := checkContractSupported(in.d, parsed.Contract, in.confinement, in.slotServiceMemory); err != nil {
+	if err := checkContractSupported(in.d, parsed.Contract, in.confinement); err != nil {
 		return prepareDone{err: err}
 	}
 	security, err := dockerops.ResolveSecurityOptions(in.d.Sandbox.ExecutionPolicy, in.seccompProfile, in.lsmOption, in.confinement.Security)
+	if err != nil {
+		return prepareDone{err: err}
+	}
+	warnings, err := verifyUpstreamImages(ctx, in.verifier, prepared.Dockerfile, in.d.Sandbox.ExecutionPolicy)
 	if err != nil {
 		return prepareDone{err: err}
 	}
@@ -85,15 +88,21 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 		if images, err = in.catalogue.Verify(ctx, in.images, declared); err != nil {
 			return prepareDone{err: err}
 		}
+		serviceWarnings, err := verifyServiceImages(ctx, in.verifier, declared, images, in.d.Sandbox.ExecutionPolicy)
+		if err != nil {
+			return prepareDone{err: err}
+		}
+		warnings = append(warnings, serviceWarnings...)
 	}
-	return prepareDone{prepared: prepared, contract: parsed, security: security, serviceImages: images}
+	return prepareDone{prepared: prepared, contract: parsed, security: security, signatureWarnings: warnings, serviceImages: images}
 }
 
 // provisionInput is what the provision step reads.
 type provisionInput struct {
-	docker  SandboxDocker
-	ledger  *ledgerWriter
-	planned ledger.Entry // the ledger in state starting, listing the planned resources
+	docker SandboxDocker
+	// planned answers once the ledger in state starting, listing the
+	// planned resources, is durable (or could not be written).
+	planned <-chan error
 	names   dockerops.Names
 	labels  map[string]string
 	// volumes, when set, bounds the workspace (workspaceBytes) and the
@@ -101,6 +110,9 @@ type provisionInput struct {
 	volumes        VolumeStore
 	workspaceBytes int64
 	bundlePath     string
+	// credentials, when set, fill the secrets volume with the provider's
+	// credentials (credentials.go).
+	credentials *credentialsInput
 }
 
 // provisionStep makes the ledger durable with the planned resources, then
@@ -110,7 +122,7 @@ type provisionInput struct {
 // worker runs with network none (no attempt needs services or egress yet;
 // when one does, it gets a dockerops.CreateIsolatedNetwork network).
 func provisionStep(ctx context.Context, in provisionInput) provisionDone {
-	if err := in.ledger.Write(in.planned); err != nil {
+	if err := <-in.planned; err != nil {
 		return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "write the attempt's ledger")}
 	}
 	bounded, err := boundVolumes(ctx, in)
@@ -120,6 +132,11 @@ func provisionStep(ctx context.Context, in provisionInput) provisionDone {
 	for _, volume := range []string{in.names.WorkspaceVolume, in.names.ControlVolume, in.names.SecretsVolume} {
 		if err := in.docker.CreateVolumeWithOptions(ctx, volume, in.labels, bounded[volume]); err != nil {
 			return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)}
+		}
+	}
+	if in.credentials != nil {
+		if err := loadCredentials(ctx, in.docker, in.names, in.labels, *in.credentials); err != nil {
+			return provisionDone{err: err}
 		}
 	}
 	return provisionDone{}

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/forgedev/forged/internal/clock"
@@ -19,6 +20,7 @@ import (
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/supervisor"
+	"github.com/forgedev/forged/timelimit"
 )
 
 const within = 10 * time.Second
@@ -43,6 +45,8 @@ func testDispatch(expires time.Time) *messages.Dispatch {
 
 type harness struct {
 	redeemer CredentialRedeemer // nil: bridge_push is refused
+	auth     ProviderAuth       // nil: a dispatch naming a provider is refused
+	verifier ImageVerifier      // nil: no image is verified
 	refs     *imagegc.Refs      // the image keys attempts hold
 	state    string             // the attempts' state root
 	system   *actor.ActorSystem
@@ -54,6 +58,12 @@ type harness struct {
 
 func newHarness(t *testing.T, host *fakeHost, clk clock.Clock) *harness {
 	t.Helper()
+	return newHarnessWith(t, host, clk, nil)
+}
+
+// newHarnessWith lets configure change the attempts' configuration.
+func newHarnessWith(t *testing.T, host *fakeHost, clk clock.Clock, configure func(*AttemptConfig)) *harness {
+	t.Helper()
 	if clk == nil {
 		clk = clock.System{}
 	}
@@ -61,10 +71,13 @@ func newHarness(t *testing.T, host *fakeHost, clk clock.Clock) *harness {
 	t.Cleanup(h.system.Shutdown)
 	h.cfg = AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clk, SampleInterval: 10 * time.Millisecond,
 		Confinement: host.confinementFacts}
+	if configure != nil {
+		configure(&h.cfg)
+	}
 	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host, Ledgers: ledger.Store{Root: h.state},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
-			return AttemptProps(d, subscriber, sup, h.cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer, ImageRefs: h.refs})
+			return AttemptProps(d, subscriber, sup, h.cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer, ImageRefs: h.refs, ProviderAuth: h.auth, ImageVerifier: h.verifier})
 		},
 	}))
 	return h
@@ -116,6 +129,20 @@ func TestAttemptHappyPath(t *testing.T) {
 	assert.Contains(t, types, "task_output")
 	assert.Contains(t, types, "sandbox_output_imported")
 	assert.Contains(t, types, "sandbox_teardown_completed")
+	meta := actortest.All[messages.AttemptEvent](probe)
+	var found bool
+	for _, ev := range meta {
+		if ev.Event.EventType != "sandbox_metadata" {
+			continue
+		}
+		found = true
+		var data map[string]string
+		require.NoError(t, json.Unmarshal([]byte(*ev.Event.Data), &data))
+		assert.Equal(t, map[string]string{"inputCommitSha": "1111111111111111111111111111111111111111", "sandboxConfigCommitSha": "2222222222222222222222222222222222222222",
+			"contractDigest": data["contractDigest"], "imageDigest": "sha256:cached"}, data)
+		assert.NotEmpty(t, data["contractDigest"])
+	}
+	assert.True(t, found, "sandbox_metadata is in the event stream")
 }
 
 func TestTeardownIsReachedFromEveryFailurePath(t *testing.T) {
@@ -207,7 +234,6 @@ func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
 		d := testDispatch(time.Now().Add(time.Hour))
 		d.Sandbox.RequestedResources.ServiceMemoryLimitBytes = 1 << 30
 		h := newHarness(t, host, nil)
-		h.cfg.SlotServiceMemoryBytes = 1 << 30
 		out := h.run(t, d)
 		assert.Equal(t, string(failure.SandboxServiceUnavailable), out.Code)
 		assert.Zero(t, host.called("lookup")+host.called("network")+host.called("volume")+host.called("create"))
@@ -273,9 +299,42 @@ func TestTrustedHostFailureClassification(t *testing.T) {
 		host := newFakeHost(t.TempDir())
 		host.exitCode = 137
 		host.state = dockerops.ContainerState{OOMKilled: true, ExitCode: 137}
+		d := testDispatch(time.Now().Add(time.Hour))
+		out := newHarness(t, host, nil).run(t, d)
+		assert.Equal(t, messages.StatusFailed, out.Status)
+		assert.Equal(t, string(failure.SandboxOOMKilled), out.Code)
+		assert.Equal(t, messages.PhaseRunning, out.Phase)
+		assert.Equal(t, 1, host.called("import"), "a trusted failure's valid output is imported")
+		assert.Equal(t, "3333333333333333333333333333333333333333", out.ResultCommitSHA, "the outcome says both")
+		assert.Contains(t, out.Message, "imported as 3333333333333333333333333333333333333333 on forge/t")
+		require.Len(t, out.Causes, 1)
+		assert.Equal(t, string(failure.SandboxChildResultUnknown), out.Causes[0].Code)
+		assert.Equal(t, "sandbox", out.Causes[0].Source)
+	})
+	t.Run("oom with invalid output is not imported", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.exitCode = 137
+		host.missing = true
+		host.state = dockerops.ContainerState{OOMKilled: true, ExitCode: 137}
 		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
 		assert.Equal(t, string(failure.SandboxOOMKilled), out.Code)
-		assert.Zero(t, host.called("import"), "a trusted failure is not imported")
+		assert.Contains(t, out.Message, "its output was not imported")
+		assert.Zero(t, host.called("import"))
+		assert.Empty(t, out.ResultCommitSHA)
+	})
+	t.Run("a trusted failure's result is never published", func(t *testing.T) {
+		host := newFakeHost(t.TempDir())
+		host.exitCode = 137
+		host.state = dockerops.ContainerState{OOMKilled: true, ExitCode: 137}
+		h := newHarness(t, host, nil)
+		h.redeemer = host
+		d := testDispatch(time.Now().Add(time.Hour))
+		d.Sandbox.PublicationMode = messages.PublicationBridgePush
+		d.Sandbox.PublishGrant = &messages.PublishGrant{GrantID: "0123456789abcdef0123456789abcdef", Branch: d.Lease.WorktreeKey}
+		out := h.run(t, d)
+		assert.Equal(t, string(failure.SandboxOOMKilled), out.Code)
+		assert.Empty(t, out.PublishedCommitSHA)
+		assert.Zero(t, host.called("publish"))
 	})
 	t.Run("exit 137 alone is not an OOM", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())
@@ -320,7 +379,8 @@ func TestLeaseExpiryAbortsTheAttempt(t *testing.T) {
 	host := newFakeHost(t.TempDir())
 	host.blockRun = true
 	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	h := newHarness(t, host, clk)
+	// The fake worker is silent: no idle limit within the test's hour.
+	h := newHarnessWith(t, host, clk, func(c *AttemptConfig) { c.Limits = timelimit.Limits{HardWall: 8 * time.Hour, Idle: 8 * time.Hour} })
 	d := testDispatch(clk.Now().Add(time.Hour))
 	probe := h.submit(t, d)
 	select {

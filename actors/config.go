@@ -6,6 +6,7 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/services"
+	"github.com/forgedev/forged/timelimit"
 )
 
 // AttemptConfig is the operator configuration every attempt shares.
@@ -24,6 +25,13 @@ type AttemptConfig struct {
 	// sandbox_required refuses to run without both.
 	SeccompProfile string
 	LSMOption      string
+	// Limits are the operator's time limits (hard wall and idle); a
+	// dispatch's task timeout can only shorten them. Zero: the defaults.
+	Limits timelimit.Limits
+	// LimitGrace is how long the worker may take, after the host saw a
+	// time limit pass, to stop its task and write its output before the
+	// host stops the container. Default 30s.
+	LimitGrace time.Duration
 	// BuildLimits confine image builds (zero: no network, the dockerops
 	// defaults).
 	BuildLimits dockerops.BuildLimits
@@ -37,11 +45,6 @@ type AttemptConfig struct {
 	// together, from the first start to the last ready (default 90s).
 	ServiceReadyWithin  time.Duration
 	ServicesReadyWithin time.Duration
-	// SlotServiceMemoryBytes is the service memory admission sized each
-	// slot with (preflight.CapacityPolicy.ServiceMemoryBytes): a dispatch
-	// with services reserving more is refused with
-	// sandbox_capacity_profile_mismatch, since it would overcommit the host.
-	SlotServiceMemoryBytes int64
 	// Clock drives every timer of the attempt tree (lease watchdog,
 	// sampler) and its timestamps; nil means clock.System. Deadlines of
 	// engine and git calls are those of dockerops.Options and gitops.
@@ -61,6 +64,9 @@ func (c AttemptConfig) withDefaults() AttemptConfig {
 	}
 	if c.ServicesReadyWithin <= 0 {
 		c.ServicesReadyWithin = 90 * time.Second
+	}
+	if c.LimitGrace <= 0 {
+		c.LimitGrace = 30 * time.Second
 	}
 	if c.Clock == nil {
 		c.Clock = clock.System{}

@@ -51,6 +51,22 @@
 // for the planned ledger to be durable before any Docker object exists, and
 // the teardown's own writes queue behind every write posted before them.
 //
+// Time limits (timelimit.go): the operator's hard wall and idle limit,
+// shortened by the task timeout, run on the attempt's clock from the
+// worker's creation; every streamed line re-arms the idle timer. A limit
+// that passes becomes the attempt's trusted host failure, the worker gets a
+// grace to stop its task and write its output, then the attempt aborts.
+//
+// Trusted host failures (trusted.go): when the host's facts decided how the
+// worker ended, a valid output is still imported, the outcome is failed
+// with the host's code and names the imported commit, and the worker's own
+// account is kept as its cause.
+//
+// Provider credentials (credentials.go): a dispatch naming a provider
+// without an adapter is refused at start; otherwise the provision step runs
+// the adapter's helper and fills the secrets volume through a loader
+// container before the worker exists.
+//
 // Deadlines are those of the layers that talk to the engine and to git
 // (dockerops.Options, gitops): the attempt adds none, so a retry is never
 // cut short. Every timer (watchdog, sampler) runs on AttemptConfig.Clock

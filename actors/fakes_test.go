@@ -14,6 +14,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/providerauth"
 )
 
 // fakeContainerID is the worker container the fake creates.
@@ -38,6 +39,7 @@ type fakeHost struct {
 	// workerEvents are sent after lines, signed with the attempt's event key.
 	workerEvents []messages.Event
 	blockRun     bool
+	release      chan struct{} // when set, a blocked run also ends (exit code exitCode) when it is closed
 	runEntered   chan struct{}
 	noResult     bool
 	missing      bool // ValidateOutput reports the manifest missing
@@ -45,6 +47,7 @@ type fakeHost struct {
 	teardowns    int
 	leases       [][]byte
 	specs        []dockerops.WorkerSpec // the workers asked for
+	loaded       []loadedVolume         // the volumes filled
 	// noIsolation: preflight could not verify network isolation.
 	noIsolation bool
 
@@ -87,6 +90,18 @@ func (f *fakeHost) record(step string) error {
 		f.teardowns++
 	}
 	return f.fail[step]
+}
+
+// index is the position of step's first call, -1 when never called.
+func (f *fakeHost) index(step string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, c := range f.calls {
+		if c == step {
+			return i
+		}
+	}
+	return -1
 }
 
 func (f *fakeHost) called(step string) int {
@@ -239,8 +254,11 @@ func (f *fakeHost) RunAttached(ctx context.Context, _ string, startPacket []byte
 		}
 	}
 	if f.blockRun {
-		<-ctx.Done()
-		return dockerops.RunResult{}, ctx.Err()
+		select {
+		case <-ctx.Done():
+			return dockerops.RunResult{}, ctx.Err()
+		case <-f.release:
+		}
 	}
 	return dockerops.RunResult{ExitCode: f.exitCode, Stderr: "task stderr"}, nil
 }
@@ -262,6 +280,44 @@ func (f *fakeHost) ReleaseWorker(context.Context, string) error {
 
 func (f *fakeHost) CopyDirOut(context.Context, string, string, string, int64, int) error {
 	return f.record("copyout")
+}
+
+func (f *fakeHost) LoadVolume(_ context.Context, image, name, volume string, _ map[string]string, files []dockerops.VolumeFile, uid, gid int) error {
+	if err := f.record("loadvolume"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.loaded = append(f.loaded, loadedVolume{image: image, name: name, volume: volume, files: files, uid: uid, gid: gid})
+	return nil
+}
+
+type loadedVolume struct {
+	image, name, volume string
+	files               []dockerops.VolumeFile
+	uid, gid            int
+}
+
+// fakeAuth is a provider auth adapter for "anthropic" writing one file.
+type fakeAuth struct {
+	err  error
+	dirs []string
+	reqs []providerauth.Request
+}
+
+func (a *fakeAuth) Check(provider, authKind string) error {
+	if provider != "anthropic" {
+		return failure.New(failure.SandboxAuthUnavailable, "no adapter for %q", provider)
+	}
+	return nil
+}
+
+func (a *fakeAuth) Prepare(_ context.Context, dir string, req providerauth.Request) ([]dockerops.VolumeFile, error) {
+	a.dirs, a.reqs = append(a.dirs, dir), append(a.reqs, req)
+	if a.err != nil {
+		return nil, a.err
+	}
+	return []dockerops.VolumeFile{{Name: "api-key", Content: []byte("sk-fake")}}, nil
 }
 
 func (f *fakeHost) Teardown(_ context.Context, owner dockerops.Ownership, source string) (dockerops.CleanupReport, error) {

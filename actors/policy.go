@@ -57,9 +57,9 @@ func checkDispatchSupported(d *messages.Dispatch, canPublish bool, conf Confinem
 // the egress proxy's share joins it with public_allowlist, which
 // checkDispatchSupported refuses until the egress proxy exists). Services
 // need an attempt network: they are refused first when this host cannot
-// isolate one. A dispatch whose services reserve more memory than a slot
-// holds (slotServiceMemory) is refused too: it would overcommit the host.
-func checkContractSupported(d *messages.Dispatch, c contract.Contract, conf Confinement, slotServiceMemory int64) error {
+// isolate one. (The supervisor's budget holds the dispatch's worker,
+// service and overhead memory against the host at admission.)
+func checkContractSupported(d *messages.Dispatch, c contract.Contract, conf Confinement) error {
 	if len(c.Services) > 0 && conf.NetworkIsolation != nil {
 		return conf.NetworkIsolation
 	}
@@ -73,11 +73,6 @@ func checkContractSupported(d *messages.Dispatch, c contract.Contract, conf Conf
 		return failure.New(failure.SandboxCapacityProfile,
 			"reserved %d service bytes and %d runtime overhead bytes; the contract requires at least %d and %d",
 			r.ServiceMemoryLimitBytes, r.RuntimeOverheadBytes, needService, needOverhead)
-	}
-	if len(c.Services) > 0 && r.ServiceMemoryLimitBytes > slotServiceMemory {
-		return failure.New(failure.SandboxCapacityProfile,
-			"the dispatch reserves %d service bytes; this runner admits attempts with at most %d (its slots are sized with that much service memory)",
-			r.ServiceMemoryLimitBytes, slotServiceMemory)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/providerauth"
 	"github.com/forgedev/forged/quota"
 )
 
@@ -88,6 +89,22 @@ type SandboxDocker interface {
 	CreateVolumeWithOptions(ctx context.Context, name string, labels, driverOpts map[string]string) error
 	CopyDirOut(ctx context.Context, containerID, srcDir, hostDir string, maxBytes int64, maxFiles int) error
 	Teardown(ctx context.Context, owner dockerops.Ownership, source string) (dockerops.CleanupReport, error)
+	LoadVolume(ctx context.Context, image, name, volume string, labels map[string]string, files []dockerops.VolumeFile, uid, gid int) error
+}
+
+// ImageVerifier is the image-signature hook (imagesig.Verifier): nil from
+// Verify means the reference is verified.
+type ImageVerifier interface {
+	Verify(ctx context.Context, ref string) error
+}
+
+// ProviderAuth prepares the agent's model-provider credentials
+// (providerauth.Adapters): Check refuses a provider no adapter serves,
+// before anything exists; Prepare runs the provider's helper into dir and
+// returns the files, never keeping them on the host.
+type ProviderAuth interface {
+	Check(provider, authKind string) error
+	Prepare(ctx context.Context, dir string, req providerauth.Request) ([]dockerops.VolumeFile, error)
 }
 
 // Docker is the union of the Docker interfaces, as *dockerops.Client
@@ -118,6 +135,12 @@ type Deps struct {
 	Volumes VolumeStore
 	// Redeemer redeems publication grants; nil refuses bridge_push.
 	Redeemer CredentialRedeemer
+	// ProviderAuth prepares provider credentials; nil refuses every
+	// dispatch that names a provider with sandbox_auth_unavailable.
+	ProviderAuth ProviderAuth
+	// ImageVerifier verifies upstream images; nil verifies none, which
+	// sandbox_required refuses and adoption warns about.
+	ImageVerifier ImageVerifier
 	// Kernel reads containers' kernel counters; nil means HostKernel
 	// (this host's /proc and cgroup mounts).
 	Kernel KernelCounters

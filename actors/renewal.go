@@ -12,7 +12,8 @@ import (
 )
 
 // onRenewLease extends the lease: the fence records it (the import's
-// currency check reads it at the moment of the move), the watchdog re-arms
+// currency check reads it at the moment of the move), the ledger is
+// rewritten with it (ordered after every earlier write), the watchdog re-arms
 // at the new expiry, and the lease pusher sends the running worker a signed
 // update, since the worker enforces its own copy of the lease.
 func (a *attemptActor) onRenewLease(ctx actor.Context, msg messages.RenewLease) {
@@ -28,6 +29,11 @@ func (a *attemptActor) onRenewLease(ctx actor.Context, msg messages.RenewLease) 
 	}
 	reply.Accepted, reply.ExpiresAt = true, msg.ExpiresAt
 	ctx.Respond(reply)
+	if a.ledgerWritten {
+		// The ledger always holds the current expiry: the reaper judges a
+		// dead process's attempt by it.
+		a.writeLedger(a.ledgerState)
+	}
 	if a.watchdog != nil {
 		ctx.Send(a.watchdog, leaseRenewed{expiresAt: msg.ExpiresAt})
 	}

@@ -11,7 +11,9 @@ import (
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/lease"
+	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/timelimit"
 )
 
 func (h *harness) renew(t *testing.T, d *messages.Dispatch, token string, expiresAt time.Time) messages.RenewLeaseReply {
@@ -26,7 +28,8 @@ func TestRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
 	host.blockRun = true
 	host.workerEvents = []messages.Event{messages.RunnerEvent("worker_started", "up", nil)}
 	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	h := newHarness(t, host, clk)
+	// The fake worker is silent: no idle limit within the test's hours.
+	h := newHarnessWith(t, host, clk, func(c *AttemptConfig) { c.Limits = timelimit.Limits{HardWall: 8 * time.Hour, Idle: 8 * time.Hour} })
 	d := testDispatch(clk.Now().Add(time.Hour))
 	probe := h.submit(t, d)
 	<-host.runEntered
@@ -35,6 +38,12 @@ func TestRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
 	renewed := clk.Now().Add(2 * time.Hour)
 	reply := h.renew(t, d, d.Lease.FencingToken, renewed)
 	require.True(t, reply.Accepted, "%+v", reply)
+
+	// The renewal is in the ledger.
+	require.Eventually(t, func() bool {
+		e, err := ledger.Store{Root: h.state}.Read(d.AttemptID())
+		return err == nil && e.ExpiresAt.Equal(renewed)
+	}, within, time.Millisecond, "the ledger holds the renewed expiry")
 
 	// The renewal reached the worker as a signed update it can verify.
 	require.Eventually(t, func() bool { return len(host.pushedLeases()) == 1 }, within, time.Millisecond)

@@ -39,7 +39,6 @@ func serviceHarness(t *testing.T, host *fakeHost, clk clock.Clock) *harness {
 	host.catalogueID = pinnedID
 	h := newHarness(t, host, clk)
 	h.cfg.Services = testCatalogue(t)
-	h.cfg.SlotServiceMemoryBytes = 2 << 30
 	return h
 }
 
@@ -184,16 +183,6 @@ func TestServiceCatalogueRefusalsComeBeforeAnythingExists(t *testing.T) {
 		assert.Contains(t, out.Message, "browser")
 		assert.Zero(t, host.called("network"))
 	})
-	t.Run("service memory beyond what a slot holds", func(t *testing.T) {
-		host := newFakeHost(t.TempDir())
-		h := serviceHarness(t, host, nil)
-		d := serviceDispatch()
-		d.Sandbox.RequestedResources.ServiceMemoryLimitBytes = 3 << 30
-		out := h.run(t, d)
-		assert.Equal(t, string(failure.SandboxCapacityProfile), out.Code)
-		assert.Contains(t, out.Message, "at most 2147483648")
-		assert.Zero(t, host.called("catalogue")+host.called("network"))
-	})
 	t.Run("service memory below the reservation", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())
 		h := serviceHarness(t, host, nil)
@@ -319,4 +308,21 @@ func TestServiceCreatePanicFailsTheAttemptWithoutRestart(t *testing.T) {
 	assert.Equal(t, 1, host.called("service:redis"))
 	assert.Zero(t, host.called("create"))
 	assert.Equal(t, 1, host.teardowns)
+}
+
+func TestServiceCatalogueImagesGoThroughTheSignatureHook(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	h := serviceHarness(t, host, nil)
+	probe := h.submit(t, serviceDispatch())
+	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+	require.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+	var warned []string
+	for _, ev := range actortest.All[messages.AttemptEvent](probe) {
+		if ev.Event.EventType == "sandbox_image_signature_warning" {
+			warned = append(warned, ev.Event.Content)
+		}
+	}
+	require.Len(t, warned, 2, "adoption without a verifier warns once per catalogue image")
+	assert.Contains(t, warned[0], "forged-services/postgres:t")
+	assert.Contains(t, warned[1], "forged-services/redis:t")
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/docker/docker/api/types/versions"
 	"github.com/docker/docker/client"
 
+	"github.com/forgedev/forged/dockerctx"
 	"github.com/forgedev/forged/failure"
 )
 
@@ -171,6 +172,13 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	clientOpts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
 	if opts.Host != "" {
 		clientOpts = append(clientOpts, client.WithHost(opts.Host))
+	} else {
+		// The docker CLI's context (DOCKER_CONTEXT, or the current one).
+		ep, err := dockerctx.Resolve()
+		if err != nil {
+			return nil, failure.Wrap(failure.DockerUnreachable, err, "docker context")
+		}
+		clientOpts = append(clientOpts, ep.ClientOpts()...)
 	}
 	raw, err := client.NewClientWithOpts(clientOpts...)
 	if err != nil {

@@ -37,6 +37,7 @@ func TestNamesFor(t *testing.T) {
 		WorkspaceVolume: "forge-" + hex + "-workspace",
 		ControlVolume:   "forge-" + hex + "-control",
 		SecretsVolume:   "forge-" + hex + "-secrets",
+		SecretsLoader:   "forge-" + hex + "-secrets-loader",
 	}, n)
 
 	for _, bad := range []string{"", "0123abcd", "0123ABCD-0000-4000-8000-00000000ABCD", "0123abcd000040008000" + "00000000abcd",

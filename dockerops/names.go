@@ -19,6 +19,9 @@ type Names struct {
 	WorkspaceVolume string // forge-<hex>-workspace
 	ControlVolume   string // forge-<hex>-control
 	SecretsVolume   string // forge-<hex>-secrets
+	// SecretsLoader is the container that fills the secrets volume with
+	// provider credentials (created, never started, removed at once).
+	SecretsLoader string // forge-<hex>-secrets-loader
 }
 
 // NamesFor returns the resource names of the attempt. attemptID must be a
@@ -38,6 +41,7 @@ func NamesFor(attemptID string) (Names, error) {
 		WorkspaceVolume: prefix + "-workspace",
 		ControlVolume:   prefix + "-control",
 		SecretsVolume:   prefix + "-secrets",
+		SecretsLoader:   prefix + "-secrets-loader",
 	}, nil
 }
 

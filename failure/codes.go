@@ -11,6 +11,7 @@ import "net/http"
 // Dispatch decoding and admission.
 var (
 	DispatchInvalid        = define("dispatch_invalid", Permanent, http.StatusBadRequest, "the dispatch failed strict decoding, or its `worktreeKey` is the default or base branch or outside the managed namespace; the message names the field")
+	DispatchExceedsHost    = define("dispatch_exceeds_host", Permanent, http.StatusUnprocessableEntity, "the dispatch asks for more memory or CPU than this host offers after its reserve, even alone; the message carries the numbers")
 	CapacityExhausted      = define("capacity_exhausted", Retryable, http.StatusTooManyRequests, "all slots busy and the queue full")
 	DispatchWrongRunner    = define("dispatch_runner_mismatch", Permanent, http.StatusConflict, "the dispatch names another runner id than this forged's")
 	AttemptDuplicate       = define("attempt_duplicate", Permanent, http.StatusConflict, "the attempt id is already admitted, or finished and still remembered")
@@ -67,6 +68,11 @@ var (
 	SandboxOutputPublishForbid  = define("sandbox_output_publish_forbidden", Permanent, http.StatusForbidden, "no grant redeemer configured; the helper or endpoint failed, timed out or answered malformed; or the credential breaks the rules (expired, remote outside the allowed hosts, …)")
 	SandboxOutputPublishReject  = define("sandbox_output_publish_rejected", Permanent, http.StatusConflict, "the push was rejected")
 	SandboxOutputPublishStale   = define("sandbox_output_publish_stale", Permanent, http.StatusConflict, "the remote branch moved away from the input")
+	SandboxImageSignature       = define("sandbox_image_signature_invalid", Permanent, http.StatusUnprocessableEntity, "`sandbox_required` with an upstream image the verification command (`--image-verify-command`) did not verify, or without such a command")
+	SandboxAuthUnavailable      = define("sandbox_auth_unavailable", Permanent, http.StatusUnprocessableEntity, "the dispatch names a provider no auth adapter serves, or the adapter's helper could not prepare the credentials")
+	SandboxHardWallExceeded     = define("sandbox_hard_wall_exceeded", Permanent, http.StatusInternalServerError, "the worker ran past its hard wall (`--hard-wall`, shortened by the task timeout), measured on the host")
+	SandboxIdleTimeout          = define("sandbox_idle_timeout", Permanent, http.StatusInternalServerError, "the worker wrote no output for the idle limit (`--idle-timeout`), measured on the host")
+	SandboxChildResultUnknown   = define("sandbox_child_result_unknown", Permanent, http.StatusInternalServerError, "in an outcome's causes: the worker's own account of a failure that a trusted host failure decided (evidence, never the outcome's code)")
 	SandboxLeaseExpired         = define("sandbox_lease_expired", Permanent, http.StatusConflict, "the lease watchdog fired")
 	SandboxRunnerRestarted      = define("sandbox_runner_restarted", Retryable, http.StatusInternalServerError, "forged died while the attempt ran; the attempt was reaped at the next start and not re-run")
 	SandboxCancelled            = define("sandbox_cancelled", Permanent, http.StatusConflict, "cancelled by request or signal")

@@ -103,6 +103,7 @@ func (s Store) PersistReport(r messages.CleanupReport) error {
 	if len(r.Actions) == 0 {
 		return nil
 	}
+	r = RedactReport(r)
 	if err := ValidateReport(r); err != nil {
 		return err
 	}

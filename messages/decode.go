@@ -115,6 +115,9 @@ func (d *Dispatch) Validate() error {
 			return fieldError(id.field, "must be a full lowercase UUID, got %q", truncate(id.value, 64))
 		}
 	}
+	if err := d.Execution.validateProvider(); err != nil {
+		return err
+	}
 	if !repoName.MatchString(d.Repo.Name) {
 		return fieldError("repo.name", "must be 1-120 characters of [A-Za-z0-9._/-]")
 	}
@@ -302,4 +305,26 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// providerName is a provider or auth kind name: 1-64 characters of
+// [a-z0-9_-], starting with a letter or digit.
+var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// validateProvider checks execution.provider and execution.authKind: both
+// or neither, each a provider name.
+func (e ExecutionRef) validateProvider() error {
+	switch {
+	case e.Provider == "" && e.AuthKind == "":
+		return nil
+	case e.Provider == "":
+		return fieldError("execution.provider", "is required with execution.authKind")
+	case e.AuthKind == "":
+		return fieldError("execution.authKind", "is required with execution.provider")
+	case !providerName.MatchString(e.Provider):
+		return fieldError("execution.provider", "must be 1-64 characters of [a-z0-9_-]")
+	case !providerName.MatchString(e.AuthKind):
+		return fieldError("execution.authKind", "must be 1-64 characters of [a-z0-9_-]")
+	}
+	return nil
 }

@@ -44,6 +44,10 @@ type SessionRef struct {
 // ExecutionRef names the runner the attempt was dispatched to.
 type ExecutionRef struct {
 	RunnerID string `json:"runnerId"`
+	// Provider and AuthKind choose the provider auth adapter that prepares
+	// the agent's model-provider credentials (both or neither).
+	Provider string `json:"provider,omitempty"`
+	AuthKind string `json:"authKind,omitempty"`
 }
 
 // RepoRef is the host repository the attempt works on.

@@ -118,12 +118,24 @@ type AttemptOutcome struct {
 	PublishedCommitSHA string `json:"publishedCommitSha,omitempty"`
 	WorkerExitCode     *int   `json:"workerExitCode,omitempty"`
 	PeakMemoryBytes    uint64 `json:"peakMemoryBytes,omitempty"`
+	// Causes is the causal chain behind Code when a trusted host failure
+	// decided the outcome: the worker's own account (untrusted evidence,
+	// bounded), e.g. sandbox_child_result_unknown with its summary.
+	Causes []FailureCause `json:"causes,omitempty"`
 	// Telemetry is the attempt's resource record (per-container peaks,
 	// CPU time, the kernel's counters), when anything was sampled.
 	Telemetry  *SandboxTelemetry `json:"telemetry,omitempty"`
 	Degraded   bool              `json:"degraded"`
 	Cleanup    *CleanupReport    `json:"cleanup,omitempty"`
 	FinishedAt time.Time         `json:"finishedAt"`
+}
+
+// FailureCause is one link of an outcome's causal chain.
+type FailureCause struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Source is who said it: "sandbox" for the worker (untrusted).
+	Source string `json:"source"`
 }
 
 // WorktreeLeft names a host worktree left behind by an import, and why.

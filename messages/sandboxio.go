@@ -68,8 +68,12 @@ type StartPacket struct {
 	WorkingDirectory string    `json:"workingDirectory"`
 	LeaseExpiresAt   time.Time `json:"leaseExpiresAt"`
 	LeaseControlKey  string    `json:"leaseControlKey"`
-	// TaskTimeoutSeconds bounds the task's run time inside the worker.
+	// TaskTimeoutSeconds bounds the task's run time inside the worker: the
+	// attempt's hard wall (package timelimit).
 	TaskTimeoutSeconds int `json:"taskTimeoutSeconds"`
+	// IdleTimeoutSeconds stops a task that writes no output for that long;
+	// 0 means no idle limit.
+	IdleTimeoutSeconds int `json:"idleTimeoutSeconds,omitempty"`
 	// ReleaseWaitMillis, when positive, makes the worker wait that long
 	// after writing its output for the host's release (ReleasePath), so
 	// that the host takes its last reading of the container's cgroup

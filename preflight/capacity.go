@@ -149,3 +149,7 @@ func formatBytes(n int64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", v, units[i])
 }
+
+// FormatBytes renders n in IEC units with one decimal ("2.5 GiB"), as every
+// preflight reason does.
+func FormatBytes(n int64) string { return formatBytes(n) }

@@ -8,6 +8,8 @@ import (
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
+
+	"github.com/forgedev/forged/dockerctx"
 )
 
 // Engine is the part of the Docker Engine API the Checker uses.
@@ -29,6 +31,13 @@ func NewEngineClient(host string) (*client.Client, error) {
 	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
 	if host != "" {
 		opts = append(opts, client.WithHost(host))
+	} else {
+		// The docker CLI's context (DOCKER_CONTEXT, or the current one).
+		ep, err := dockerctx.Resolve()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, ep.ClientOpts()...)
 	}
 	return client.NewClientWithOpts(opts...)
 }

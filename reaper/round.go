@@ -85,6 +85,12 @@ type Round struct {
 	Skipped []Skip `json:"skipped"`
 	// Corrupt lists ledgers that cannot be trusted; they are left on disk.
 	Corrupt []ledger.Corrupt `json:"corrupt"`
+	// RemovedDirs lists the per-attempt directories of the state root
+	// (attempts/<hex>, quarantine/<hex>) removed because no running
+	// attempt and no ledger owns them; WouldRemoveDirs, those a dry run
+	// would remove.
+	RemovedDirs     []string `json:"removedDirs,omitempty"`
+	WouldRemoveDirs []string `json:"wouldRemoveDirs,omitempty"`
 	// Reports are the cleanup reports stored during the round.
 	Reports []messages.CleanupReport `json:"reports"`
 }

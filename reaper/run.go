@@ -75,6 +75,9 @@ func Run(ctx context.Context, cfg Config, store ledger.Store, docker Docker) (Ro
 	if err := s.labels(ctx); err != nil {
 		return s.round, errors.Join(append(s.errs, err)...)
 	}
+	if err := s.workDirs(); err != nil {
+		s.errs = append(s.errs, err)
+	}
 	return s.round, errors.Join(s.errs...)
 }
 

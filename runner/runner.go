@@ -32,6 +32,7 @@ import (
 	"github.com/forgedev/forged/reaper"
 	"github.com/forgedev/forged/services"
 	"github.com/forgedev/forged/supervisor"
+	"github.com/forgedev/forged/timelimit"
 )
 
 // requestTimeout bounds a request to the root supervisor.
@@ -59,6 +60,13 @@ type Config struct {
 	// Capacity sizes one attempt and the host's reserve for the preflight
 	// admission; its MaxSlots is Slots.
 	Capacity preflight.CapacityPolicy
+	// Disk bounds the disk pressure of the Docker root directory.
+	Disk preflight.DiskPolicy
+	// SampleInterval is the memory sampler's period (default 250ms).
+	SampleInterval time.Duration
+	// Limits are the attempts' time limits (timelimit.Operator validates
+	// the operator's); zero takes the defaults, 8 h and 10 min.
+	Limits timelimit.Limits
 	// LockRoot holds the one-forged-per-Docker-context lock (default
 	// TMPDIR/forged). Every forged on a host must use the same one.
 	LockRoot string
@@ -88,6 +96,14 @@ type Config struct {
 	Services            *services.Catalogue
 	ServiceReadyWithin  time.Duration
 	ServicesReadyWithin time.Duration
+	// ProviderAuth prepares the agents' provider credentials (see package
+	// providerauth); nil refuses every dispatch that names a provider with
+	// sandbox_auth_unavailable.
+	ProviderAuth actors.ProviderAuth
+	// ImageVerifier is the image-signature hook (imagesig.New); nil
+	// verifies nothing: sandbox_required is refused with
+	// sandbox_image_signature_invalid, adoption warns.
+	ImageVerifier actors.ImageVerifier
 	// ManagedNamespace is the ref prefix ("refs/heads/…/") every dispatch's
 	// worktree key must lie below; empty means refs/heads/forge/. Other
 	// dispatches are refused with dispatch_invalid.
@@ -189,6 +205,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		StateRoot:    stateRoot,
 		Capacity:     policy,
 		Services:     ServiceCheck(cfg.Services, docker),
+		Disk:         cfg.Disk,
 		Isolation:    docker,
 	}), 0)
 	// The first report is taken now, so that admission starts from it.
@@ -233,19 +250,18 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		}
 	}
 	attemptCfg := actors.AttemptConfig{
-		StateRoot:      stateRoot,
-		WorkerBinary:   worker,
-		WorkerDigest:   digest,
-		Platform:       runtime.GOOS + "/" + runtime.GOARCH,
-		SeccompProfile: cfg.SeccompProfile,
-		LSMOption:      cfg.LSMOption,
-		Services:       cfg.Services,
-		// Admission sized each slot with this much service memory: a
-		// dispatch reserving more would overcommit the host.
-		SlotServiceMemoryBytes: policy.ServiceMemoryBytes,
-		ServiceReadyWithin:     cfg.ServiceReadyWithin,
-		ServicesReadyWithin:    cfg.ServicesReadyWithin,
-		Confinement:            func() actors.Confinement { return confinementOf(cache) },
+		StateRoot:           stateRoot,
+		WorkerBinary:        worker,
+		WorkerDigest:        digest,
+		Platform:            runtime.GOOS + "/" + runtime.GOARCH,
+		SeccompProfile:      cfg.SeccompProfile,
+		LSMOption:           cfg.LSMOption,
+		SampleInterval:      cfg.SampleInterval,
+		Limits:              cfg.Limits,
+		Services:            cfg.Services,
+		ServiceReadyWithin:  cfg.ServiceReadyWithin,
+		ServicesReadyWithin: cfg.ServicesReadyWithin,
+		Confinement:         func() actors.Confinement { return confinementOf(cache) },
 	}
 	var attemptDocker actors.Docker = docker
 	if cfg.WrapDocker != nil {
@@ -254,10 +270,12 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	deps := actors.Deps{
 		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot, ValidateRemote: cfg.ValidateRemote,
 			ManagedNamespace: cfg.ManagedNamespace},
-		Docker:    attemptDocker,
-		Redeemer:  cfg.Redeemer,
-		Volumes:   volumes,
-		ImageRefs: imagegc.NewRefs(),
+		Docker:        attemptDocker,
+		Redeemer:      cfg.Redeemer,
+		ProviderAuth:  cfg.ProviderAuth,
+		ImageVerifier: cfg.ImageVerifier,
+		Volumes:       volumes,
+		ImageRefs:     imagegc.NewRefs(),
 	}
 	var gc *actor.Props
 	if cfg.ImageGC != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/internal/enginetest"
+	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/reaper"
 	"github.com/forgedev/forged/runner"
@@ -53,9 +54,11 @@ func newE2E(t *testing.T, cfg runner.Config) *e2e {
 	}
 	cfg.LockRoot = t.TempDir()
 	cfg.AllowRootful = true // the test engine runs rootful
-	serviceMemory := cfg.Capacity.ServiceMemoryBytes
+	reserve := cfg.Capacity.HostReserveBytes
 	cfg.Capacity = example.SmallHostCapacity()
-	cfg.Capacity.ServiceMemoryBytes = serviceMemory
+	if reserve > 0 {
+		cfg.Capacity.HostReserveBytes = reserve
+	}
 	if cfg.Slots == 0 {
 		cfg.Slots = 2
 	}
@@ -298,6 +301,10 @@ func TestEndToEndRenewalKeepsTheAttemptAlivePastItsFirstExpiry(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, reply.Accepted, "%+v", reply)
 	waitForEvent(t, log, "sandbox_lease_renewed")
+	require.Eventually(t, func() bool {
+		entry, err := ledger.Store{Root: e.stateRoot}.Read(d.AttemptID())
+		return err == nil && entry.ExpiresAt.After(d.Lease.ExpiresAt.Add(time.Minute))
+	}, 10*time.Second, 10*time.Millisecond, "the renewal is visible in the running attempt's ledger")
 	out := e.wait(log)
 	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
 	assert.True(t, time.Now().After(d.Lease.ExpiresAt), "the attempt outlived its first lease")

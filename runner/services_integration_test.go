@@ -93,7 +93,7 @@ func newServicesE2E(t *testing.T, cfg runner.Config) *e2e {
 	if cfg.Services == nil {
 		cfg.Services, _ = serviceCatalogue(t)
 	}
-	cfg.Capacity.ServiceMemoryBytes = serviceMemory
+
 	bin := svcclientBinary(t)
 	e := newE2E(t, cfg)
 	content, err := os.ReadFile(bin)

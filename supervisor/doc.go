@@ -4,6 +4,14 @@
 // refusing beyond it with capacity_exhausted), runs the reaper, and answers
 // snapshots.
 //
+// Admission is a budget (budget.go): every admitted attempt holds its
+// dispatch's requested memory (worker + services + runtime overhead) and
+// CPU millis until it finishes, against the host's total memory less its
+// reserve and its cores less the reserved ones, from the preflight report.
+// A dispatch that can never fit, even alone, is refused with
+// dispatch_exceeds_host and the numbers; one that does not fit now waits in
+// the FIFO queue, which nobody overtakes.
+//
 // Supervision (rootStrategy): an attempt is never restarted (a sandbox run
 // is not idempotent). When an attempt actor crashes instead of finishing,
 // the supervisor releases it through the one teardown operation

@@ -97,6 +97,7 @@ type pending struct {
 
 type running struct {
 	dispatch   *messages.Dispatch
+	need       need // held against the host's budget until the attempt finishes
 	subscriber *actor.PID
 	pid        *actor.PID
 	phase      string
@@ -255,7 +256,13 @@ func (r *root) submit(ctx actor.Context, msg messages.SubmitAttempt) messages.Su
 			return refuse(id, rep.Code, rep.Reason)
 		}
 	}
-	if len(r.running) < r.slots() {
+	budget := budgetOf(r.capacity.report)
+	if why := budget.neverFits(d); why != "" {
+		return refuse(id, failure.DispatchExceedsHost, why)
+	}
+	// FIFO: nobody overtakes a waiting attempt, so a large dispatch is not
+	// starved by a stream of small ones.
+	if len(r.queue) == 0 && r.canStart(budget, d) {
 		r.spawn(ctx, pending{dispatch: d, subscriber: msg.Subscriber})
 		return messages.SubmitReply{AttemptID: id, Accepted: true}
 	}
@@ -263,7 +270,7 @@ func (r *root) submit(ctx actor.Context, msg messages.SubmitAttempt) messages.Su
 		r.queue = append(r.queue, pending{dispatch: d, subscriber: msg.Subscriber})
 		return messages.SubmitReply{AttemptID: id, Accepted: true, Queued: true}
 	}
-	return refuse(id, failure.CapacityExhausted, fmt.Sprintf("all %d slots are busy and the queue of %d is full", r.slots(), r.cfg.QueueLimit))
+	return refuse(id, failure.CapacityExhausted, fmt.Sprintf("the %d slots or the host's budget are taken and the queue of %d is full", r.slots(), r.cfg.QueueLimit))
 }
 
 type noReaperError struct{}
@@ -299,17 +306,34 @@ func (r *root) spawn(ctx actor.Context, p pending) {
 		notify(ctx, p.subscriber, r.failedOutcome(id, failure.AttemptDuplicate, err.Error(), false))
 		return
 	}
-	r.running[id] = &running{dispatch: p.dispatch, subscriber: p.subscriber, pid: pid, phase: messages.PhaseAdmitted}
+	r.running[id] = &running{dispatch: p.dispatch, need: needOf(p.dispatch), subscriber: p.subscriber, pid: pid, phase: messages.PhaseAdmitted}
 	r.byPID[pid.GetId()] = id
 }
 
-// admit fills free slots from the queue, FIFO.
+// admit starts queued attempts, FIFO, while the head of the queue fits: a
+// free slot and room in the host's budget beside what the admitted
+// attempts hold.
 func (r *root) admit(ctx actor.Context) {
-	for len(r.running) < r.slots() && len(r.queue) > 0 && !r.stopped {
+	budget := budgetOf(r.capacity.report)
+	for len(r.queue) > 0 && !r.stopped && r.canStart(budget, r.queue[0].dispatch) {
 		next := r.queue[0]
 		r.queue = r.queue[1:]
 		r.spawn(ctx, next)
 	}
+}
+
+// canStart reports whether d may start now: a slot is free and its need
+// fits the budget beside the admitted attempts' (running, starting and
+// tearing down alike: an attempt holds its share until it finishes).
+func (r *root) canStart(b budget, d *messages.Dispatch) bool {
+	if len(r.running) >= r.slots() {
+		return false
+	}
+	var held need
+	for _, att := range r.running {
+		held = held.plus(att.need)
+	}
+	return b.fitsNow(held, needOf(d))
 }
 
 // refuseQueued ends every queued attempt with the preflight's code: the
@@ -478,6 +502,16 @@ func (r *root) inspect(ctx actor.Context) messages.InspectReply {
 	}
 	if h := r.permit.holder; h != nil {
 		facts["buildPermitHolder"] = h.String()
+	}
+	var held need
+	for _, att := range r.running {
+		held = held.plus(att.need)
+	}
+	facts["heldMemoryBytes"] = strconv.FormatInt(held.memoryBytes, 10)
+	facts["heldCpuMillis"] = strconv.FormatInt(held.cpuMillis, 10)
+	if b := budgetOf(r.capacity.report); b.known {
+		facts["budgetMemoryBytes"] = strconv.FormatInt(b.memoryBytes, 10)
+		facts["budgetCpuMillis"] = strconv.FormatInt(b.cpuMillis, 10)
 	}
 	var children []string
 	for _, pid := range ctx.Children() {

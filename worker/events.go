@@ -32,6 +32,28 @@ type emitter struct {
 	maxOutput int64 // total task output content forwarded; negative: unlimited
 	output    int64
 	dropped   bool
+	activeAt  time.Time // the last task_active event
+}
+
+// activeEvery bounds how often task_active is emitted: often enough for
+// the host's idle limit (at least 60 s), rarely enough to cost nothing.
+const activeEvery = 20 * time.Second
+
+// active tells the host that the task still writes output while the
+// output budget is spent (its lines are dropped), so that the host's idle
+// limit does not stop a task that is not idle. At most one event per
+// activeEvery.
+func (e *emitter) active() {
+	e.mu.Lock()
+	now := time.Now()
+	due := now.Sub(e.activeAt) >= activeEvery
+	if due {
+		e.activeAt = now
+	}
+	e.mu.Unlock()
+	if due {
+		e.lifecycle("task_active", "the task still writes output beyond the forwarded budget", nil)
+	}
 }
 
 func newEmitter(w io.Writer, maxOutput int64) *emitter {

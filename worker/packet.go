@@ -61,6 +61,9 @@ func validateStartPacket(p *messages.StartPacket, workspace string) error {
 	if p.TaskTimeoutSeconds < 0 || p.TaskTimeoutSeconds > messages.MaxTaskTimeoutSeconds {
 		return contractError("taskTimeoutSeconds", "%d is outside [0, %d]", p.TaskTimeoutSeconds, messages.MaxTaskTimeoutSeconds)
 	}
+	if p.IdleTimeoutSeconds < 0 || p.IdleTimeoutSeconds > messages.MaxTaskTimeoutSeconds {
+		return contractError("idleTimeoutSeconds", "%d is outside [0, %d]", p.IdleTimeoutSeconds, messages.MaxTaskTimeoutSeconds)
+	}
 	if p.ReleaseWaitMillis < 0 || p.ReleaseWaitMillis > maxReleaseWaitMillis {
 		return contractError("releaseWaitMillis", "%d is outside [0, %d]", p.ReleaseWaitMillis, maxReleaseWaitMillis)
 	}

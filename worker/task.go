@@ -30,6 +30,7 @@ const drainGrace = 2 * time.Second
 const (
 	reasonExited       = "exited"
 	reasonTimeout      = "timeout"
+	reasonIdle         = "idle_timeout"
 	reasonLeaseExpired = "lease_expired"
 	reasonCancelled    = "cancelled"
 	reasonStartFailed  = "start_failed"
@@ -42,8 +43,10 @@ type taskOutcome struct {
 	ExitCode int
 	// Reason is one of the reason* constants.
 	Reason string
-	// Timeout is the task's time budget (for the summary).
+	// Timeout is the task's time budget and Idle its idle limit (for the
+	// summary).
 	Timeout time.Duration
+	Idle    time.Duration
 	// StartErr is why the task could not start.
 	StartErr error
 }
@@ -55,6 +58,8 @@ func (o taskOutcome) describe() string {
 	switch o.Reason {
 	case reasonTimeout:
 		return fmt.Sprintf("task timed out after %s and was stopped (code %d)", o.Timeout, o.ExitCode)
+	case reasonIdle:
+		return fmt.Sprintf("task wrote no output for %s and was stopped (code %d)", o.Idle, o.ExitCode)
 	case reasonLeaseExpired:
 		return fmt.Sprintf("task stopped at lease expiry (code %d)", o.ExitCode)
 	case reasonCancelled:
@@ -81,15 +86,16 @@ func (o taskOutcome) summary(resultSHA *string) string {
 // group, SIGKILL after the grace) and reports how the task ended.
 func (r *run) runTask(ctx context.Context, dir string) taskOutcome {
 	timeout := time.Duration(taskTimeoutSeconds(r.pkt)) * time.Second
+	idle := time.Duration(r.pkt.IdleTimeoutSeconds) * time.Second
 	argv := r.pkt.Task.Argv
-	outcome := r.startAndWait(ctx, argv, dir, timeout)
-	outcome.Timeout = timeout
+	outcome := r.startAndWait(ctx, argv, dir, timeout, idle)
+	outcome.Timeout, outcome.Idle = timeout, idle
 	r.events.lifecycle("task_exited", outcome.describe(),
 		map[string]any{"exitCode": outcome.ExitCode, "reason": outcome.Reason})
 	return outcome
 }
 
-func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeout time.Duration) taskOutcome {
+func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeout, idle time.Duration) taskOutcome {
 	if err := prepareTaskDirs(r.cfg); err != nil {
 		return taskOutcome{ExitCode: 126, Reason: reasonStartFailed, StartErr: err}
 	}
@@ -133,13 +139,14 @@ func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeo
 
 	var pumps sync.WaitGroup
 	pumps.Add(2)
-	go r.pump(&pumps, outR, "stdout")
-	go r.pump(&pumps, errR, "stderr")
+	activity := make(chan struct{}, 1)
+	go r.pump(&pumps, outR, "stdout", activity)
+	go r.pump(&pumps, errR, "stderr", activity)
 
 	waitC := make(chan error, 1)
 	go func() { waitC <- cmd.Wait() }()
 
-	reason := r.supervise(ctx, pgid, timeout, waitC)
+	reason := r.supervise(ctx, pgid, timeout, idle, activity, waitC)
 
 	// Stragglers left in the task's process group would keep the pipes
 	// open and keep changing the workspace: kill them all.
@@ -156,14 +163,21 @@ func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeo
 	return taskOutcome{ExitCode: exitCode(cmd.ProcessState), Reason: reason}
 }
 
-// supervise waits for the task to exit, stopping it on timeout, lease
-// expiry or cancellation. The lease timer is armed at the monotonic lease
+// supervise waits for the task to exit, stopping it on timeout, on idle
+// (no output line for idle, when idle > 0), lease expiry or cancellation. The lease timer is armed at the monotonic lease
 // deadline; when it fires, the lease update file is consulted once and the
 // timer re-armed when a valid update moved the deadline (see renewLease).
 // It returns the reason the task ended.
-func (r *run) supervise(ctx context.Context, pgid int, timeout time.Duration, waitC <-chan error) string {
+func (r *run) supervise(ctx context.Context, pgid int, timeout, idle time.Duration, activity <-chan struct{}, waitC <-chan error) string {
 	timeoutT := time.NewTimer(timeout)
 	defer timeoutT.Stop()
+	var idleT *time.Timer
+	var idleC <-chan time.Time
+	if idle > 0 {
+		idleT = time.NewTimer(idle)
+		defer idleT.Stop()
+		idleC = idleT.C
+	}
 	leaseT := time.NewTimer(r.lease.Remaining())
 	defer leaseT.Stop()
 	done := ctx.Done()
@@ -181,8 +195,14 @@ func (r *run) supervise(ctx context.Context, pgid int, timeout time.Duration, wa
 		select {
 		case <-waitC:
 			return reason
+		case <-activity:
+			if idleT != nil && reason == reasonExited {
+				idleT.Reset(idle) // Go 1.23 timers: Reset drops a pending fire
+			}
 		case <-timeoutT.C:
 			stop(reasonTimeout)
+		case <-idleC:
+			stop(reasonIdle)
 		case <-leaseT.C:
 			if reason == reasonExited && r.renewLease() {
 				leaseT.Reset(r.lease.Remaining())
@@ -199,12 +219,22 @@ func (r *run) supervise(ctx context.Context, pgid int, timeout time.Duration, wa
 	}
 }
 
-// pump forwards the lines read from rd as task_output events.
-func (r *run) pump(wg *sync.WaitGroup, rd io.Reader, stream string) {
+// pump forwards the lines read from rd as task_output events, and signals
+// activity (without blocking) for each line: the idle limit counts every
+// line, also those beyond the event budget.
+func (r *run) pump(wg *sync.WaitGroup, rd io.Reader, stream string, activity chan<- struct{}) {
 	defer wg.Done()
 	readLines(rd, MaxEventLineBytes, func(line string) {
-		if _, first := r.events.taskOutput(stream, line); first {
+		select {
+		case activity <- struct{}{}:
+		default:
+		}
+		sent, first := r.events.taskOutput(stream, line)
+		if first {
 			r.note("task output exceeds %d bytes; further lines are dropped", r.cfg.MaxOutputBytes)
+		}
+		if !sent {
+			r.events.active()
 		}
 	})
 }

@@ -252,6 +252,24 @@ func TestMainTimeoutKillsTask(t *testing.T) {
 	})
 }
 
+func TestMainIdleLimitStopsASilentTask(t *testing.T) {
+	// Output every 0.3 s for about 2.4 s keeps a task with an idle limit
+	// of 1 s alive; the silence after it stops the task.
+	f := newFixture(t, sh(`for i in 1 2 3 4 5 6 7 8; do echo tick $i; sleep 0.3; done; echo chatty > chatty.txt; sleep 30; echo late > late.txt`)...)
+	f.pkt.TaskTimeoutSeconds = 60
+	f.pkt.IdleTimeoutSeconds = 1
+	res := f.run()
+	require.Equal(t, ExitTaskFailed, res.code, "stderr: %s", res.stderr)
+	assert.Less(t, res.elapsed, 15*time.Second)
+	assert.Equal(t, reasonIdle, eventData(t, findEvent(t, res.events, "task_exited"))["reason"])
+	_, r := f.outputs()
+	assert.Contains(t, r.Summary, "wrote no output for 1s")
+	sha := f.fetchResult()
+	assert.Equal(t, "chatty", f.show(sha, "chatty.txt"), "the output before the silence is kept")
+	_, err := f.host.gitErr("cat-file", "-e", sha+":late.txt")
+	assert.Error(t, err)
+}
+
 func TestMainLeaseExpiry(t *testing.T) {
 	f := newFixture(t, "sleep", "30")
 	f.pkt.LeaseExpiresAt = time.Now().Add(1500 * time.Millisecond)

@@ -207,6 +207,14 @@ func TestChaosKill9AtEachPhase(t *testing.T) {
 			if err == nil {
 				assert.Empty(t, entries, "no ledger is left after phase %d", i)
 			}
+			// Nothing of the dead attempt is left in the state root: its
+			// work directory (bundle, context, output) and quarantine.
+			for _, dir := range []string{"attempts", "quarantine"} {
+				entries, err := os.ReadDir(filepath.Join(stateRoot, dir))
+				if err == nil {
+					assert.Empty(t, entries, "STATE_ROOT/%s holds nothing after phase %d", dir, i)
+				}
+			}
 		})
 	}
 }

@@ -1,15 +1,21 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgedev/forged/actors"
+	"github.com/forgedev/forged/imagesig"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
+	"github.com/forgedev/forged/providerauth"
 	"github.com/forgedev/forged/runner"
 	"github.com/forgedev/forged/services"
+	"github.com/forgedev/forged/timelimit"
 )
 
 // runnerFlags are the flags shared by the commands that embed forged.
@@ -22,6 +28,15 @@ type runnerFlags struct {
 	lsmOption      string
 	managedNS      string
 	verbose        bool
+	sampleInterval time.Duration
+	reapInterval   time.Duration
+	reapGrace      time.Duration
+	hardWall       time.Duration
+	idleTimeout    time.Duration
+	providerAuth   []string
+	providerTTL    time.Duration
+	verifyCommand  string
+	verifyTimeout  time.Duration
 	preflight      preflightFlags
 	publish        publishFlags
 }
@@ -30,17 +45,21 @@ type runnerFlags struct {
 type preflightFlags struct {
 	allowRootful      bool
 	hostReservedCores int
-	cpuMillis         int64
+	hostReserveBytes  int64
+	minWorkspaceBytes int64
+	diskHigh          float64
+	diskLow           float64
 	serviceCatalogue  string
-	serviceMemory     int64
 }
 
 func (p *preflightFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&p.allowRootful, "allow-rootful", false, "accept a Docker engine that does not run rootless")
 	cmd.Flags().IntVar(&p.hostReservedCores, "host-reserved-cores", 1, "CPU cores kept for the host (0 keeps none)")
-	cmd.Flags().Int64Var(&p.cpuMillis, "cpu-millis-per-attempt", 2000, "CPU share one attempt needs for admission")
+	cmd.Flags().Int64Var(&p.hostReserveBytes, "host-reserve-bytes", 2<<30, "memory kept for the host, in bytes")
+	cmd.Flags().Int64Var(&p.minWorkspaceBytes, "min-workspace-bytes", 10<<30, "free bytes of the Docker root directory below which the disk is low")
+	cmd.Flags().Float64Var(&p.diskHigh, "disk-high-watermark", 0.90, "used ratio (0..1) of the Docker root directory at which the disk becomes low")
+	cmd.Flags().Float64Var(&p.diskLow, "disk-low-watermark", 0.80, "used ratio (0..1) at which a low disk recovers")
 	cmd.Flags().StringVar(&p.serviceCatalogue, "service-catalogue", os.Getenv("FORGED_SERVICE_CATALOGUE"), "the service catalogue (scripts/service-images.sh writes bin/services.tsv); without one, contracts declaring services are refused")
-	cmd.Flags().Int64Var(&p.serviceMemory, "service-memory-per-attempt", 0, "service memory each slot is sized with, in bytes (default 2 GiB with a catalogue, 0 without)")
 }
 
 // services loads the service catalogue, when one is configured.
@@ -51,16 +70,38 @@ func (p *preflightFlags) services() (*services.Catalogue, error) {
 	return services.Load(p.serviceCatalogue)
 }
 
+// validate refuses settings the preflight would otherwise clamp silently.
+func (p *preflightFlags) validate() error {
+	switch {
+	case p.hostReservedCores < 0:
+		return fmt.Errorf("--host-reserved-cores %d is negative", p.hostReservedCores)
+	case p.hostReserveBytes <= 0:
+		return fmt.Errorf("--host-reserve-bytes %d must be positive", p.hostReserveBytes)
+	case p.minWorkspaceBytes <= 0:
+		return fmt.Errorf("--min-workspace-bytes %d must be positive", p.minWorkspaceBytes)
+	case p.diskHigh < 0.01 || p.diskHigh > 0.99:
+		return fmt.Errorf("--disk-high-watermark %g is outside [0.01, 0.99]", p.diskHigh)
+	case p.diskLow < 0 || p.diskLow >= p.diskHigh:
+		return fmt.Errorf("--disk-low-watermark %g must be at least 0 and below the high watermark %g", p.diskLow, p.diskHigh)
+	}
+	return nil
+}
+
+// policy sizes the preflight's verdict by the smallest attempt a dispatch
+// may ask for: the host is unavailable only when not even that fits. Each
+// dispatch's own resources are then held against the host by the
+// supervisor's budget.
 func (p *preflightFlags) policy(maxSlots int) preflight.CapacityPolicy {
 	reserved := p.hostReservedCores
 	if reserved == 0 {
 		reserved = -1 // the policy's zero value means the default of one core
 	}
-	serviceMemory := p.serviceMemory
-	if serviceMemory <= 0 && p.serviceCatalogue != "" {
-		serviceMemory = 2 << 30
-	}
-	return preflight.CapacityPolicy{MaxSlots: maxSlots, HostReservedCores: reserved, CPUMillisPerAttempt: p.cpuMillis, ServiceMemoryBytes: serviceMemory}
+	return preflight.CapacityPolicy{MaxSlots: maxSlots, HostReservedCores: reserved, HostReserveBytes: p.hostReserveBytes,
+		WorkerMemoryBytes: messages.MinWorkerMemoryBytes, CPUMillisPerAttempt: messages.MinCPUMillis}
+}
+
+func (p *preflightFlags) disk() preflight.DiskPolicy {
+	return preflight.DiskPolicy{MinimumWorkspaceBytes: p.minWorkspaceBytes, HighWatermark: p.diskHigh, LowWatermark: p.diskLow}
 }
 
 func (f *runnerFlags) register(cmd *cobra.Command) {
@@ -72,11 +113,54 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
 	cmd.Flags().StringVar(&f.managedNS, "managed-namespace", messages.DefaultManagedNamespace, "ref prefix every dispatch's worktreeKey must lie below (refs/heads/…/)")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "debug logging")
+	cmd.Flags().DurationVar(&f.hardWall, "hard-wall", timelimit.DefaultHardWall, "longest a worker may run (60s to 8h); a dispatch's task timeout can only shorten it")
+	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", timelimit.DefaultIdle, "longest a worker may go without output (60s up to the hard wall)")
+	cmd.Flags().StringArrayVar(&f.providerAuth, "provider-auth", nil, "PROVIDER=/abs/helper: the helper that writes PROVIDER's credentials for one attempt into its working directory (repeatable)")
+	cmd.Flags().StringVar(&f.verifyCommand, "image-verify-command", "", "absolute path of a cosign-compatible verification command (image reference in, exit status out) for upstream images; required by sandbox_required")
+	cmd.Flags().DurationVar(&f.verifyTimeout, "image-verify-timeout", imagesig.DefaultTimeout, "deadline of one image verification")
+	cmd.Flags().DurationVar(&f.providerTTL, "provider-auth-timeout", providerauth.DefaultTimeout, "deadline of one provider auth helper run")
+	cmd.Flags().DurationVar(&f.sampleInterval, "sample-interval", 250*time.Millisecond, "period of the memory sampler")
+	cmd.Flags().DurationVar(&f.reapInterval, "reaper-interval", time.Minute, "period of the reaper's rounds")
+	cmd.Flags().DurationVar(&f.reapGrace, "reaper-grace", 2*time.Minute, "labelled resources younger than this are never reaped")
 	f.preflight.register(cmd)
 	f.publish.register(cmd)
 }
 
-func (f *runnerFlags) config(logger *slog.Logger) runner.Config {
+// config returns the runner's configuration, or an error naming the flag
+// that is out of range.
+func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
+	if err := f.preflight.validate(); err != nil {
+		return runner.Config{}, err
+	}
+	limits, err := timelimit.Operator(f.hardWall, f.idleTimeout)
+	if err != nil {
+		return runner.Config{}, fmt.Errorf("--hard-wall/--idle-timeout: %w", err)
+	}
+	var auth actors.ProviderAuth
+	if len(f.providerAuth) > 0 {
+		adapters, err := providerauth.Parse(f.providerAuth, f.providerTTL)
+		if err != nil {
+			return runner.Config{}, err
+		}
+		auth = adapters
+	}
+	var verifier actors.ImageVerifier
+	if f.verifyCommand != "" {
+		v, err := imagesig.New(f.verifyCommand, f.verifyTimeout)
+		if err != nil {
+			return runner.Config{}, err
+		}
+		verifier = v
+	}
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+		min   time.Duration
+	}{{"--sample-interval", f.sampleInterval, 10 * time.Millisecond}, {"--reaper-interval", f.reapInterval, time.Second}, {"--reaper-grace", f.reapGrace, 0}} {
+		if d.value < d.min {
+			return runner.Config{}, fmt.Errorf("%s %s is below %s", d.name, d.value, d.min)
+		}
+	}
 	return runner.Config{
 		Slots:            f.slots,
 		QueueLimit:       f.queue,
@@ -88,7 +172,14 @@ func (f *runnerFlags) config(logger *slog.Logger) runner.Config {
 		Logger:           logger,
 		AllowRootful:     f.preflight.allowRootful,
 		Capacity:         f.preflight.policy(f.slots),
-	}
+		Disk:             f.preflight.disk(),
+		SampleInterval:   f.sampleInterval,
+		Limits:           limits,
+		ReapInterval:     f.reapInterval,
+		ReapGrace:        f.reapGrace,
+		ProviderAuth:     auth,
+		ImageVerifier:    verifier,
+	}, nil
 }
 
 func (f *runnerFlags) logLevel() slog.Level {

@@ -29,14 +29,16 @@ func daemonCommand() *cobra.Command {
 			logger := newLogger(flags.logLevel())
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			cfg := flags.config(logger)
+			cfg, err := flags.config(logger)
+			if err != nil {
+				return err
+			}
 			if err := flags.publish.apply(&cfg); err != nil {
 				return err
 			}
 			if gc.Interval > 0 {
 				cfg.ImageGC = &gc
 			}
-			var err error
 			if cfg.Services, err = flags.preflight.services(); err != nil {
 				return err
 			}

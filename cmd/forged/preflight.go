@@ -31,6 +31,10 @@ func preflightCommand() *cobra.Command {
 			"Exit status: 0 available, 1 unavailable (the code says why), 2 set-up error.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := admission.validate(); err != nil {
+				fmt.Fprintln(os.Stderr, "forged:", err)
+				return exitError{2}
+			}
 			cli, err := preflight.NewEngineClient("")
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "forged: docker client:", err)
@@ -47,6 +51,7 @@ func preflightCommand() *cobra.Command {
 				Endpoint:     cli.DaemonHost(),
 				StateRoot:    stateRoot,
 				Capacity:     admission.policy(maxSlots),
+				Disk:         admission.disk(),
 			}
 			// The isolation probe needs a full client; without one the
 			// report says isolation is not verified.

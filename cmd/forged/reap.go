@@ -29,7 +29,10 @@ func reapCommand() *cobra.Command {
 			defer stop()
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 			defer cancel()
-			cfg := flags.config(newLogger(flags.logLevel()))
+			cfg, err := flags.config(newLogger(flags.logLevel()))
+			if err != nil {
+				return err
+			}
 			cfg.SkipStartupReap = dryRun
 			r, err := runner.New(ctx, cfg)
 			if err != nil {

@@ -44,7 +44,11 @@ func runCommand() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			cfg := flags.config(newLogger(flags.logLevel()))
+			cfg, err := flags.config(newLogger(flags.logLevel()))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "forged:", err)
+				return exitError{exitInvalid}
+			}
 			if err := flags.publish.apply(&cfg); err != nil {
 				fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))
 				return exitError{exitInvalid}

@@ -87,7 +87,7 @@ func Release(ctx context.Context, docker Docker, store Store, req Request) Resul
 		current = &e
 		if releasing, err := e.Transition(ledger.Releasing); err == nil {
 			if err := store.Write(releasing); err != nil {
-				res.ReleasingErr = fmt.Errorf("record releasing: %w", err)
+				res.ReleasingErr = ledger.RedactedError(fmt.Errorf("record releasing: %w", err))
 			} else {
 				current = &releasing
 			}
@@ -98,6 +98,10 @@ func Release(ctx context.Context, docker Docker, store Store, req Request) Resul
 	if err == nil && report.RemainingUnknown {
 		err = errors.New("the objects remaining after teardown are unknown")
 	}
+	// Engine errors may quote anything: the report and the error leave
+	// here redacted like a build log, for events, outcomes and the store.
+	report = ledger.RedactReport(report)
+	err = ledger.RedactedError(err)
 	res.Report = report
 	if perr := store.PersistReport(report); perr != nil {
 		err = errors.Join(err, fmt.Errorf("persist cleanup report: %w", perr))

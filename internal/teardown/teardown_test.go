@@ -28,7 +28,8 @@ var owner = dockerops.Ownership{
 // fakeDocker removes one network, or fails as told.
 type fakeDocker struct {
 	err     error
-	unknown bool // the engine could not be listed
+	unknown bool   // the engine could not be listed
+	message string // the action's message
 	calls   int
 }
 
@@ -37,6 +38,7 @@ func (f *fakeDocker) Teardown(_ context.Context, o dockerops.Ownership, source s
 	r := dockerops.CleanupReport{ReportID: ids.NewUUID(), Source: source, Actions: []dockerops.CleanupAction{{
 		DispatchAttemptID: o.AttemptID, FencingToken: o.FencingToken, RunnerInstanceID: o.RunnerInstanceID,
 		ResourceType: dockerops.ResourceNetwork, ResourceID: "net", Outcome: dockerops.OutcomeRemoved, OccurredAt: time.Now().UTC(),
+		Message: f.message,
 	}}, RemainingUnknown: f.unknown}
 	if f.err != nil {
 		r.Remaining = 1
@@ -152,4 +154,45 @@ func TestAFailedReleasingWriteDoesNotStopTheTeardown(t *testing.T) {
 	assert.Equal(t, 1, docker.calls, "the objects are removed regardless")
 	assert.NoError(t, res.Err)
 	assert.False(t, res.Degraded(), "the ledger still names the attempt; nothing is lost")
+}
+
+func TestReportsAndErrorsAreRedactedLikeBuildLogs(t *testing.T) {
+	const token = "ghp_0123456789abcdefghijABCDEFGHIJ0123"
+	store := ledger.Store{Root: t.TempDir()}
+	docker := &fakeDocker{
+		message: "remove network: Get https://forge:hunter2hunter2@registry.local/v2: GITHUB_TOKEN=" + token,
+		err:     failure.New(failure.SandboxTeardownFailed, "volume in use; password=s3cr3tvalue"),
+	}
+	res := Release(context.Background(), docker, store, Request{Owner: owner, Source: ledger.SourceTeardown, Ledger: entry(ledger.Active)})
+	require.Error(t, res.Err)
+	assert.True(t, failure.Is(res.Err, failure.SandboxTeardownFailed), "the code survives redaction")
+	for _, text := range []string{res.Err.Error(), res.Report.Actions[0].Message} {
+		assert.NotContains(t, text, token)
+		assert.NotContains(t, text, "hunter2hunter2")
+		assert.NotContains(t, text, "s3cr3tvalue")
+		assert.Contains(t, text, "[REDACTED]")
+	}
+	reports, err := store.PendingReports()
+	require.NoError(t, err)
+	require.Len(t, reports, 1)
+	assert.NotContains(t, reports[0].Actions[0].Message, token)
+	raw, err := os.ReadFile(store.ReportDir() + "/" + reports[0].ReportID + ".json")
+	if err == nil {
+		assert.NotContains(t, string(raw), token, "nothing of the secret is on disk")
+	}
+}
+
+func TestStoredReportsAreRedacted(t *testing.T) {
+	store := ledger.Store{Root: t.TempDir()}
+	r := dockerops.CleanupReport{ReportID: ids.NewUUID(), Source: ledger.SourceReaper, Actions: []dockerops.CleanupAction{{
+		DispatchAttemptID: owner.AttemptID, FencingToken: owner.FencingToken, RunnerInstanceID: owner.RunnerInstanceID,
+		ResourceType: dockerops.ResourceVolume, ResourceID: "v", Outcome: dockerops.OutcomeFailed, OccurredAt: time.Now().UTC(),
+		Message: "Authorization: Bearer abcdefghijklmnop1234",
+	}}}
+	require.NoError(t, store.PersistReport(r))
+	reports, err := store.PendingReports()
+	require.NoError(t, err)
+	require.Len(t, reports, 1)
+	assert.NotContains(t, reports[0].Actions[0].Message, "abcdefghijklmnop1234")
+	assert.Equal(t, "Authorization: Bearer abcdefghijklmnop1234", r.Actions[0].Message, "the caller's report is not changed")
 }

@@ -1,0 +1,77 @@
+package actors
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/providerauth"
+)
+
+// Provider credentials (the seed's provider auth adapters). A dispatch
+// that names execution.provider and execution.authKind gets its
+// provider's credentials in the attempt's secrets volume, which the worker
+// mounts read-only at dockerops.SecretsDir (/run/forge-secrets):
+//
+//   - at start, before anything exists, a provider no adapter serves is
+//     refused with sandbox_auth_unavailable;
+//   - in the provision step, once the volumes exist, the adapter's helper
+//     writes the files into a private directory of the attempt's work
+//     directory (removed as soon as it is read), and a loader container
+//     that never starts copies them into the secrets volume, owned by the
+//     worker's user, mode 0400;
+//   - the teardown removes the volume with the attempt's other objects, by
+//     label.
+//
+// The files never reach an environment variable, an argument, an event, a
+// log, a ledger or a cleanup report.
+
+// credentialsInput is what the provision step needs to load the
+// credentials.
+type credentialsInput struct {
+	auth  ProviderAuth
+	dir   string // the helper's private directory (must not exist)
+	image string // the agent image, for the loader container
+	req   providerauth.Request
+}
+
+// checkProviderAuth refuses a dispatch whose provider no adapter serves.
+func (a *attemptActor) checkProviderAuth() error {
+	e := a.d.Execution
+	if e.Provider == "" {
+		return nil
+	}
+	if a.deps.ProviderAuth == nil {
+		return failure.New(failure.SandboxAuthUnavailable, "no provider auth adapter is configured for provider %q (auth kind %q)", e.Provider, e.AuthKind)
+	}
+	return a.deps.ProviderAuth.Check(e.Provider, e.AuthKind)
+}
+
+// credentialsInput is nil when the dispatch names no provider.
+func (a *attemptActor) credentialsInput() *credentialsInput {
+	e := a.d.Execution
+	if e.Provider == "" || a.deps.ProviderAuth == nil {
+		return nil
+	}
+	return &credentialsInput{
+		auth:  a.deps.ProviderAuth,
+		dir:   filepath.Join(a.workDir, "credentials"),
+		image: a.imageID,
+		req: providerauth.Request{Provider: e.Provider, AuthKind: e.AuthKind,
+			DispatchAttemptID: a.d.AttemptID(), RunnerInstanceID: a.d.Sandbox.RunnerInstanceID},
+	}
+}
+
+// loadCredentials runs the helper and fills the secrets volume.
+func loadCredentials(ctx context.Context, docker SandboxDocker, names dockerops.Names, labels map[string]string, in credentialsInput) error {
+	files, err := in.auth.Prepare(ctx, in.dir, in.req)
+	if err != nil {
+		return err
+	}
+	if err := docker.LoadVolume(ctx, in.image, names.SecretsLoader, names.SecretsVolume, labels, files, messages.WorkerUID, messages.WorkerGID); err != nil {
+		return failure.Wrap(failure.SandboxAuthUnavailable, err, "load the provider credentials into the secrets volume")
+	}
+	return nil
+}
