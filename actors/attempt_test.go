@@ -3,9 +3,6 @@ package actors
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"github.com/forgedev/forged/internal/clock"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/imagegc"
+	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/supervisor"
@@ -25,23 +23,8 @@ import (
 
 const within = 10 * time.Second
 
-var idCounter atomic.Int64
-
-func testDispatch(expires time.Time) *messages.Dispatch {
-	n := idCounter.Add(1)
-	id := func(k int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", n*10+int64(k)) }
-	return &messages.Dispatch{
-		Session: messages.SessionRef{ID: id(1)}, Execution: messages.ExecutionRef{RunnerID: id(2)},
-		Repo:       messages.RepoRef{Name: "r", LocalPath: "/srv/r", DefaultBranch: "main"},
-		BaseBranch: "main",
-		Lease:      messages.Lease{WorktreeKey: "forge/t", ExpiresAt: expires, FencingToken: id(3)},
-		Sandbox: messages.SandboxSpec{DispatchAttemptID: id(4), ExecutionLeaseID: id(5), RunnerInstanceID: id(6),
-			ExecutionPolicy: messages.PolicyAdoption, NetworkPolicy: messages.NetworkPolicy{Mode: messages.NetworkNone},
-			RequestedResources: messages.RequestedResources{WorkerMemoryLimitBytes: 256 << 20, CPUMillis: 1000, PIDs: 128, RuntimeOverheadBytes: 128 << 20},
-			PublicationMode:    messages.PublicationNone},
-		Task: messages.Task{Argv: []string{"true"}},
-	}
-}
+// testDispatch is a fresh dispatch whose lease expires at expires.
+func testDispatch(expires time.Time) *messages.Dispatch { return actortest.NewDispatch(expires) }
 
 type harness struct {
 	redeemer CredentialRedeemer // nil: bridge_push is refused
@@ -49,7 +32,8 @@ type harness struct {
 	verifier ImageVerifier      // nil: no image is verified
 	refs     *imagegc.Refs      // the image keys attempts hold
 	state    string             // the attempts' state root
-	system   *actor.ActorSystem
+	sys      *actortest.System  // the test's actor system (dead letters, panics, leaks)
+	system   *actor.ActorSystem // sys's actor system
 	root     *actor.PID
 	host     *fakeHost
 	clk      clock.Clock
@@ -67,14 +51,18 @@ func newHarnessWith(t *testing.T, host *fakeHost, clk clock.Clock, configure fun
 	if clk == nil {
 		clk = clock.System{}
 	}
-	h := &harness{state: t.TempDir(), system: actor.NewActorSystem(), host: host, clk: clk, refs: imagegc.NewRefs()}
-	t.Cleanup(h.system.Shutdown)
+	var opts []actortest.Option
+	if manual, ok := clk.(*clock.Manual); ok {
+		opts = append(opts, actortest.WithClock(manual)) // ExpectNoMessage advances it
+	}
+	sys := actortest.NewSystem(t, opts...)
+	h := &harness{state: t.TempDir(), sys: sys, system: sys.ActorSystem, host: host, clk: clk, refs: imagegc.NewRefs()}
 	h.cfg = AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clk, SampleInterval: 10 * time.Millisecond,
 		Confinement: host.confinementFacts}
 	if configure != nil {
 		configure(&h.cfg)
 	}
-	h.root = h.system.Root.Spawn(supervisor.Props(supervisor.Config{
+	h.root = sys.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host, Ledgers: ledger.Store{Root: h.state},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
 			return AttemptProps(d, subscriber, sup, h.cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer, ImageRefs: h.refs, ProviderAuth: h.auth, ImageVerifier: h.verifier})
@@ -85,11 +73,18 @@ func newHarnessWith(t *testing.T, host *fakeHost, clk clock.Clock, configure fun
 
 func (h *harness) submit(t *testing.T, d *messages.Dispatch) *actortest.Probe {
 	t.Helper()
-	probe := actortest.NewProbe(t, h.system)
+	probe := h.sys.NewProbe()
 	res, err := h.system.Root.RequestFuture(h.root, messages.SubmitAttempt{Dispatch: d, Subscriber: probe.PID()}, within).Result()
 	require.NoError(t, err)
 	require.True(t, res.(messages.SubmitReply).Accepted, "%+v", res)
 	return probe
+}
+
+// cancel cancels the attempt of d, which must be known.
+func (h *harness) cancel(t *testing.T, d *messages.Dispatch) {
+	t.Helper()
+	reply := actortest.Request[messages.CancelReply](t, h.sys, h.root, messages.CancelAttempt{AttemptID: d.AttemptID()})
+	require.True(t, reply.Found, "no attempt %s to cancel", d.AttemptID())
 }
 
 func (h *harness) run(t *testing.T, d *messages.Dispatch) messages.AttemptOutcome {
@@ -388,8 +383,7 @@ func TestLeaseExpiryAbortsTheAttempt(t *testing.T) {
 	case <-time.After(within):
 		t.Fatal("the worker never ran")
 	}
-	clk.Advance(59 * time.Minute)
-	actortest.ShouldReceiveNothing[messages.AttemptFinished](t, probe, 50*time.Millisecond)
+	actortest.ExpectNoMessage[messages.AttemptFinished](t, probe, 59*time.Minute)
 	clk.Advance(time.Minute)
 	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
 	assert.Equal(t, string(failure.SandboxLeaseExpired), out.Code)
@@ -446,6 +440,6 @@ func TestEveryActorAnswersInspect(t *testing.T) {
 	for _, kind := range []string{"supervisor", "attempt", kindWatchdog, kindWorker} {
 		assert.Contains(t, kinds, kind)
 	}
-	h.system.Root.Send(h.root, messages.CancelAttempt{AttemptID: d.AttemptID()})
+	h.cancel(t, d)
 	actortest.Expect[messages.AttemptFinished](t, probe, within)
 }

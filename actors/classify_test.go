@@ -23,16 +23,15 @@ import (
 // counters and returns its outcome and events.
 func runWithKernel(t *testing.T, host *fakeHost, kernel KernelCounters) (messages.AttemptOutcome, []messages.AttemptEvent) {
 	t.Helper()
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	system := actortest.NewSystem(t)
 	cfg := AttemptConfig{StateRoot: t.TempDir(), WorkerBinary: "/proc/self/exe", WorkerDigest: "d", SampleInterval: 10 * time.Millisecond}
-	root := system.Root.Spawn(supervisor.Props(supervisor.Config{
+	root := system.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 1, QueueLimit: 1, Cleaner: host, Ledgers: ledger.Store{Root: cfg.StateRoot},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
 			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host, Kernel: kernel})
 		},
 	}))
-	probe := actortest.NewProbe(t, system)
+	probe := system.NewProbe()
 	res, err := system.Root.RequestFuture(root, messages.SubmitAttempt{Dispatch: testDispatch(time.Now().Add(time.Hour)), Subscriber: probe.PID()}, within).Result()
 	require.NoError(t, err)
 	require.True(t, res.(messages.SubmitReply).Accepted)

@@ -62,13 +62,12 @@ func signed(t *testing.T, at time.Time) lease.Update {
 // One push at a time; of the updates that arrive meanwhile only the newest
 // is sent, so an older update never overwrites a newer one in the worker.
 func TestLeasePusherSendsTheNewestWaitingUpdateAfterThePushInFlight(t *testing.T) {
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	system := actortest.NewSystem(t)
 	docker := &gatedLeases{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	probe := actortest.NewProbe(t, system)
+	probe := system.NewProbe()
 	var pusher *actor.PID
 	ready := make(chan struct{})
-	system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+	system.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch msg := ctx.Message().(type) {
 		case *actor.Started:
 			pusher = ctx.Spawn(newLeasePusherProps(docker))
@@ -86,18 +85,17 @@ func TestLeasePusherSendsTheNewestWaitingUpdateAfterThePushInFlight(t *testing.T
 	system.Root.Send(pusher, pushLease{containerID: "c", update: updates[2]})
 	close(docker.release)
 	require.Eventually(t, func() bool { return len(docker.expiries()) == 2 }, within, 5*time.Millisecond)
-	actortest.ShouldReceiveNothing[leasePushFailed](t, probe, 50*time.Millisecond)
+	actortest.ExpectNoMessage[leasePushFailed](t, probe, time.Minute)
 	assert.Equal(t, []string{updates[0].ExpiresAt, updates[2].ExpiresAt}, docker.expiries(), "the middle update is superseded")
 }
 
 func TestLeasePusherReportsAFailedPush(t *testing.T) {
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	system := actortest.NewSystem(t)
 	docker := &gatedLeases{entered: make(chan struct{}, 1), release: make(chan struct{}), err: errors.New("exec refused")}
 	close(docker.release)
-	probe := actortest.NewProbe(t, system)
+	probe := system.NewProbe()
 	update := signed(t, time.Now().Add(time.Hour))
-	system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+	system.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch msg := ctx.Message().(type) {
 		case *actor.Started:
 			pusher := ctx.Spawn(newLeasePusherProps(docker))

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/cgroups"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/internal/clock"
@@ -91,9 +92,13 @@ func (d *samplerDocker) releases() int {
 }
 
 func spawnSampler(t *testing.T, docker SamplerDocker, kernel KernelCounters, clk clock.Clock) (*actor.ActorSystem, *actor.PID) {
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
-	pid := system.Root.Spawn(newMemorySamplerProps(docker, kernel, clk, 250*time.Millisecond,
+	var opts []actortest.Option
+	if manual, ok := clk.(*clock.Manual); ok {
+		opts = append(opts, actortest.WithClock(manual))
+	}
+	sys := actortest.NewSystem(t, opts...)
+	system := sys.ActorSystem
+	pid := sys.Spawn(newMemorySamplerProps(docker, kernel, clk, 250*time.Millisecond,
 		[]SampledContainer{{ID: fakeContainerID, Name: "forge-agent-x", Role: roleAgent}}))
 	return system, pid
 }
@@ -169,34 +174,20 @@ func TestSamplerRecordsNothingRatherThanZero(t *testing.T) {
 func TestForwardToSamplerIgnoresTaskOutput(t *testing.T) {
 	// A task printing a worker event arrives as task_output with role
 	// "agent": only the worker's own lifecycle events reach the sampler.
-	probeSystem := actor.NewActorSystem()
-	t.Cleanup(probeSystem.Shutdown)
-	got := make(chan messages.Event, 4)
-	sink := probeSystem.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if m, ok := c.Message().(WorkerOutput); ok {
-			got <- m.Event
-		}
-	}))
-	forwarder := probeSystem.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+	system := actortest.NewSystem(t)
+	got := system.NewProbe()
+	forwarder := system.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if ev, ok := c.Message().(messages.Event); ok {
-			forwardToSampler(c, sink, ev)
+			forwardToSampler(c, got.PID(), ev)
 		}
 	}))
 	forged := messages.Event{Role: "agent", EventType: messages.TaskResourcesEvent}
-	probeSystem.Root.Send(forwarder, forged)
-	probeSystem.Root.Send(forwarder, messages.RunnerEvent("task_output", "x", nil))
-	probeSystem.Root.Send(forwarder, messages.RunnerEvent(outputWrittenEvent, "x", nil))
-	select {
-	case ev := <-got:
-		assert.Equal(t, outputWrittenEvent, ev.EventType)
-	case <-time.After(within):
-		t.Fatal("output_written was not forwarded")
-	}
-	select {
-	case ev := <-got:
-		t.Fatalf("forwarded %+v", ev)
-	case <-time.After(50 * time.Millisecond):
-	}
+	system.Root.Send(forwarder, forged)
+	system.Root.Send(forwarder, messages.RunnerEvent("task_output", "x", nil))
+	system.Root.Send(forwarder, messages.RunnerEvent(outputWrittenEvent, "x", nil))
+	ev := actortest.Expect[WorkerOutput](t, got, within)
+	assert.Equal(t, outputWrittenEvent, ev.Event.EventType)
+	actortest.ExpectNoMessage[WorkerOutput](t, got, time.Second)
 }
 
 func FuzzDecodeTaskResources(f *testing.F) {

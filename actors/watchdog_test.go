@@ -8,21 +8,19 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/forgedev/forged/actortest"
-	"github.com/forgedev/forged/internal/clock"
 )
 
 // A (re)started watchdog knows only the dispatch's expiry: it must not
 // fire on it before the attempt has told it the current one, which a
 // renewal may have moved later. It shares no state with the attempt.
 func TestWatchdogWaitsForTheAttemptsExpiryBeforeFiring(t *testing.T) {
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
-	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	system := actortest.NewSystem(t)
+	clk := system.Clock
 	initial := clk.Now().Add(-time.Second) // already past
 	renewed := clk.Now().Add(time.Hour)
-	probe := actortest.NewProbe(t, system)
+	probe := system.NewProbe()
 	asked := make(chan *actor.PID, 1)
-	system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+	system.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch msg := ctx.Message().(type) {
 		case *actor.Started:
 			ctx.Spawn(newLeaseWatchdogProps(initial, clk))
@@ -33,11 +31,10 @@ func TestWatchdogWaitsForTheAttemptsExpiryBeforeFiring(t *testing.T) {
 		}
 	}))
 	watchdog := <-asked
-	clk.Advance(time.Millisecond)
-	actortest.ShouldReceiveNothing[LeaseExpired](t, probe, 50*time.Millisecond)
+	actortest.ExpectNoMessage[LeaseExpired](t, probe, time.Millisecond)
 
 	system.Root.Send(watchdog, leaseRenewed{expiresAt: renewed})
-	actortest.ShouldReceiveNothing[LeaseExpired](t, probe, 50*time.Millisecond)
+	actortest.ExpectNoMessage[LeaseExpired](t, probe, 0)
 	clk.Advance(time.Hour)
 	got := actortest.Expect[LeaseExpired](t, probe, within)
 	assert.Equal(t, renewed, got.ExpiresAt)
@@ -46,12 +43,11 @@ func TestWatchdogWaitsForTheAttemptsExpiryBeforeFiring(t *testing.T) {
 // Told nothing later, a watchdog whose deadline passed fires once the
 // attempt confirms the expiry it already had.
 func TestWatchdogFiresOnceTheAttemptConfirms(t *testing.T) {
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
-	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	system := actortest.NewSystem(t)
+	clk := system.Clock
 	expiry := clk.Now().Add(time.Minute)
-	probe := actortest.NewProbe(t, system)
-	system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+	probe := system.NewProbe()
+	system.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch msg := ctx.Message().(type) {
 		case *actor.Started:
 			ctx.Spawn(newLeaseWatchdogProps(expiry, clk))
@@ -65,7 +61,6 @@ func TestWatchdogFiresOnceTheAttemptConfirms(t *testing.T) {
 		clk.Advance(time.Minute)
 		return len(actortest.All[LeaseExpired](probe)) > 0
 	}, within, 5*time.Millisecond)
-	clk.Advance(time.Hour)
-	time.Sleep(50 * time.Millisecond)
-	assert.Len(t, actortest.All[LeaseExpired](probe), 1, "it fires once")
+	actortest.Expect[LeaseExpired](t, probe, within)
+	actortest.ExpectNoMessage[LeaseExpired](t, probe, time.Hour) // it fires once
 }

@@ -1,17 +1,29 @@
-// Package actortest is the harness for testing forged's actors (and for
-// other teams testing against them): a Probe is an actor that records every
-// message it receives, with assertions that read like the behaviour they
-// check:
+// Package actortest is the harness for testing forged's actors, and for
+// other teams testing their actors against forged's messages, supervisor
+// and attempt tree (Akka TestKit's probes and manual scheduler, ergo's
+// fluent send assertions, Proto.Actor .NET's middleware probes).
 //
-//	probe := actortest.NewProbe(t, system)
-//	system.Root.Send(supervisor, messages.SubmitAttempt{Dispatch: d, Subscriber: probe.PID()})
-//	finished := actortest.Expect[messages.AttemptFinished](t, probe, 5*time.Second)
-//	actortest.ShouldReceiveNothing[messages.AttemptFinished](t, probe, 100*time.Millisecond)
+// A System is an actor system bound to one test: a manual clock, dead
+// letters and escaped panics fail the test, leaked goroutines are found at
+// cleanup:
 //
-// and a Spy records what an actor under test sends:
+//	sys := actortest.NewSystem(t)
+//	probe := sys.NewProbe()
+//	sup := sys.Spawn(supervisor.Props(supervisor.Config{Clock: sys.Clock, …}))
+//	sys.Root.Send(sup, messages.SubmitAttempt{Dispatch: d, Subscriber: probe.PID()})
+//	finished := actortest.Expect[messages.AttemptFinished](t, probe, actortest.DefaultWithin)
+//	actortest.ExpectNoMessage[messages.AttemptFinished](t, probe, time.Hour) // virtual time
 //
-//	pid, spy := actortest.SpawnSpied(t, system, producer)
+// A Probe records messages, sent to it or (Tap) received by any actor
+// whose Props it is attached to: Expect, ExpectWhere, FishFor,
+// ExpectNoMessage, All and Probe.Within read them. A Spy (SpyOn, on any
+// Props) records what an actor sends:
+//
+//	spy := actortest.SpyOn(props)
 //	spy.ShouldSend(t).To(supervisor).Within(time.Second).Message(messages.ReleaseBuildPermit{})
+//
+// Package fakeengine, beside this one, is a Docker Engine for the real
+// engine client to talk to, and package scenario runs whole attempts on it.
 package actortest
 
 import (
@@ -23,38 +35,53 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// Probe records the messages sent to it.
+// Probe records messages: those sent to it (NewProbe, System.NewProbe),
+// or those an actor under test receives (Tap).
 type Probe struct {
 	pid    *actor.PID
-	system *actor.ActorSystem
+	system *System // nil for a probe on a bare actor system
 
 	mu       sync.Mutex
 	received []any
 	signal   chan struct{}
+	deadline time.Time // set by Within
 }
 
-// NewProbe spawns a probe; it is stopped when the test ends.
+func newProbe(*actor.ActorSystem) *Probe {
+	return &Probe{signal: make(chan struct{}, 1)}
+}
+
+// record appends a message and wakes a waiting expectation.
+func (p *Probe) record(m any) {
+	switch m.(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+		return
+	}
+	p.mu.Lock()
+	p.received = append(p.received, m)
+	p.mu.Unlock()
+	select {
+	case p.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Probe) props() *actor.Props {
+	return actor.PropsFromFunc(func(ctx actor.Context) { p.record(ctx.Message()) })
+}
+
+// NewProbe spawns a probe on a bare actor system; it is stopped when the
+// test ends. System.NewProbe is the same on a test System, whose clock
+// ExpectNoMessage then advances.
 func NewProbe(t testing.TB, system *actor.ActorSystem) *Probe {
 	t.Helper()
-	p := &Probe{system: system, signal: make(chan struct{}, 1)}
-	p.pid = system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		switch ctx.Message().(type) {
-		case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
-			return
-		}
-		p.mu.Lock()
-		p.received = append(p.received, ctx.Message())
-		p.mu.Unlock()
-		select {
-		case p.signal <- struct{}{}:
-		default:
-		}
-	}))
+	p := newProbe(system)
+	p.pid = system.Root.Spawn(p.props())
 	t.Cleanup(func() { system.Root.Stop(p.pid) })
 	return p
 }
 
-// PID is the probe's address.
+// PID is the probe's address (nil for a Tap, which is not an actor).
 func (p *Probe) PID() *actor.PID { return p.pid }
 
 // take removes and returns the first received message matching match.
@@ -77,9 +104,22 @@ func (p *Probe) Received() []any {
 	return append([]any(nil), p.received...)
 }
 
+// bound shortens within to the deadline of an enclosing Within.
+func (p *Probe) bound(within time.Duration) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.deadline.IsZero() {
+		if left := time.Until(p.deadline); left < within {
+			return max(left, 0)
+		}
+	}
+	return within
+}
+
 // waitFor waits until a message matching match arrives, or fails the test.
 func (p *Probe) waitFor(t testing.TB, within time.Duration, what string, match func(any) bool) any {
 	t.Helper()
+	within = p.bound(within)
 	deadline := time.NewTimer(within)
 	defer deadline.Stop()
 	for {
@@ -89,6 +129,9 @@ func (p *Probe) waitFor(t testing.TB, within time.Duration, what string, match f
 		select {
 		case <-p.signal:
 		case <-deadline.C:
+			if m, ok := p.take(match); ok {
+				return m
+			}
 			t.Fatalf("probe: expected %s within %s; received %s", what, within, describe(p.Received()))
 			return nil
 		}
@@ -113,6 +156,93 @@ func ExpectWhere[T any](t testing.TB, p *Probe, within time.Duration, pred func(
 		return ok && pred(v)
 	})
 	return m.(T)
+}
+
+// FishFor consumes the probe's messages of type T in arrival order until
+// done returns true for one, which it returns; the messages of type T
+// fished before it are dropped (Akka's fishForMessage), other types stay
+// recorded. It fails the test if none is done within.
+func FishFor[T any](t testing.TB, p *Probe, within time.Duration, done func(T) bool) T {
+	t.Helper()
+	var zero T
+	within = p.bound(within)
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for {
+		if v, ok := fish(p, done); ok {
+			return v
+		}
+		select {
+		case <-p.signal:
+		case <-deadline.C:
+			if v, ok := fish(p, done); ok {
+				return v
+			}
+			t.Fatalf("probe: expected a %T ending the fishing within %s; left: %s", zero, within, describe(p.Received()))
+			return zero
+		}
+	}
+}
+
+// fish drops every T that done refuses, up to and including the first it
+// accepts, which it returns.
+func fish[T any](p *Probe, done func(T) bool) (T, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kept := make([]any, 0, len(p.received))
+	for i, m := range p.received {
+		v, ok := m.(T)
+		if !ok {
+			kept = append(kept, m)
+			continue
+		}
+		if done(v) {
+			p.received = append(kept, p.received[i+1:]...)
+			return v, true
+		}
+	}
+	p.received = kept
+	var zero T
+	return zero, false
+}
+
+// ExpectNoMessage asserts that no message of type T arrives while d passes.
+// On a System's probe, d passes on the system's manual clock: it is
+// advanced by d (firing the timers due), and the messages those timers
+// cause get the system's settle window to arrive. On a bare probe it is a
+// wall-clock wait.
+func ExpectNoMessage[T any](t testing.TB, p *Probe, d time.Duration) {
+	t.Helper()
+	if p.system == nil {
+		ShouldReceiveNothing[T](t, p, d)
+		return
+	}
+	p.system.Advance(d)
+	ShouldReceiveNothing[T](t, p, p.system.settle)
+}
+
+// Within runs f, in which the probe's expectations wait at most until max
+// has passed since Within began, and fails the test if f took longer than
+// max (Akka's within).
+func (p *Probe) Within(t testing.TB, max time.Duration, f func()) {
+	t.Helper()
+	start := time.Now()
+	p.mu.Lock()
+	outer := p.deadline
+	p.deadline = start.Add(max)
+	if !outer.IsZero() && outer.Before(p.deadline) {
+		p.deadline = outer
+	}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.deadline = outer
+		p.mu.Unlock()
+	}()
+	f()
+	if took := time.Since(start); took > max {
+		t.Fatalf("probe: expected the block to finish within %s, it took %s", max, took)
+	}
 }
 
 // All returns, without waiting, every recorded message of type T.

@@ -27,12 +27,11 @@ type Spy struct {
 	signal chan struct{}
 }
 
-// SpawnSpied spawns the actor made by producer with opts, plus a sender
-// middleware that records what it sends. The props are built here, never
-// shared, so no other actor is affected. The actor is stopped when the
-// test ends.
-func SpawnSpied(t testing.TB, system *actor.ActorSystem, producer actor.Producer, opts ...actor.PropsOption) (*actor.PID, *Spy) {
-	t.Helper()
+// SpyOn adds to props a sender middleware that records every message the
+// actor sends, and returns the Spy. It changes props (Proto.Actor props
+// are mutable): use props built for this one actor, as forged's Props
+// functions build them.
+func SpyOn(props *actor.Props) *Spy {
 	spy := &Spy{signal: make(chan struct{}, 1)}
 	record := func(next actor.SenderFunc) actor.SenderFunc {
 		return func(c actor.SenderContext, target *actor.PID, envelope *actor.MessageEnvelope) {
@@ -46,7 +45,33 @@ func SpawnSpied(t testing.TB, system *actor.ActorSystem, producer actor.Producer
 			next(c, target, envelope)
 		}
 	}
-	props := actor.PropsFromProducer(producer, append(append([]actor.PropsOption{}, opts...), actor.WithSenderMiddleware(record))...)
+	props.Configure(actor.WithSenderMiddleware(record))
+	return spy
+}
+
+// Tap adds to props a receiver middleware that records every user message
+// the actor receives into a Probe (whose PID is nil: the probe is not an
+// actor, the tapped actor is), for Expect, FishFor and the rest. Like
+// SpyOn it changes props.
+func Tap(props *actor.Props) *Probe {
+	p := newProbe(nil)
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, envelope *actor.MessageEnvelope) {
+			p.record(envelope.Message)
+			next(c, envelope)
+		}
+	}))
+	return p
+}
+
+// SpawnSpied spawns the actor made by producer with opts, plus a sender
+// middleware that records what it sends. The props are built here, never
+// shared, so no other actor is affected. The actor is stopped when the
+// test ends.
+func SpawnSpied(t testing.TB, system *actor.ActorSystem, producer actor.Producer, opts ...actor.PropsOption) (*actor.PID, *Spy) {
+	t.Helper()
+	props := actor.PropsFromProducer(producer, opts...)
+	spy := SpyOn(props)
 	pid := system.Root.Spawn(props)
 	t.Cleanup(func() { system.Root.Stop(pid) })
 	return pid, spy

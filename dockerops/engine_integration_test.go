@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -140,28 +141,14 @@ func removeTestImages() {
 	_ = engineClient.Close()
 }
 
-// testDispatch is a valid dispatch with fresh random identities.
+// testDispatch is a valid dispatch with fresh random identities (the
+// harness's, with this package's repository and smaller resources).
 func testDispatch() *messages.Dispatch {
-	return &messages.Dispatch{
-		Session:   messages.SessionRef{ID: ids.NewUUID()},
-		Execution: messages.ExecutionRef{RunnerID: ids.NewUUID()},
-		Repo:      messages.RepoRef{Name: "forged/dockerops-test", LocalPath: "/tmp/repo", DefaultBranch: "main"},
-		Lease:     messages.Lease{WorktreeKey: "forge/test", ExpiresAt: time.Now().Add(time.Hour).UTC().Truncate(time.Second), FencingToken: ids.NewUUID()},
-		Sandbox: messages.SandboxSpec{
-			DispatchAttemptID: ids.NewUUID(),
-			ExecutionLeaseID:  ids.NewUUID(),
-			RunnerInstanceID:  ids.NewUUID(),
-			ExecutionPolicy:   messages.PolicyAdoption,
-			NetworkPolicy:     messages.NetworkPolicy{Mode: messages.NetworkNone},
-			RequestedResources: messages.RequestedResources{
-				WorkerMemoryLimitBytes: 256 << 20,
-				CPUMillis:              500,
-				PIDs:                   64,
-			},
-			PublicationMode: messages.PublicationNone,
-		},
-		Task: messages.Task{Argv: []string{"true"}},
-	}
+	d := actortest.NewDispatch(time.Now().Add(time.Hour).UTC().Truncate(time.Second))
+	d.Repo = messages.RepoRef{Name: "forged/dockerops-test", LocalPath: "/tmp/repo", DefaultBranch: "main"}
+	d.Lease.WorktreeKey = "forge/test"
+	d.Sandbox.RequestedResources = messages.RequestedResources{WorkerMemoryLimitBytes: 256 << 20, CPUMillis: 500, PIDs: 64}
+	return d
 }
 
 // sandbox is one provisioned attempt.

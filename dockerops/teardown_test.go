@@ -3,163 +3,106 @@ package dockerops
 import (
 	"context"
 	"encoding/json"
-	"slices"
+	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/volume"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/actortest/fakeengine"
 	"github.com/forgedev/forged/failure"
 )
 
-// fakeEngineObjects is an in-memory teardownAPI: objects are listed by
-// label filter and removed unless an error is scripted for them.
-type fakeEngineObjects struct {
-	mu         sync.Mutex
-	objects    map[string]labelled // by kind+id
-	removeErrs map[string][]error  // successive remove errors by id
-	listErr    error
-	log        []string
+// teardownWorld is one attempt's objects on a fake engine (served over a
+// unix socket to the real engine client), named as in the engine.
+type teardownWorld struct {
+	engine *fakeengine.Engine
+	client *Client
+	owner  Ownership
+	labels map[string]string
+	names  map[string]string // engine id → name
+	ids    map[string]string // name → engine id
 }
 
-func newFakeObjects(objs ...labelled) *fakeEngineObjects {
-	f := &fakeEngineObjects{objects: map[string]labelled{}, removeErrs: map[string][]error{}}
-	for _, o := range objs {
-		f.objects[o.kind+"/"+o.id] = o
-	}
-	return f
-}
-
-func (f *fakeEngineObjects) list(kind string, args interface{ Get(string) []string }) []labelled {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []labelled
-	for _, o := range f.objects {
-		if o.kind != kind {
-			continue
-		}
-		ok := true
-		for _, l := range args.Get("label") {
-			k, v, _ := strings.Cut(l, "=")
-			if o.labels[k] != v {
-				ok = false
-			}
-		}
-		if ok {
-			out = append(out, o)
-		}
-	}
-	slices.SortFunc(out, func(a, b labelled) int { return strings.Compare(a.id, b.id) })
-	return out
-}
-
-func (f *fakeEngineObjects) remove(kind, id string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.log = append(f.log, "remove "+kind+" "+id)
-	if errs := f.removeErrs[id]; len(errs) > 0 {
-		f.removeErrs[id] = errs[1:]
-		if errs[0] != nil {
-			return errs[0]
-		}
-	}
-	if _, ok := f.objects[kind+"/"+id]; !ok {
-		return cerrdefs.ErrNotFound
-	}
-	delete(f.objects, kind+"/"+id)
-	return nil
-}
-
-func (f *fakeEngineObjects) ContainerList(_ context.Context, o container.ListOptions) ([]container.Summary, error) {
-	if f.listErr != nil {
-		return nil, f.listErr
-	}
-	var out []container.Summary
-	for _, obj := range f.list(ResourceContainer, o.Filters) {
-		out = append(out, container.Summary{ID: obj.id, Labels: obj.labels})
-	}
-	return out, nil
-}
-
-func (f *fakeEngineObjects) ContainerStop(_ context.Context, id string, _ container.StopOptions) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.log = append(f.log, "stop container "+id)
-	return nil
-}
-
-func (f *fakeEngineObjects) ContainerRemove(_ context.Context, id string, o container.RemoveOptions) error {
-	if !o.Force || o.RemoveVolumes {
-		panic("containers are force-removed, keeping volumes")
-	}
-	return f.remove(ResourceContainer, id)
-}
-
-func (f *fakeEngineObjects) NetworkList(_ context.Context, o network.ListOptions) ([]network.Summary, error) {
-	var out []network.Summary
-	for _, obj := range f.list(ResourceNetwork, o.Filters) {
-		out = append(out, network.Summary{ID: obj.id, Labels: obj.labels})
-	}
-	return out, nil
-}
-
-func (f *fakeEngineObjects) NetworkRemove(_ context.Context, id string) error {
-	return f.remove(ResourceNetwork, id)
-}
-
-func (f *fakeEngineObjects) VolumeList(_ context.Context, o volume.ListOptions) (volume.ListResponse, error) {
-	var out volume.ListResponse
-	for _, obj := range f.list(ResourceVolume, o.Filters) {
-		out.Volumes = append(out.Volumes, &volume.Volume{Name: obj.id, Labels: obj.labels})
-	}
-	return out, nil
-}
-
-func (f *fakeEngineObjects) VolumeRemove(_ context.Context, id string, _ bool) error {
-	return f.remove(ResourceVolume, id)
-}
-
-func ownedObjects(t *testing.T) (Ownership, map[string]string, []labelled) {
+// newTeardownWorld seeds a container, a network and two volumes of one
+// attempt (and whatever extra names the test adds with add).
+func newTeardownWorld(t *testing.T, seed ...string) *teardownWorld {
+	t.Helper()
 	d := fixedDispatch()
 	labels, err := Labels(d, "i", "c")
 	require.NoError(t, err)
-	return OwnershipOf(d), labels, []labelled{
-		{kind: ResourceVolume, id: "vol-a", labels: labels},
-		{kind: ResourceNetwork, id: "net-a", labels: labels},
-		{kind: ResourceContainer, id: "ctr-a", labels: labels},
-		{kind: ResourceVolume, id: "vol-b", labels: labels},
+	w := &teardownWorld{engine: fakeengine.New(t), owner: OwnershipOf(d), labels: labels, names: map[string]string{}, ids: map[string]string{}}
+	if len(seed) == 0 {
+		seed = []string{"vol-a", "net-a", "ctr-a", "vol-b"}
 	}
+	for _, name := range seed {
+		w.add(name, labels)
+	}
+	opts := fastOptions()
+	opts.Host = w.engine.Host()
+	w.client, err = Connect(context.Background(), opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.client.Close() })
+	return w
+}
+
+// add seeds one object; its kind is its name's prefix (ctr-, net-, vol-).
+func (w *teardownWorld) add(name string, labels map[string]string) {
+	var id string
+	switch {
+	case strings.HasPrefix(name, "ctr-"):
+		id = w.engine.AddContainer(name, labels, nil)
+	case strings.HasPrefix(name, "net-"):
+		id = w.engine.AddNetwork(name, labels)
+	default:
+		id = w.engine.AddVolume(name, labels)
+	}
+	w.names[id], w.ids[name] = name, id
+}
+
+// log is the engine's stop and remove calls, by object name, in order.
+func (w *teardownWorld) log() []string {
+	var out []string
+	for _, c := range w.engine.Calls() {
+		segs := strings.Split(strings.Trim(c.Path, "/"), "/")
+		switch c.Op {
+		case fakeengine.OpContainerStop:
+			out = append(out, "stop container "+w.names[segs[1]])
+		case fakeengine.OpContainerRemove:
+			out = append(out, "remove container "+w.names[segs[1]])
+		case fakeengine.OpNetworkRemove:
+			out = append(out, "remove network "+w.names[segs[1]])
+		case fakeengine.OpVolumeRemove:
+			out = append(out, "remove volume "+w.names[segs[1]])
+		}
+	}
+	return out
 }
 
 func TestTeardownRemovesInOrderAndIsIdempotent(t *testing.T) {
-	owner, _, objs := ownedObjects(t)
-	f := newFakeObjects(objs...)
-	c := newClient(fastOptions(), f)
+	w := newTeardownWorld(t)
 
 	// A cancelled caller context does not prevent the cleanup.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	report, err := c.Teardown(ctx, owner, "teardown")
+	report, err := w.client.Teardown(ctx, w.owner, "teardown")
 	require.NoError(t, err)
 	assert.Equal(t, []string{
 		"stop container ctr-a", "remove container ctr-a", "remove network net-a", "remove volume vol-a", "remove volume vol-b",
-	}, f.log)
+	}, w.log())
 	require.Len(t, report.Actions, 4)
 	for _, a := range report.Actions {
 		assert.Equal(t, OutcomeRemoved, a.Outcome)
 		assert.Empty(t, a.Message)
-		assert.Equal(t, owner.AttemptID, a.DispatchAttemptID)
+		assert.Equal(t, w.owner.AttemptID, a.DispatchAttemptID)
 	}
 	assert.Zero(t, report.Remaining)
 	assert.Equal(t, "teardown", report.Source)
+	w.engine.AssertClean(t, LabelManaged)
 
-	again, err := c.Teardown(context.Background(), owner, "teardown")
+	again, err := w.client.Teardown(context.Background(), w.owner, "teardown")
 	require.NoError(t, err)
 	assert.Empty(t, again.Actions)
 	assert.NotNil(t, again.Actions, "encodes as [] not null")
@@ -167,39 +110,43 @@ func TestTeardownRemovesInOrderAndIsIdempotent(t *testing.T) {
 }
 
 func TestTeardownNotFoundIsRemovedAndTransientIsRetried(t *testing.T) {
-	owner, _, objs := ownedObjects(t)
-	f := newFakeObjects(objs...)
-	f.removeErrs["vol-a"] = []error{cerrdefs.ErrNotFound}    // gone meanwhile
-	f.removeErrs["net-a"] = []error{cerrdefs.ErrUnavailable} // flaky once
-	delete(f.objects, ResourceVolume+"/vol-a")
-	report, err := newClient(fastOptions(), f).Teardown(context.Background(), owner, "reaper")
+	// vol-a is gone before the listing; vol-b goes between the listing and
+	// its removal; the engine is briefly unavailable for net-a.
+	w := newTeardownWorld(t, "net-a", "ctr-a", "vol-b")
+	w.engine.Inject(fakeengine.OpVolumeRemove, fakeengine.Fault{Target: "vol-b", Times: 1, Before: func() { w.engine.Forget("vol-b") }})
+	w.engine.Inject(fakeengine.OpNetworkRemove, fakeengine.Fault{Status: http.StatusServiceUnavailable, Target: w.ids["net-a"], Times: 1})
+	report, err := w.client.Teardown(context.Background(), w.owner, "reaper")
 	require.NoError(t, err)
-	assert.Len(t, report.Actions, 3, "vol-a was already gone when listed")
-	assert.Equal(t, 2, strings.Count(strings.Join(f.log, ","), "remove network net-a"))
+	assert.Len(t, report.Actions, 3)
+	for _, a := range report.Actions {
+		assert.Equal(t, OutcomeRemoved, a.Outcome, "not found is removed: %+v", a)
+	}
+	assert.Equal(t, 2, strings.Count(strings.Join(w.log(), ","), "remove network net-a"))
+	w.engine.AssertClean(t, LabelManaged)
 }
 
 func TestTeardownReportsFailuresAndForeignObjects(t *testing.T) {
-	owner, labels, objs := ownedObjects(t)
-	foreign := clone(labels)
+	w := newTeardownWorld(t)
+	foreign := clone(w.labels)
 	foreign[LabelFencingToken] = "00000000-0000-4000-8000-0000000000ff"
-	objs = append(objs, labelled{kind: ResourceVolume, id: "vol-foreign", labels: foreign})
-	f := newFakeObjects(objs...)
-	f.removeErrs["vol-b"] = []error{cerrdefs.ErrConflict} // in use: permanent
-	report, err := newClient(fastOptions(), f).Teardown(context.Background(), owner, "teardown")
+	w.add("vol-foreign", foreign)
+	w.engine.Inject(fakeengine.OpVolumeRemove, fakeengine.Fault{Status: http.StatusConflict, Message: "remove vol-b: volume is in use", Target: "vol-b"})
+	report, err := w.client.Teardown(context.Background(), w.owner, "teardown")
 	require.Error(t, err)
 	assert.Equal(t, failure.SandboxTeardownFailed, failure.CodeOf(err))
 	assert.Equal(t, 2, report.Remaining)
-	assert.NotContains(t, f.log, "remove volume vol-foreign")
-	assert.Equal(t, 1, strings.Count(strings.Join(f.log, ","), "remove volume vol-b"), "conflicts are not retried")
+	assert.NotContains(t, w.log(), "remove volume vol-foreign")
+	assert.Equal(t, 1, strings.Count(strings.Join(w.log(), ","), "remove volume vol-b"), "conflicts are not retried")
 
 	outcomes := map[string]string{}
 	for _, a := range report.Actions {
-		outcomes[a.ResourceID] = a.Outcome + ": " + a.Message
+		outcomes[w.names[a.ResourceID]] = a.Outcome + ": " + a.Message
 	}
 	assert.Equal(t, "removed: ", outcomes["ctr-a"])
 	assert.Contains(t, outcomes["vol-b"], "failed: volume remove vol-b")
 	assert.Equal(t, "failed: "+msgForeignRemains, outcomes["vol-foreign"])
 	assert.Len(t, report.Actions, 5, "a failed removal is not reported twice")
+	assert.ElementsMatch(t, []string{"vol-b", "vol-foreign"}, objectNames(w.engine.Labelled(LabelManaged)))
 
 	raw, err := json.Marshal(report.Actions[0])
 	require.NoError(t, err)
@@ -208,31 +155,38 @@ func TestTeardownReportsFailuresAndForeignObjects(t *testing.T) {
 	}
 }
 
+func objectNames(objs []fakeengine.Object) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.Name)
+	}
+	return out
+}
+
 func TestTeardownListFailureAndInvalidOwner(t *testing.T) {
-	owner, _, objs := ownedObjects(t)
-	f := newFakeObjects(objs...)
-	f.listErr = cerrdefs.ErrInvalidArgument
-	report, err := newClient(fastOptions(), f).Teardown(context.Background(), owner, "teardown")
+	w := newTeardownWorld(t)
+	w.engine.Inject(fakeengine.OpContainerList, fakeengine.Fault{Status: http.StatusBadRequest, Message: "invalid filter"})
+	report, err := w.client.Teardown(context.Background(), w.owner, "teardown")
 	assert.Equal(t, failure.SandboxTeardownFailed, failure.CodeOf(err))
 	assert.True(t, report.RemainingUnknown, "an engine that cannot be listed leaves the remainder unknown, not zero")
-	assert.ErrorIs(t, err, cerrdefs.ErrInvalidArgument, "the cause is kept")
+	assert.True(t, cerrdefs.IsInvalidArgument(err), "the cause is kept: %v", err)
 
-	_, err = newClient(fastOptions(), newFakeObjects()).Teardown(context.Background(), Ownership{}, "teardown")
+	_, err = w.client.Teardown(context.Background(), Ownership{}, "teardown")
 	assert.Equal(t, failure.SandboxIdentityInvalid, failure.CodeOf(err))
 }
 
 func TestListAndRemoveManaged(t *testing.T) {
-	_, _, objs := ownedObjects(t)
-	f := newFakeObjects(objs...)
-	c := newClient(fastOptions(), f)
+	w := newTeardownWorld(t)
+	c := w.client
 	got, err := c.ListManaged(context.Background())
 	require.NoError(t, err)
-	require.Len(t, got, len(objs))
+	require.Len(t, got, 4)
 	for _, obj := range got {
 		require.NoError(t, c.RemoveManaged(context.Background(), obj))
 	}
 	left, err := c.ListManaged(context.Background())
 	require.NoError(t, err)
 	assert.Empty(t, left)
+	w.engine.AssertClean(t, LabelManaged)
 	require.NoError(t, c.RemoveManaged(context.Background(), got[0]), "removing what is gone succeeds")
 }

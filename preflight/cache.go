@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/forgedev/forged/internal/clock"
 )
 
 // Prober produces a Report; *Checker is one.
@@ -30,12 +32,22 @@ type Cache struct {
 	at     time.Time
 }
 
-// NewCache caches prober's reports for ttl (≤ 0: DefaultTTL).
+// NewCache caches prober's reports for ttl (≤ 0: DefaultTTL), aged on the
+// wall clock.
 func NewCache(prober Prober, ttl time.Duration) *Cache {
+	return NewCacheWithClock(prober, ttl, clock.System{})
+}
+
+// NewCacheWithClock is NewCache with reports aged on clk (a test's manual
+// clock: a report goes stale when the test advances it past the TTL).
+func NewCacheWithClock(prober Prober, ttl time.Duration, clk clock.Clock) *Cache {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Cache{prober: prober, ttl: ttl, now: time.Now}
+	if clk == nil {
+		clk = clock.System{}
+	}
+	return &Cache{prober: prober, ttl: ttl, now: clk.Now}
 }
 
 // Current returns the cached Report and its generation, checking again

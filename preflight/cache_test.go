@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/internal/clock"
 )
 
 // countingProber returns reports numbered by its calls; slow makes each
@@ -30,10 +32,9 @@ func (p *countingProber) Check(ctx context.Context) Report {
 
 func TestCacheTTLAndGeneration(t *testing.T) {
 	p := &countingProber{}
-	c := NewCache(p, 0)
+	clk := clock.NewManual(time.Unix(1000, 0))
+	c := NewCacheWithClock(p, 0, clk)
 	assert.Equal(t, DefaultTTL, c.ttl)
-	now := time.Unix(1000, 0)
-	c.now = func() time.Time { return now }
 
 	_, _, ok := c.Last()
 	assert.False(t, ok)
@@ -42,12 +43,12 @@ func TestCacheTTLAndGeneration(t *testing.T) {
 	assert.Equal(t, uint64(1), r.Generation)
 	assert.Equal(t, 1, r.Slots())
 
-	now = now.Add(29 * time.Second)
+	clk.Advance(29 * time.Second)
 	r, gen = c.Current(context.Background())
 	assert.Equal(t, uint64(1), gen, "fresh within the TTL")
 	assert.Equal(t, int32(1), p.calls.Load())
 
-	now = now.Add(time.Second)
+	clk.Advance(time.Second)
 	r, gen = c.Current(context.Background())
 	assert.Equal(t, uint64(2), gen, "stale at the TTL")
 	assert.Equal(t, 2, r.Slots())

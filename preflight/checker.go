@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/quota"
 )
 
@@ -29,6 +30,8 @@ type Options struct {
 	CallTimeout time.Duration
 	Disk        DiskPolicy
 	Capacity    CapacityPolicy
+	// Clock stamps the reports (CheckedAt); nil means clock.System.
+	Clock clock.Clock
 	// Isolation probes whether attempt networks can be isolated from the
 	// host (nil: they cannot be verified, and attempts that need a network
 	// are refused). IsolationTTL is how long a probe stays valid for the
@@ -82,7 +85,10 @@ func NewChecker(engine Engine, host HostFacts, opts Options) *Checker {
 	if opts.DetectStorage == nil {
 		opts.DetectStorage = quota.Detect
 	}
-	return &Checker{engine: engine, host: host, opts: opts, now: time.Now}
+	if opts.Clock == nil {
+		opts.Clock = clock.System{}
+	}
+	return &Checker{engine: engine, host: host, opts: opts, now: opts.Clock.Now}
 }
 
 // Check asks the engine and the host and returns the verdict. Failures are

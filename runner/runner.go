@@ -24,6 +24,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/imagegc"
+	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/internal/ids"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
@@ -111,6 +112,10 @@ type Config struct {
 	// SkipStartupReap leaves the previous process's ledgers alone at start
 	// (for a dry run that must change nothing).
 	SkipStartupReap bool
+	// Clock drives every timer of the runner (capacity refresh and the
+	// preflight report's age, reaper, lease watchdogs, samplers) and its
+	// timestamps; nil means clock.System. Tests inject a clock.Manual.
+	Clock clock.Clock
 }
 
 // Runner is an embedded forged: an actor system with its root supervisor.
@@ -143,6 +148,9 @@ func imageSweeper(store *quota.Store) supervisor.ImageSweeper {
 func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if cfg.Slots <= 0 {
 		cfg.Slots = 1
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
 	}
 	if cfg.QueueLimit < 0 {
 		cfg.QueueLimit = 0
@@ -199,7 +207,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	}
 	policy := cfg.Capacity
 	policy.MaxSlots = cfg.Slots
-	cache := preflight.NewCache(preflight.NewChecker(engine, nil, preflight.Options{
+	cache := preflight.NewCacheWithClock(preflight.NewChecker(engine, nil, preflight.Options{
 		AllowRootful: cfg.AllowRootful,
 		Endpoint:     engine.DaemonHost(),
 		StateRoot:    stateRoot,
@@ -207,7 +215,8 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Services:     ServiceCheck(cfg.Services, docker),
 		Disk:         cfg.Disk,
 		Isolation:    docker,
-	}), 0)
+		Clock:        cfg.Clock,
+	}), 0, cfg.Clock)
 	// The first report is taken now, so that admission starts from it.
 	first, _ := cache.Current(ctx)
 
@@ -228,7 +237,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	// forged processes off this engine: every ledger left in the state root
 	// belongs to an attempt a previous process was running when it died.
 	ledgers := ledger.Store{Root: stateRoot}
-	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace}
+	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace, Now: cfg.Clock.Now}
 	startup := round
 	startup.SnapshotAvailable = true // an empty snapshot: nothing is live
 	startup.DryRun = cfg.SkipStartupReap
@@ -256,6 +265,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Platform:            runtime.GOOS + "/" + runtime.GOARCH,
 		SeccompProfile:      cfg.SeccompProfile,
 		LSMOption:           cfg.LSMOption,
+		Clock:               cfg.Clock,
 		SampleInterval:      cfg.SampleInterval,
 		Limits:              cfg.Limits,
 		Services:            cfg.Services,
@@ -281,7 +291,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if cfg.ImageGC != nil {
 		gc = collector.Props(collector.Config{
 			API: engine, Refs: deps.ImageRefs, Policy: cfg.ImageGC.Policy, Interval: cfg.ImageGC.Interval,
-			StateRoot: stateRoot,
+			StateRoot: stateRoot, Clock: cfg.Clock,
 			DiskLow: func(ctx context.Context) (bool, error) {
 				report, _ := cache.Current(ctx)
 				return report.Disk.Low, nil
@@ -297,6 +307,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Ledgers:    ledgers,
 		Capacity:   cache,
 		RunnerID:   cfg.RunnerID,
+		Clock:      cfg.Clock,
 		ManagedNS:  cfg.ManagedNamespace,
 		Collector:  gc,
 		Reaper:     &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval, Images: imageSweeper(store)},

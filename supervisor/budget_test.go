@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
@@ -39,7 +38,7 @@ func TestAdmissionHoldsEachDispatchsResourcesAgainstTheHost(t *testing.T) {
 	source.setHost(8*gib, 2*gib, 3000) // 6 GiB and 3000 millis to share
 	f := newCapacityFixture(t, source, 8)
 	f.afterRefresh(t, func() bool { return f.snapshot(t).Slots == 8 })
-	probe := actortest.NewProbe(t, f.system)
+	probe := f.system.NewProbe()
 
 	// More than the host offers, even alone: refused with the numbers.
 	huge := sized(7*gib, 1000)

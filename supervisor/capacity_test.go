@@ -22,6 +22,7 @@ type fakeCapacity struct {
 	mu     sync.Mutex
 	report preflight.Report
 	calls  int
+	clock  clock.Clock // stamps the reports; the fixture's
 }
 
 func (f *fakeCapacity) set(capacity int, code string) {
@@ -39,7 +40,7 @@ func (f *fakeCapacity) Refresh(context.Context) (preflight.Report, uint64) {
 	defer f.mu.Unlock()
 	f.calls++
 	r := f.report
-	r.CheckedAt = time.Now()
+	r.CheckedAt = f.clock.Now()
 	return r, uint64(f.calls)
 }
 
@@ -51,9 +52,10 @@ const refreshInterval = 30 * time.Second
 
 func newCapacityFixture(t *testing.T, source *fakeCapacity, maxSlots int) *fixture {
 	t.Helper()
-	f := &fixture{system: actor.NewActorSystem(), cleaner: &fakeCleaner{}, clock: clock.NewManual(time.Now())}
-	t.Cleanup(f.system.Shutdown)
-	f.root = f.system.Root.Spawn(Props(Config{
+	sys := actortest.NewSystem(t)
+	f := &fixture{system: sys, cleaner: &fakeCleaner{}, clock: sys.Clock}
+	source.clock = sys.Clock
+	f.root = sys.Spawn(Props(Config{
 		Slots: maxSlots, QueueLimit: 8, Cleaner: f.cleaner, Ledgers: ledger.Store{Root: t.TempDir()}, Capacity: source,
 		RefreshInterval: refreshInterval, CapacityTTL: time.Hour, Clock: f.clock,
 		NewAttempt: func(d *messages.Dispatch, subscriber, _ *actor.PID) *actor.Props {
@@ -82,7 +84,7 @@ func TestCapacityShrinksByDrainingNeverByKilling(t *testing.T) {
 	source.set(3, "")
 	f := newCapacityFixture(t, source, 5)
 	f.afterRefresh(t, func() bool { return f.snapshot(t).Slots == 3 })
-	probe := actortest.NewProbe(t, f.system)
+	probe := f.system.NewProbe()
 	var running []*messages.Dispatch
 	for range 3 {
 		d := dispatch()
@@ -98,7 +100,7 @@ func TestCapacityShrinksByDrainingNeverByKilling(t *testing.T) {
 	reply := f.submit(t, queued, probe.PID())
 	require.True(t, reply.Accepted)
 	assert.True(t, reply.Queued)
-	actortest.ShouldReceiveNothing[messages.AttemptFinished](t, probe, 50*time.Millisecond)
+	actortest.ExpectNoMessage[messages.AttemptFinished](t, probe, refreshInterval)
 	assert.Equal(t, 3, f.snapshot(t).Active, "running attempts are never killed by a smaller capacity")
 
 	// Two finish: still at the new size of one, so the queued one waits.
@@ -135,7 +137,7 @@ func TestQueuedAttemptsAreRefusedWhenTheHostBecomesUnavailable(t *testing.T) {
 	source.set(1, "")
 	f := newCapacityFixture(t, source, 1)
 	f.afterRefresh(t, func() bool { return f.snapshot(t).Slots == 1 })
-	probe := actortest.NewProbe(t, f.system)
+	probe := f.system.NewProbe()
 	running, queued := dispatch(), dispatch()
 	require.True(t, f.submit(t, running, probe.PID()).Accepted)
 	require.True(t, f.submit(t, queued, probe.PID()).Queued)

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/collector"
 	"github.com/forgedev/forged/imagegc"
-	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -41,11 +41,11 @@ func collect(t *testing.T, system *actor.ActorSystem, root *actor.PID) collector
 // The image collector is the supervisor's child: requests reach it through
 // the root, it shows in the tree, and a panic restarts it.
 func TestCollectorRunsUnderTheSupervisor(t *testing.T) {
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	sys := actortest.NewSystem(t)
+	sys.AllowFailures(func(reason any) bool { return reason == "collector failed on purpose" })
+	system := sys.ActorSystem
 	var starts atomic.Int32
-	root := system.Root.Spawn(Props(Config{Slots: 1, Clock: clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
-		Collector: fakeCollector(&starts)}))
+	root := sys.Spawn(Props(Config{Slots: 1, Clock: sys.Clock, Collector: fakeCollector(&starts)}))
 
 	reply := collect(t, system, root)
 	require.NoError(t, reply.Err)
@@ -68,8 +68,7 @@ func TestCollectorRunsUnderTheSupervisor(t *testing.T) {
 }
 
 func TestCollectRequestWithoutCollector(t *testing.T) {
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
-	root := system.Root.Spawn(Props(Config{Slots: 1, Clock: clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))}))
-	assert.ErrorIs(t, collect(t, system, root).Err, errNoCollector)
+	sys := actortest.NewSystem(t)
+	root := sys.Spawn(Props(Config{Slots: 1, Clock: sys.Clock}))
+	assert.ErrorIs(t, collect(t, sys.ActorSystem, root).Err, errNoCollector)
 }

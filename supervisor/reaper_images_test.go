@@ -6,12 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/reaper"
@@ -47,15 +46,15 @@ func (s *recordingSweeper) Sweep(_ context.Context, live func(string) bool) ([]s
 // dry run) the images of attempts that are not live are released; a live
 // attempt's are kept.
 func TestReaperRoundSweepsImagesOfAttemptsNotLive(t *testing.T) {
-	system := actor.NewActorSystem()
+	sys := actortest.NewSystem(t)
+	system := sys.ActorSystem
 	live := newLiveSet()
 	live.add("01234567-89ab-cdef-0123-456789abcdef")
 	sweeper := &recordingSweeper{}
-	pid := system.Root.Spawn(newReaperProps(ReaperConfig{
+	pid := sys.Spawn(newReaperProps(ReaperConfig{
 		Store: ledger.Store{Root: t.TempDir()}, Docker: emptyEngine{}, Interval: time.Hour, Images: sweeper,
 		Round: reaper.Config{RunnerID: "00000000-0000-4000-8000-000000000001", RunnerInstanceID: "00000000-0000-4000-8000-000000000002"},
-	}, live, clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))))
-	defer system.Root.Stop(pid)
+	}, live, sys.Clock))
 
 	res, err := system.Root.RequestFuture(pid, ReapNow{DryRun: true}, 10*time.Second).Result()
 	require.NoError(t, err)

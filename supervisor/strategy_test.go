@@ -31,12 +31,12 @@ type spawned struct{ reaper, attempt *actor.PID }
 // The reaper is restarted after a panic (periodic reaping goes on); any
 // other child (an attempt) is stopped, never restarted.
 func TestRootStrategyRestartsTheReaperAndStopsAttempts(t *testing.T) {
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
-	probe := actortest.NewProbe(t, system)
+	system := actortest.NewSystem(t)
+	system.AllowFailures(func(reason any) bool { return reason == "child failed on purpose" })
+	probe := system.NewProbe()
 	var reaperStarts, attemptStarts atomic.Int32
 	strategy := &rootStrategy{}
-	system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+	system.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch msg := ctx.Message().(type) {
 		case *actor.Started:
 			reaper := ctx.SpawnPrefix(startCounter(&reaperStarts), "reaper")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,7 +80,7 @@ func (c *fakeCleaner) calls() []dockerops.Ownership {
 }
 
 type fixture struct {
-	system  *actor.ActorSystem
+	system  *actortest.System
 	root    *actor.PID
 	cleaner *fakeCleaner
 	ledgers ledger.Store
@@ -88,9 +89,8 @@ type fixture struct {
 
 func newFixture(t *testing.T, slots, queue int) *fixture {
 	t.Helper()
-	f := &fixture{system: actor.NewActorSystem(), cleaner: &fakeCleaner{}, ledgers: ledger.Store{Root: t.TempDir()}}
-	t.Cleanup(f.system.Shutdown)
-	f.root = f.system.Root.Spawn(Props(Config{
+	f := &fixture{system: actortest.NewSystem(t), cleaner: &fakeCleaner{}, ledgers: ledger.Store{Root: t.TempDir()}}
+	f.root = f.system.Spawn(Props(Config{
 		Slots: slots, QueueLimit: queue, Cleaner: f.cleaner, Ledgers: f.ledgers,
 		NewAttempt: func(d *messages.Dispatch, subscriber, _ *actor.PID) *actor.Props {
 			return actor.PropsFromProducer(func() actor.Actor { return &fakeAttempt{d: d, subscriber: subscriber} })
@@ -99,23 +99,8 @@ func newFixture(t *testing.T, slots, queue int) *fixture {
 	return f
 }
 
-var counter int
-
-func dispatch() *messages.Dispatch {
-	counter++
-	id := func(n int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", counter*10+n) }
-	return &messages.Dispatch{
-		Session: messages.SessionRef{ID: id(1)}, Execution: messages.ExecutionRef{RunnerID: id(2)},
-		Repo:       messages.RepoRef{Name: "r", LocalPath: "/srv/r", DefaultBranch: "main"},
-		BaseBranch: "main",
-		Lease:      messages.Lease{WorktreeKey: "forge/t", ExpiresAt: time.Now().Add(time.Hour), FencingToken: id(3)},
-		Sandbox: messages.SandboxSpec{DispatchAttemptID: id(4), ExecutionLeaseID: id(5), RunnerInstanceID: id(6),
-			ExecutionPolicy: messages.PolicyAdoption, NetworkPolicy: messages.NetworkPolicy{Mode: messages.NetworkNone},
-			RequestedResources: messages.RequestedResources{WorkerMemoryLimitBytes: 256 << 20, CPUMillis: 1000, PIDs: 128, RuntimeOverheadBytes: 128 << 20},
-			PublicationMode:    messages.PublicationNone},
-		Task: messages.Task{Argv: []string{"true"}},
-	}
-}
+// dispatch is a fresh dispatch whose lease runs an hour from now.
+func dispatch() *messages.Dispatch { return actortest.NewDispatch(time.Now().Add(time.Hour)) }
 
 func (f *fixture) submit(t *testing.T, d *messages.Dispatch, subscriber *actor.PID) messages.SubmitReply {
 	t.Helper()
@@ -158,7 +143,7 @@ func hex(id string) string {
 
 func TestAdmissionQueueAndRefusal(t *testing.T) {
 	f := newFixture(t, 1, 1)
-	probe := actortest.NewProbe(t, f.system)
+	probe := f.system.NewProbe()
 	a, b, c := dispatch(), dispatch(), dispatch()
 
 	assert.Equal(t, messages.SubmitReply{AttemptID: a.AttemptID(), Accepted: true}, f.submit(t, a, probe.PID()))
@@ -182,7 +167,7 @@ func TestAdmissionQueueAndRefusal(t *testing.T) {
 
 func TestCancelQueuedAndRunning(t *testing.T) {
 	f := newFixture(t, 1, 4)
-	probe := actortest.NewProbe(t, f.system)
+	probe := f.system.NewProbe()
 	a, b := dispatch(), dispatch()
 	f.submit(t, a, probe.PID())
 	f.submit(t, b, probe.PID())
@@ -216,9 +201,15 @@ func crashedLedger(d *messages.Dispatch) ledger.Entry {
 	}
 }
 
+// crashing declares the fake attempts' panics expected.
+func (f *fixture) crashing() {
+	f.system.AllowFailures(func(reason any) bool { return strings.Contains(fmt.Sprint(reason), "on purpose") })
+}
+
 func TestCrashedAttemptIsTornDownByLabelAndFreesItsSlot(t *testing.T) {
 	f := newFixture(t, 1, 1)
-	probe := actortest.NewProbe(t, f.system)
+	f.crashing()
+	probe := f.system.NewProbe()
 	a, b := dispatch(), dispatch()
 	f.submit(t, a, probe.PID())
 	f.submit(t, b, probe.PID())
@@ -251,8 +242,9 @@ func TestCrashedAttemptIsTornDownByLabelAndFreesItsSlot(t *testing.T) {
 
 func TestCrashedAttemptWhoseTeardownFailsKeepsItsLedgerDegraded(t *testing.T) {
 	f := newFixture(t, 1, 1)
+	f.crashing()
 	f.cleaner.err = failure.New(failure.SandboxTeardownFailed, "one object remains")
-	probe := actortest.NewProbe(t, f.system)
+	probe := f.system.NewProbe()
 	a := dispatch()
 	f.submit(t, a, probe.PID())
 	require.NoError(t, f.ledgers.Write(crashedLedger(a)))
@@ -269,28 +261,12 @@ func TestCrashedAttemptWhoseTeardownFailsKeepsItsLedgerDegraded(t *testing.T) {
 	assert.Len(t, reports, 1)
 }
 
-// permitUser asks for the build permit and records the grant.
-func permitUser(root *actor.PID, granted chan<- string, name string) *actor.Props {
-	return actor.PropsFromFunc(func(ctx actor.Context) {
-		switch ctx.Message().(type) {
-		case *actor.Started:
-			ctx.Request(root, messages.AcquireBuildPermit{Key: name})
-		case messages.BuildPermitGranted:
-			granted <- name
-		case finishNow:
-			ctx.Request(root, messages.ReleaseBuildPermit{})
-		case crashNow:
-			panic("builder crashed while holding the permit")
-		}
-	})
-}
-
 // spawnStopSupervised spawns props under a parent that stops (never
 // restarts) failing children, as the attempt does with its build actor.
-func spawnStopSupervised(system *actor.ActorSystem, props *actor.Props) *actor.PID {
+func spawnStopSupervised(system *actortest.System, props *actor.Props) *actor.PID {
 	child := make(chan *actor.PID, 1)
 	stop := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
-	system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+	system.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if _, ok := ctx.Message().(*actor.Started); ok {
 			child <- ctx.Spawn(props)
 		}
@@ -298,55 +274,44 @@ func spawnStopSupervised(system *actor.ActorSystem, props *actor.Props) *actor.P
 	return <-child
 }
 
+// granted expects the permit to be granted to the user named key.
+func granted(t *testing.T, probe *actortest.Probe, key string) {
+	t.Helper()
+	got := actortest.Expect[actortest.PermitGranted](t, probe, within)
+	assert.Equal(t, key, got.Key, "granted out of order")
+}
+
 func TestBuildPermitIsFIFOAndReleasedWhenItsHolderCrashes(t *testing.T) {
 	f := newFixture(t, 1, 1)
-	granted := make(chan string, 8)
-	first := spawnStopSupervised(f.system, permitUser(f.root, granted, "first"))
-	require.Equal(t, "first", <-granted)
-	second := f.system.Root.Spawn(permitUser(f.root, granted, "second"))
-	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 1 }, within, 10*time.Millisecond)
-	third := f.system.Root.Spawn(permitUser(f.root, granted, "third"))
-	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 2 }, within, 10*time.Millisecond)
-
-	select {
-	case name := <-granted:
-		t.Fatalf("%s was granted the permit while it was held", name)
-	case <-time.After(50 * time.Millisecond):
-	}
+	f.crashing()
+	grants := f.system.NewProbe()
+	first := spawnStopSupervised(f.system, actortest.PermitUser(f.root, "first", grants))
+	granted(t, grants, "first")
+	second := f.system.Spawn(actortest.PermitUser(f.root, "second", grants))
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 1 }, within, time.Millisecond)
+	third := f.system.Spawn(actortest.PermitUser(f.root, "third", grants))
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 2 }, within, time.Millisecond)
+	actortest.ExpectNoMessage[actortest.PermitGranted](t, grants, time.Minute)
 
 	// The holder crashes and is stopped by its parent: the permit passes to
 	// the next waiter in order.
-	f.system.Root.Send(first, crashNow{})
-	select {
-	case name := <-granted:
-		assert.Equal(t, "second", name)
-	case <-time.After(within):
-		t.Fatal("the permit was not released when its holder crashed")
-	}
-	f.system.Root.Send(second, finishNow{})
-	select {
-	case name := <-granted:
-		assert.Equal(t, "third", name)
-	case <-time.After(within):
-		t.Fatal("the permit was not passed on after release")
-	}
+	f.system.Root.Send(first, actortest.Crash{Reason: "builder crashed on purpose while holding the permit"})
+	granted(t, grants, "second")
+	f.system.Root.Send(second, actortest.ReleasePermit{})
+	granted(t, grants, "third")
 	f.system.Root.Stop(third)
-	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 0 }, within, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 0 }, within, time.Millisecond)
 }
 
 func TestWaiterThatStopsLeavesTheQueue(t *testing.T) {
 	f := newFixture(t, 1, 1)
-	granted := make(chan string, 8)
-	holder := f.system.Root.Spawn(permitUser(f.root, granted, "holder"))
-	require.Equal(t, "holder", <-granted)
-	waiter := f.system.Root.Spawn(permitUser(f.root, granted, "waiter"))
-	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 1 }, within, 10*time.Millisecond)
-	f.system.Root.Stop(waiter)
-	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 0 }, within, 10*time.Millisecond)
-	f.system.Root.Send(holder, finishNow{})
-	select {
-	case name := <-granted:
-		t.Fatalf("permit granted to %s after its waiter stopped", name)
-	case <-time.After(100 * time.Millisecond):
-	}
+	grants := f.system.NewProbe()
+	holder := f.system.Spawn(actortest.PermitUser(f.root, "holder", grants))
+	granted(t, grants, "holder")
+	waiter := f.system.Spawn(actortest.PermitUser(f.root, "waiter", grants))
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 1 }, within, time.Millisecond)
+	require.NoError(t, f.system.Root.StopFuture(waiter).Wait())
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 0 }, within, time.Millisecond)
+	f.system.Root.Send(holder, actortest.ReleasePermit{})
+	actortest.ExpectNoMessage[actortest.PermitGranted](t, grants, time.Minute)
 }

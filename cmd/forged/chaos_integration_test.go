@@ -40,6 +40,14 @@ func startDaemon(t *testing.T, forged, stateRoot, lockRoot string, extra ...stri
 	cmd.Env = append(os.Environ(), "TMPDIR="+lockRoot)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, cmd.Start())
+	// A test that fails before it stops its daemon must not leave it
+	// holding the Docker context lock for the next one.
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
+		}
+	})
 	d := &daemon{t: t, cmd: cmd, socket: socket, client: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
@@ -104,7 +112,7 @@ func (d *daemon) waitFor(attemptID, eventType string) {
 			}
 		}
 		if line.Outcome != nil {
-			d.t.Fatalf("attempt finished (%s) before %s; events %v", line.Outcome.Code, eventType, seen)
+			d.t.Fatalf("attempt finished (%s: %s) before %s; events %v", line.Outcome.Code, line.Outcome.Message, eventType, seen)
 		}
 	}
 	d.t.Fatalf("stream ended before %s; events %v", eventType, seen)

@@ -70,6 +70,29 @@ func (c *Manual) AfterFunc(d time.Duration, f func()) Timer {
 // Advance moves the clock forward and fires the timers that are due, each
 // on its own goroutine as time.AfterFunc would.
 func (c *Manual) Advance(d time.Duration) {
+	for _, f := range c.due(d) {
+		go f()
+	}
+}
+
+// AdvanceSync is Advance, but returns only once every timer it fired has
+// returned: a timer of an actor sends its tick message before AdvanceSync
+// returns, so a test can then expect what the tick causes.
+func (c *Manual) AdvanceSync(d time.Duration) {
+	var wg sync.WaitGroup
+	for _, f := range c.due(d) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
+	wg.Wait()
+}
+
+// due moves the clock forward by d and removes and returns the timers that
+// are then due, in the order they were set.
+func (c *Manual) due(d time.Duration) []func() {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	var due []func()
@@ -85,9 +108,7 @@ func (c *Manual) Advance(d time.Duration) {
 	}
 	c.timers = kept
 	c.mu.Unlock()
-	for _, f := range due {
-		go f()
-	}
+	return due
 }
 
 func (t *manualTimer) Stop() bool {

@@ -1,6 +1,7 @@
 package clock
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -47,4 +48,24 @@ func TestSystemIsTheWallClock(t *testing.T) {
 	done := make(chan struct{})
 	c.AfterFunc(time.Millisecond, func() { close(done) })
 	<-done
+}
+
+func TestAdvanceSyncReturnsAfterTheFiredTimers(t *testing.T) {
+	c := NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	var fired []string
+	var mu sync.Mutex
+	for _, name := range []string{"a", "b"} {
+		c.AfterFunc(time.Second, func() {
+			mu.Lock()
+			fired = append(fired, name)
+			mu.Unlock()
+		})
+	}
+	c.AfterFunc(time.Hour, func() { t.Error("a timer not yet due fired") })
+	assert.Equal(t, 3, c.Pending())
+	c.AdvanceSync(time.Second)
+	mu.Lock()
+	assert.ElementsMatch(t, []string{"a", "b"}, fired, "both fired before AdvanceSync returned")
+	mu.Unlock()
+	assert.Equal(t, 1, c.Pending())
 }
