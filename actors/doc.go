@@ -117,4 +117,10 @@
 // owned by the actor (see runAsync), whose results come back as messages;
 // every such goroutine ends with its call's deadline or the actor's
 // cancellation.
+//
+// In a runner every actor is instrumented by package metrics: the runner
+// spawns the supervisor from a clone of its Props with a counting mailbox,
+// receive and send middleware and a context decorator, which instruments
+// each child spawned below it the same way. No actor here knows of it, and
+// no Props is changed.
 package actors

@@ -110,6 +110,7 @@ type samplerState struct {
 	SampledContainer
 	counters  ContainerCounters // nil until opened, or when the kernel cannot be read
 	fallback  string            // why the kernel counters cannot be read: Engine API stats instead
+	openFails int               // rounds whose attempt to find the cgroup failed
 	gone      bool              // the kernel counters were read and vanished: the container exited
 	kernel    bool              // a kernel reading succeeded
 	peakKnown bool              // ... with the kernel's own peak
@@ -363,7 +364,12 @@ func (s *memorySampler) onRound(ctx actor.Context, msg roundDone) {
 			c.counters = r.opened
 		}
 		if r.openErr != nil {
-			c.fallback = r.openErr.Error()
+			// A container just started can be between cgroups for a moment:
+			// only a failure that persists makes stats the source for good
+			// (the rounds in between use stats).
+			if c.openFails++; c.openFails >= maxOpenFails {
+				c.fallback = r.openErr.Error()
+			}
 		}
 		switch {
 		case r.reading != nil:
@@ -467,6 +473,10 @@ func (c *samplerState) observe(path string, u cgroups.FSUsage) {
 	o.Full = o.Full || (u.Total > 0 && u.Free < storageFullBelow)
 	c.storage[path] = o
 }
+
+// maxOpenFails is how many rounds in a row may fail to find a container's
+// cgroup before the sampler settles on Engine API stats for it.
+const maxOpenFails = 3
 
 // storageFullBelow is the free space under which a file system is full
 // (the worker uses the same threshold).

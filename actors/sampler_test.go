@@ -24,6 +24,9 @@ import (
 type fakeKernel struct {
 	mu      sync.Mutex
 	openErr error
+	// failOpens fails that many opens first (a container between cgroups).
+	failOpens int
+	opens     int
 	reading cgroups.Reading
 	gone    bool
 	reads   int
@@ -34,7 +37,18 @@ func (k *fakeKernel) Open(pid int, id string) (ContainerCounters, error) {
 	if pid != 4242 || id != fakeContainerID {
 		return nil, errors.New("wrong container")
 	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.opens++; k.opens <= k.failOpens {
+		return nil, errors.New("cgroup does not name the container yet")
+	}
 	return k, k.openErr
+}
+
+func (k *fakeKernel) openCount() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.opens
 }
 
 func (k *fakeKernel) Read() (cgroups.Reading, error) {
@@ -159,6 +173,22 @@ func TestSamplerFallsBackToEngineStats(t *testing.T) {
 	assert.Equal(t, uint64(30<<20), rep.Telemetry.PeakMemoryBytes)
 	assert.False(t, rep.Kernel.OOMKnown || rep.Kernel.PidsKnown || rep.Kernel.StorageKnown, "no host facts without the kernel's counters")
 	assert.False(t, rep.Telemetry.FinalReading)
+}
+
+// A cgroup that cannot be found in the first round (a container just
+// started) is looked for again: the kernel's counters stay the source.
+func TestSamplerRetriesAFailedOpen(t *testing.T) {
+	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	kernel := &fakeKernel{failOpens: maxOpenFails - 1, reading: cgroups.Reading{MemoryPeakBytes: 40 << 20, PeakKnown: true}}
+	system, pid := spawnSampler(t, &samplerDocker{stats: 1 << 20}, kernel, clk)
+	for round := 1; round <= maxOpenFails; round++ {
+		require.Eventually(t, func() bool { return kernel.openCount() == round && clk.Pending() == 1 }, within, time.Millisecond, "round %d", round)
+		clk.Advance(250 * time.Millisecond)
+	}
+	rep := report(t, system, pid)
+	require.NotNil(t, rep.Telemetry)
+	assert.Equal(t, messages.TelemetryKernelPeak, rep.Telemetry.Source)
+	assert.Equal(t, uint64(40<<20), rep.Telemetry.PeakMemoryBytes)
 }
 
 func TestSamplerRecordsNothingRatherThanZero(t *testing.T) {

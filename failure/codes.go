@@ -17,6 +17,8 @@ var (
 	AttemptDuplicate       = define("attempt_duplicate", Permanent, http.StatusConflict, "the attempt id is already admitted, or finished and still remembered")
 	AttemptNotFound        = define("attempt_not_found", Permanent, http.StatusNotFound, "no such attempt (running, or finished and remembered)")
 	SupervisorShuttingDown = define("supervisor_shutting_down", Retryable, http.StatusServiceUnavailable, "forged is stopping and admits nothing more")
+	QueryInvalid           = define("query_invalid", Permanent, http.StatusBadRequest, "a query parameter of the daemon API is invalid; the message names it")
+	ConsoleReadOnly        = define("console_read_only", Permanent, http.StatusForbidden, "the console's cancel action is off: the daemon runs without --console-manage-token-file")
 )
 
 // Host preflight and the Docker context lock.

@@ -5,6 +5,7 @@
 // supervisor's snapshot or the live actor tree (the debug console).
 //
 //	POST   /v1/attempts             body: dispatch JSON → 202 {attemptId, queued} | 4xx {code, message}
+//	GET    /v1/attempts?state=running|finished|all&limit=N → {attempts: [{attemptId, state, submittedAt, events, outcome}]}
 //	GET    /v1/attempts/{id}/events NDJSON: {"type":"event","event":{...}} … {"type":"finished","outcome":{...}}
 //	DELETE /v1/attempts/{id}        cancel → 202 | 404
 //	POST   /v1/attempts/{id}/lease  body: {fencingToken, expiresAt} → 200 {accepted, expiresAt} | 404/409 {code, message}
@@ -13,21 +14,30 @@
 //	POST   /v1/reap?dryRun=true     one reaper round now → the round's account
 //	GET    /v1/snapshot             {slots, queued, starting, active, degraded, ...}
 //	GET    /v1/inspect              [{pid, kind, phase, facts, children}, …]
+//	GET    /v1/inspect/stream[?interval=1s] Server-Sent Events: one "frame" event (runner.ConsoleFrame) per interval
+//	GET    /metrics                 Prometheus metrics (package metrics)
+//	GET    /v1/console/config       {manage}: whether the console may cancel
+//	DELETE /v1/console/attempts/{id} cancel from the console: needs --console-manage-token-file and its bearer token (else 403 console_read_only, 401)
+//	GET    /console/                the live console: a read-only page (HTML and JS embedded in the binary)
 package httpapi
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/bearer"
 	"github.com/forgedev/forged/internal/strictjson"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/metrics"
 	"github.com/forgedev/forged/reaper"
 	"github.com/forgedev/forged/runner"
 )
@@ -43,13 +53,28 @@ type Runner interface {
 	CleanupReports() ([]messages.CleanupReport, error)
 	AcknowledgeReport(reportID string) error
 	Reap(dryRun bool) (reaper.Round, error)
+	Metrics() *metrics.Metrics
+	Console() runner.ConsoleFrame
 }
 
-// Handler returns the API's handler.
-func Handler(r Runner, logger *slog.Logger) http.Handler {
+// Handler returns the API's handler, with a read-only console.
+func Handler(r Runner, logger *slog.Logger) http.Handler { return HandlerWith(r, logger, Options{}) }
+
+// Options tune the API.
+type Options struct {
+	// ManageToken, when set, turns on the console's one manage action:
+	// DELETE /v1/console/attempts/{id} cancels an attempt for a request
+	// carrying "Authorization: Bearer <ManageToken>". Empty keeps the
+	// console read-only (console_read_only).
+	ManageToken string
+}
+
+// HandlerWith returns the API's handler with opts.
+func HandlerWith(r Runner, logger *slog.Logger, opts Options) http.Handler {
 	mux := http.NewServeMux()
 	api := &api{runner: r, logger: logger}
 	mux.HandleFunc("POST /v1/attempts", api.submit)
+	mux.HandleFunc("GET /v1/attempts", api.list)
 	mux.HandleFunc("GET /v1/attempts/{id}/events", api.events)
 	mux.HandleFunc("DELETE /v1/attempts/{id}", api.cancel)
 	mux.HandleFunc("POST /v1/attempts/{id}/lease", api.renew)
@@ -58,6 +83,20 @@ func Handler(r Runner, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/reap", api.reap)
 	mux.HandleFunc("GET /v1/snapshot", api.snapshot)
 	mux.HandleFunc("GET /v1/inspect", api.inspect)
+	mux.HandleFunc("GET /v1/inspect/stream", api.inspectStream)
+	mux.Handle("GET /metrics", r.Metrics().Handler())
+	mux.Handle("GET /console/", consoleHandler())
+	mux.HandleFunc("GET /v1/console/config", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, ConsoleConfig{Manage: opts.ManageToken != ""})
+	})
+	if opts.ManageToken != "" {
+		mux.Handle("DELETE /v1/console/attempts/{id}", bearer.Require(opts.ManageToken, "forged console", http.HandlerFunc(api.cancel)))
+	} else {
+		mux.HandleFunc("DELETE /v1/console/attempts/{id}", func(w http.ResponseWriter, _ *http.Request) {
+			writeRefusal(w, failure.ConsoleReadOnly, "the console is read-only: start the daemon with --console-manage-token-file to allow cancelling")
+		})
+	}
+	mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
 	return mux
 }
 
@@ -99,6 +138,50 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	a.logger.Info("attempt admitted", "attempt", reply.AttemptID, "queued", reply.Queued)
 	writeJSON(w, http.StatusAccepted, map[string]any{"attemptId": reply.AttemptID, "queued": reply.Queued})
+}
+
+// Listing limits: the default and the largest limit of GET /v1/attempts.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 1000
+)
+
+// AttemptList is the body of GET /v1/attempts.
+type AttemptList struct {
+	Attempts []runner.AttemptSummary `json:"attempts"`
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	query := r.URL.Query()
+	for name := range query {
+		if name != "state" && name != "limit" {
+			writeRefusal(w, failure.QueryInvalid, fmt.Sprintf("unknown query parameter %q (state, limit)", name))
+			return
+		}
+		if len(query[name]) > 1 {
+			writeRefusal(w, failure.QueryInvalid, fmt.Sprintf("query parameter %q given twice", name))
+			return
+		}
+	}
+	state := query.Get("state")
+	switch state {
+	case "":
+		state = runner.StateAll
+	case runner.StateRunning, runner.StateFinished, runner.StateAll:
+	default:
+		writeRefusal(w, failure.QueryInvalid, "state must be running, finished or all")
+		return
+	}
+	limit := DefaultListLimit
+	if raw := query.Get("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > MaxListLimit {
+			writeRefusal(w, failure.QueryInvalid, fmt.Sprintf("limit must be an integer from 1 to %d", MaxListLimit))
+			return
+		}
+		limit = n
+	}
+	writeJSON(w, http.StatusOK, AttemptList{Attempts: a.runner.Logs().List(state, limit)})
 }
 
 // StreamLine is one NDJSON line of the events stream.

@@ -3,12 +3,14 @@ package runner
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/metrics"
 	"github.com/forgedev/forged/reaper"
 )
 
@@ -60,7 +62,7 @@ func (l *Logs) open(attemptID string) (*Log, bool) {
 	if _, exists := l.byID[attemptID]; exists {
 		return nil, false
 	}
-	log := &Log{limit: l.limit, now: l.now, changed: make(chan struct{})}
+	log := &Log{id: attemptID, limit: l.limit, now: l.now, opened: l.now(), changed: make(chan struct{})}
 	l.byID[attemptID] = log
 	return log, true
 }
@@ -96,15 +98,17 @@ func (l *Logs) evictLocked() {
 // recordRestarted records the outcome of an attempt that a previous
 // process was running when it died: it was torn down at start-up and is
 // not run again.
-func (l *Logs) recordRestarted(attemptID string) {
+func (l *Logs) recordRestarted(attemptID string) (messages.AttemptOutcome, bool) {
 	log, ok := l.open(attemptID)
 	if !ok {
-		return
+		return messages.AttemptOutcome{}, false
 	}
-	log.finish(messages.AttemptOutcome{
+	out := messages.AttemptOutcome{
 		AttemptID: attemptID, Status: messages.StatusFailed, Code: string(reaper.CodeRunnerRestarted),
 		Message: "forged restarted while the attempt ran; its resources were reaped and it was not run again", FinishedAt: time.Now().UTC(),
-	})
+	}
+	log.finish(out)
+	return out, true
 }
 
 // unfinished returns the ids of the attempts whose logs have no outcome.
@@ -128,9 +132,72 @@ func (l *Logs) discard(attemptID string, log *Log) {
 	}
 }
 
+// Attempt states a listing selects.
+const (
+	StateRunning  = "running"  // admitted or queued, no outcome yet
+	StateFinished = "finished" // an outcome, and still retained
+	StateAll      = "all"
+)
+
+// AttemptSummary is one attempt in a listing.
+type AttemptSummary struct {
+	AttemptID   string    `json:"attemptId"`
+	State       string    `json:"state"`
+	SubmittedAt time.Time `json:"submittedAt"`
+	// Events counts the events recorded (dropped ones included).
+	Events int `json:"events"`
+	// Outcome is set once finished.
+	Outcome *messages.AttemptOutcome `json:"outcome,omitempty"`
+	sortAt  time.Time                // when it finished (the retention's clock), else SubmittedAt
+}
+
+// List returns the attempts in state (StateRunning, StateFinished or
+// StateAll), newest first (by finish, else by submission), at most limit
+// of them (limit <= 0: all). Finished attempts are those still retained
+// (RetainFinished, RetainFor).
+func (l *Logs) List(state string, limit int) []AttemptSummary {
+	l.mu.Lock()
+	l.evictLocked()
+	logs := make([]*Log, 0, len(l.byID))
+	for _, log := range l.byID {
+		logs = append(logs, log)
+	}
+	l.mu.Unlock()
+	out := make([]AttemptSummary, 0, len(logs))
+	for _, log := range logs {
+		s := log.summary()
+		if state == StateAll || s.State == state {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b AttemptSummary) int {
+		if c := b.sortAt.Compare(a.sortAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.AttemptID, b.AttemptID)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+func (l *Log) summary() AttemptSummary {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := AttemptSummary{AttemptID: l.id, State: StateRunning, SubmittedAt: l.opened, Events: l.dropped + len(l.events), sortAt: l.opened}
+	if l.outcome != nil {
+		out := *l.outcome
+		s.State, s.Outcome, s.sortAt = StateFinished, &out, l.finished
+	}
+	return s
+}
+
 // Log is one attempt's events and, once finished, its outcome.
 type Log struct {
 	mu       sync.Mutex
+	id       string
+	opened   time.Time // when it was submitted
 	limit    int
 	now      func() time.Time
 	events   []messages.Event
@@ -184,14 +251,15 @@ func (l *Log) notifyLocked() {
 }
 
 // subscriberProps returns an actor that records an attempt's events into
-// log and stops once the attempt has finished.
-func subscriberProps(log *Log) *actor.Props {
+// log, counts its outcome, and stops once the attempt has finished.
+func subscriberProps(log *Log, m *metrics.Metrics) *actor.Props {
 	return actor.PropsFromFunc(func(ctx actor.Context) {
 		switch msg := ctx.Message().(type) {
 		case messages.AttemptEvent:
 			log.append(msg.Event)
 		case messages.AttemptFinished:
 			log.finish(msg.Outcome)
+			m.Finished(msg.Outcome)
 			ctx.Stop(ctx.Self())
 		}
 	})

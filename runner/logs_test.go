@@ -73,3 +73,36 @@ func TestFinishedAttemptsAreBoundedByCount(t *testing.T) {
 	defer logs.mu.Unlock()
 	assert.Len(t, logs.byID, RetainFinished+1)
 }
+
+func TestListSelectsByStateNewestFirstWithinTheRetention(t *testing.T) {
+	clock := &fakeNow{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	logs := NewLogs(0)
+	logs.now = clock.now
+	for i := 1; i <= 4; i++ {
+		log, ok := logs.open(logID(i))
+		require.True(t, ok)
+		log.append(messages.Event{EventType: "x"})
+		clock.advance(time.Second)
+		if i != 3 {
+			log.finish(messages.AttemptOutcome{AttemptID: logID(i), Status: messages.StatusSucceeded})
+		}
+	}
+	finished := logs.List(StateFinished, 0)
+	require.Len(t, finished, 3)
+	assert.Equal(t, []string{logID(4), logID(2), logID(1)}, []string{finished[0].AttemptID, finished[1].AttemptID, finished[2].AttemptID})
+	assert.Equal(t, StateFinished, finished[0].State)
+	require.NotNil(t, finished[0].Outcome)
+	assert.Equal(t, 1, finished[0].Events)
+
+	running := logs.List(StateRunning, 0)
+	require.Len(t, running, 1)
+	assert.Equal(t, logID(3), running[0].AttemptID)
+	assert.Nil(t, running[0].Outcome)
+
+	assert.Len(t, logs.List(StateFinished, 2), 2)
+	assert.Len(t, logs.List(StateAll, 0), 4)
+
+	clock.advance(RetainFor + time.Second)
+	assert.Empty(t, logs.List(StateFinished, 0), "beyond the retention, nothing is listed")
+	assert.Len(t, logs.List(StateAll, 0), 1, "the running attempt stays")
+}

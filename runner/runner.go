@@ -28,6 +28,7 @@ import (
 	"github.com/forgedev/forged/internal/ids"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/metrics"
 	"github.com/forgedev/forged/preflight"
 	"github.com/forgedev/forged/quota"
 	"github.com/forgedev/forged/reaper"
@@ -97,6 +98,9 @@ type Config struct {
 	Services            *services.Catalogue
 	ServiceReadyWithin  time.Duration
 	ServicesReadyWithin time.Duration
+	// Metrics is this runner's instrumentation (nil: a new one). One
+	// Metrics serves one runner.
+	Metrics *metrics.Metrics
 	// ProviderAuth prepares the agents' provider credentials (see package
 	// providerauth); nil refuses every dispatch that names a provider with
 	// sandbox_auth_unavailable.
@@ -127,6 +131,8 @@ type Runner struct {
 	lock      *preflight.ContextLock
 	preflight *preflight.Cache
 	logs      *Logs
+	metrics   *metrics.Metrics
+	stopDead  func()
 	store     ledger.Store
 	runnerID  string
 	images    imagegc.EngineAPI
@@ -246,9 +252,15 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 			cfg.Logger.Warn("could not remove temporary ledger files", "err", err)
 		}
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
+	}
 	restart, err := reaper.Run(ctx, startup, ledgers, docker)
 	if err != nil {
 		cfg.Logger.Error("start-up reaper round failed; the periodic reaper retries", "err", err)
+	}
+	if !cfg.SkipStartupReap {
+		cfg.Metrics.ReaperRound(restart, err)
 	}
 	if store != nil && !cfg.SkipStartupReap {
 		// Nothing is live yet: every image left is a dead process's.
@@ -300,7 +312,8 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	}
 	logger := cfg.Logger
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "actor") }))
-	root, err := system.Root.SpawnNamed(supervisor.Props(supervisor.Config{
+	stopDead := cfg.Metrics.WatchDeadLetters(system)
+	root, err := system.Root.SpawnNamed(cfg.Metrics.Instrument(supervisor.Props(supervisor.Config{
 		Slots:      cfg.Slots,
 		QueueLimit: cfg.QueueLimit,
 		Cleaner:    docker,
@@ -310,24 +323,33 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Clock:      cfg.Clock,
 		ManagedNS:  cfg.ManagedNamespace,
 		Collector:  gc,
-		Reaper:     &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval, Images: imageSweeper(store)},
+		Reaper: &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval, Images: imageSweeper(store),
+			OnRound: cfg.Metrics.ReaperRound},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
 			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
 		},
-	}), "supervisor")
+	}), "supervisor"), "supervisor")
 	if err != nil {
+		stopDead()
+		system.Shutdown()
 		docker.Close()
 		lock.Release()
 		engine.Close()
 		return nil, fmt.Errorf("runner: spawn supervisor: %w", err)
 	}
 	r := &Runner{system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0),
-		store: ledgers, runnerID: cfg.RunnerID, Restart: restart, images: engine, imageRefs: deps.ImageRefs}
+		metrics: cfg.Metrics, stopDead: stopDead, store: ledgers, runnerID: cfg.RunnerID, Restart: restart, images: engine, imageRefs: deps.ImageRefs}
 	for _, id := range restart.Reaped {
-		r.logs.recordRestarted(id)
+		if out, ok := r.logs.recordRestarted(id); ok {
+			r.metrics.Finished(out)
+		}
 	}
+	r.metrics.WatchSnapshot(r.Snapshot)
 	return r, nil
 }
+
+// Metrics returns the runner's instrumentation.
+func (r *Runner) Metrics() *metrics.Metrics { return r.metrics }
 
 // Logs returns the runner's per-attempt event logs.
 func (r *Runner) Logs() *Logs { return r.logs }
@@ -336,10 +358,12 @@ func (r *Runner) Logs() *Logs { return r.logs }
 func (r *Runner) Submit(d *messages.Dispatch) (messages.SubmitReply, error) {
 	log, ok := r.logs.open(d.AttemptID())
 	if !ok {
-		return messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(failure.AttemptDuplicate),
-			Message: fmt.Sprintf("attempt %s is running or finished within the last %s; an attempt id is never reused", d.AttemptID(), RetainFor)}, nil
+		reply := messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(failure.AttemptDuplicate),
+			Message: fmt.Sprintf("attempt %s is running or finished within the last %s; an attempt id is never reused", d.AttemptID(), RetainFor)}
+		r.metrics.Submitted(reply)
+		return reply, nil
 	}
-	subscriber := r.system.Root.Spawn(subscriberProps(log))
+	subscriber := r.system.Root.Spawn(r.metrics.Instrument(subscriberProps(log, r.metrics), "subscriber"))
 	res, err := r.system.Root.RequestFuture(r.root, messages.SubmitAttempt{Dispatch: d, Subscriber: subscriber}, requestTimeout).Result()
 	if err != nil {
 		r.system.Root.Stop(subscriber)
@@ -347,6 +371,7 @@ func (r *Runner) Submit(d *messages.Dispatch) (messages.SubmitReply, error) {
 		return messages.SubmitReply{}, fmt.Errorf("submit: %w", err)
 	}
 	reply := res.(messages.SubmitReply)
+	r.metrics.Submitted(reply)
 	if !reply.Accepted {
 		r.system.Root.Stop(subscriber)
 		r.logs.discard(d.AttemptID(), log)
@@ -464,6 +489,7 @@ func (r *Runner) Inspect() []messages.InspectReply {
 // not torn down by Close; cancel them first.
 func (r *Runner) Close() error {
 	r.system.Root.Stop(r.root)
+	r.stopDead()
 	r.system.Shutdown()
 	return errors.Join(r.docker.Close(), r.engine.Close(), r.lock.Release())
 }

@@ -2,8 +2,8 @@
 # Makes sure a Docker engine answers on this machine, and that the tools the
 # example and the tests need are installed. On a fresh Debian machine (as
 # root) it installs Debian's docker.io, busybox-static, git, e2fsprogs
-# (mkfs.ext4, for the bounded attempt volumes) and mmdebstrap (scripts/images.sh
-# builds images with it), and starts dockerd in the background. Nothing here
+# (mkfs.ext4, for the bounded attempt volumes), mmdebstrap (scripts/images.sh
+# builds images with it) and chromium (the console's browser test), and starts dockerd in the background. Nothing here
 # pulls an image or reaches beyond Debian's package mirror.
 set -euo pipefail
 
@@ -17,6 +17,8 @@ dpkg -s busybox-static >/dev/null 2>&1 || need_packages+=(busybox-static)
 command -v git >/dev/null 2>&1 || need_packages+=(git)
 command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin/mkfs.ext4 ] || need_packages+=(e2fsprogs)
 command -v mmdebstrap >/dev/null 2>&1 || need_packages+=(mmdebstrap)
+# Headless Chromium loads the live console in httpapi's browser test.
+command -v chromium >/dev/null 2>&1 || need_packages+=(chromium)
 
 if [ ${#need_packages[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -23,6 +23,10 @@ type ReaperConfig struct {
 	Round    reaper.Config // RunnerID, RunnerInstanceID, Grace; Live is set by the supervisor
 	Interval time.Duration // default 1 minute
 	Timeout  time.Duration // bound of one round; default 5 minutes
+	// OnRound, when set, is told every finished round but dry runs (the
+	// runner's metrics); it is called on the reaper's mailbox and must
+	// not block.
+	OnRound func(reaper.Round, error)
 	// Images, when set, releases after each round the volume images of
 	// attempts that are not live (those whose volumes the label path
 	// removed without a ledger).
@@ -88,6 +92,7 @@ type reapTick struct{}
 type roundDone struct {
 	result    ReapResult
 	requester *actor.PID
+	dryRun    bool
 }
 
 // reaperActor runs reaper rounds on its own timer (re-armed after each
@@ -153,6 +158,9 @@ func (r *reaperActor) Receive(ctx actor.Context) {
 			ctx.Logger().Warn("reaper removed leaked resources", "reaped", msg.result.Round.Reaped,
 				"removed", len(msg.result.Round.Removed), "degraded", msg.result.Round.Degraded)
 		}
+		if r.cfg.OnRound != nil && !msg.dryRun {
+			r.cfg.OnRound(msg.result.Round, msg.result.Err)
+		}
 		if msg.requester != nil {
 			ctx.Send(msg.requester, msg.result)
 		}
@@ -208,7 +216,7 @@ func (r *reaperActor) round(ctx actor.Context, dryRun bool, requester *actor.PID
 			_, serr := images.Sweep(roundCtx, func(hex string) bool { return live.has(attemptIDFromHex(hex)) })
 			err = errors.Join(err, serr)
 		}
-		return roundDone{result: ReapResult{Round: round, Err: err}, requester: requester}
+		return roundDone{result: ReapResult{Round: round, Err: err}, requester: requester, dryRun: dryRun}
 	})
 }
 

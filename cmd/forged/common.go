@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/actors"
+	"github.com/forgedev/forged/config"
 	"github.com/forgedev/forged/imagesig"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/preflight"
@@ -21,6 +23,7 @@ import (
 // runnerFlags are the flags shared by the commands that embed forged.
 type runnerFlags struct {
 	stateRoot      string
+	lockRoot       string
 	workerBinary   string
 	slots          int
 	queue          int
@@ -59,7 +62,7 @@ func (p *preflightFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&p.minWorkspaceBytes, "min-workspace-bytes", 10<<30, "free bytes of the Docker root directory below which the disk is low")
 	cmd.Flags().Float64Var(&p.diskHigh, "disk-high-watermark", 0.90, "used ratio (0..1) of the Docker root directory at which the disk becomes low")
 	cmd.Flags().Float64Var(&p.diskLow, "disk-low-watermark", 0.80, "used ratio (0..1) at which a low disk recovers")
-	cmd.Flags().StringVar(&p.serviceCatalogue, "service-catalogue", os.Getenv("FORGED_SERVICE_CATALOGUE"), "the service catalogue (scripts/service-images.sh writes bin/services.tsv); without one, contracts declaring services are refused")
+	cmd.Flags().StringVar(&p.serviceCatalogue, "service-catalogue", "", "the service catalogue (scripts/service-images.sh writes bin/services.tsv); without one, contracts declaring services are refused")
 }
 
 // services loads the service catalogue, when one is configured.
@@ -106,6 +109,7 @@ func (p *preflightFlags) disk() preflight.DiskPolicy {
 
 func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.stateRoot, "state-root", defaultStateRoot(), "forged's private state directory")
+	cmd.Flags().StringVar(&f.lockRoot, "lock-root", filepath.Join(os.TempDir(), "forged"), "where forged keeps the Docker context lock: every forged on a host must use the same one")
 	cmd.Flags().StringVar(&f.workerBinary, "worker-binary", "", "static forged binary to put into sandbox images (default: this executable)")
 	cmd.Flags().IntVar(&f.slots, "slots", 2, "attempts that may run at once")
 	cmd.Flags().IntVar(&f.queue, "queue", 16, "attempts that may wait for a slot")
@@ -124,6 +128,8 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.reapGrace, "reaper-grace", 2*time.Minute, "labelled resources younger than this are never reaped")
 	f.preflight.register(cmd)
 	f.publish.register(cmd)
+	config.SetMin(cmd.Flags(), "slots", 1)
+	config.SetMin(cmd.Flags(), "queue", 0)
 }
 
 // config returns the runner's configuration, or an error naming the flag
@@ -165,6 +171,7 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		Slots:            f.slots,
 		QueueLimit:       f.queue,
 		StateRoot:        f.stateRoot,
+		LockRoot:         f.lockRoot,
 		WorkerBinary:     f.workerBinary,
 		SeccompProfile:   f.seccompProfile,
 		LSMOption:        f.lsmOption,

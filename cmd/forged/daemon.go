@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,12 +16,15 @@ import (
 
 	"github.com/forgedev/forged/httpapi"
 	"github.com/forgedev/forged/imagegc"
+	"github.com/forgedev/forged/internal/bearer"
 	"github.com/forgedev/forged/runner"
 )
 
 func daemonCommand() *cobra.Command {
 	var flags runnerFlags
 	var socket string
+	var metricsFlags metricsListenFlags
+	var manageTokenFile string
 	var allowUIDs []uint
 	var gc runner.ImageGCConfig
 	cmd := &cobra.Command{
@@ -42,11 +47,34 @@ func daemonCommand() *cobra.Command {
 			if cfg.Services, err = flags.preflight.services(); err != nil {
 				return err
 			}
+			manageToken := ""
+			if manageTokenFile != "" {
+				token, err := bearer.ReadTokenFile(manageTokenFile)
+				if err != nil {
+					return fmt.Errorf("config: consoleManageTokenFile: %w", err)
+				}
+				manageToken = token
+			}
+			metricsListener, metricsToken, err := metricsFlags.listen()
+			if err != nil {
+				return err
+			}
+			if metricsListener != nil {
+				defer metricsListener.Close()
+			}
 			r, err := runner.New(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer r.Close()
+			var metricsDone chan error
+			if metricsListener != nil {
+				metricsDone = make(chan error, 1)
+				go func() {
+					metricsDone <- httpapi.Serve(ctx, metricsListener, r.Metrics().TCPHandler(metricsToken), 5*time.Second)
+				}()
+				logger.Warn("forged metrics listening", "address", metricsListener.Addr().String())
+			}
 			if socket == "" {
 				socket = filepath.Join(flags.stateRoot, "forged.sock")
 			}
@@ -68,7 +96,7 @@ func daemonCommand() *cobra.Command {
 			}
 			logger.Warn("forged daemon listening", "socket", socket)
 			fmt.Fprintf(os.Stderr, "forged: listening on %s\n", socket)
-			serveErr := httpapi.Serve(ctx, l, httpapi.Handler(r, logger), 10*time.Second)
+			serveErr := httpapi.Serve(ctx, l, httpapi.HandlerWith(r, logger, httpapi.Options{ManageToken: manageToken}), 10*time.Second)
 			// The first signal stopped admission (the API is closed); a
 			// second one now ends the process at once, leaving the rest to
 			// the next start's reaper. Cancel what runs and let every
@@ -78,6 +106,9 @@ func daemonCommand() *cobra.Command {
 			defer cancel()
 			if err := r.Drain(drainCtx, "the daemon is shutting down"); err != nil {
 				logger.Error("drain incomplete; the next start's reaper removes what remains", "err", err)
+			}
+			if metricsDone != nil {
+				serveErr = errors.Join(serveErr, <-metricsDone)
 			}
 			return serveErr
 		},
@@ -90,5 +121,44 @@ func daemonCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&gc.Policy.AuditMaxAge, "image-gc-audit-max-age", imagegc.DefaultAuditMaxAge, "stored build logs older than this are collected (at least 1h)")
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default STATE_ROOT/forged.sock)")
 	cmd.Flags().UintSliceVar(&allowUIDs, "allow-uid", nil, "uids, besides root and forged's own, whose processes may use the socket (checked with SO_PEERCRED; repeatable)")
+	metricsFlags.register(cmd)
+	cmd.Flags().StringVar(&manageTokenFile, "console-manage-token-file", "", "file (mode 0600) holding the bearer token that lets the console cancel attempts (default: the console is read-only)")
 	return cmd
+}
+
+// metricsListenFlags configure the optional TCP listener for /metrics. It
+// is off by default; when on, every request needs the bearer token.
+type metricsListenFlags struct {
+	address, tokenFile string
+}
+
+func (m *metricsListenFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&m.address, "metrics-listen", "", "also serve /metrics on this TCP host:port, behind a bearer token (default: only on the unix socket)")
+	cmd.Flags().StringVar(&m.tokenFile, "metrics-token-file", "", "file (mode 0600) holding the bearer token the TCP metrics listener requires")
+}
+
+// listen opens the TCP listener, or returns nil when none is configured.
+func (m *metricsListenFlags) listen() (net.Listener, string, error) {
+	if m.address == "" {
+		if m.tokenFile != "" {
+			return nil, "", errors.New("config: metricsTokenFile is set but metricsListen is not")
+		}
+		return nil, "", nil
+	}
+	host, _, err := net.SplitHostPort(m.address)
+	if err != nil {
+		return nil, "", fmt.Errorf("config: metricsListen: %w", err)
+	}
+	if host == "" {
+		return nil, "", fmt.Errorf("config: metricsListen %q: name the address to listen on (0.0.0.0 for every interface)", m.address)
+	}
+	token, err := bearer.ReadTokenFile(m.tokenFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("config: metricsTokenFile: %w", err)
+	}
+	l, err := net.Listen("tcp", m.address)
+	if err != nil {
+		return nil, "", fmt.Errorf("config: metricsListen: %w", err)
+	}
+	return l, token, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 func exampleCommand() *cobra.Command {
 	var dir, busybox, stateRoot, project string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "example",
 		Short: "Create a sample repository, its busybox base image and a dispatch (nothing from the internet)",
@@ -55,12 +57,17 @@ func exampleCommand() *cobra.Command {
 			if err := example.WriteDispatch(path, d); err != nil {
 				return err
 			}
-			fmt.Printf("base image:  %s (%s)\nrepository:  %s\ndispatch:    %s\nbranch:      %s\n", example.BaseImage, id, repo, path, example.Branch)
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]string{
+					"baseImage": example.BaseImage, "imageId": id, "repository": repo, "dispatch": path, "branch": example.Branch})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "base image:  %s (%s)\nrepository:  %s\ndispatch:    %s\nbranch:      %s\n", example.BaseImage, id, repo, path, example.Branch)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "forged-example", "directory to create the example in")
 	cmd.Flags().StringVar(&stateRoot, "state-root", defaultStateRoot(), "state root of the forged that will run the dispatch (its runner id goes into the dispatch)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was created as JSON: {baseImage, imageId, repository, dispatch, branch}")
 	cmd.Flags().StringVar(&project, "project", "sample", "the repository name in the dispatch, which labels the images built for it")
 	cmd.Flags().StringVar(&busybox, "busybox", "/bin/busybox", "static busybox binary (Debian package busybox-static)")
 	return cmd

@@ -58,6 +58,7 @@ func gcCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be removed; remove nothing")
+	cmd.Flags().Bool("json", true, "print as JSON (the only format; accepted so that every printing command takes --json)")
 	cmd.Flags().StringVar(&lockRoot, "lock-root", filepath.Join(os.TempDir(), "forged"), "where forged keeps the Docker context lock")
 	cmd.Flags().StringVar(&project, "project", "", "only this project's images (its dev.forge.project label)")
 	cmd.Flags().IntVar(&policy.KeepPerProject, "keep", 3, "image keys kept per project, newest first")

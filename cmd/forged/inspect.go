@@ -7,9 +7,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,12 +22,18 @@ import (
 
 func inspectCommand() *cobra.Command {
 	var socket string
-	var asJSON bool
+	var asJSON, watch bool
+	var interval time.Duration
 	cmd := &cobra.Command{
 		Use:   "inspect",
-		Short: "Print a running daemon's live actor tree: every actor's kind, phase and key facts",
+		Short: "Print a running daemon's live actor tree: every actor's kind, phase and key facts (--watch: live)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if watch {
+				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				return watchInspect(ctx, unixClient(socket), interval, cmd.OutOrStdout(), asJSON, isTerminal(os.Stdout))
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://forged/v1/inspect", nil)
@@ -51,7 +59,9 @@ func inspectCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&socket, "socket", filepath.Join(defaultStateRoot(), "forged.sock"), "the daemon's unix socket")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the replies as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the replies as JSON (with --watch: one console frame per line)")
+	cmd.Flags().BoolVar(&watch, "watch", false, "follow the daemon live: redraw the tree (with each actor's mailbox, messages and restarts) and the attempts in place")
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "with --watch, how often the daemon sends a frame")
 	return cmd
 }
 
@@ -59,7 +69,11 @@ func inspectCommand() *cobra.Command {
 // parent, each with its kind, phase and facts, every field escaped by
 // termsafe (facts carry container names, messages and other text the
 // engine or a task may have chosen).
-func printTree(w io.Writer, replies []messages.InspectReply) {
+func printTree(w io.Writer, replies []messages.InspectReply) { printTreeWith(w, replies, nil) }
+
+// printTreeWith is printTree with extra text (already escaped) after each
+// actor's facts.
+func printTreeWith(w io.Writer, replies []messages.InspectReply, extra func(pid string) string) {
 	byPID := make(map[string]messages.InspectReply, len(replies))
 	for _, r := range replies {
 		byPID[r.PID] = r
@@ -80,6 +94,11 @@ func printTree(w io.Writer, replies []messages.InspectReply) {
 		facts := make([]string, 0, len(keys))
 		for _, k := range keys {
 			facts = append(facts, termsafe.String(k)+"="+termsafe.String(r.Facts[k]))
+		}
+		if extra != nil {
+			if more := extra(pid); more != "" {
+				facts = append(facts, more)
+			}
 		}
 		fmt.Fprintf(w, "%s%s [%s] %s  %s\n", strings.Repeat("  ", depth), termsafe.String(r.Kind), termsafe.String(r.Phase), termsafe.String(pid), strings.Join(facts, " "))
 		for _, child := range r.Children {

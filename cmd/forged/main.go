@@ -20,14 +20,7 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
-	root := &cobra.Command{
-		Use:           "forged",
-		Short:         "Run sandbox attempts in hardened Docker containers, supervised as actor trees",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(runCommand(), daemonCommand(), workerCommand(), exampleCommand(), preflightCommand(), leaseCommand(), reapCommand(), inspectCommand(), gcCommand())
-	if err := root.Execute(); err != nil {
+	if err := newRootCommand(os.LookupEnv).Execute(); err != nil {
 		var exit exitError
 		if errors.As(err, &exit) {
 			os.Exit(exit.code)
@@ -35,6 +28,27 @@ func main() {
 		fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))
 		os.Exit(2)
 	}
+}
+
+// newRootCommand builds forged's commands. Every command but the worker
+// reads its flags' values also from FORGED_* environment variables and the
+// configuration file (package config), under its command line.
+func newRootCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
+	layer := &configLayer{lookupEnv: lookupEnv}
+	root := &cobra.Command{
+		Use:               "forged",
+		Short:             "Run sandbox attempts in hardened Docker containers, supervised as actor trees",
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		PersistentPreRunE: layer.preRun,
+	}
+	layer.root = root
+	root.PersistentFlags().StringVar(&layer.path, "config", "", "YAML configuration file (env "+configEnv+"); flags win over FORGED_* variables, which win over the file")
+	worker := workerCommand()
+	worker.Annotations = map[string]string{annotationNoConfig: "yes"}
+	root.AddCommand(runCommand(), daemonCommand(), worker, exampleCommand(), preflightCommand(), leaseCommand(), reapCommand(), inspectCommand(), gcCommand(), attemptsCommand(), configCommand(layer))
+	layer.describeEnv(root)
+	return root
 }
 
 // newLogger logs with tint on a terminal, every string escaped by

@@ -9,12 +9,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/config"
 	"github.com/forgedev/forged/redeem"
 	"github.com/forgedev/forged/runner"
 )
 
 // parsePublish registers the publication flags on a fresh command, parses
-// args and applies them.
+// args, layers the environment under them and applies them.
 func parsePublish(t *testing.T, args ...string) (runner.Config, *publishFlags, error) {
 	t.Helper()
 	var p publishFlags
@@ -22,6 +23,9 @@ func parsePublish(t *testing.T, args ...string) (runner.Config, *publishFlags, e
 	p.register(cmd)
 	require.NoError(t, cmd.ParseFlags(args))
 	var cfg runner.Config
+	if _, err := config.Apply(cmd.Flags(), config.Options{LookupEnv: os.LookupEnv}); err != nil {
+		return cfg, &p, err
+	}
 	err := p.apply(&cfg)
 	return cfg, &p, err
 }

@@ -50,5 +50,6 @@ func reapCommand() *cobra.Command {
 	}
 	flags.register(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be removed; remove nothing")
+	cmd.Flags().Bool("json", true, "print as JSON (the only format; accepted so that every printing command takes --json)")
 	return cmd
 }
