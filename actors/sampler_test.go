@@ -27,10 +27,10 @@ type fakeKernel struct {
 	// failOpens fails that many opens first (a container between cgroups).
 	failOpens int
 	opens     int
-	reading cgroups.Reading
-	gone    bool
-	reads   int
-	tmp     cgroups.FSUsage
+	reading   cgroups.Reading
+	gone      bool
+	reads     int
+	tmp       cgroups.FSUsage
 }
 
 func (k *fakeKernel) Open(pid int, id string) (ContainerCounters, error) {
