@@ -13,11 +13,13 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/internal/teardown"
 	"github.com/forgedev/forged/internal/text"
 	"github.com/forgedev/forged/lease"
 	"github.com/forgedev/forged/ledger"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/services"
 )
 
 const kindAttempt = "attempt"
@@ -60,10 +62,17 @@ type attemptActor struct {
 	// What the pipeline learned, step by step.
 	prepared *gitops.Prepared
 	contract *contract.Parsed
-	security []string // resolved worker security options
-	imageID  string
-	names    dockerops.Names
-	labels   map[string]string
+	// serviceImages are the declared services' verified catalogue entries;
+	// services their actors and state (attempt_services.go).
+	serviceImages map[string]services.Entry
+	services      map[string]*serviceRun
+	servicesTimer clock.Timer
+	security      []string // resolved worker security options
+	imageID       string
+	names         dockerops.Names
+	labels        map[string]string
+	network       string // the isolated attempt network's name, when services need one
+	networkID     string
 	// provisioned: the volumes were (at least partly) created.
 	provisioned bool
 
@@ -103,9 +112,10 @@ type childGone struct{ who *actor.PID }
 // Internal step results.
 type (
 	prepareDone struct {
-		prepared *gitops.Prepared
-		contract *contract.Parsed
-		security []string
+		prepared      *gitops.Prepared
+		contract      *contract.Parsed
+		security      []string
+		serviceImages map[string]services.Entry
 		// signatureWarnings are the upstream images left unverified
 		// under adoption.
 		signatureWarnings []signatureWarning
@@ -208,6 +218,17 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 	case BuildFailed:
 		a.fail(msg.Err)
 		a.advance(ctx)
+	case secretsDone:
+		a.inflight = ""
+		a.onSecretsWritten(ctx, msg)
+	case ServiceStarted:
+		a.onServiceStarted(ctx, msg)
+	case ServiceReady:
+		a.onServiceReady(ctx, msg)
+	case ServiceFailed:
+		a.onServiceFailed(ctx, msg)
+	case servicesTimedOut:
+		a.onServicesTimedOut(ctx)
 	case WorkerCreated:
 		a.onWorkerCreated(ctx, msg)
 	case WorkerOutput:
@@ -265,7 +286,7 @@ func (a *attemptActor) start(ctx actor.Context) {
 	a.names = names
 	a.workDir = attemptWorkDir(a.cfg.StateRoot, names.AttemptHex)
 	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption, confinement: a.cfg.Confinement(),
-		verifier: a.deps.ImageVerifier}
+		verifier: a.deps.ImageVerifier, catalogue: a.cfg.Services, images: a.deps.Docker}
 	a.step(ctx, "prepare", func(stepCtx context.Context) any { return prepareStep(stepCtx, in) })
 }
 
@@ -284,10 +305,10 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		a.advance(ctx)
 		return
 	}
-	a.prepared, a.contract, a.security = msg.prepared, msg.contract, msg.security
+	a.prepared, a.contract, a.security, a.serviceImages = msg.prepared, msg.contract, msg.security, msg.serviceImages
 	for _, w := range msg.signatureWarnings {
 		a.emit(ctx, messages.RunnerEvent("sandbox_image_signature_warning",
-			fmt.Sprintf("The upstream image %s is not verified (%s); adoption carries on.", w.image, w.reason),
+			fmt.Sprintf("The image %s is not verified (%s); adoption carries on.", w.image, w.reason),
 			map[string]any{"image": w.image, "line": w.line, "reason": w.reason}))
 	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_input_prepared", "Prepared the input bundle and build context.", map[string]string{
@@ -360,6 +381,15 @@ func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
 		a.advance(ctx)
 		return
 	}
+	if len(a.contract.Contract.Services) > 0 {
+		a.startServices(ctx)
+		return
+	}
+	a.startWorker(ctx)
+}
+
+// startWorker spawns the worker once everything it needs is ready.
+func (a *attemptActor) startWorker(ctx actor.Context) {
 	job, err := a.workerJob()
 	if err != nil {
 		a.fail(err)
@@ -374,15 +404,29 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 	a.containerID = msg.ContainerID
 	a.armTimeLimits(ctx)
 	a.writeLedger(ledger.Active)
+	networkMode, networks := "none", []map[string]string{}
+	if a.network != "" {
+		networkMode = a.network
+		networks = append(networks, map[string]string{"id": a.networkID, "name": a.network, "role": "internal"})
+	}
+	sampled := []SampledContainer{{ID: msg.ContainerID, Name: a.names.Container, Role: roleAgent}}
+	var sidecars []map[string]string
+	for _, s := range a.contract.Contract.ServiceTypes() {
+		if r, ok := a.services[s]; ok && r.containerID != "" {
+			name := services.ContainerName(a.names.Prefix, s)
+			sidecars = append(sidecars, map[string]string{"id": r.containerID, "name": name, "role": "service:" + s})
+			sampled = append(sampled, SampledContainer{ID: r.containerID, Name: name, Role: "service:" + s})
+		}
+	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_started", fmt.Sprintf("Docker sandbox %s started.", a.names.AttemptHex), map[string]any{
-		"agentContainer": map[string]string{"id": msg.ContainerID, "name": a.names.Container, "role": "agent"},
-		"networkMode":    "none",
-		"networks":       []map[string]string{},
-		"volumes":        []string{a.names.WorkspaceVolume, a.names.ControlVolume, a.names.SecretsVolume},
+		"agentContainer":    map[string]string{"id": msg.ContainerID, "name": a.names.Container, "role": "agent"},
+		"sidecarContainers": sidecars,
+		"networkMode":       networkMode,
+		"networks":          networks,
+		"volumes":           []string{a.names.WorkspaceVolume, a.names.ControlVolume, a.names.SecretsVolume},
 	}))
 	if a.failure == nil {
-		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval,
-			[]SampledContainer{{ID: msg.ContainerID, Name: a.names.Container, Role: roleAgent}}), kindSampler)
+		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval, sampled), kindSampler)
 	}
 }
 
@@ -544,6 +588,7 @@ func (a *attemptActor) abort(ctx actor.Context, err error) {
 	if a.worker != nil {
 		ctx.Send(a.worker, CancelWorker{})
 	}
+	a.cancelServices(ctx)
 	a.advance(ctx)
 }
 
@@ -555,6 +600,12 @@ func (a *attemptActor) advance(ctx actor.Context) {
 		return
 	}
 	if a.failure == nil && !a.pipelineDone {
+		return
+	}
+	if a.servicesAlive() {
+		// Teardown waits for every service actor's calls to return, so
+		// that no create races it; they stop once cancelled.
+		a.cancelServices(ctx)
 		return
 	}
 	a.beginTeardown(ctx)
@@ -584,6 +635,8 @@ func (a *attemptActor) onChildTerminated(ctx actor.Context, who *actor.PID) {
 		a.sampler = nil
 	case who.Equal(a.pusher):
 		a.pusher = nil // renewals are no longer pushed; the watchdog still holds them
+	default:
+		a.onServiceTerminated(ctx, who)
 	}
 }
 

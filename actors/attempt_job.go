@@ -22,6 +22,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		LeaseControlKey:    a.controlKey,
 		TaskTimeoutSeconds: int(limits.HardWall / time.Second),
 		IdleTimeoutSeconds: int(limits.Idle / time.Second),
+		Services:           a.serviceEndpoints(),
 		ReleaseWaitMillis:  int(releaseWait / time.Millisecond),
 	}
 	raw, err := json.Marshal(packet)
@@ -32,10 +33,11 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		spec: dockerops.WorkerSpec{
 			Name:            a.names.Container,
 			Image:           a.imageID,
+			Network:         a.network, // the isolated attempt network with services; "" (none) without
 			WorkingDir:      a.contract.Contract.WorkingDirectory,
 			Labels:          a.labels,
 			Resources:       a.d.Sandbox.RequestedResources,
-			Env:             dockerops.WorkerEnv(a.d, a.prepared.InputCommitSHA),
+			Env:             append(dockerops.WorkerEnv(a.d, a.prepared.InputCommitSHA), messages.ServiceEnv(packet.Services)...),
 			SecurityOpts:    a.security,
 			WorkspaceVolume: a.names.WorkspaceVolume,
 			ControlVolume:   a.names.ControlVolume,

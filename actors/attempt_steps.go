@@ -15,6 +15,7 @@ import (
 	"github.com/forgedev/forged/internal/teardown"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/quota"
+	"github.com/forgedev/forged/services"
 )
 
 // The attempt's host steps. Each is a plain function of an explicit input,
@@ -51,6 +52,8 @@ type prepareInput struct {
 	lsmOption      string
 	confinement    Confinement // the engine's and host's facts, read on the mailbox
 	verifier       ImageVerifier
+	catalogue      *services.Catalogue
+	images         services.ImageInspector
 }
 
 // prepareStep reads the input from the host repository and validates the
@@ -78,7 +81,20 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 	if err != nil {
 		return prepareDone{err: err}
 	}
-	return prepareDone{prepared: prepared, contract: parsed, security: security, signatureWarnings: warnings}
+	// The catalogue check: before any Docker object exists, and without
+	// ever pulling.
+	var images map[string]services.Entry
+	if declared := parsed.Contract.ServiceTypes(); len(declared) > 0 {
+		if images, err = in.catalogue.Verify(ctx, in.images, declared); err != nil {
+			return prepareDone{err: err}
+		}
+		serviceWarnings, err := verifyServiceImages(ctx, in.verifier, declared, images, in.d.Sandbox.ExecutionPolicy)
+		if err != nil {
+			return prepareDone{err: err}
+		}
+		warnings = append(warnings, serviceWarnings...)
+	}
+	return prepareDone{prepared: prepared, contract: parsed, security: security, signatureWarnings: warnings, serviceImages: images}
 }
 
 // provisionInput is what the provision step reads.

@@ -37,6 +37,7 @@ type harness struct {
 	root     *actor.PID
 	host     *fakeHost
 	clk      clock.Clock
+	cfg      AttemptConfig // read when an attempt is spawned: set fields before submitting
 }
 
 func newHarness(t *testing.T, host *fakeHost, clk clock.Clock) *harness {
@@ -56,15 +57,15 @@ func newHarnessWith(t *testing.T, host *fakeHost, clk clock.Clock, configure fun
 	}
 	sys := actortest.NewSystem(t, opts...)
 	h := &harness{state: t.TempDir(), sys: sys, system: sys.ActorSystem, host: host, clk: clk, refs: imagegc.NewRefs()}
-	cfg := AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clk, SampleInterval: 10 * time.Millisecond,
+	h.cfg = AttemptConfig{StateRoot: h.state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clk, SampleInterval: 10 * time.Millisecond,
 		Confinement: host.confinementFacts}
 	if configure != nil {
-		configure(&cfg)
+		configure(&h.cfg)
 	}
 	h.root = sys.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host, Ledgers: ledger.Store{Root: h.state},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
-			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer, ImageRefs: h.refs, ProviderAuth: h.auth, ImageVerifier: h.verifier})
+			return AttemptProps(d, subscriber, sup, h.cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer, ImageRefs: h.refs, ProviderAuth: h.auth, ImageVerifier: h.verifier})
 		},
 	}))
 	return h
@@ -222,12 +223,15 @@ func TestFailedTeardownMarksTheAttemptDegraded(t *testing.T) {
 }
 
 func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
-	t.Run("services", func(t *testing.T) {
+	t.Run("services without a catalogue", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())
 		host.contract = "version: 1\nservices:\n  - type: postgres\n"
-		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
-		assert.Equal(t, string(failure.SandboxServicesUnsupported), out.Code)
-		assert.Zero(t, host.called("lookup")+host.called("volume")+host.called("create"))
+		d := testDispatch(time.Now().Add(time.Hour))
+		d.Sandbox.RequestedResources.ServiceMemoryLimitBytes = 1 << 30
+		h := newHarness(t, host, nil)
+		out := h.run(t, d)
+		assert.Equal(t, string(failure.SandboxServiceUnavailable), out.Code)
+		assert.Zero(t, host.called("lookup")+host.called("network")+host.called("volume")+host.called("create"))
 	})
 	t.Run("egress", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())

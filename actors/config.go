@@ -5,6 +5,7 @@ import (
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/services"
 	"github.com/forgedev/forged/timelimit"
 )
 
@@ -36,6 +37,14 @@ type AttemptConfig struct {
 	BuildLimits dockerops.BuildLimits
 	// SampleInterval is the memory sampler's period.
 	SampleInterval time.Duration
+	// Services is the operator's catalogue of digest-pinned service
+	// images; nil refuses every contract that declares a service.
+	Services *services.Catalogue
+	// ServiceReadyWithin caps one service's readiness probe (default 60s,
+	// as the seed); ServicesReadyWithin caps all of an attempt's services
+	// together, from the first start to the last ready (default 90s).
+	ServiceReadyWithin  time.Duration
+	ServicesReadyWithin time.Duration
 	// Clock drives every timer of the attempt tree (lease watchdog,
 	// sampler) and its timestamps; nil means clock.System. Deadlines of
 	// engine and git calls are those of dockerops.Options and gitops.
@@ -49,6 +58,12 @@ type AttemptConfig struct {
 func (c AttemptConfig) withDefaults() AttemptConfig {
 	if c.SampleInterval <= 0 {
 		c.SampleInterval = 250 * time.Millisecond
+	}
+	if c.ServiceReadyWithin <= 0 {
+		c.ServiceReadyWithin = 60 * time.Second
+	}
+	if c.ServicesReadyWithin <= 0 {
+		c.ServicesReadyWithin = 90 * time.Second
 	}
 	if c.LimitGrace <= 0 {
 		c.LimitGrace = 30 * time.Second

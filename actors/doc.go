@@ -7,6 +7,7 @@
 //	attempt
 //	├── lease-watchdog  aborts the attempt at lease expiry (exact timer, no polling)
 //	├── build           content-keyed image build under the global build permit
+//	├── service         one per declared service (postgres, redis, browser): container, watch, readiness probe
 //	├── worker          the hardened worker container: create, copy in, attach, wait
 //	├── memory-sampler  the kernel's counters of the sandbox containers (peak
 //	│                   memory, OOM kills, refused forks, CPU), Engine API stats
@@ -31,6 +32,19 @@
 // are removed by their exact ownership labels, the cleanup report is
 // persisted, and the ledger moves through its transition table (releasing,
 // then released and removed, or degraded and kept for the reaper).
+//
+// # Services
+//
+// A contract's services are checked against the operator's catalogue in
+// the prepare step, before any Docker object exists (package services).
+// After the network and volumes, the attempt writes fresh per-attempt
+// passwords into the secrets volume (0444, read-only for the worker and the
+// services; attempt_services.go), spawns one service actor per service and
+// starts the worker only when every service answered its protocol probe,
+// which runs in a short-lived probe container on the attempt network
+// (`forged worker probe`). The total cap is a timer on the attempt's clock.
+// The worker gets each service's host, port, user, database and password
+// file in its start packet and environment, never a password.
 //
 // The ledger is written by an ordered writer goroutine the attempt owns
 // (ledger.go): posting never blocks the mailbox, the provision step waits
@@ -78,6 +92,17 @@
 //     shares no state with the attempt: expiries come in messages.
 //   - memory-sampler: restarted (at most 3 times a minute); beyond that the
 //     attempt carries on without telemetry.
+//   - service: never restarted. A restarted database has lost the task's
+//     data, so a service that exits before it is ready fails the attempt
+//     with sandbox_service_failed at once (fail fast), one that does not
+//     pass its readiness probe within its cap (or the attempt's total cap)
+//     with sandbox_service_health_timeout, and one that dies while the
+//     worker runs with sandbox_service_failed naming it; the worker is
+//     stopped and the attempt torn down. A crashed service actor fails the
+//     attempt with sandbox_runtime_failed. Once the worker has exited, a
+//     service's end no longer matters. Before teardown the attempt cancels
+//     its service actors and waits until each has stopped (each stops only
+//     once its engine calls returned), so no create races the teardown.
 //   - lease-pusher: never restarted (a push is not idempotent); without it
 //     renewals still hold on the host, and the worker stops at the last
 //     expiry it was given.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/forgedev/forged/dockerops"
@@ -49,6 +50,19 @@ type fakeHost struct {
 	loaded       []loadedVolume         // the volumes filled
 	// noIsolation: preflight could not verify network isolation.
 	noIsolation bool
+
+	// Services: catalogueID is the image id ImageID reports for service
+	// catalogue refs (forged-services/...); probeCode each service's probe
+	// exit code; killService, once closed, ends the service's container
+	// (its WaitStopped returns exit code 137); secrets what WriteSecrets got.
+	catalogueID  string
+	probeCode    map[string]int
+	probeBlock   bool
+	killService  map[string]chan struct{}
+	secrets      map[string][]byte
+	serviceSpecs []dockerops.ServiceSpec
+	workerSpec   dockerops.WorkerSpec
+	stdin        []byte
 }
 
 // confinementFacts is an engine enforcing seccomp and AppArmor whose
@@ -147,7 +161,13 @@ func (f *fakeHost) ImportResult(_ context.Context, _ *messages.Dispatch, _ *gito
 
 // Docker.
 
-func (f *fakeHost) ImageID(context.Context, string) (string, bool, error) {
+func (f *fakeHost) ImageID(_ context.Context, ref string) (string, bool, error) {
+	if strings.HasPrefix(ref, "forged-services/") {
+		f.record("catalogue")
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.catalogueID, f.catalogueID != "", nil
+	}
 	if err := f.record("lookup"); err != nil {
 		return "", false, err
 	}
@@ -189,6 +209,7 @@ func (f *fakeHost) CreateVolume(context.Context, string, map[string]string) erro
 func (f *fakeHost) CreateWorker(_ context.Context, spec dockerops.WorkerSpec) (string, error) {
 	f.mu.Lock()
 	f.specs = append(f.specs, spec)
+	f.workerSpec = spec
 	f.mu.Unlock()
 	return fakeContainerID, f.record("create")
 }
@@ -201,6 +222,9 @@ func (f *fakeHost) CopyFileInto(_ context.Context, _, _, _ string, src io.Reader
 }
 
 func (f *fakeHost) RunAttached(ctx context.Context, _ string, startPacket []byte, onLine func([]byte) error, _ dockerops.RunLimits) (dockerops.RunResult, error) {
+	f.mu.Lock()
+	f.stdin = startPacket
+	f.mu.Unlock()
 	err := f.record("run")
 	select {
 	case f.runEntered <- struct{}{}:
@@ -344,4 +368,57 @@ func (f *fakeHost) Redeem(_ context.Context, req PublicationRequest) (gitops.Cre
 		return gitops.Credential{}, errors.New("redeem without a result or grant")
 	}
 	return gitops.Credential{RemoteURL: "https://github.com/o/r.git", Username: "x-access-token", Secret: "s3cret"}, nil
+}
+
+// Services.
+
+func (f *fakeHost) CreateService(_ context.Context, spec dockerops.ServiceSpec) (string, error) {
+	f.mu.Lock()
+	f.serviceSpecs = append(f.serviceSpecs, spec)
+	f.mu.Unlock()
+	err := f.record("service:" + spec.Alias)
+	if errors.Is(err, errPanic) {
+		panic("injected panic in service create")
+	}
+	return "svc-" + spec.Alias, err
+}
+
+// errPanic makes a fake call panic instead of failing.
+var errPanic = errors.New("panic")
+
+func (f *fakeHost) WaitStopped(ctx context.Context, id string) (dockerops.ContainerState, error) {
+	f.mu.Lock()
+	kill := f.killService[strings.TrimPrefix(id, "svc-")]
+	f.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return dockerops.ContainerState{}, ctx.Err()
+	case <-kill: // nil: never
+		return dockerops.ContainerState{ExitCode: 137, Status: "exited"}, nil
+	}
+}
+
+func (f *fakeHost) RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int, string, error) {
+	if err := f.record("probe"); err != nil {
+		return -1, "", err
+	}
+	f.mu.Lock()
+	code, block := f.probeCode[spec.Cmd[4]], f.probeBlock
+	f.mu.Unlock()
+	if block {
+		<-ctx.Done()
+		return -1, "", ctx.Err()
+	}
+	return code, "probe stderr", nil
+}
+
+func (f *fakeHost) WriteSecrets(_ context.Context, _, _, _ string, _ map[string]string, files map[string][]byte) error {
+	f.mu.Lock()
+	f.secrets = files
+	f.mu.Unlock()
+	return f.record("secrets")
+}
+
+func (f *fakeHost) CreateIsolatedNetwork(_ context.Context, name string, _ map[string]string) (dockerops.IsolatedNetwork, error) {
+	return dockerops.IsolatedNetwork{ID: "net-" + name, Name: name}, f.record("network")
 }

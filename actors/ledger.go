@@ -140,6 +140,9 @@ func (a *attemptActor) ledgerEntry(state ledger.State) ledger.Entry {
 	if a.containerID != "" {
 		e.Created = append(e.Created, ledger.Resource{Type: ledger.ResourceContainer, Name: a.names.Container, ID: a.containerID, Role: "agent"})
 	}
+	planned, created := a.serviceLedger()
+	e.Planned = append(e.Planned, planned...)
+	e.Created = append(e.Created, created...)
 	e.PeakMemory = a.telemetry.Telemetry
 	return e
 }

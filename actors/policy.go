@@ -50,19 +50,18 @@ func checkDispatchSupported(d *messages.Dispatch, canPublish bool, conf Confinem
 }
 
 // checkContractSupported refuses contracts this runner cannot honour
-// (services; caches, which are parsed but not mounted yet: refused rather
-// than accepted and ignored), and checks the dispatch reserved enough
+// (caches, which are parsed but not mounted yet: refused rather than
+// accepted and ignored; services are checked against the catalogue in the
+// prepare step), and checks the dispatch reserved enough
 // memory for the contract (as the seed's validateSandboxMemoryReservation;
 // the egress proxy's share joins it with public_allowlist, which
 // checkDispatchSupported refuses until the egress proxy exists). Services
 // need an attempt network: they are refused first when this host cannot
-// isolate one.
+// isolate one. (The supervisor's budget holds the dispatch's worker,
+// service and overhead memory against the host at admission.)
 func checkContractSupported(d *messages.Dispatch, c contract.Contract, conf Confinement) error {
 	if len(c.Services) > 0 && conf.NetworkIsolation != nil {
 		return conf.NetworkIsolation
-	}
-	if len(c.Services) > 0 {
-		return failure.New(failure.SandboxServicesUnsupported, "the contract declares %d service(s); sandbox services are not available on this runner yet", len(c.Services))
 	}
 	if len(c.Caches) > 0 {
 		return failure.New(failure.SandboxCachesUnsupported, "the contract declares %d cache(s); contract caches are not mounted on this runner yet", len(c.Caches))

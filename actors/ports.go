@@ -71,6 +71,17 @@ type SamplerDocker interface {
 	ReleaseWorker(ctx context.Context, containerID string) error
 }
 
+// ServiceDocker is what a service actor needs, and the attempt for its
+// services: the isolated attempt network they share with the worker, and
+// the service credentials in the secrets volume.
+type ServiceDocker interface {
+	CreateIsolatedNetwork(ctx context.Context, name string, labels map[string]string) (dockerops.IsolatedNetwork, error)
+	CreateService(ctx context.Context, spec dockerops.ServiceSpec) (string, error)
+	WaitStopped(ctx context.Context, id string) (dockerops.ContainerState, error)
+	RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int, string, error)
+	WriteSecrets(ctx context.Context, name, image, volume string, labels map[string]string, files map[string][]byte) error
+}
+
 // SandboxDocker is what the attempt itself needs: the attempt's volumes,
 // the output copy and the teardown.
 type SandboxDocker interface {
@@ -104,6 +115,7 @@ type Docker interface {
 	SamplerDocker
 	SandboxDocker
 	LeaseDocker
+	ServiceDocker
 }
 
 // VolumeStore bounds the attempt's workspace and control volumes with

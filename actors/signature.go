@@ -6,6 +6,7 @@ import (
 	"github.com/forgedev/forged/dockerfile"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/services"
 )
 
 // signatureWarning is an upstream image adoption uses unverified.
@@ -47,6 +48,35 @@ func verifyUpstreamImages(ctx context.Context, v ImageVerifier, src []byte, poli
 			return nil, failure.New(failure.SandboxImageSignature, "Dockerfile line %d: the image %q is not verified: %s", img.Line, img.Ref, reason)
 		}
 		warnings = append(warnings, signatureWarning{image: img.Ref, line: img.Line, reason: reason})
+	}
+	return warnings, nil
+}
+
+// verifyServiceImages runs the image-signature hook for the declared
+// services' catalogue images (the seed's verifyCatalogImage), by the same
+// rule as the upstream images: under sandbox_required each must verify, or
+// the attempt is refused with sandbox_image_signature_invalid naming the
+// service; under adoption the unverified ones are returned as warnings
+// (line 0).
+func verifyServiceImages(ctx context.Context, v ImageVerifier, declared []string, images map[string]services.Entry, policy string) ([]signatureWarning, error) {
+	var warnings []signatureWarning
+	for _, s := range declared {
+		ref := images[s].Ref
+		reason := noVerifier
+		if v != nil {
+			err := v.Verify(ctx, ref)
+			if err == nil {
+				continue
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			reason = err.Error()
+		}
+		if policy == messages.PolicySandboxRequired {
+			return nil, failure.New(failure.SandboxImageSignature, "service %s: the catalogue image %q is not verified: %s", s, ref, reason)
+		}
+		warnings = append(warnings, signatureWarning{image: ref, reason: reason})
 	}
 	return warnings, nil
 }

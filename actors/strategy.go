@@ -22,6 +22,9 @@ func ChildSpecFor(kind string) ChildSpec {
 	switch kind {
 	case kindWatchdog, kindSampler:
 		return ChildSpec{Restart: true, MaxRestarts: 3, Period: time.Minute}
+	case kindService:
+		// A restarted database has lost the task's data.
+		return ChildSpec{}
 	default: // worker, build, lease pusher: a sandbox run, a build or a push is not idempotent
 		return ChildSpec{}
 	}

@@ -165,6 +165,15 @@ func (c *Contract) validate() error {
 	return nil
 }
 
+// ServiceTypes returns the declared services' types, in order.
+func (c Contract) ServiceTypes() []string {
+	out := make([]string, 0, len(c.Services))
+	for _, s := range c.Services {
+		out = append(out, s.Type)
+	}
+	return out
+}
+
 // PerAttemptCaches returns the names of the caches isolated to one attempt.
 func (c Contract) PerAttemptCaches() []string {
 	var names []string

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -78,6 +79,21 @@ type StartPacket struct {
 	// that the host takes its last reading of the container's cgroup
 	// while it still exists.
 	ReleaseWaitMillis int `json:"releaseWaitMillis,omitempty"`
+	// Services are the connection details of the attempt's ready
+	// services. The password never travels here: only the path of its
+	// file in the read-only secrets volume.
+	Services []ServiceEndpoint `json:"services,omitempty"`
+}
+
+// ServiceEndpoint is how the task reaches one service on the attempt
+// network.
+type ServiceEndpoint struct {
+	Type         string `json:"type"`
+	Host         string `json:"host"`
+	Port         int    `json:"port"`
+	User         string `json:"user,omitempty"`
+	Database     string `json:"database,omitempty"`
+	PasswordFile string `json:"passwordFile,omitempty"`
 }
 
 // OutputFile describes one file in OutputDir: a bare file name, its size and
@@ -114,6 +130,37 @@ type RunnerEventLine struct {
 
 // RunnerEventType is the Type of a RunnerEventLine.
 const RunnerEventType = "runner_event"
+
+// ServiceEnv is the environment a task gets for its services: FORGE_<S>_*
+// for each (HOST, PORT, USER, DATABASE, PASSWORD_FILE), plus the variables
+// client libraries read directly (PGHOST, PGPORT, PGUSER, PGDATABASE;
+// REDIS_HOST, REDIS_PORT). Never a password: only the path of its file.
+func ServiceEnv(endpoints []ServiceEndpoint) []string {
+	var env []string
+	for _, e := range endpoints {
+		p := "FORGE_" + strings.ToUpper(e.Type) + "_"
+		port := strconv.Itoa(e.Port)
+		env = append(env, p+"HOST="+e.Host, p+"PORT="+port)
+		if e.PasswordFile != "" {
+			env = append(env, p+"PASSWORD_FILE="+e.PasswordFile)
+		}
+		if e.User != "" {
+			env = append(env, p+"USER="+e.User)
+		}
+		if e.Database != "" {
+			env = append(env, p+"DATABASE="+e.Database)
+		}
+		switch e.Type {
+		case "postgres":
+			env = append(env, "PGHOST="+e.Host, "PGPORT="+port, "PGUSER="+e.User, "PGDATABASE="+e.Database)
+		case "redis":
+			env = append(env, "REDIS_HOST="+e.Host, "REDIS_PORT="+port)
+		case "browser":
+			env = append(env, p+"URL=http://"+e.Host+":"+port)
+		}
+	}
+	return env
+}
 
 // MaxReportedCommits bounds the commits an event or outcome lists.
 const MaxReportedCommits = 20

@@ -41,6 +41,9 @@ type Options struct {
 	// DetectStorage finds how attempt volumes are bounded, given whether
 	// the engine runs rootless. Default quota.Detect.
 	DetectStorage func(engineRootless bool) quota.Facts
+	// Services, when set, reports the service catalogue's state in the
+	// engine (runner wires the catalogue's check here).
+	Services func(ctx context.Context) []ServiceImage
 }
 
 // supportedPlatforms are the OSes forged can drive Docker sandboxes from.
@@ -137,6 +140,9 @@ func (c *Checker) Check(ctx context.Context) Report {
 		MemTotalBytes:   info.MemTotal,
 	}
 	r.Features = featuresOf(info, ping)
+	if c.opts.Services != nil {
+		r.Services = c.opts.Services(ctx)
+	}
 	if r.Engine.Linux {
 		r.Network = c.networkFacts(ctx, info.ID+"/"+r.Engine.ServerVersion, r.Engine.ServerVersion)
 	}

@@ -198,3 +198,13 @@ func TestSecurityOptionParsing(t *testing.T) {
 	name, _ = securityOption("name=userns")
 	assert.Equal(t, "userns", name)
 }
+
+func TestCheckReportsTheServiceCatalogue(t *testing.T) {
+	images := []ServiceImage{{Service: "postgres", Ref: "forged-services/postgres:t", ImageID: "sha256:a", State: "ready"},
+		{Service: "redis", Ref: "forged-services/redis:t", ImageID: "sha256:b", State: "missing"}}
+	r := check(t, rootlessEngine(), bigHost(), Options{Services: func(context.Context) []ServiceImage { return images }})
+	require.True(t, r.Available, "a missing service image refuses the attempts declaring it, not the host")
+	assert.Equal(t, images, r.Services)
+	withServices := check(t, rootlessEngine(), bigHost(), Options{Capacity: CapacityPolicy{ServiceMemoryBytes: 2 << 30}})
+	assert.Equal(t, int64(2<<30)+r.Memory.PerAttemptBytes, withServices.Memory.PerAttemptBytes, "admission counts service memory")
+}

@@ -35,6 +35,20 @@ type Report struct {
 	DiskSlots DiskSlots `json:"diskSlots"`
 	Memory    Memory    `json:"memory"`
 	CPU       CPU       `json:"cpu"`
+	// Services is the service catalogue's state in the engine: every
+	// configured service, its pinned image and whether the engine holds
+	// exactly that image (ready, missing, mismatch, unknown). A service
+	// that is not ready refuses the attempts declaring it, not the host.
+	Services []ServiceImage `json:"services,omitempty"`
+}
+
+// ServiceImage is one service catalogue entry's state.
+type ServiceImage struct {
+	Service string `json:"service"`
+	Ref     string `json:"ref"`
+	ImageID string `json:"imageId"`
+	State   string `json:"state"`
+	Detail  string `json:"detail,omitempty"`
 }
 
 // Platform is the OS forged itself runs on.

@@ -32,6 +32,7 @@ import (
 	"github.com/forgedev/forged/preflight"
 	"github.com/forgedev/forged/quota"
 	"github.com/forgedev/forged/reaper"
+	"github.com/forgedev/forged/services"
 	"github.com/forgedev/forged/supervisor"
 	"github.com/forgedev/forged/timelimit"
 )
@@ -90,6 +91,13 @@ type Config struct {
 	// and the allowed hosts), as `forged run` and `forged daemon` do.
 	Redeemer       actors.CredentialRedeemer
 	ValidateRemote gitops.RemoteValidator
+	// Services is the operator's service catalogue (nil: contracts that
+	// declare services are refused). ServiceReadyWithin and
+	// ServicesReadyWithin override the readiness caps (defaults 60s per
+	// service, 90s in all).
+	Services            *services.Catalogue
+	ServiceReadyWithin  time.Duration
+	ServicesReadyWithin time.Duration
 	// Metrics is this runner's instrumentation (nil: a new one). One
 	// Metrics serves one runner.
 	Metrics *metrics.Metrics
@@ -210,6 +218,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Endpoint:     engine.DaemonHost(),
 		StateRoot:    stateRoot,
 		Capacity:     policy,
+		Services:     ServiceCheck(cfg.Services, docker),
 		Disk:         cfg.Disk,
 		Isolation:    docker,
 		Clock:        cfg.Clock,
@@ -262,16 +271,19 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		}
 	}
 	attemptCfg := actors.AttemptConfig{
-		StateRoot:      stateRoot,
-		WorkerBinary:   worker,
-		WorkerDigest:   digest,
-		Platform:       runtime.GOOS + "/" + runtime.GOARCH,
-		SeccompProfile: cfg.SeccompProfile,
-		LSMOption:      cfg.LSMOption,
-		Clock:          cfg.Clock,
-		SampleInterval: cfg.SampleInterval,
-		Limits:         cfg.Limits,
-		Confinement:    func() actors.Confinement { return confinementOf(cache) },
+		StateRoot:           stateRoot,
+		WorkerBinary:        worker,
+		WorkerDigest:        digest,
+		Platform:            runtime.GOOS + "/" + runtime.GOARCH,
+		SeccompProfile:      cfg.SeccompProfile,
+		LSMOption:           cfg.LSMOption,
+		Clock:               cfg.Clock,
+		SampleInterval:      cfg.SampleInterval,
+		Limits:              cfg.Limits,
+		Services:            cfg.Services,
+		ServiceReadyWithin:  cfg.ServiceReadyWithin,
+		ServicesReadyWithin: cfg.ServicesReadyWithin,
+		Confinement:         func() actors.Confinement { return confinementOf(cache) },
 	}
 	var attemptDocker actors.Docker = docker
 	if cfg.WrapDocker != nil {
@@ -557,6 +569,20 @@ func (r *Runner) Drain(ctx context.Context, reason string) error {
 			return fmt.Errorf("drain: %w (%d attempts still running)", ctx.Err(), len(snap.Attempts))
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// ServiceCheck reports the service catalogue's state for preflight.
+func ServiceCheck(c *services.Catalogue, docker services.ImageInspector) func(context.Context) []preflight.ServiceImage {
+	if c == nil {
+		return nil
+	}
+	return func(ctx context.Context) []preflight.ServiceImage {
+		var out []preflight.ServiceImage
+		for _, st := range c.Check(ctx, docker) {
+			out = append(out, preflight.ServiceImage{Service: st.Service, Ref: st.Ref, ImageID: st.ImageID, State: st.State, Detail: st.Detail})
+		}
+		return out
 	}
 }
 

@@ -10,6 +10,9 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 
 bash scripts/ensure-docker.sh
+# The service images (postgres, redis) and their catalogue, bin/services.tsv:
+# cached, only the first run on a machine builds them.
+bash scripts/service-images.sh
 bash scripts/images.sh
 
 mkdir -p bin
@@ -21,7 +24,7 @@ echo
 status=0
 # This machine's engine runs rootful and may have only two cores: accept
 # the rootful engine explicitly and keep no core back for the host.
-bin/forged run --allow-rootful --host-reserved-cores 0 --state-root "$work/state" "$work/dispatch.json" || status=$?
+bin/forged run --allow-rootful --host-reserved-cores 0 --service-catalogue bin/services.tsv --state-root "$work/state" "$work/dispatch.json" || status=$?
 
 echo
 echo "== managed branch forge/example-task in $work/repo"

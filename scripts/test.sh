@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 
 bash scripts/ensure-docker.sh
+# The service images (postgres, redis) and their catalogue, bin/services.tsv:
+# cached, only the first run on a machine builds them.
+bash scripts/service-images.sh
 bash scripts/images.sh
 
 unformatted=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)

@@ -76,7 +76,46 @@ func validateStartPacket(p *messages.StartPacket, workspace string) error {
 	if _, err := workingDirRel(workspace, p.WorkingDirectory); err != nil {
 		return err
 	}
+	return validateServices(p.Services)
+}
+
+// validateServices checks the services' connection details: they become
+// the task's environment.
+func validateServices(endpoints []messages.ServiceEndpoint) error {
+	if len(endpoints) > 3 {
+		return contractError("services", "lists %d services, at most 3", len(endpoints))
+	}
+	seen := map[string]bool{}
+	for i, e := range endpoints {
+		field := fmt.Sprintf("services[%d]", i)
+		switch {
+		case e.Type != "postgres" && e.Type != "redis" && e.Type != "browser", seen[e.Type]:
+			return contractError(field+".type", "%q is not a distinct known service", e.Type)
+		case e.Host != e.Type:
+			return contractError(field+".host", "is not the service's alias")
+		case e.Port < 1 || e.Port > 65535:
+			return contractError(field+".port", "%d is not a port", e.Port)
+		case !isPlainWord(e.User) || !isPlainWord(e.Database):
+			return contractError(field, "user and database must be short plain words")
+		case e.Type == "browser" && e.PasswordFile != "",
+			e.Type != "browser" && (!strings.HasPrefix(e.PasswordFile, "/run/forge-secrets/") || strings.Contains(e.PasswordFile, "..")):
+			return contractError(field+".passwordFile", "is not in the secrets volume")
+		}
+		seen[e.Type] = true
+	}
 	return nil
+}
+
+func isPlainWord(s string) bool {
+	if len(s) > 63 {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 func validateIdentity(id messages.SandboxIdentity) error {

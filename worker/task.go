@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/forgedev/forged/messages"
 	"strings"
 	"sync"
 	"syscall"
@@ -97,7 +99,7 @@ func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeo
 	if err := prepareTaskDirs(r.cfg); err != nil {
 		return taskOutcome{ExitCode: 126, Reason: reasonStartFailed, StartErr: err}
 	}
-	env := taskEnv(r.cfg)
+	env := append(taskEnv(r.cfg), messages.ServiceEnv(r.pkt.Services)...)
 	path, err := lookPath(argv[0], taskPath(env))
 	if err != nil {
 		return taskOutcome{ExitCode: 127, Reason: reasonStartFailed, StartErr: err}

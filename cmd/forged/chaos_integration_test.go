@@ -32,11 +32,11 @@ type daemon struct {
 	client *http.Client
 }
 
-func startDaemon(t *testing.T, forged, stateRoot, lockRoot string) *daemon {
+func startDaemon(t *testing.T, forged, stateRoot, lockRoot string, extra ...string) *daemon {
 	t.Helper()
 	socket := filepath.Join(stateRoot, "forged.sock")
-	cmd := exec.Command(forged, "daemon", "--socket", socket, "--state-root", stateRoot,
-		"--allow-rootful", "--host-reserved-cores", "0", "--slots", "2")
+	cmd := exec.Command(forged, append([]string{"daemon", "--socket", socket, "--state-root", stateRoot,
+		"--allow-rootful", "--host-reserved-cores", "0", "--slots", "2"}, extra...)...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+lockRoot)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, cmd.Start())
@@ -269,4 +269,59 @@ func TestSIGTERMDrainsTheDaemon(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Join(stateRoot, "ledger"))
 	require.NoError(t, err)
 	assert.Empty(t, entries)
+}
+
+// TestChaosKill9WhileServicesRun kills forged while an attempt's postgres
+// and redis run (before the worker, and beside it): the restarted daemon's
+// start-up reaper removes the services, their network and every probe or
+// helper container with the rest, and reports the attempt restarted.
+func TestChaosKill9WhileServicesRun(t *testing.T) {
+	engine := enginetest.Client(t)
+	forged := enginetest.ForgedBinary(t)
+	catalogue := os.Getenv("FORGED_SERVICES_FILE")
+	if catalogue == "" {
+		catalogue = filepath.Join("..", "..", "bin", "services.tsv")
+	}
+	catalogue, err := filepath.Abs(catalogue)
+	require.NoError(t, err)
+	if _, err := os.Stat(catalogue); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but no service catalogue (run scripts/service-images.sh): %v", err)
+		}
+		t.Skipf("no service catalogue (run scripts/service-images.sh): %v", err)
+	}
+	base := t.TempDir()
+	stateRoot, lockRoot := filepath.Join(base, "state"), filepath.Join(base, "locks")
+	require.NoError(t, os.MkdirAll(lockRoot, 0o700))
+	runnerID, err := runner.LoadRunnerID(stateRoot)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	repo := filepath.Join(base, "repo")
+	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{
+		Contract: "version: 1\nworkingDirectory: /workspace\nservices:\n  - type: postgres\n  - type: redis\ncaches: []\n"}))
+	for _, event := range []string{"sandbox_service_ready", "task_started"} {
+		t.Run(event, func(t *testing.T) {
+			d := startDaemon(t, forged, stateRoot, lockRoot, "--service-catalogue", catalogue)
+			dispatch, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: runnerID, RepoPath: repo,
+				Argv: []string{"/bin/sh", "-c", "sleep 30"}})
+			require.NoError(t, err)
+			dispatch.Sandbox.RequestedResources.ServiceMemoryLimitBytes = 2 << 30
+			d.submit(dispatch)
+			d.waitFor(dispatch.AttemptID(), event)
+			assert.NotEmpty(t, enginetest.Labelled(t, engine, "dev.forge.dispatch-attempt-id="+dispatch.AttemptID()))
+			d.kill9()
+
+			restarted := startDaemon(t, forged, stateRoot, lockRoot, "--service-catalogue", catalogue)
+			defer restarted.stop()
+			enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
+			out := restarted.outcome(dispatch.AttemptID())
+			require.NotNil(t, out, "the restarted daemon records the attempt")
+			assert.Equal(t, "sandbox_runner_restarted", out.Code)
+			entries, err := os.ReadDir(filepath.Join(stateRoot, "ledger"))
+			if err == nil {
+				assert.Empty(t, entries, "no ledger is left")
+			}
+		})
+	}
 }

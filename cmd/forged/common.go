@@ -16,6 +16,7 @@ import (
 	"github.com/forgedev/forged/preflight"
 	"github.com/forgedev/forged/providerauth"
 	"github.com/forgedev/forged/runner"
+	"github.com/forgedev/forged/services"
 	"github.com/forgedev/forged/timelimit"
 )
 
@@ -51,6 +52,7 @@ type preflightFlags struct {
 	minWorkspaceBytes int64
 	diskHigh          float64
 	diskLow           float64
+	serviceCatalogue  string
 }
 
 func (p *preflightFlags) register(cmd *cobra.Command) {
@@ -60,6 +62,15 @@ func (p *preflightFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&p.minWorkspaceBytes, "min-workspace-bytes", 10<<30, "free bytes of the Docker root directory below which the disk is low")
 	cmd.Flags().Float64Var(&p.diskHigh, "disk-high-watermark", 0.90, "used ratio (0..1) of the Docker root directory at which the disk becomes low")
 	cmd.Flags().Float64Var(&p.diskLow, "disk-low-watermark", 0.80, "used ratio (0..1) at which a low disk recovers")
+	cmd.Flags().StringVar(&p.serviceCatalogue, "service-catalogue", "", "the service catalogue (scripts/service-images.sh writes bin/services.tsv); without one, contracts declaring services are refused")
+}
+
+// services loads the service catalogue, when one is configured.
+func (p *preflightFlags) services() (*services.Catalogue, error) {
+	if p.serviceCatalogue == "" {
+		return nil, nil
+	}
+	return services.Load(p.serviceCatalogue)
 }
 
 // validate refuses settings the preflight would otherwise clamp silently.

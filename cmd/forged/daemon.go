@@ -44,6 +44,9 @@ func daemonCommand() *cobra.Command {
 			if gc.Interval > 0 {
 				cfg.ImageGC = &gc
 			}
+			if cfg.Services, err = flags.preflight.services(); err != nil {
+				return err
+			}
 			manageToken := ""
 			if manageTokenFile != "" {
 				token, err := bearer.ReadTokenFile(manageTokenFile)

@@ -14,6 +14,7 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/internal/termsafe"
 	"github.com/forgedev/forged/preflight"
+	"github.com/forgedev/forged/runner"
 )
 
 func preflightCommand() *cobra.Command {
@@ -40,6 +41,11 @@ func preflightCommand() *cobra.Command {
 				return exitError{2}
 			}
 			defer cli.Close()
+			catalogue, err := admission.services()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "forged:", err)
+				return exitError{2}
+			}
 			opts := preflight.Options{
 				AllowRootful: admission.allowRootful,
 				Endpoint:     cli.DaemonHost(),
@@ -52,6 +58,7 @@ func preflightCommand() *cobra.Command {
 			if docker, err := dockerops.Connect(cmd.Context(), dockerops.Options{}); err == nil {
 				defer docker.Close()
 				opts.Isolation = docker
+				opts.Services = runner.ServiceCheck(catalogue, docker)
 			}
 			checker := preflight.NewChecker(cli, nil, opts)
 			r := checker.Check(cmd.Context())
@@ -154,6 +161,9 @@ func printPreflight(w io.Writer, r preflight.Report) error {
 		row("capacity", "%d (min of max %d, cpu %d, memory %d, disk %d)", r.Capacity, r.MaxSlots, c.Slots, m.Slots, ds.Slots)
 	} else {
 		row("capacity", "%d (min of max %d, cpu %d, memory %d)", r.Capacity, r.MaxSlots, c.Slots, m.Slots)
+	}
+	for _, s := range r.Services {
+		row("service "+s.Service, "%s %s (pinned %s) %s", s.State, s.Ref, s.ImageID, s.Detail)
 	}
 	return tw.Flush()
 }

@@ -53,6 +53,10 @@ func runCommand() *cobra.Command {
 				fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))
 				return exitError{exitInvalid}
 			}
+			if cfg.Services, err = flags.preflight.services(); err != nil {
+				fmt.Fprintln(os.Stderr, "forged:", err)
+				return exitError{exitInvalid}
+			}
 			r, err := runner.New(ctx, cfg)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))

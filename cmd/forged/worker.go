@@ -5,10 +5,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/services"
 	"github.com/forgedev/forged/worker"
 )
 
@@ -51,5 +53,37 @@ func workerCommand() *cobra.Command {
 			return nil
 		},
 	})
+	cmd.AddCommand(probeCommand())
+	return cmd
+}
+
+// probeCommand is the readiness probe a probe container runs on the
+// attempt network: it speaks the service's own protocol until the service
+// answers (exit 0) or its cap passes (exit 1, the last error on stderr).
+func probeCommand() *cobra.Command {
+	var t services.Target
+	var within time.Duration
+	cmd := &cobra.Command{
+		Use:   "probe",
+		Short: "Inside a probe container: wait until a service answers its protocol's readiness check",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := services.WaitReady(ctx, t, within, 250*time.Millisecond); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&t.Service, "service", "", "postgres or redis")
+	f.StringVar(&t.Host, "host", "", "the service's host on the attempt network")
+	f.IntVar(&t.Port, "port", 0, "the service's port")
+	f.StringVar(&t.User, "user", "", "the connection user")
+	f.StringVar(&t.Database, "database", "", "the connection database")
+	f.StringVar(&t.PasswordFile, "password-file", "", "the password's file")
+	f.DurationVar(&within, "within", time.Minute, "the probe's cap")
 	return cmd
 }

@@ -1,0 +1,249 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/services"
+)
+
+// The attempt's services: after the network and volumes exist, the
+// attempt writes fresh credentials into the secrets volume, spawns one
+// service actor per declared service (they start together) and starts the
+// worker only once every service answered its readiness probe. The total
+// cap runs on the attempt's clock from the spawn to the last ready.
+
+// serviceRun is one service's state as the attempt knows it.
+type serviceRun struct {
+	pid         *actor.PID
+	containerID string
+	ready       bool
+	done        bool // failed or cancelled: its actor stops once its calls returned
+}
+
+// secretsDone is the services' provision step's result: the isolated
+// attempt network and the credentials.
+type secretsDone struct {
+	network dockerops.IsolatedNetwork
+	err     error
+}
+
+// servicesTimedOut is the total readiness cap's timer firing.
+type servicesTimedOut struct{}
+
+// startServices creates the isolated attempt network the services and the
+// worker share (dockerops.CreateIsolatedNetwork: no host address on the
+// bridge, internal, IPv6 off, DNS to the container's loopback), generates
+// the attempt's service credentials and writes them into the secrets
+// volume (0444, root-owned; the worker mounts the volume read-only). The
+// passwords live only in this step's closure: the attempt keeps none.
+func (a *attemptActor) startServices(ctx actor.Context) {
+	files := map[string][]byte{}
+	for _, s := range a.contract.Contract.ServiceTypes() {
+		def, _ := services.DefinitionFor(s)
+		if def.SecretFile == "" {
+			continue // the browser has no credentials
+		}
+		pw, err := services.NewPassword()
+		if err != nil {
+			a.fail(failure.Wrap(failure.SandboxCreateFailed, err, "service %s credentials", s))
+			a.advance(ctx)
+			return
+		}
+		files[def.SecretFile] = []byte(pw)
+	}
+	docker, name, image, volume, labels, netName := a.deps.Docker, services.SecretsHelperName(a.names.Prefix), a.imageID, a.names.SecretsVolume, a.labels, a.names.Network
+	a.step(ctx, "secrets", func(stepCtx context.Context) any {
+		network, err := docker.CreateIsolatedNetwork(stepCtx, netName, labels)
+		if err != nil {
+			return secretsDone{err: err}
+		}
+		if len(files) == 0 {
+			return secretsDone{network: network}
+		}
+		return secretsDone{network: network, err: docker.WriteSecrets(stepCtx, name, image, volume, labels, files)}
+	})
+}
+
+func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
+	if msg.network.ID != "" {
+		a.network, a.networkID = msg.network.Name, msg.network.ID
+		a.writeLedger(a.ledgerState)
+	}
+	if msg.err != nil {
+		a.fail(failure.Wrap(failure.SandboxCreateFailed, msg.err, "write service credentials"))
+	}
+	if a.failure != nil {
+		a.advance(ctx)
+		return
+	}
+	declared := a.contract.Contract.ServiceTypes()
+	shared := services.Attempt{
+		Prefix: a.names.Prefix, Network: a.network, SecretsVolume: a.names.SecretsVolume,
+		Labels: a.labels, SecurityOpts: a.security,
+		ServiceMemoryBytes: a.d.Sandbox.RequestedResources.ServiceMemoryLimitBytes, Count: len(declared),
+	}
+	a.services = map[string]*serviceRun{}
+	for _, s := range declared {
+		def, _ := services.DefinitionFor(s)
+		within := a.cfg.ServiceReadyWithin
+		job := serviceJob{
+			service: s,
+			spec:    def.ContainerSpec(shared, a.serviceImages[s].ImageID),
+			probe: dockerops.ProbeSpec{
+				Name: services.ProbeName(a.names.Prefix, s), Image: a.imageID, Network: a.network,
+				Labels: a.labels, SecretsVolume: a.names.SecretsVolume, SecurityOpts: a.security,
+				Cmd:     def.ProbeArgs(messages.WorkerBinaryPath, within.String()),
+				Timeout: within,
+			},
+			readyWithin: within,
+		}
+		pid := a.children.spawn(ctx, newServiceProps(a.deps.Docker, job), kindService)
+		a.services[s] = &serviceRun{pid: pid}
+		a.emit(ctx, messages.RunnerEvent("sandbox_service_starting", fmt.Sprintf("Starting service %s.", s), map[string]string{
+			"service": s, "image": a.serviceImages[s].ImageID, "container": job.spec.Name, "alias": job.spec.Alias,
+		}))
+	}
+	self := ctx.Self()
+	system := ctx.ActorSystem()
+	a.servicesTimer = a.cfg.Clock.AfterFunc(a.cfg.ServicesReadyWithin, func() { system.Root.Send(self, servicesTimedOut{}) })
+}
+
+func (a *attemptActor) onServiceStarted(ctx actor.Context, msg ServiceStarted) {
+	run, ok := a.services[msg.Service]
+	if !ok {
+		return
+	}
+	run.containerID = msg.ContainerID
+	if a.ledgerWritten && !a.tearingDown {
+		a.writeLedger(a.ledgerState)
+	}
+}
+
+func (a *attemptActor) onServiceReady(ctx actor.Context, msg ServiceReady) {
+	run, ok := a.services[msg.Service]
+	if !ok || a.failure != nil {
+		return
+	}
+	run.ready = true
+	a.emit(ctx, messages.RunnerEvent("sandbox_service_ready", fmt.Sprintf("Service %s is ready.", msg.Service), map[string]string{
+		"service": msg.Service, "containerId": msg.ContainerID,
+	}))
+	for _, r := range a.services {
+		if !r.ready {
+			return
+		}
+	}
+	if a.servicesTimer != nil {
+		a.servicesTimer.Stop()
+	}
+	if a.worker == nil && a.workerExit == nil {
+		a.startWorker(ctx)
+	}
+}
+
+func (a *attemptActor) onServiceFailed(ctx actor.Context, msg ServiceFailed) {
+	if run, ok := a.services[msg.Service]; ok {
+		run.done = true
+	}
+	if a.tearingDown || a.workerExit != nil {
+		return // the worker is done with its services
+	}
+	a.emit(ctx, messages.FailureEvent(string(failureCode(msg.Err)), msg.Err.Error(), map[string]string{"service": msg.Service}))
+	a.abort(ctx, msg.Err)
+}
+
+func (a *attemptActor) onServicesTimedOut(ctx actor.Context) {
+	var pending []string
+	for s, r := range a.services {
+		if !r.ready {
+			pending = append(pending, s)
+		}
+	}
+	if len(pending) == 0 || a.failure != nil {
+		return
+	}
+	slices.Sort(pending)
+	a.abort(ctx, failure.New(failure.SandboxServiceHealthTimeout, "services %s were not ready within the attempt's total cap of %s",
+		strings.Join(pending, ", "), a.cfg.ServicesReadyWithin))
+}
+
+// cancelServices asks every service actor to stop.
+func (a *attemptActor) cancelServices(ctx actor.Context) {
+	if a.servicesTimer != nil {
+		a.servicesTimer.Stop()
+	}
+	for _, r := range a.services {
+		if !r.done && r.pid != nil {
+			r.done = true
+			ctx.Send(r.pid, CancelService{})
+		}
+	}
+}
+
+// servicesAlive reports whether a service actor still runs.
+func (a *attemptActor) servicesAlive() bool {
+	for _, r := range a.services {
+		if r.pid != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// onServiceTerminated forgets a stopped service actor; one that stopped
+// without reporting (it crashed) fails the attempt.
+func (a *attemptActor) onServiceTerminated(ctx actor.Context, who *actor.PID) {
+	for s, r := range a.services {
+		if r.pid == nil || !who.Equal(r.pid) {
+			continue
+		}
+		r.pid = nil
+		if !r.done && !a.tearingDown && a.workerExit == nil {
+			a.abort(ctx, failure.New(failure.SandboxRuntimeFailed, "the %s service actor stopped unexpectedly", s))
+			return
+		}
+		a.advance(ctx)
+		return
+	}
+}
+
+// serviceEndpoints are the worker's connection details, in declaration
+// order.
+func (a *attemptActor) serviceEndpoints() []messages.ServiceEndpoint {
+	var out []messages.ServiceEndpoint
+	for _, s := range a.contract.Contract.ServiceTypes() {
+		def, _ := services.DefinitionFor(s)
+		out = append(out, def.Endpoint())
+	}
+	return out
+}
+
+// serviceLedger lists the planned and created service containers.
+func (a *attemptActor) serviceLedger() (planned, created []ledger.Resource) {
+	if a.contract == nil {
+		return nil, nil
+	}
+	if len(a.contract.Contract.Services) > 0 {
+		planned = append(planned, ledger.Resource{Type: ledger.ResourceNetwork, Name: a.names.Network, Role: "internal"})
+		if a.networkID != "" {
+			created = append(created, ledger.Resource{Type: ledger.ResourceNetwork, Name: a.names.Network, ID: a.networkID, Role: "internal"})
+		}
+	}
+	for _, s := range a.contract.Contract.ServiceTypes() {
+		name := services.ContainerName(a.names.Prefix, s)
+		planned = append(planned, ledger.Resource{Type: ledger.ResourceContainer, Name: name, Role: "service:" + s})
+		if r, ok := a.services[s]; ok && r.containerID != "" {
+			created = append(created, ledger.Resource{Type: ledger.ResourceContainer, Name: name, ID: r.containerID, Role: "service:" + s})
+		}
+	}
+	return planned, created
+}

@@ -1,0 +1,274 @@
+package dockerops
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+
+	"github.com/forgedev/forged/failure"
+)
+
+// Service containers run beside the worker on the attempt's network (see
+// the services package for what each one runs). They are hardened like the
+// worker: read-only root filesystem, every capability dropped (no service
+// forged runs needs one: each runs as its own unprivileged user on data
+// directories it owns), no-new-privileges plus the operator's options, an
+// unprivileged numeric user, docker-init, no log driver, memory with swap
+// disabled, CPU and PIDs limits, tmpfs data directories, and the secrets
+// volume read-only. Each joins only the attempt's isolated network
+// (CreateIsolatedNetwork), under its alias, with IPv6 off and DNS to its
+// own loopback like the worker.
+
+// ServiceSpec describes one service container.
+type ServiceSpec struct {
+	Name, Image, Network, Alias string
+	// User is "uid:gid", numeric and never 0.
+	User   string
+	Cmd    []string
+	Env    []string
+	Labels map[string]string
+	// Tmpfs maps a directory to its tmpfs options.
+	Tmpfs         map[string]string
+	SecretsVolume string
+	MemoryBytes   int64
+	NanoCPUs      int64
+	PIDs          int64
+	// CapAdd is what the image needs beyond nothing (documented per
+	// service); empty for every service forged runs today.
+	CapAdd       []string
+	SecurityOpts []string
+}
+
+func (s ServiceSpec) validate() error {
+	switch {
+	case s.Name == "", s.Image == "", s.Network == "", s.Alias == "":
+		return fmt.Errorf("service spec needs a name, an image, a network and an alias")
+	case s.User == "" || s.User == "0" || strings.HasPrefix(s.User, "0:") || s.User == "root" || strings.HasPrefix(s.User, "root:"):
+		return fmt.Errorf("service %s must not run as root", s.Alias)
+	case s.MemoryBytes <= 0, s.NanoCPUs <= 0, s.PIDs <= 0:
+		return fmt.Errorf("service %s memory, CPU and PID limits must be positive", s.Alias)
+	case s.SecretsVolume == "":
+		return fmt.Errorf("service %s needs the secrets volume", s.Alias)
+	}
+	return nil
+}
+
+// ServiceContainerConfig returns the hardened create configuration of a
+// service container.
+func ServiceContainerConfig(spec ServiceSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
+	initProcess := true
+	stopTimeout := workerStopTimeoutSeconds
+	pids := spec.PIDs
+	cfg := &container.Config{
+		Image:       spec.Image,
+		User:        spec.User,
+		Env:         slices.Clone(spec.Env),
+		Labels:      maps.Clone(spec.Labels),
+		Cmd:         slices.Clone(spec.Cmd),
+		Entrypoint:  []string{},
+		StopTimeout: &stopTimeout,
+	}
+	host := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(spec.Network),
+		ReadonlyRootfs: true,
+		CapDrop:        []string{"ALL"},
+		CapAdd:         slices.Clone(spec.CapAdd),
+		SecurityOpt:    append([]string{"no-new-privileges"}, spec.SecurityOpts...),
+		Init:           &initProcess,
+		LogConfig:      container.LogConfig{Type: "none"},
+		Tmpfs:          maps.Clone(spec.Tmpfs),
+		// The isolated network's container side (see network.go): IPv6
+		// off, and the only DNS server the container's own loopback (the
+		// engine's embedded resolver still answers the attempt's aliases).
+		Sysctls: maps.Clone(isolatedSysctls),
+		DNS:     []string{SandboxNameserver},
+		Mounts: []mount.Mount{
+			{Type: mount.TypeVolume, Source: spec.SecretsVolume, Target: SecretsDir, ReadOnly: true},
+		},
+		Resources: container.Resources{
+			Memory:     spec.MemoryBytes,
+			MemorySwap: spec.MemoryBytes,
+			NanoCPUs:   spec.NanoCPUs,
+			PidsLimit:  &pids,
+			Ulimits: []*container.Ulimit{
+				{Name: "nofile", Soft: workerNoFile, Hard: workerNoFile},
+				{Name: "core", Soft: 0, Hard: 0},
+			},
+		},
+	}
+	net := &network.NetworkingConfig{
+		EndpointsConfig: map[string]*network.EndpointSettings{spec.Network: {Aliases: []string{spec.Alias}}},
+	}
+	return cfg, host, net
+}
+
+// CreateService creates and starts a service container and returns its id.
+// Failures carry failure.SandboxCreateFailed.
+func (c *Client) CreateService(ctx context.Context, spec ServiceSpec) (string, error) {
+	if err := spec.validate(); err != nil {
+		return "", failure.Wrap(failure.SandboxCreateFailed, err, "service create")
+	}
+	cfg, host, net := ServiceContainerConfig(spec)
+	id, err := c.createContainer(ctx, spec.Name, spec.Labels, cfg, host, net)
+	if err != nil {
+		return "", err
+	}
+	err = callErr(ctx, c, c.opts.Timeouts.Start, writeCall, func(ctx context.Context) error {
+		err := c.runner.ContainerStart(ctx, id, container.StartOptions{})
+		if cerrdefs.IsNotModified(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return id, opError(ctx, failure.SandboxCreateFailed, err, "service start %s", spec.Name)
+	}
+	return id, nil
+}
+
+// createContainer creates a container, adopting one an earlier unheard
+// attempt created only when it carries all the labels.
+func (c *Client) createContainer(ctx context.Context, name string, labels map[string]string, cfg *container.Config, host *container.HostConfig, net *network.NetworkingConfig) (string, error) {
+	attempt := 0
+	id, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (string, error) {
+		attempt++
+		resp, err := c.creator.ContainerCreate(ctx, cfg, host, net, nil, name)
+		if err == nil {
+			return resp.ID, nil
+		}
+		if attempt > 1 && cerrdefs.IsConflict(err) {
+			if existing, ierr := c.creator.ContainerInspect(ctx, name); ierr == nil &&
+				existing.Config != nil && hasLabels(existing.Config.Labels, labels) {
+				return existing.ID, nil
+			}
+		}
+		return "", err
+	})
+	if err != nil {
+		return "", opError(ctx, failure.SandboxCreateFailed, err, "container create %s", name)
+	}
+	return id, nil
+}
+
+// WaitStopped blocks until the container is not running (or ctx ends) and
+// returns its inspected state. A container that no longer exists is
+// reported with Status "removed".
+func (c *Client) WaitStopped(ctx context.Context, id string) (ContainerState, error) {
+	resultC, errC := c.runner.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+	select {
+	case <-resultC:
+	case err := <-errC:
+		if ctx.Err() != nil {
+			return ContainerState{}, ctx.Err()
+		}
+		if !cerrdefs.IsNotFound(err) {
+			return ContainerState{}, fmt.Errorf("container wait %s: %w", shortID(id), err)
+		}
+	}
+	state, err := c.InspectState(context.WithoutCancel(ctx), id)
+	if cerrdefs.IsNotFound(err) {
+		return ContainerState{ExitCode: -1, Status: "removed"}, nil
+	}
+	return state, err
+}
+
+// ProbeSpec describes a readiness probe container: a short-lived, hardened
+// container on the attempt network that runs cmd (a protocol probe) and
+// exits 0 once the service answers.
+type ProbeSpec struct {
+	Name, Image, Network string
+	Labels               map[string]string
+	SecretsVolume        string
+	Cmd                  []string
+	SecurityOpts         []string
+	// Timeout is the probe's own cap (the probe program gives up then);
+	// the host bounds the run at Timeout plus probeMargin.
+	Timeout time.Duration
+}
+
+// Limits of a probe container.
+const (
+	probeMemoryBytes = 64 << 20
+	probePIDs        = 32
+	probeNanoCPUs    = 250_000_000
+	probeUID         = 10001
+	// probeMargin is what the host adds to a probe's own cap before it
+	// stops the probe container: the program's last try and its exit.
+	probeMargin = 15 * time.Second
+)
+
+// ProbeContainerConfig returns the hardened create configuration of a probe
+// container.
+func ProbeContainerConfig(spec ProbeSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
+	svc := ServiceSpec{
+		Name: spec.Name, Image: spec.Image, Network: spec.Network, Alias: spec.Name,
+		User: fmt.Sprintf("%d:%d", probeUID, probeUID), Labels: spec.Labels,
+		SecretsVolume: spec.SecretsVolume, MemoryBytes: probeMemoryBytes, NanoCPUs: probeNanoCPUs, PIDs: probePIDs,
+		SecurityOpts: spec.SecurityOpts,
+	}
+	cfg, host, net := ServiceContainerConfig(svc)
+	cfg.Entrypoint = slices.Clone(spec.Cmd)
+	cfg.Cmd = nil
+	cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr, cfg.OpenStdin, cfg.StdinOnce = true, true, true, true, true
+	net.EndpointsConfig[spec.Network].Aliases = nil
+	return cfg, host, net
+}
+
+// RunProbe runs a probe container to its end and removes it. It returns the
+// probe's exit code and the tail of its stderr (its last error). The
+// container is removed on a context that survives ctx.
+func (c *Client) RunProbe(ctx context.Context, spec ProbeSpec) (int, string, error) {
+	cfg, host, net := ProbeContainerConfig(spec)
+	id, err := c.createContainer(ctx, spec.Name, spec.Labels, cfg, host, net)
+	if err != nil {
+		return -1, "", err
+	}
+	defer func() {
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Timeouts.Remove)
+		defer cancel()
+		_ = c.cleaner.ContainerRemove(rmCtx, id, container.RemoveOptions{Force: true})
+	}()
+	res, err := c.RunAttached(ctx, id, nil, nil, RunLimits{MaxDuration: spec.Timeout + probeMargin, MaxStdoutBytes: 64 << 10, MaxStderrBytes: 64 << 10, StderrTailBytes: 1024, StopGrace: time.Second})
+	return res.ExitCode, res.Stderr, err
+}
+
+// WriteSecrets writes files (name → content) into the secrets volume,
+// root-owned with mode 0444, through a helper container that is created
+// (never started) from image with the volume mounted, then removed. The
+// content travels only in the archive sent to the engine.
+func (c *Client) WriteSecrets(ctx context.Context, name, image, volume string, labels map[string]string, files map[string][]byte) error {
+	cfg := &container.Config{Image: image, User: "0:0", Labels: maps.Clone(labels), Entrypoint: []string{"/nonexistent"}}
+	host := &container.HostConfig{
+		NetworkMode:    "none",
+		ReadonlyRootfs: true,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		LogConfig:      container.LogConfig{Type: "none"},
+		Mounts:         []mount.Mount{{Type: mount.TypeVolume, Source: volume, Target: SecretsDir}},
+	}
+	id, err := c.createContainer(ctx, name, labels, cfg, host, &network.NetworkingConfig{})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Timeouts.Remove)
+		defer cancel()
+		_ = c.cleaner.ContainerRemove(rmCtx, id, container.RemoveOptions{Force: true})
+	}()
+	for _, file := range slices.Sorted(maps.Keys(files)) {
+		content := files[file]
+		if err := c.CopyFileInto(ctx, id, SecretsDir, file, bytes.NewReader(content), int64(len(content)), 0, 0, 0o444); err != nil {
+			return failure.Wrap(failure.SandboxCreateFailed, err, "write secret %s", file)
+		}
+	}
+	return nil
+}
