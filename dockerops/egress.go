@@ -130,12 +130,12 @@ func EgressContainerConfig(spec EgressSpec) (*container.Config, *container.HostC
 	return cfg, host, net
 }
 
-// CreateEgressNetwork creates the attempt's egress network: a labelled
-// bridge with a route out, IPv6 off and inter-container traffic off (the
-// proxy is its only member). An existing network of that name is adopted
+// CreateRoutedNetwork creates a labelled bridge with a route out, IPv6 off
+// and inter-container traffic off: the attempt's egress network (the proxy
+// is its only member), or the attempt network of an open_public attempt. An existing network of that name is adopted
 // only when its labels are exactly these. Failures carry
 // failure.SandboxCreateFailed.
-func (c *Client) CreateEgressNetwork(ctx context.Context, name string, labels map[string]string) (string, error) {
+func (c *Client) CreateRoutedNetwork(ctx context.Context, name string, labels map[string]string) (string, error) {
 	attempt := 0
 	id, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (string, error) {
 		attempt++

@@ -66,8 +66,12 @@ type WorkerSpec struct {
 	Name, Image, WorkingDir string
 	// Network is the isolated network (CreateIsolatedNetwork) the worker
 	// joins; empty means NetworkMode "none": loopback only.
-	Network   string
-	Labels    map[string]string
+	Network string
+	// OpenNetwork says Network is a routed network (open_public, see
+	// CreateRoutedNetwork): the worker then resolves names through the
+	// engine's resolver instead of its own loopback.
+	OpenNetwork bool
+	Labels      map[string]string
 	Resources messages.RequestedResources
 	Env       []string
 	// SecurityOpts are extra operator options in Engine API form
@@ -150,6 +154,9 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 		host.NetworkMode = container.NetworkMode(spec.Network)
 		host.Sysctls = maps.Clone(isolatedSysctls)
 		net.EndpointsConfig = map[string]*network.EndpointSettings{spec.Network: {}}
+		if spec.OpenNetwork {
+			host.DNS = nil
+		}
 	}
 	return cfg, host, net
 }

@@ -2,6 +2,7 @@ package dockerops
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -222,4 +223,39 @@ func TestCreateWorkerAdoptsOwnContainerAfterRetry(t *testing.T) {
 	_, err = newClient(fastOptions(), f).CreateWorker(context.Background(), spec)
 	assert.True(t, cerrdefs.IsConflict(err))
 	assert.Equal(t, 2, f.creates)
+}
+
+func TestWorkerContainerConfigOnOpenNetworkResolvesThroughTheEngine(t *testing.T) {
+	spec := testSpec()
+	spec.Network, spec.OpenNetwork = "forge-x", true
+	_, host, _ := WorkerContainerConfig(spec)
+	assert.Equal(t, container.NetworkMode("forge-x"), host.NetworkMode)
+	assert.Empty(t, host.DNS, "open_public: the engine's resolver")
+	assert.Equal(t, "1", host.Sysctls["net.ipv6.conf.all.disable_ipv6"])
+}
+
+func TestEgressContainerConfigIsHardened(t *testing.T) {
+	spec := EgressSpec{Name: "forge-x-egress", Image: "sha256:" + strings.Repeat("a", 64), EgressNetwork: "forge-x-egress",
+		AttemptNetwork: "forge-x", Alias: "egress", UID: 13, RunDir: "/run/forge-egress", Config: "http_port 3128\n",
+		Labels: map[string]string{"a": "b"}, SecurityOpts: []string{"apparmor=x"}, MemoryBytes: 256 << 20}
+	require.NoError(t, spec.validate())
+	cfg, host, net := EgressContainerConfig(spec)
+	assert.Equal(t, "13:13", cfg.User)
+	assert.Equal(t, container.NetworkMode("forge-x-egress"), host.NetworkMode)
+	assert.Contains(t, net.EndpointsConfig, "forge-x-egress")
+	assert.Len(t, net.EndpointsConfig, 1, "the attempt network is joined before the start")
+	assert.True(t, host.ReadonlyRootfs)
+	assert.Equal(t, []string{"ALL"}, []string(host.CapDrop))
+	assert.Empty(t, host.CapAdd)
+	assert.Equal(t, []string{"no-new-privileges", "apparmor=x"}, host.SecurityOpt)
+	assert.Equal(t, int64(256<<20), host.Memory)
+	assert.Equal(t, host.Memory, host.MemorySwap)
+	assert.Equal(t, "json-file", host.LogConfig.Type)
+	assert.Equal(t, "1m", host.LogConfig.Config["max-size"])
+	assert.Contains(t, cfg.Env, "FORGE_EGRESS_CONF=http_port 3128\n")
+	for _, opts := range host.Tmpfs {
+		assert.Contains(t, opts, "noexec")
+	}
+	spec.UID = 0
+	assert.Error(t, spec.validate())
 }

@@ -78,7 +78,7 @@ func Parse(r io.Reader) (*Catalogue, error) {
 			return nil, fmt.Errorf("line %d: want service, ref and image id separated by tabs", line)
 		}
 		e := Entry{Service: fields[0], Ref: fields[1], ImageID: fields[2]}
-		if _, ok := definitions[e.Service]; !ok {
+		if _, ok := definitions[e.Service]; !ok && e.Service != Egress {
 			return nil, fmt.Errorf("line %d: unknown service %q", line, text.Clip(e.Service, 32))
 		}
 		if len(e.Ref) > maxRefBytes || !refPattern.MatchString(e.Ref) {
@@ -154,6 +154,28 @@ func (c *Catalogue) Verify(ctx context.Context, docker ImageInspector, services 
 		out[s] = e
 	}
 	return out, nil
+}
+
+// VerifyEgress checks the egress proxy's entry against the engine and
+// returns it: no entry, or an image the engine does not hold, is
+// sandbox_egress_unsupported; an image whose id is not the pinned one
+// sandbox_service_image_mismatch. Nothing is pulled.
+func (c *Catalogue) VerifyEgress(ctx context.Context, docker ImageInspector) (Entry, error) {
+	e, ok := c.Lookup(Egress)
+	if !ok {
+		return Entry{}, failure.New(failure.SandboxEgressUnsupported, "public_allowlist needs the egress proxy, and this runner's service catalogue has no %s image", Egress)
+	}
+	id, found, err := docker.ImageID(ctx, e.Ref)
+	if err != nil {
+		return Entry{}, failure.Wrap(failure.SandboxEgressUnsupported, err, "egress proxy: inspect image %s", e.Ref)
+	}
+	if !found {
+		return Entry{}, failure.New(failure.SandboxEgressUnsupported, "egress proxy: image %s is not in the engine (nothing is pulled; run scripts/service-images.sh)", e.Ref)
+	}
+	if id != e.ImageID {
+		return Entry{}, failure.New(failure.SandboxServiceImageDiffers, "egress proxy: image %s is %s, the catalogue pins %s", e.Ref, id, e.ImageID)
+	}
+	return e, nil
 }
 
 // Status is one catalogue entry's state in the engine, as preflight

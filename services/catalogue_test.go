@@ -61,7 +61,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for _, e := range c.Entries() {
-			if _, ok := definitions[e.Service]; !ok && e.Service != Browser {
+			if _, ok := definitions[e.Service]; !ok && e.Service != Browser && e.Service != Egress {
 				t.Fatalf("unknown service accepted: %q", e.Service)
 			}
 			if !imageIDPattern.MatchString(e.ImageID) {
@@ -112,4 +112,21 @@ func TestCheckReportsEveryEntrysState(t *testing.T) {
 	assert.Equal(t, "unknown", st[1].State)
 	st = c.Check(context.Background(), fakeImages{"pg:1": idA})
 	assert.Equal(t, "ready", st[0].State)
+}
+
+func TestVerifyEgressChecksTheProxysPinnedImage(t *testing.T) {
+	c, err := Parse(strings.NewReader("egress\tforged-services/egress:1\t" + idA + "\nredis\tredis:1\t" + idB + "\n"))
+	require.NoError(t, err)
+	e, err := c.VerifyEgress(context.Background(), fakeImages{"forged-services/egress:1": idA})
+	require.NoError(t, err)
+	assert.Equal(t, idA, e.ImageID)
+	_, err = c.VerifyEgress(context.Background(), fakeImages{"forged-services/egress:1": idB})
+	assert.Equal(t, failure.SandboxServiceImageDiffers, failure.CodeOf(err))
+	_, err = c.VerifyEgress(context.Background(), fakeImages{})
+	assert.Equal(t, failure.SandboxEgressUnsupported, failure.CodeOf(err))
+	_, err = (*Catalogue)(nil).VerifyEgress(context.Background(), fakeImages{})
+	assert.Equal(t, failure.SandboxEgressUnsupported, failure.CodeOf(err))
+	// The proxy is no contract service.
+	_, err = c.Verify(context.Background(), fakeImages{"forged-services/egress:1": idA}, []string{Egress})
+	assert.Equal(t, failure.SandboxServicesUnsupported, failure.CodeOf(err))
 }

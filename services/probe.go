@@ -49,8 +49,11 @@ func (t Target) password() (string, error) {
 // startup handshake, SCRAM authentication and SELECT 1 answering 1; for
 // redis AUTH then PING answering PONG. Errors never carry the password.
 func ProbeOnce(ctx context.Context, t Target) error {
-	if t.Service == Browser {
+	switch t.Service {
+	case Browser:
 		return probeBrowser(ctx, t)
+	case Egress:
+		return probeEgress(ctx, t)
 	}
 	pw, err := t.password()
 	if err != nil {
@@ -164,6 +167,35 @@ func probeBrowser(ctx context.Context, t Target) error {
 	}
 	if v.Browser == "" || v.WebSocketDebuggerURL == "" {
 		return errors.New("browser DevTools /json/version names no browser or debugger URL")
+	}
+	return nil
+}
+
+// probeEgress asks the egress proxy to CONNECT to a name no allowlist can
+// hold (.invalid is reserved) and expects its refusal: the proxy answers
+// and denies what is not on its list. It never leaves the proxy: unlisted
+// names are refused before any DNS lookup.
+func probeEgress(ctx context.Context, t Target) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(t.Host, strconv.Itoa(t.Port)))
+	if err != nil {
+		return fmt.Errorf("egress proxy connect: %w", err)
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	_ = conn.SetDeadline(deadline)
+	if _, err := io.WriteString(conn, "CONNECT probe.forge.invalid:443 HTTP/1.1\r\nHost: probe.forge.invalid:443\r\n\r\n"); err != nil {
+		return fmt.Errorf("egress proxy: %w", err)
+	}
+	line, err := bufio.NewReaderSize(conn, 512).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("egress proxy: %w", err)
+	}
+	if status := strings.TrimRight(line, "\r\n"); !strings.HasPrefix(status, "HTTP/1.1 403 ") {
+		return fmt.Errorf("egress proxy answered %q to an unlisted name, not 403", clipReply(status))
 	}
 	return nil
 }

@@ -16,6 +16,10 @@ const (
 	Postgres = "postgres"
 	Redis    = "redis"
 	Browser  = "browser"
+	// Egress is the catalogue entry of the egress proxy's image: not a
+	// contract service (the contract parser admits none of that name),
+	// run beside the worker for networkPolicy.mode public_allowlist.
+	Egress = "egress"
 )
 
 // Per-service limits beside the memory split.
