@@ -71,8 +71,14 @@ type attemptActor struct {
 	imageID       string
 	names         dockerops.Names
 	labels        map[string]string
-	network       string // the isolated attempt network's name, when services need one
+	network       string // the attempt network's name, when services or the network policy need one
 	networkID     string
+	// egressImage is the verified egress proxy image (public_allowlist);
+	// egress its actor and state, egressNetworkID the egress network's id
+	// (attempt_egress.go).
+	egressImage     services.Entry
+	egress          *egressRun
+	egressNetworkID string
 	// provisioned: the volumes were (at least partly) created.
 	provisioned bool
 
@@ -116,6 +122,7 @@ type (
 		contract      *contract.Parsed
 		security      []string
 		serviceImages map[string]services.Entry
+		egressImage   services.Entry
 		// signatureWarnings are the upstream images left unverified
 		// under adoption.
 		signatureWarnings []signatureWarning
@@ -229,6 +236,16 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		a.onServiceFailed(ctx, msg)
 	case servicesTimedOut:
 		a.onServicesTimedOut(ctx)
+	case EgressStarted:
+		a.onEgressStarted(msg)
+	case EgressReady:
+		a.onEgressReady(ctx, msg)
+	case EgressFailed:
+		a.onEgressFailed(ctx, msg)
+	case EgressAccess:
+		a.onEgressAccess(ctx, msg)
+	case EgressLogSummary:
+		a.onEgressLogSummary(ctx, msg)
 	case WorkerCreated:
 		a.onWorkerCreated(ctx, msg)
 	case WorkerOutput:
@@ -267,7 +284,8 @@ func (a *attemptActor) start(ctx actor.Context) {
 	a.controlKey = key
 	a.watchdog = a.children.spawn(ctx, newLeaseWatchdogProps(a.d.Lease.ExpiresAt, a.cfg.Clock), kindWatchdog)
 	a.emit(ctx, messages.RunnerEvent("sandbox_preparing", fmt.Sprintf("Preparing Docker sandbox attempt %s.", a.d.AttemptID()), nil))
-	if err := checkDispatchSupported(a.d, a.deps.Redeemer != nil, a.cfg.Confinement()); err != nil {
+	if err := checkDispatchSupported(a.d, a.deps.Redeemer != nil, a.cfg.Confinement(),
+		networkPolicyConfig{egressEnabled: a.cfg.Egress.Enabled, allowOpenPublic: a.cfg.AllowOpenPublic}); err != nil {
 		a.fail(err)
 		a.advance(ctx)
 		return
@@ -305,7 +323,7 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		a.advance(ctx)
 		return
 	}
-	a.prepared, a.contract, a.security, a.serviceImages = msg.prepared, msg.contract, msg.security, msg.serviceImages
+	a.prepared, a.contract, a.security, a.serviceImages, a.egressImage = msg.prepared, msg.contract, msg.security, msg.serviceImages, msg.egressImage
 	for _, w := range msg.signatureWarnings {
 		a.emit(ctx, messages.RunnerEvent("sandbox_image_signature_warning",
 			fmt.Sprintf("The image %s is not verified (%s); adoption carries on.", w.image, w.reason),
@@ -381,7 +399,7 @@ func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
 		a.advance(ctx)
 		return
 	}
-	if len(a.contract.Contract.Services) > 0 {
+	if a.needsNetwork() {
 		a.startServices(ctx)
 		return
 	}
@@ -407,7 +425,10 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 	networkMode, networks := "none", []map[string]string{}
 	if a.network != "" {
 		networkMode = a.network
-		networks = append(networks, map[string]string{"id": a.networkID, "name": a.network, "role": "internal"})
+		networks = append(networks, map[string]string{"id": a.networkID, "name": a.network, "role": a.networkRole()})
+	}
+	if a.egressNetworkID != "" {
+		networks = append(networks, map[string]string{"id": a.egressNetworkID, "name": egressNetworkName(a.names), "role": "egress"})
 	}
 	sampled := []SampledContainer{{ID: msg.ContainerID, Name: a.names.Container, Role: roleAgent}}
 	var sidecars []map[string]string
@@ -417,6 +438,11 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 			sidecars = append(sidecars, map[string]string{"id": r.containerID, "name": name, "role": "service:" + s})
 			sampled = append(sampled, SampledContainer{ID: r.containerID, Name: name, Role: "service:" + s})
 		}
+	}
+	if a.egress != nil && a.egress.containerID != "" {
+		name := egressContainerName(a.names)
+		sidecars = append(sidecars, map[string]string{"id": a.egress.containerID, "name": name, "role": roleEgressProxy})
+		sampled = append(sampled, SampledContainer{ID: a.egress.containerID, Name: name, Role: roleEgressProxy})
 	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_started", fmt.Sprintf("Docker sandbox %s started.", a.names.AttemptHex), map[string]any{
 		"agentContainer":    map[string]string{"id": msg.ContainerID, "name": a.names.Container, "role": "agent"},

@@ -33,11 +33,12 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		spec: dockerops.WorkerSpec{
 			Name:            a.names.Container,
 			Image:           a.imageID,
-			Network:         a.network, // the isolated attempt network with services; "" (none) without
+			Network:         a.network, // the attempt network with services or a network policy; "" (none) without
+			OpenNetwork:     a.d.Sandbox.NetworkPolicy.Mode == messages.NetworkOpenPublic,
 			WorkingDir:      a.contract.Contract.WorkingDirectory,
 			Labels:          a.labels,
 			Resources:       a.d.Sandbox.RequestedResources,
-			Env:             append(dockerops.WorkerEnv(a.d, a.prepared.InputCommitSHA), messages.ServiceEnv(packet.Services)...),
+			Env:             append(append(dockerops.WorkerEnv(a.d, a.prepared.InputCommitSHA), messages.ServiceEnv(packet.Services)...), a.workerNetworkEnv()...),
 			SecurityOpts:    a.security,
 			WorkspaceVolume: a.names.WorkspaceVolume,
 			ControlVolume:   a.names.ControlVolume,

@@ -29,11 +29,12 @@ type serviceRun struct {
 	done        bool // failed or cancelled: its actor stops once its calls returned
 }
 
-// secretsDone is the services' provision step's result: the isolated
-// attempt network and the credentials.
+// secretsDone is the network step's result: the attempt network (and the
+// egress network with public_allowlist) and the services' credentials.
 type secretsDone struct {
-	network dockerops.IsolatedNetwork
-	err     error
+	network         dockerops.IsolatedNetwork
+	egressNetworkID string
+	err             error
 }
 
 // servicesTimedOut is the total readiness cap's timer firing.
@@ -61,25 +62,41 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 		files[def.SecretFile] = []byte(pw)
 	}
 	docker, name, image, volume, labels, netName := a.deps.Docker, services.SecretsHelperName(a.names.Prefix), a.imageID, a.names.SecretsVolume, a.labels, a.names.Network
+	mode, egressNet := a.d.Sandbox.NetworkPolicy.Mode, egressNetworkName(a.names)
 	a.step(ctx, "secrets", func(stepCtx context.Context) any {
-		network, err := docker.CreateIsolatedNetwork(stepCtx, netName, labels)
+		var done secretsDone
+		var err error
+		if mode == messages.NetworkOpenPublic {
+			var id string
+			id, err = docker.CreateRoutedNetwork(stepCtx, netName, labels)
+			done.network = dockerops.IsolatedNetwork{ID: id, Name: netName}
+		} else {
+			done.network, err = docker.CreateIsolatedNetwork(stepCtx, netName, labels)
+		}
 		if err != nil {
-			return secretsDone{err: err}
+			done.err = err
+			return done
 		}
-		if len(files) == 0 {
-			return secretsDone{network: network}
+		if mode == messages.NetworkPublicAllowlist {
+			if done.egressNetworkID, err = docker.CreateRoutedNetwork(stepCtx, egressNet, labels); err != nil {
+				done.err = err
+				return done
+			}
 		}
-		return secretsDone{network: network, err: docker.WriteSecrets(stepCtx, name, image, volume, labels, files)}
+		if len(files) > 0 {
+			done.err = docker.WriteSecrets(stepCtx, name, image, volume, labels, files)
+		}
+		return done
 	})
 }
 
 func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
-	if msg.network.ID != "" {
-		a.network, a.networkID = msg.network.Name, msg.network.ID
+	if msg.network.ID != "" || msg.egressNetworkID != "" {
+		a.network, a.networkID, a.egressNetworkID = msg.network.Name, msg.network.ID, msg.egressNetworkID
 		a.writeLedger(a.ledgerState)
 	}
 	if msg.err != nil {
-		a.fail(failure.Wrap(failure.SandboxCreateFailed, msg.err, "write service credentials"))
+		a.fail(failure.Wrap(failure.SandboxCreateFailed, msg.err, "create the attempt network or write service credentials"))
 	}
 	if a.failure != nil {
 		a.advance(ctx)
@@ -112,6 +129,13 @@ func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
 			"service": s, "image": a.serviceImages[s].ImageID, "container": job.spec.Name, "alias": job.spec.Alias,
 		}))
 	}
+	if a.d.Sandbox.NetworkPolicy.Mode == messages.NetworkPublicAllowlist {
+		a.startEgress(ctx)
+	}
+	if len(a.services) == 0 && a.egress == nil {
+		a.startWorker(ctx) // open_public without services: nothing to wait for
+		return
+	}
 	self := ctx.Self()
 	system := ctx.ActorSystem()
 	a.servicesTimer = a.cfg.Clock.AfterFunc(a.cfg.ServicesReadyWithin, func() { system.Root.Send(self, servicesTimedOut{}) })
@@ -137,10 +161,19 @@ func (a *attemptActor) onServiceReady(ctx actor.Context, msg ServiceReady) {
 	a.emit(ctx, messages.RunnerEvent("sandbox_service_ready", fmt.Sprintf("Service %s is ready.", msg.Service), map[string]string{
 		"service": msg.Service, "containerId": msg.ContainerID,
 	}))
+	a.startWorkerWhenReady(ctx)
+}
+
+// startWorkerWhenReady starts the worker once every service and the egress
+// proxy (when there is one) are ready.
+func (a *attemptActor) startWorkerWhenReady(ctx actor.Context) {
 	for _, r := range a.services {
 		if !r.ready {
 			return
 		}
+	}
+	if a.egress != nil && !a.egress.ready {
+		return
 	}
 	if a.servicesTimer != nil {
 		a.servicesTimer.Stop()
@@ -168,7 +201,13 @@ func (a *attemptActor) onServicesTimedOut(ctx actor.Context) {
 			pending = append(pending, s)
 		}
 	}
-	if len(pending) == 0 || a.failure != nil {
+	if a.failure != nil {
+		return
+	}
+	if len(pending) == 0 {
+		if a.egress != nil && !a.egress.ready {
+			a.abort(ctx, failure.New(failure.SandboxEgressFailed, "the egress proxy was not ready within the attempt's total cap of %s", a.cfg.ServicesReadyWithin))
+		}
 		return
 	}
 	slices.Sort(pending)
@@ -187,6 +226,7 @@ func (a *attemptActor) cancelServices(ctx actor.Context) {
 			ctx.Send(r.pid, CancelService{})
 		}
 	}
+	a.cancelEgress(ctx)
 }
 
 // servicesAlive reports whether a service actor still runs.
@@ -196,12 +236,15 @@ func (a *attemptActor) servicesAlive() bool {
 			return true
 		}
 	}
-	return false
+	return a.egress != nil && a.egress.pid != nil
 }
 
 // onServiceTerminated forgets a stopped service actor; one that stopped
 // without reporting (it crashed) fails the attempt.
 func (a *attemptActor) onServiceTerminated(ctx actor.Context, who *actor.PID) {
+	if a.onEgressTerminated(ctx, who) {
+		return
+	}
 	for s, r := range a.services {
 		if r.pid == nil || !who.Equal(r.pid) {
 			continue
@@ -232,12 +275,14 @@ func (a *attemptActor) serviceLedger() (planned, created []ledger.Resource) {
 	if a.contract == nil {
 		return nil, nil
 	}
-	if len(a.contract.Contract.Services) > 0 {
-		planned = append(planned, ledger.Resource{Type: ledger.ResourceNetwork, Name: a.names.Network, Role: "internal"})
+	if a.needsNetwork() {
+		planned = append(planned, ledger.Resource{Type: ledger.ResourceNetwork, Name: a.names.Network, Role: a.networkRole()})
 		if a.networkID != "" {
-			created = append(created, ledger.Resource{Type: ledger.ResourceNetwork, Name: a.names.Network, ID: a.networkID, Role: "internal"})
+			created = append(created, ledger.Resource{Type: ledger.ResourceNetwork, Name: a.names.Network, ID: a.networkID, Role: a.networkRole()})
 		}
 	}
+	ep, ec := a.egressLedger()
+	planned, created = append(planned, ep...), append(created, ec...)
 	for _, s := range a.contract.Contract.ServiceTypes() {
 		name := services.ContainerName(a.names.Prefix, s)
 		planned = append(planned, ledger.Resource{Type: ledger.ResourceContainer, Name: name, Role: "service:" + s})

@@ -94,7 +94,19 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 		}
 		warnings = append(warnings, serviceWarnings...)
 	}
-	return prepareDone{prepared: prepared, contract: parsed, security: security, signatureWarnings: warnings, serviceImages: images}
+	// The egress proxy's pinned image, by the same rules.
+	var egressImage services.Entry
+	if in.d.Sandbox.NetworkPolicy.Mode == messages.NetworkPublicAllowlist {
+		if egressImage, err = in.catalogue.VerifyEgress(ctx, in.images); err != nil {
+			return prepareDone{err: err}
+		}
+		egressWarnings, err := verifyServiceImages(ctx, in.verifier, []string{services.Egress}, map[string]services.Entry{services.Egress: egressImage}, in.d.Sandbox.ExecutionPolicy)
+		if err != nil {
+			return prepareDone{err: err}
+		}
+		warnings = append(warnings, egressWarnings...)
+	}
+	return prepareDone{prepared: prepared, contract: parsed, security: security, signatureWarnings: warnings, serviceImages: images, egressImage: egressImage}
 }
 
 // provisionInput is what the provision step reads.

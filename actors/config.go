@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/egress"
 	"github.com/forgedev/forged/internal/clock"
 	"github.com/forgedev/forged/services"
 	"github.com/forgedev/forged/timelimit"
@@ -45,6 +46,14 @@ type AttemptConfig struct {
 	// together, from the first start to the last ready (default 90s).
 	ServiceReadyWithin  time.Duration
 	ServicesReadyWithin time.Duration
+	// Egress is the operator's egress proxy configuration for
+	// networkPolicy.mode public_allowlist (its image is the catalogue's
+	// `egress` entry); Egress.Enabled false refuses public_allowlist with
+	// sandbox_egress_unsupported.
+	Egress egress.Options
+	// AllowOpenPublic lets open_public attempts run, on a routed attempt
+	// network; never under sandbox_required (policy_mismatch).
+	AllowOpenPublic bool
 	// Clock drives every timer of the attempt tree (lease watchdog,
 	// sampler) and its timestamps; nil means clock.System. Deadlines of
 	// engine and git calls are those of dockerops.Options and gitops.

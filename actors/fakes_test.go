@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
@@ -63,6 +64,15 @@ type fakeHost struct {
 	serviceSpecs []dockerops.ServiceSpec
 	workerSpec   dockerops.WorkerSpec
 	stdin        []byte
+
+	// Egress: egressSpecs the proxies asked for, egressLog the access log
+	// lines the proxy writes (then its log follows until it stops),
+	// routed the routed networks created, stopped the containers stopped.
+	egressSpecs []dockerops.EgressSpec
+	egressLog   []string
+	routed      []string
+	stopped     []string
+	egressStop  chan struct{}
 }
 
 // confinementFacts is an engine enforcing seccomp and AppArmor whose
@@ -421,4 +431,57 @@ func (f *fakeHost) WriteSecrets(_ context.Context, _, _, _ string, _ map[string]
 
 func (f *fakeHost) CreateIsolatedNetwork(_ context.Context, name string, _ map[string]string) (dockerops.IsolatedNetwork, error) {
 	return dockerops.IsolatedNetwork{ID: "net-" + name, Name: name}, f.record("network")
+}
+
+func (f *fakeHost) CreateRoutedNetwork(_ context.Context, name string, _ map[string]string) (string, error) {
+	f.mu.Lock()
+	f.routed = append(f.routed, name)
+	f.mu.Unlock()
+	return "net-" + name, f.record("routed")
+}
+
+func (f *fakeHost) CreateEgressProxy(_ context.Context, spec dockerops.EgressSpec) (string, error) {
+	f.mu.Lock()
+	f.egressSpecs = append(f.egressSpecs, spec)
+	f.mu.Unlock()
+	return "svc-egress", f.record("egress")
+}
+
+// FollowLogLines hands out egressLog, then follows until ctx ends or the
+// proxy is killed (killService["egress"]) or stopped (StopContainer).
+func (f *fakeHost) FollowLogLines(ctx context.Context, _ string, _ int, onLine func([]byte)) (int, error) {
+	f.mu.Lock()
+	lines := append([]string(nil), f.egressLog...)
+	kill := f.killService["egress"]
+	if f.egressStop == nil {
+		f.egressStop = make(chan struct{})
+	}
+	stop := f.egressStop
+	f.mu.Unlock()
+	for _, l := range lines {
+		onLine([]byte(l))
+	}
+	select {
+	case <-ctx.Done():
+	case <-kill:
+	case <-stop:
+	}
+	return 0, nil
+}
+
+func (f *fakeHost) StopContainer(_ context.Context, id string, _ time.Duration) error {
+	f.mu.Lock()
+	f.stopped = append(f.stopped, id)
+	if f.egressStop == nil {
+		f.egressStop = make(chan struct{})
+	}
+	if id == "svc-egress" {
+		select {
+		case <-f.egressStop:
+		default:
+			close(f.egressStop)
+		}
+	}
+	f.mu.Unlock()
+	return f.record("stop")
 }

@@ -3,15 +3,25 @@ package actors
 import (
 	"github.com/forgedev/forged/contract"
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/egress"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/messages"
 )
 
-// Memory every sandbox reserves beyond its worker, as the seed requires.
+// Memory every sandbox reserves beyond its worker, as the seed requires:
+// the egress proxy's share (its memory limit) joins the runtime overhead
+// with public_allowlist.
 const (
 	serviceMemoryPerService = 1 << 30
 	minRuntimeOverhead      = 128 << 20
+	egressProxyMemory       = 256 << 20
 )
+
+// networkPolicyConfig is the operator's side of the network policy.
+type networkPolicyConfig struct {
+	egressEnabled   bool
+	allowOpenPublic bool
+}
 
 // Confinement is what the engine and host guarantee, from the latest
 // preflight report (AttemptConfig.Confinement).
@@ -31,17 +41,27 @@ func unknownConfinement() Confinement {
 }
 
 // checkDispatchSupported refuses, before anything is created, what this
-// runner cannot honour yet or may not run. An attempt that would need a
-// network (egress) is refused first when this host cannot isolate one.
-func checkDispatchSupported(d *messages.Dispatch, canPublish bool, conf Confinement) error {
+// runner cannot honour or may not run. public_allowlist needs an isolated
+// attempt network (refused first when this host cannot isolate one), the
+// egress proxy enabled, and an allowlist the proxy accepts; open_public
+// needs the operator's permission and is never run under
+// sandbox_required.
+func checkDispatchSupported(d *messages.Dispatch, canPublish bool, conf Confinement, net networkPolicyConfig) error {
 	switch d.Sandbox.NetworkPolicy.Mode {
 	case messages.NetworkPublicAllowlist:
 		if conf.NetworkIsolation != nil {
 			return conf.NetworkIsolation
 		}
-		return failure.New(failure.SandboxEgressUnsupported, "public_allowlist egress needs the egress proxy, which this runner does not provide yet")
+		if !net.egressEnabled {
+			return failure.New(failure.SandboxEgressUnsupported, "public_allowlist needs the egress proxy, which this runner does not run (--egress)")
+		}
+		if _, err := egress.Domains(d.Sandbox.NetworkPolicy.AllowedHosts); err != nil {
+			return err
+		}
 	case messages.NetworkOpenPublic:
-		return failure.New(failure.PolicyMismatch, "open_public sandbox networking is not permitted by this runner policy")
+		if d.Sandbox.ExecutionPolicy == messages.PolicySandboxRequired || !net.allowOpenPublic {
+			return failure.New(failure.PolicyMismatch, "open_public sandbox networking is not permitted by this runner policy")
+		}
 	}
 	if d.Sandbox.PublicationMode == messages.PublicationBridgePush && !canPublish {
 		return failure.New(failure.SandboxOutputPublishForbid, "this runner has no publication grant redeemer configured")
@@ -54,8 +74,7 @@ func checkDispatchSupported(d *messages.Dispatch, canPublish bool, conf Confinem
 // accepted and ignored; services are checked against the catalogue in the
 // prepare step), and checks the dispatch reserved enough
 // memory for the contract (as the seed's validateSandboxMemoryReservation;
-// the egress proxy's share joins it with public_allowlist, which
-// checkDispatchSupported refuses until the egress proxy exists). Services
+// the egress proxy's share joins it with public_allowlist). Services
 // need an attempt network: they are refused first when this host cannot
 // isolate one. (The supervisor's budget holds the dispatch's worker,
 // service and overhead memory against the host at admission.)
@@ -69,6 +88,9 @@ func checkContractSupported(d *messages.Dispatch, c contract.Contract, conf Conf
 	r := d.Sandbox.RequestedResources
 	needService := int64(len(c.Services)) * serviceMemoryPerService
 	needOverhead := int64(minRuntimeOverhead)
+	if d.Sandbox.NetworkPolicy.Mode == messages.NetworkPublicAllowlist {
+		needOverhead += egressProxyMemory
+	}
 	if r.ServiceMemoryLimitBytes < needService || r.RuntimeOverheadBytes < needOverhead {
 		return failure.New(failure.SandboxCapacityProfile,
 			"reserved %d service bytes and %d runtime overhead bytes; the contract requires at least %d and %d",

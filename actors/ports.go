@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/gitops"
@@ -82,6 +83,19 @@ type ServiceDocker interface {
 	WriteSecrets(ctx context.Context, name, image, volume string, labels map[string]string, files map[string][]byte) error
 }
 
+// EgressDocker is what the egress proxy actor needs, and the attempt for
+// its networks: the routed egress network (or an open_public attempt
+// network), the proxy container, its access log, its watch and its
+// readiness probe.
+type EgressDocker interface {
+	CreateRoutedNetwork(ctx context.Context, name string, labels map[string]string) (string, error)
+	CreateEgressProxy(ctx context.Context, spec dockerops.EgressSpec) (string, error)
+	FollowLogLines(ctx context.Context, id string, maxLine int, onLine func([]byte)) (int, error)
+	WaitStopped(ctx context.Context, id string) (dockerops.ContainerState, error)
+	RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int, string, error)
+	StopContainer(ctx context.Context, id string, grace time.Duration) error
+}
+
 // SandboxDocker is what the attempt itself needs: the attempt's volumes,
 // the output copy and the teardown.
 type SandboxDocker interface {
@@ -116,6 +130,7 @@ type Docker interface {
 	SandboxDocker
 	LeaseDocker
 	ServiceDocker
+	EgressDocker
 }
 
 // VolumeStore bounds the attempt's workspace and control volumes with

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -270,4 +271,18 @@ func (s *lineSplitter) flush() {
 		s.onLine(bytes.Clone(s.partial))
 	}
 	s.partial = nil
+}
+
+// StopContainer stops a container (SIGTERM, then SIGKILL after grace) and
+// returns once it is stopped. A container already stopped or gone is
+// success.
+func (c *Client) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	seconds := int(grace / time.Second)
+	return callErr(ctx, c, c.opts.Timeouts.Stop+grace, writeCall, func(ctx context.Context) error {
+		err := c.runner.ContainerStop(ctx, id, container.StopOptions{Timeout: &seconds})
+		if err == nil || cerrdefs.IsNotFound(err) || cerrdefs.IsNotModified(err) {
+			return nil
+		}
+		return fmt.Errorf("container stop %s: %w", shortID(id), err)
+	})
 }

@@ -43,6 +43,9 @@ type Options struct {
 	Upstreams []string
 }
 
+// AllowedPorts returns the admitted ports, sorted.
+func (o Options) AllowedPorts() []int { return o.ports() }
+
 // ports returns the admitted ports, sorted.
 func (o Options) ports() []int {
 	if len(o.Ports) == 0 {
