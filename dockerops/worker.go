@@ -72,8 +72,8 @@ type WorkerSpec struct {
 	// engine's resolver instead of its own loopback.
 	OpenNetwork bool
 	Labels      map[string]string
-	Resources messages.RequestedResources
-	Env       []string
+	Resources   messages.RequestedResources
+	Env         []string
 	// SecurityOpts are extra operator options in Engine API form
 	// ("seccomp=<profile JSON>", "apparmor=<profile>"); see
 	// ResolveSecurityOptions. no-new-privileges is always set.
