@@ -21,6 +21,7 @@ import (
 	"github.com/forgedev/forged/actors"
 	"github.com/forgedev/forged/collector"
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/egress"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/imagegc"
@@ -98,6 +99,11 @@ type Config struct {
 	Services            *services.Catalogue
 	ServiceReadyWithin  time.Duration
 	ServicesReadyWithin time.Duration
+	// Egress is the egress proxy's configuration for public_allowlist
+	// (Enabled false refuses it; its image is the Services catalogue's
+	// egress entry). AllowOpenPublic lets open_public attempts run.
+	Egress          egress.Options
+	AllowOpenPublic bool
 	// Metrics is this runner's instrumentation (nil: a new one). One
 	// Metrics serves one runner.
 	Metrics *metrics.Metrics
@@ -283,6 +289,8 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Services:            cfg.Services,
 		ServiceReadyWithin:  cfg.ServiceReadyWithin,
 		ServicesReadyWithin: cfg.ServicesReadyWithin,
+		Egress:              cfg.Egress,
+		AllowOpenPublic:     cfg.AllowOpenPublic,
 		Confinement:         func() actors.Confinement { return confinementOf(cache) },
 	}
 	var attemptDocker actors.Docker = docker

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/example"
+	"github.com/forgedev/forged/internal/egresstest"
 	"github.com/forgedev/forged/internal/enginetest"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/quota"
@@ -322,6 +323,54 @@ func TestChaosKill9WhileServicesRun(t *testing.T) {
 			if err == nil {
 				assert.Empty(t, entries, "no ledger is left")
 			}
+		})
+	}
+}
+
+// TestChaosKill9WhileTheEgressProxyRuns kills forged with SIGKILL while a
+// public_allowlist attempt runs (its egress proxy ready, then the task
+// started): the restarted daemon leaves nothing labelled, the egress
+// network and the proxy included.
+func TestChaosKill9WhileTheEgressProxyRuns(t *testing.T) {
+	engine := enginetest.Client(t)
+	forged := enginetest.ForgedBinary(t)
+	catalogue := os.Getenv("FORGED_SERVICES_FILE")
+	if catalogue == "" {
+		catalogue = filepath.Join("..", "..", "bin", "services.tsv")
+	}
+	catalogue, err := filepath.Abs(catalogue)
+	require.NoError(t, err)
+	egresstest.EgressImage(t, filepath.Join("..", ".."))
+	base := t.TempDir()
+	stateRoot, lockRoot := filepath.Join(base, "state"), filepath.Join(base, "locks")
+	require.NoError(t, os.MkdirAll(lockRoot, 0o700))
+	runnerID, err := runner.LoadRunnerID(stateRoot)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	repo := filepath.Join(base, "repo")
+	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{}))
+	flags := []string{"--service-catalogue", catalogue, "--egress"}
+	for _, event := range []string{"sandbox_egress_ready", "task_started"} {
+		t.Run(event, func(t *testing.T) {
+			d := startDaemon(t, forged, stateRoot, lockRoot, flags...)
+			dispatch, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: runnerID, RepoPath: repo,
+				Argv: []string{"/bin/sh", "-c", "sleep 30"}})
+			require.NoError(t, err)
+			dispatch.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkPublicAllowlist, AllowedHosts: []string{"www.test"}}
+			dispatch.Sandbox.RequestedResources.RuntimeOverheadBytes = 384 << 20
+			d.submit(dispatch)
+			d.waitFor(dispatch.AttemptID(), event)
+			left := enginetest.Labelled(t, engine, "dev.forge.dispatch-attempt-id="+dispatch.AttemptID())
+			assert.Contains(t, strings.Join(left, " "), "-egress", "the egress network exists: %v", left)
+			d.kill9()
+
+			restarted := startDaemon(t, forged, stateRoot, lockRoot, flags...)
+			defer restarted.stop()
+			enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
+			out := restarted.outcome(dispatch.AttemptID())
+			require.NotNil(t, out, "the restarted daemon records the attempt")
+			assert.Equal(t, "sandbox_runner_restarted", out.Code)
 		})
 	}
 }

@@ -42,6 +42,7 @@ type runnerFlags struct {
 	verifyTimeout  time.Duration
 	preflight      preflightFlags
 	publish        publishFlags
+	network        networkFlags
 }
 
 // preflightFlags are the admission settings shared with `forged preflight`.
@@ -128,6 +129,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.reapGrace, "reaper-grace", 2*time.Minute, "labelled resources younger than this are never reaped")
 	f.preflight.register(cmd)
 	f.publish.register(cmd)
+	f.network.register(cmd)
 	config.SetMin(cmd.Flags(), "slots", 1)
 	config.SetMin(cmd.Flags(), "queue", 0)
 }
@@ -158,6 +160,10 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		}
 		verifier = v
 	}
+	egressOptions, err := f.network.options()
+	if err != nil {
+		return runner.Config{}, err
+	}
 	for _, d := range []struct {
 		name  string
 		value time.Duration
@@ -186,6 +192,8 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		ReapGrace:        f.reapGrace,
 		ProviderAuth:     auth,
 		ImageVerifier:    verifier,
+		Egress:           egressOptions,
+		AllowOpenPublic:  f.network.allowOpenPublic,
 	}, nil
 }
 

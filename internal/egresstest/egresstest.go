@@ -9,6 +9,7 @@ package egresstest
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,7 +66,7 @@ func Start(t testing.TB, c *client.Client, image string) StandIn {
 			t.Errorf("remove stand-in network: %v", err)
 		}
 	})
-	script := `mkdir -p /tmp/www && echo "` + Page + ` $0" >/tmp/www/index.html && ` +
+	script := `mkdir -p /tmp/www && echo "` + Page + ` $0" >/tmp/www/index.html || exit 1; ` +
 		`busybox httpd -f -p 80 -h /tmp/www & busybox httpd -f -p 443 -h /tmp/www & busybox httpd -f -p 22 -h /tmp/www & wait`
 	start := func(role string, aliases []string) string {
 		resp, err := c.ContainerCreate(ctx, &container.Config{
@@ -86,11 +87,54 @@ func Start(t testing.TB, c *client.Client, image string) StandIn {
 		return inspected.NetworkSettings.Networks[name].IPAddress
 	}
 	addr := start("internet", nil)
-	start("intranet", []string{IntranetName})
 	if addr == "" {
 		t.Fatal("the stand-in server has no address")
 	}
+	start("intranet", []string{IntranetName})
+	// Serving: every port of both servers answers, asked inside them.
+	for _, id := range containers {
+		if err := waitListening(ctx, c, id); err != nil {
+			t.Fatalf("stand-in: %v", err)
+		}
+	}
 	return StandIn{Network: name, Addr: addr}
+}
+
+// waitListening asks inside the container, until its servers answer or
+// ctx ends, whether ports 80, 443 and 22 listen.
+func waitListening(ctx context.Context, c *client.Client, id string) error {
+	for {
+		exec, err := c.ContainerExecCreate(ctx, id, container.ExecOptions{
+			Cmd: []string{"/bin/busybox", "sh", "-c", "for p in 80 443 22; do busybox nc -w 1 127.0.0.1 $p </dev/null || exit 1; done"}})
+		if err != nil {
+			return err
+		}
+		if err := c.ContainerExecStart(ctx, exec.ID, container.ExecStartOptions{Detach: true}); err != nil {
+			return err
+		}
+		for {
+			st, err := c.ContainerExecInspect(ctx, exec.ID)
+			if err != nil {
+				return err
+			}
+			if !st.Running {
+				if st.ExitCode == 0 {
+					return nil
+				}
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s: servers never answered: %w", id[:12], ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: servers never answered: %w", id[:12], ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // EgressImage returns the egress proxy's image id from the service
