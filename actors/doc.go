@@ -8,6 +8,7 @@
 //	├── lease-watchdog  aborts the attempt at lease expiry (exact timer, no polling)
 //	├── build           content-keyed image build under the global build permit
 //	├── service         one per declared service (postgres, redis, browser): container, watch, readiness probe
+//	├── egress          the egress proxy (public_allowlist): container, watch, readiness probe, access log
 //	├── worker          the hardened worker container: create, copy in, attach, wait
 //	├── memory-sampler  the kernel's counters of the sandbox containers (peak
 //	│                   memory, OOM kills, refused forks, CPU), Engine API stats
@@ -45,6 +46,23 @@
 // (`forged worker probe`). The total cap is a timer on the attempt's clock.
 // The worker gets each service's host, port, user, database and password
 // file in its start packet and environment, never a password.
+//
+// # Network policy
+//
+// public_allowlist (attempt_egress.go, egress.go): the attempt network is
+// the isolated one, and the egress network (routed, labelled, owned like
+// every other object) is created with it. The egress actor runs squid from
+// the catalogue's pinned `egress` image as the only member of both, with a
+// configuration generated from the validated allowlist and the operator's
+// options (package egress), probes it from the attempt network, and turns
+// its access log (followed through the engine's log stream, parsed
+// strictly, bounded at 500 records) into sandbox_egress_request events.
+// The worker starts once the proxy and every service are ready, with
+// HTTP_PROXY, HTTPS_PROXY and NO_PROXY (and their lower-case forms). When
+// the attempt is done with it, the actor stops the proxy so that its log
+// ends with the last requests, then stops itself. open_public (operator
+// permission, never sandbox_required): a routed attempt network, and the
+// worker resolves through the engine.
 //
 // The ledger is written by an ordered writer goroutine the attempt owns
 // (ledger.go): posting never blocks the mailbox, the provision step waits
@@ -103,6 +121,10 @@
 //     service's end no longer matters. Before teardown the attempt cancels
 //     its service actors and waits until each has stopped (each stops only
 //     once its engine calls returned), so no create races the teardown.
+//   - egress: never restarted. A proxy that does not start, does not pass
+//     its readiness probe or dies while the worker runs fails the attempt
+//     with sandbox_egress_failed (a crashed egress actor with
+//     sandbox_runtime_failed); teardown waits for it like for services.
 //   - lease-pusher: never restarted (a push is not idempotent); without it
 //     renewals still hold on the host, and the worker stops at the last
 //     expiry it was given.

@@ -250,3 +250,7 @@ func TestOpenPublicRunsOnARoutedNetworkWhenTheOperatorAllowsIt(t *testing.T) {
 		assert.NotContains(t, v, "PROXY")
 	}
 }
+
+func TestEgressActorIsNeverRestarted(t *testing.T) {
+	assert.Equal(t, ChildSpec{}, ChildSpecFor(kindEgress))
+}

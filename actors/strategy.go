@@ -25,6 +25,10 @@ func ChildSpecFor(kind string) ChildSpec {
 	case kindService:
 		// A restarted database has lost the task's data.
 		return ChildSpec{}
+	case kindEgress:
+		// A restarted proxy would create a second container under the
+		// same name while the task runs; its death fails the attempt.
+		return ChildSpec{}
 	default: // worker, build, lease pusher: a sandbox run, a build or a push is not idempotent
 		return ChildSpec{}
 	}

@@ -2,7 +2,8 @@
 # Builds the service images of scripts/services.catalogue offline, from
 # Debian's packages only: for each entry, mmdebstrap --variant=minbase
 # writes a rootfs tar holding the entry's packages, and the engine imports
-# it as forged-services/<name>:<recipe hash>. An image whose tag already
+# it as forged-services/<name>:<recipe hash>. The egress entry is the
+# egress proxy's image (squid), which forged runs for public_allowlist. An image whose tag already
 # exists in the engine is not built again, so a re-run does nothing but
 # print the catalogue.
 #

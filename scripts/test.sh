@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 
 bash scripts/ensure-docker.sh
-# The service images (postgres, redis) and their catalogue, bin/services.tsv:
+# The service images (postgres, redis, browser, the egress proxy) and their
+# catalogue, bin/services.tsv:
 # cached, only the first run on a machine builds them.
 bash scripts/service-images.sh
 bash scripts/images.sh

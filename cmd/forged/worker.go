@@ -78,7 +78,7 @@ func probeCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&t.Service, "service", "", "postgres or redis")
+	f.StringVar(&t.Service, "service", "", "postgres, redis, browser or egress (the egress proxy)")
 	f.StringVar(&t.Host, "host", "", "the service's host on the attempt network")
 	f.IntVar(&t.Port, "port", 0, "the service's port")
 	f.StringVar(&t.User, "user", "", "the connection user")
