@@ -1,0 +1,41 @@
+// Package caches mounts a sandbox contract's package caches (npm, pnpm,
+// yarn, nuget, cargo, pip) into the worker, warms the per-project ones and
+// collects old cache volumes.
+//
+// # Modes
+//
+//   - per_attempt: a fresh volume per attempt, named
+//     forge-<attempt hex>-cache-<name> and labelled with the attempt's
+//     ownership like its workspace, so the ledger, the teardown and the
+//     reaper remove it with the attempt's other volumes. With bounded
+//     volumes (package quota) it is a fixed-size ext4 image of the
+//     operator's cache size whose root the worker owns; otherwise the
+//     engine's copy-up gives it the owner of the agent image's skeleton
+//     directory (dockerops.OverlayContext). It starts empty.
+//   - readonly: a per-project volume, named
+//     forge-cache-<16 hex of sha256(project)>-<name>, labelled with the
+//     project and the cache, mounted read-only and never copied into. Only
+//     the operator fills it, with Warm (`forged cache warm`), which runs a
+//     given command in a given toolchain image with the volume mounted
+//     read-write. The warm-up runs as root inside its container (every
+//     capability dropped), so the cache's files belong to root and are
+//     readable, not writable, by the worker's uid even before the
+//     read-only mount. An attempt whose project has no warmed volume runs
+//     without it (the cache event says so).
+//
+// # Where each tool looks
+//
+// Each cache is mounted where its tool looks under HOME (/home/forge), as
+// the seed mounts them (contract.CacheTargets), and the tool's own
+// variable names that place (Env): npm_config_cache, npm_config_store_dir
+// (pnpm), YARN_CACHE_FOLDER, NUGET_PACKAGES, CARGO_HOME (cargo's registry
+// cache is CARGO_HOME/registry) and PIP_CACHE_DIR.
+//
+// # Policy and collection
+//
+// Policy says which modes the operator allows (`--cache-modes`); a contract
+// declaring another is refused before anything is created with
+// failure.SandboxCachesUnsupported. Collect removes cache volumes (both
+// modes: they carry LabelCache) older than a maximum age, never one a
+// container uses, with a dry run that removes nothing (`forged gc`).
+package caches
