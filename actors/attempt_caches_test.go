@@ -35,10 +35,10 @@ func TestAttemptMountsItsCachesAndSaysWhichAreMissing(t *testing.T) {
 	spec := host.workerSpec
 	assert.Equal(t, []dockerops.CacheMount{
 		{Volume: names.CacheVolume("npm"), Target: "/home/forge/.npm"},
-		{Volume: caches.ProjectVolume(d.Repo.Name, "pip"), Target: "/home/forge/.cache/pip", ReadOnly: true},
+		{Volume: caches.ProjectVolume(d.Repo.Name, "pip"), Target: "/home/forge/.pip-cache", ReadOnly: true},
 	}, spec.Caches)
-	assert.Subset(t, spec.Env, []string{"npm_config_cache=/home/forge/.npm", "PIP_CACHE_DIR=/home/forge/.cache/pip",
-		"CARGO_HOME=/home/forge/.cargo", "YARN_CACHE_FOLDER=/home/forge/.cache/yarn"})
+	assert.Subset(t, spec.Env, []string{"npm_config_cache=/home/forge/.npm", "PIP_CACHE_DIR=/home/forge/.pip-cache",
+		"CARGO_HOME=/home/forge/.cargo", "YARN_CACHE_FOLDER=/home/forge/.yarn-cache"})
 	assert.Equal(t, 4, host.called("volume"), "workspace, control, secrets and the per-attempt npm cache")
 	assert.Equal(t, 3, host.called("volumeinspect"), "each read-only cache is looked up")
 

@@ -25,11 +25,16 @@
 //
 // # Where each tool looks
 //
-// Each cache is mounted where its tool looks under HOME (/home/forge), as
-// the seed mounts them (contract.CacheTargets), and the tool's own
-// variable names that place (Env): npm_config_cache, npm_config_store_dir
-// (pnpm), YARN_CACHE_FOLDER, NUGET_PACKAGES, CARGO_HOME (cargo's registry
-// cache is CARGO_HOME/registry) and PIP_CACHE_DIR.
+// Each cache is mounted at a direct child of HOME (/home/forge, see
+// contract.CacheTargets for why not at the seed's deeper paths), and the
+// tool's own variable names that place (Env): npm_config_cache
+// (~/.npm, the seed's), npm_config_store_dir (pnpm, ~/.pnpm-store),
+// YARN_CACHE_FOLDER (~/.yarn-cache), NUGET_PACKAGES (~/.nuget-packages),
+// CARGO_HOME (~/.cargo: the whole of cargo's home, whose registry/ the
+// seed mounts) and PIP_CACHE_DIR (~/.pip-cache). A read-only cargo cache
+// is a read-only CARGO_HOME: cargo must run offline against it and
+// may fail to take its package-cache lock there, so per_attempt is the mode
+// for cargo.
 //
 // # Policy and collection
 //

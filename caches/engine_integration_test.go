@@ -108,9 +108,9 @@ func TestWarmFillsTheProjectCacheWhichTheWorkerCanOnlyRead(t *testing.T) {
 	// The worker's uid reads it, and cannot write it: neither through the
 	// read-only mount, nor where a mount were read-write (the files and
 	// directories are root's).
-	probe := `cat /home/forge/.cache/pip/http/entry; for f in http/entry new; do if echo x > /home/forge/.cache/pip/$f; then echo WROTE $f; fi; done; stat -c '%u %a' /home/forge/.cache/pip/http/entry /home/forge/.cache/pip`
+	probe := `cat /home/forge/.pip-cache/http/entry; for f in http/entry new; do if echo x > /home/forge/.pip-cache/$f; then echo WROTE $f; fi; done; stat -c '%u %a' /home/forge/.pip-cache/http/entry /home/forge/.pip-cache`
 	for _, readOnly := range []bool{true, false} {
-		out, code := runAsWorker(t, engine, image, report.Volume, "/home/forge/.cache/pip", probe, readOnly)
+		out, code := runAsWorker(t, engine, image, report.Volume, "/home/forge/.pip-cache", probe, readOnly)
 		assert.Zero(t, code, out)
 		assert.Equal(t, "warmed\n0 644\n0 755\n", out, "read-only mount: %v", readOnly)
 	}
@@ -119,7 +119,7 @@ func TestWarmFillsTheProjectCacheWhichTheWorkerCanOnlyRead(t *testing.T) {
 	_, err = Warm(ctx, engine, WarmRequest{Project: project, Cache: "pip", Image: image,
 		Command: []string{"/bin/sh", "-c", `echo again > "$PIP_CACHE_DIR/second"`}})
 	require.NoError(t, err)
-	out, _ := runAsWorker(t, engine, image, report.Volume, "/home/forge/.cache/pip", "cat /home/forge/.cache/pip/http/entry /home/forge/.cache/pip/second", true)
+	out, _ := runAsWorker(t, engine, image, report.Volume, "/home/forge/.pip-cache", "cat /home/forge/.pip-cache/http/entry /home/forge/.pip-cache/second", true)
 	assert.Equal(t, "warmed\nagain\n", out)
 
 	// The warm-up container is gone.

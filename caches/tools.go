@@ -11,14 +11,9 @@ var envOf = map[string][]string{
 	"pnpm":  {"npm_config_store_dir=" + contract.CacheTargets["pnpm"]},
 	"yarn":  {"YARN_CACHE_FOLDER=" + contract.CacheTargets["yarn"]},
 	"nuget": {"NUGET_PACKAGES=" + contract.CacheTargets["nuget"]},
-	"cargo": {"CARGO_HOME=" + cargoHome},
+	"cargo": {"CARGO_HOME=" + contract.CacheTargets["cargo"]},
 	"pip":   {"PIP_CACHE_DIR=" + contract.CacheTargets["pip"]},
 }
-
-// cargoHome is the directory whose registry/ is the cargo cache: cargo
-// keeps its lock and configuration beside the registry, in the task's
-// writable HOME.
-const cargoHome = "/home/forge/.cargo"
 
 // Env returns the environment of the declared caches, in the contract's
 // order. Unknown names (which contract.Parse refuses) give nothing.
