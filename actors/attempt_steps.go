@@ -18,6 +18,7 @@ import (
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/quota"
 	"github.com/forgedev/forged/services"
+	"golang.org/x/sync/errgroup"
 )
 
 // The attempt's host steps. Each is a plain function of an explicit input,
@@ -137,10 +138,18 @@ func provisionStep(ctx context.Context, in provisionInput) provisionDone {
 	if err != nil {
 		return provisionDone{err: err}
 	}
+	// The volumes are independent: they are created at once.
+	var volumes errgroup.Group
 	for _, volume := range []string{in.names.WorkspaceVolume, in.names.ControlVolume, in.names.SecretsVolume} {
-		if err := in.docker.CreateVolumeWithOptions(ctx, volume, in.labels, bounded[volume]); err != nil {
-			return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)}
-		}
+		volumes.Go(func() error {
+			if err := in.docker.CreateVolumeWithOptions(ctx, volume, in.labels, bounded[volume]); err != nil {
+				return failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)
+			}
+			return nil
+		})
+	}
+	if err := volumes.Wait(); err != nil {
+		return provisionDone{err: err}
 	}
 	if in.credentials != nil {
 		if err := loadCredentials(ctx, in.docker, in.names, in.labels, *in.credentials); err != nil {
@@ -202,12 +211,18 @@ func boundVolumes(ctx context.Context, in provisionInput) (map[string]map[string
 	if err != nil {
 		return nil, failure.Wrap(failure.SandboxInputFailed, err, "stat input bundle")
 	}
-	wsOpts, err := in.volumes.Provision(ctx, in.names.WorkspaceVolume, in.workspaceBytes)
-	if err != nil {
-		return nil, err
-	}
-	ctlOpts, err := in.volumes.Provision(ctx, in.names.ControlVolume, quota.ControlBytes(info.Size(), in.workspaceBytes), "input", "output")
-	if err != nil {
+	// The two filesystems are made at once (mkfs and a loop device each).
+	var wsOpts, ctlOpts map[string]string
+	var images errgroup.Group
+	images.Go(func() (err error) {
+		wsOpts, err = in.volumes.Provision(ctx, in.names.WorkspaceVolume, in.workspaceBytes)
+		return err
+	})
+	images.Go(func() (err error) {
+		ctlOpts, err = in.volumes.Provision(ctx, in.names.ControlVolume, quota.ControlBytes(info.Size(), in.workspaceBytes), "input", "output")
+		return err
+	})
+	if err := images.Wait(); err != nil {
 		return nil, err
 	}
 	return map[string]map[string]string{in.names.WorkspaceVolume: wsOpts, in.names.ControlVolume: ctlOpts}, nil

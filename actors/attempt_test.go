@@ -3,6 +3,7 @@ package actors
 import (
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,6 +140,20 @@ func TestAttemptHappyPath(t *testing.T) {
 		assert.NotEmpty(t, data["contractDigest"])
 	}
 	assert.True(t, found, "sandbox_metadata is in the event stream")
+}
+
+// The attempt's three volumes are created at once: each creation waits
+// here until all three are in flight, so creating them one after another
+// would never finish.
+func TestAttemptCreatesItsVolumesAtOnce(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.volumesTogether = &sync.WaitGroup{}
+	host.volumesTogether.Add(3)
+	h := newHarness(t, host, nil)
+	probe := h.submit(t, testDispatch(time.Now().Add(time.Hour)))
+	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+	assert.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+	assert.Equal(t, 3, host.called("volume"))
 }
 
 func TestTeardownIsReachedFromEveryFailurePath(t *testing.T) {

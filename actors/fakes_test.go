@@ -51,6 +51,9 @@ type fakeHost struct {
 	volumeLabels map[string]map[string]string // existing volumes, by name (VolumeLabels)
 	// noIsolation: preflight could not verify network isolation.
 	noIsolation bool
+	// volumesTogether, when set, holds every CreateVolume until that many
+	// are in flight at once (or the call's context ends).
+	volumesTogether *sync.WaitGroup
 
 	// Services: catalogueID is the image id ImageID reports for service
 	// catalogue refs (forged-services/...); probeCode each service's probe
@@ -203,7 +206,17 @@ func (f *fakeHost) CreateVolumeWithOptions(ctx context.Context, name string, lab
 	return f.CreateVolume(ctx, name, labels)
 }
 
-func (f *fakeHost) CreateVolume(context.Context, string, map[string]string) error {
+func (f *fakeHost) CreateVolume(ctx context.Context, _ string, _ map[string]string) error {
+	if together := f.volumesTogether; together != nil {
+		together.Done()
+		all := make(chan struct{})
+		go func() { together.Wait(); close(all) }()
+		select {
+		case <-all:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return f.record("volume")
 }
 

@@ -117,6 +117,7 @@ type Client struct {
 	cleaner     teardownAPI
 	images      imageAPI
 	execs       execAPI
+	signaller   signalAPI
 
 	// hostInterfaces lists the host's interfaces for the isolation probe;
 	// nil means LocalInterfaces (tests substitute their own).
@@ -134,6 +135,7 @@ var (
 	_ teardownAPI  = (*client.Client)(nil)
 	_ imageAPI     = (*client.Client)(nil)
 	_ execAPI      = (*client.Client)(nil)
+	_ signalAPI    = (*client.Client)(nil)
 )
 
 // newClient builds a Client whose operation groups are served by api, for
@@ -149,6 +151,7 @@ func newClient(opts Options, api any) *Client {
 	c.cleaner, _ = api.(teardownAPI)
 	c.images, _ = api.(imageAPI)
 	c.execs, _ = api.(execAPI)
+	c.signaller, _ = api.(signalAPI)
 	return c
 }
 
