@@ -63,7 +63,7 @@ type WarmReport struct {
 	Volume   string `json:"volume"`
 	Project  string `json:"project"`
 	Cache    string `json:"cache"`
-	ExitCode int64  `json:"exitCode"`
+	ExitCode int64  `json:"exitCode"` // -1 when the command did not run to its end
 }
 
 func (r WarmRequest) validate() error {
@@ -94,7 +94,7 @@ func (r WarmRequest) validate() error {
 // A non-zero exit is an error; the volume keeps what was written.
 func Warm(ctx context.Context, api WarmAPI, req WarmRequest) (report WarmReport, err error) {
 	if err := req.validate(); err != nil {
-		return WarmReport{}, err
+		return WarmReport{Cache: req.Cache, ExitCode: -1}, err
 	}
 	if req.Timeout <= 0 {
 		req.Timeout = DefaultWarmTimeout
