@@ -3,8 +3,10 @@ package actors
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/forgedev/forged/caches"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/messages"
 )
@@ -31,17 +33,19 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 	}
 	return workerJob{
 		spec: dockerops.WorkerSpec{
-			Name:            a.names.Container,
-			Image:           a.imageID,
-			Network:         a.network, // the isolated attempt network with services; "" (none) without
-			WorkingDir:      a.contract.Contract.WorkingDirectory,
-			Labels:          a.labels,
-			Resources:       a.d.Sandbox.RequestedResources,
-			Env:             append(dockerops.WorkerEnv(a.d, a.prepared.InputCommitSHA), messages.ServiceEnv(packet.Services)...),
+			Name:       a.names.Container,
+			Image:      a.imageID,
+			Network:    a.network, // the isolated attempt network with services; "" (none) without
+			WorkingDir: a.contract.Contract.WorkingDirectory,
+			Labels:     a.labels,
+			Resources:  a.d.Sandbox.RequestedResources,
+			Env: slices.Concat(dockerops.WorkerEnv(a.d, a.prepared.InputCommitSHA), messages.ServiceEnv(packet.Services),
+				caches.Env(a.contract.Contract.Caches)),
 			SecurityOpts:    a.security,
 			WorkspaceVolume: a.names.WorkspaceVolume,
 			ControlVolume:   a.names.ControlVolume,
 			SecretsVolume:   a.names.SecretsVolume,
+			Caches:          a.cacheMounts,
 			Entrypoint:      []string{messages.WorkerBinaryPath, "worker"},
 		},
 		bundlePath:  a.prepared.BundlePath,

@@ -46,8 +46,9 @@ type fakeHost struct {
 	assertErr    error
 	teardowns    int
 	leases       [][]byte
-	specs        []dockerops.WorkerSpec // the workers asked for
-	loaded       []loadedVolume         // the volumes filled
+	specs        []dockerops.WorkerSpec       // the workers asked for
+	loaded       []loadedVolume               // the volumes filled
+	volumeLabels map[string]map[string]string // existing volumes, by name (VolumeLabels)
 	// noIsolation: preflight could not verify network isolation.
 	noIsolation bool
 	// volumesTogether, when set, holds every CreateVolume until that many
@@ -217,6 +218,16 @@ func (f *fakeHost) CreateVolume(ctx context.Context, _ string, _ map[string]stri
 		}
 	}
 	return f.record("volume")
+}
+
+func (f *fakeHost) VolumeLabels(_ context.Context, name string) (map[string]string, bool, error) {
+	if err := f.record("volumeinspect"); err != nil {
+		return nil, false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	labels, ok := f.volumeLabels[name]
+	return labels, ok, nil
 }
 
 func (f *fakeHost) CreateWorker(_ context.Context, spec dockerops.WorkerSpec) (string, error) {

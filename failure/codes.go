@@ -44,7 +44,7 @@ var (
 	SandboxServiceFailed        = define("sandbox_service_failed", Permanent, http.StatusInternalServerError, "a service container exited before it was ready or while the worker ran; the message names the service")
 	SandboxEgressUnsupported    = define("sandbox_egress_unsupported", Permanent, http.StatusUnprocessableEntity, "the dispatch asks for `public_allowlist`; refused before anything is created")
 	SandboxNetworkIsolation     = define("sandbox_network_isolation_unavailable", Permanent, http.StatusUnprocessableEntity, "the attempt needs a network (services, egress) and preflight could not verify that attempt networks are isolated from the host; refused before anything is created")
-	SandboxCachesUnsupported    = define("sandbox_caches_unsupported", Permanent, http.StatusUnprocessableEntity, "the contract declares caches, which are not mounted yet; refused before anything is created")
+	SandboxCachesUnsupported    = define("sandbox_caches_unsupported", Permanent, http.StatusUnprocessableEntity, "the contract declares a cache in a mode this runner's policy does not allow (--cache-modes); refused before anything is created")
 	SandboxCapacityProfile      = define("sandbox_capacity_profile_mismatch", Permanent, http.StatusUnprocessableEntity, "the reserved service or runtime memory is below what the contract needs")
 	SandboxSecurityUnavailable  = define("sandbox_security_profile_unavailable", Permanent, http.StatusUnprocessableEntity, "`sandbox_required` without seccomp and LSM profiles")
 	SandboxSecurityProfile      = define("sandbox_security_profile_invalid", Permanent, http.StatusUnprocessableEntity, "a malformed seccomp or LSM profile")

@@ -19,6 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/actors"
+	"github.com/forgedev/forged/caches"
 	"github.com/forgedev/forged/collector"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
@@ -98,6 +99,11 @@ type Config struct {
 	Services            *services.Catalogue
 	ServiceReadyWithin  time.Duration
 	ServicesReadyWithin time.Duration
+	// Caches is which contract cache modes are allowed (zero: both);
+	// CacheBytes bounds each per-attempt cache volume when volumes are
+	// bounded (zero: caches.DefaultPerAttemptBytes). See package caches.
+	Caches     caches.Policy
+	CacheBytes int64
 	// Metrics is this runner's instrumentation (nil: a new one). One
 	// Metrics serves one runner.
 	Metrics *metrics.Metrics
@@ -283,6 +289,8 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		Services:            cfg.Services,
 		ServiceReadyWithin:  cfg.ServiceReadyWithin,
 		ServicesReadyWithin: cfg.ServicesReadyWithin,
+		Caches:              cfg.Caches,
+		CacheBytes:          cfg.CacheBytes,
 		Confinement:         func() actors.Confinement { return confinementOf(cache) },
 	}
 	var attemptDocker actors.Docker = docker
