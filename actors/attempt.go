@@ -81,6 +81,8 @@ type attemptActor struct {
 	egressNetworkID string
 	// provisioned: the volumes were (at least partly) created.
 	provisioned bool
+	// cacheMounts are the contract's caches the worker mounts.
+	cacheMounts []dockerops.CacheMount
 
 	watchdog, build, worker, sampler, pusher *actor.PID
 	containerID                              string
@@ -129,7 +131,9 @@ type (
 		err               error
 	}
 	provisionDone struct {
-		err error
+		cacheMounts   []dockerops.CacheMount
+		cachesMissing []string // read-only caches not warmed for the project
+		err           error
 	}
 	collectDone struct {
 		output *gitops.Output
@@ -303,7 +307,7 @@ func (a *attemptActor) start(ctx actor.Context) {
 	}
 	a.names = names
 	a.workDir = attemptWorkDir(a.cfg.StateRoot, names.AttemptHex)
-	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption, confinement: a.cfg.Confinement(),
+	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption, confinement: a.cfg.Confinement(), cachePolicy: a.cfg.Caches,
 		verifier: a.deps.ImageVerifier, catalogue: a.cfg.Services, images: a.deps.Docker}
 	a.step(ctx, "prepare", func(stepCtx context.Context) any { return prepareStep(stepCtx, in) })
 }
@@ -386,7 +390,8 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
 	a.ledgerState, a.ledgerWritten = ledger.Starting, true
 	planned := a.ledger.post(a.ledgerEntry(ledger.Starting))
 	in := provisionInput{docker: a.deps.Docker, planned: planned, names: a.names, labels: a.labels, credentials: a.credentialsInput(),
-		volumes: a.deps.Volumes, workspaceBytes: a.d.Sandbox.RequestedResources.Workspace(), bundlePath: a.prepared.BundlePath}
+		volumes: a.deps.Volumes, workspaceBytes: a.d.Sandbox.RequestedResources.Workspace(), bundlePath: a.prepared.BundlePath,
+		caches: a.contract.Contract.Caches, project: a.d.Repo.Name, cacheBytes: a.cfg.CacheBytes}
 	a.step(ctx, "provision", func(stepCtx context.Context) any { return provisionStep(stepCtx, in) })
 }
 
@@ -398,6 +403,10 @@ func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
 	if a.failure != nil {
 		a.advance(ctx)
 		return
+	}
+	a.cacheMounts = msg.cacheMounts
+	if len(a.contract.Contract.Caches) > 0 {
+		a.emitCachePolicy(ctx, msg.cachesMissing)
 	}
 	if a.needsNetwork() {
 		a.startServices(ctx)
@@ -449,7 +458,7 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 		"sidecarContainers": sidecars,
 		"networkMode":       networkMode,
 		"networks":          networks,
-		"volumes":           []string{a.names.WorkspaceVolume, a.names.ControlVolume, a.names.SecretsVolume},
+		"volumes":           append([]string{a.names.WorkspaceVolume, a.names.ControlVolume, a.names.SecretsVolume}, a.cacheVolumes()...),
 	}))
 	if a.failure == nil {
 		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval, sampled), kindSampler)

@@ -3,8 +3,10 @@ package actors
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/forgedev/forged/caches"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/messages"
 )
@@ -31,18 +33,20 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 	}
 	return workerJob{
 		spec: dockerops.WorkerSpec{
-			Name:            a.names.Container,
-			Image:           a.imageID,
-			Network:         a.network, // the attempt network with services or a network policy; "" (none) without
-			OpenNetwork:     a.d.Sandbox.NetworkPolicy.Mode == messages.NetworkOpenPublic,
-			WorkingDir:      a.contract.Contract.WorkingDirectory,
-			Labels:          a.labels,
-			Resources:       a.d.Sandbox.RequestedResources,
-			Env:             append(append(dockerops.WorkerEnv(a.d, a.prepared.InputCommitSHA), messages.ServiceEnv(packet.Services)...), a.workerNetworkEnv()...),
+			Name:        a.names.Container,
+			Image:       a.imageID,
+			Network:     a.network, // the attempt network with services or a network policy; "" (none) without
+			OpenNetwork: a.d.Sandbox.NetworkPolicy.Mode == messages.NetworkOpenPublic,
+			WorkingDir:  a.contract.Contract.WorkingDirectory,
+			Labels:      a.labels,
+			Resources:   a.d.Sandbox.RequestedResources,
+			Env: slices.Concat(dockerops.WorkerEnv(a.d, a.prepared.InputCommitSHA), messages.ServiceEnv(packet.Services),
+				caches.Env(a.contract.Contract.Caches), a.workerNetworkEnv()),
 			SecurityOpts:    a.security,
 			WorkspaceVolume: a.names.WorkspaceVolume,
 			ControlVolume:   a.names.ControlVolume,
 			SecretsVolume:   a.names.SecretsVolume,
+			Caches:          a.cacheMounts,
 			Entrypoint:      []string{messages.WorkerBinaryPath, "worker"},
 		},
 		bundlePath:  a.prepared.BundlePath,

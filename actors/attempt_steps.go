@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/forgedev/forged/caches"
 	"github.com/forgedev/forged/contract"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
@@ -16,6 +18,7 @@ import (
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/quota"
 	"github.com/forgedev/forged/services"
+	"golang.org/x/sync/errgroup"
 )
 
 // The attempt's host steps. Each is a plain function of an explicit input,
@@ -51,6 +54,7 @@ type prepareInput struct {
 	seccompProfile string
 	lsmOption      string
 	confinement    Confinement // the engine's and host's facts, read on the mailbox
+	cachePolicy    caches.Policy
 	verifier       ImageVerifier
 	catalogue      *services.Catalogue
 	images         services.ImageInspector
@@ -70,7 +74,7 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 	if err != nil {
 		return prepareDone{err: err}
 	}
-	if err := checkContractSupported(in.d, parsed.Contract, in.confinement); err != nil {
+	if err := checkContractSupported(in.d, parsed.Contract, in.confinement, in.cachePolicy); err != nil {
 		return prepareDone{err: err}
 	}
 	security, err := dockerops.ResolveSecurityOptions(in.d.Sandbox.ExecutionPolicy, in.seccompProfile, in.lsmOption, in.confinement.Security)
@@ -125,6 +129,11 @@ type provisionInput struct {
 	// credentials, when set, fill the secrets volume with the provider's
 	// credentials (credentials.go).
 	credentials *credentialsInput
+	// caches are the contract's caches of the dispatch's project; each
+	// per-attempt one is bounded to cacheBytes with a volume store.
+	caches     []contract.Cache
+	project    string
+	cacheBytes int64
 }
 
 // provisionStep makes the ledger durable with the planned resources, then
@@ -141,17 +150,64 @@ func provisionStep(ctx context.Context, in provisionInput) provisionDone {
 	if err != nil {
 		return provisionDone{err: err}
 	}
+	// The volumes are independent: they are created at once.
+	var volumes errgroup.Group
 	for _, volume := range []string{in.names.WorkspaceVolume, in.names.ControlVolume, in.names.SecretsVolume} {
-		if err := in.docker.CreateVolumeWithOptions(ctx, volume, in.labels, bounded[volume]); err != nil {
-			return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)}
-		}
+		volumes.Go(func() error {
+			if err := in.docker.CreateVolumeWithOptions(ctx, volume, in.labels, bounded[volume]); err != nil {
+				return failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)
+			}
+			return nil
+		})
+	}
+	if err := volumes.Wait(); err != nil {
+		return provisionDone{err: err}
 	}
 	if in.credentials != nil {
 		if err := loadCredentials(ctx, in.docker, in.names, in.labels, *in.credentials); err != nil {
 			return provisionDone{err: err}
 		}
 	}
-	return provisionDone{}
+	mounts, missing, err := provisionCaches(ctx, in)
+	return provisionDone{cacheMounts: mounts, cachesMissing: missing, err: err}
+}
+
+// provisionCaches creates each per-attempt cache volume (a bounded image
+// owned by the worker with a volume store, labelled with the attempt's
+// ownership and the cache) and finds each read-only project cache. A
+// project cache that was never warmed, or a volume of that name that is
+// not exactly the project cache's, is not mounted: it is listed in
+// missing.
+func provisionCaches(ctx context.Context, in provisionInput) (mounts []dockerops.CacheMount, missing []string, err error) {
+	for _, c := range in.caches {
+		target, _ := caches.Target(c.Name)
+		switch c.Mode {
+		case contract.CachePerAttempt:
+			volume := in.names.CacheVolume(c.Name)
+			var opts map[string]string
+			if in.volumes != nil {
+				if opts, err = in.volumes.Provision(ctx, volume, in.cacheBytes); err != nil {
+					return nil, nil, err
+				}
+			}
+			if err := in.docker.CreateVolumeWithOptions(ctx, volume, caches.AttemptLabels(in.labels, c.Name), opts); err != nil {
+				return nil, nil, failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)
+			}
+			mounts = append(mounts, dockerops.CacheMount{Volume: volume, Target: target})
+		case contract.CacheReadOnly:
+			volume := caches.ProjectVolume(in.project, c.Name)
+			labels, found, err := in.docker.VolumeLabels(ctx, volume)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !found || !maps.Equal(labels, caches.ProjectLabels(in.project, c.Name)) {
+				missing = append(missing, c.Name)
+				continue
+			}
+			mounts = append(mounts, dockerops.CacheMount{Volume: volume, Target: target, ReadOnly: true})
+		}
+	}
+	return mounts, missing, nil
 }
 
 // boundVolumes makes the fixed-size filesystems of the workspace (the
@@ -167,12 +223,18 @@ func boundVolumes(ctx context.Context, in provisionInput) (map[string]map[string
 	if err != nil {
 		return nil, failure.Wrap(failure.SandboxInputFailed, err, "stat input bundle")
 	}
-	wsOpts, err := in.volumes.Provision(ctx, in.names.WorkspaceVolume, in.workspaceBytes)
-	if err != nil {
-		return nil, err
-	}
-	ctlOpts, err := in.volumes.Provision(ctx, in.names.ControlVolume, quota.ControlBytes(info.Size(), in.workspaceBytes), "input", "output")
-	if err != nil {
+	// The two filesystems are made at once (mkfs and a loop device each).
+	var wsOpts, ctlOpts map[string]string
+	var images errgroup.Group
+	images.Go(func() (err error) {
+		wsOpts, err = in.volumes.Provision(ctx, in.names.WorkspaceVolume, in.workspaceBytes)
+		return err
+	})
+	images.Go(func() (err error) {
+		ctlOpts, err = in.volumes.Provision(ctx, in.names.ControlVolume, quota.ControlBytes(info.Size(), in.workspaceBytes), "input", "output")
+		return err
+	})
+	if err := images.Wait(); err != nil {
 		return nil, err
 	}
 	return map[string]map[string]string{in.names.WorkspaceVolume: wsOpts, in.names.ControlVolume: ctlOpts}, nil
@@ -186,6 +248,9 @@ func (a *attemptActor) storageFull() func(ctx context.Context) string {
 		return nil
 	}
 	store, volumes := a.deps.Volumes, []string{a.names.WorkspaceVolume, a.names.ControlVolume}
+	for _, c := range a.perAttemptCaches() {
+		volumes = append(volumes, a.names.CacheVolume(c))
+	}
 	return func(ctx context.Context) string {
 		var full []string
 		for _, v := range volumes {

@@ -3,6 +3,7 @@ package actors
 import (
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/caches"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/imagegc"
@@ -140,6 +142,20 @@ func TestAttemptHappyPath(t *testing.T) {
 	assert.True(t, found, "sandbox_metadata is in the event stream")
 }
 
+// The attempt's three volumes are created at once: each creation waits
+// here until all three are in flight, so creating them one after another
+// would never finish.
+func TestAttemptCreatesItsVolumesAtOnce(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.volumesTogether = &sync.WaitGroup{}
+	host.volumesTogether.Add(3)
+	h := newHarness(t, host, nil)
+	probe := h.submit(t, testDispatch(time.Now().Add(time.Hour)))
+	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+	assert.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+	assert.Equal(t, 3, host.called("volume"))
+}
+
 func TestTeardownIsReachedFromEveryFailurePath(t *testing.T) {
 	boom := errors.New("injected failure")
 	cases := []struct {
@@ -264,13 +280,22 @@ func TestRefusedBeforeAnythingIsCreated(t *testing.T) {
 		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
 		assert.Equal(t, messages.StatusSucceeded, out.Status, "network none needs no isolated network: %s", out.Message)
 	})
-	t.Run("caches, parsed but not mounted yet", func(t *testing.T) {
-		host := newFakeHost(t.TempDir())
-		host.contract = "version: 1\nworkingDirectory: /workspace\ncaches:\n  - {name: npm, mode: per_attempt}\n"
-		out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
-		assert.Equal(t, string(failure.SandboxCachesUnsupported), out.Code, "refused, never accepted and ignored")
-		assert.Equal(t, messages.PhasePreparing, out.Phase)
-		assert.Zero(t, host.called("lookup")+host.called("volume"))
+	t.Run("a cache mode the runner policy forbids", func(t *testing.T) {
+		for _, tc := range []struct{ modes, contract string }{
+			{"readonly", "  - {name: npm, mode: per_attempt}\n"},
+			{"per_attempt", "  - {name: npm, mode: per_attempt}\n  - {name: pip, mode: readonly}\n"},
+			{"none", "  - {name: cargo, mode: readonly}\n"},
+		} {
+			host := newFakeHost(t.TempDir())
+			host.contract = "version: 1\nworkingDirectory: /workspace\ncaches:\n" + tc.contract
+			policy, err := caches.ParseModes(tc.modes)
+			require.NoError(t, err)
+			out := newHarnessWith(t, host, nil, func(c *AttemptConfig) { c.Caches = policy }).run(t, testDispatch(time.Now().Add(time.Hour)))
+			assert.Equal(t, string(failure.SandboxCachesUnsupported), out.Code, "%s: refused, never accepted and ignored", tc.modes)
+			assert.Contains(t, out.Message, "allows cache modes: "+tc.modes)
+			assert.Equal(t, messages.PhasePreparing, out.Phase)
+			assert.Zero(t, host.called("lookup")+host.called("volume"))
+		}
 	})
 	t.Run("invalid contract", func(t *testing.T) {
 		host := newFakeHost(t.TempDir())

@@ -3,6 +3,7 @@ package actors
 import (
 	"time"
 
+	"github.com/forgedev/forged/caches"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/egress"
 	"github.com/forgedev/forged/internal/clock"
@@ -54,6 +55,12 @@ type AttemptConfig struct {
 	// AllowOpenPublic lets open_public attempts run, on a routed attempt
 	// network; never under sandbox_required (policy_mismatch).
 	AllowOpenPublic bool
+	// Caches is which contract cache modes the operator allows (zero: both,
+	// as the seed). CacheBytes is the size of each per-attempt cache volume
+	// when volumes are bounded (package quota); zero is
+	// caches.DefaultPerAttemptBytes.
+	Caches     caches.Policy
+	CacheBytes int64
 	// Clock drives every timer of the attempt tree (lease watchdog,
 	// sampler) and its timestamps; nil means clock.System. Deadlines of
 	// engine and git calls are those of dockerops.Options and gitops.
@@ -82,6 +89,9 @@ func (c AttemptConfig) withDefaults() AttemptConfig {
 	}
 	if c.Confinement == nil {
 		c.Confinement = unknownConfinement
+	}
+	if c.CacheBytes <= 0 {
+		c.CacheBytes = caches.DefaultPerAttemptBytes
 	}
 	if c.Platform == "" {
 		c.Platform = "linux/amd64"

@@ -64,6 +64,15 @@
 // permission, never sandbox_required): a routed attempt network, and the
 // worker resolves through the engine.
 //
+// # Package caches
+//
+// The prepare step refuses a cache mode the operator's policy forbids
+// (AttemptConfig.Caches). The provision step creates each per-attempt
+// cache volume with the attempt's other volumes (bounded like them, in the
+// ledger's plan, removed by the same teardown) and looks up each read-only
+// project cache, which the worker mounts read-only only when the operator
+// warmed it (attempt_caches.go, package caches).
+//
 // The ledger is written by an ordered writer goroutine the attempt owns
 // (ledger.go): posting never blocks the mailbox, the provision step waits
 // for the planned ledger to be durable before any Docker object exists, and

@@ -47,10 +47,14 @@ type fakeHost struct {
 	assertErr    error
 	teardowns    int
 	leases       [][]byte
-	specs        []dockerops.WorkerSpec // the workers asked for
-	loaded       []loadedVolume         // the volumes filled
+	specs        []dockerops.WorkerSpec       // the workers asked for
+	loaded       []loadedVolume               // the volumes filled
+	volumeLabels map[string]map[string]string // existing volumes, by name (VolumeLabels)
 	// noIsolation: preflight could not verify network isolation.
 	noIsolation bool
+	// volumesTogether, when set, holds every CreateVolume until that many
+	// are in flight at once (or the call's context ends).
+	volumesTogether *sync.WaitGroup
 
 	// Services: catalogueID is the image id ImageID reports for service
 	// catalogue refs (forged-services/...); probeCode each service's probe
@@ -212,8 +216,28 @@ func (f *fakeHost) CreateVolumeWithOptions(ctx context.Context, name string, lab
 	return f.CreateVolume(ctx, name, labels)
 }
 
-func (f *fakeHost) CreateVolume(context.Context, string, map[string]string) error {
+func (f *fakeHost) CreateVolume(ctx context.Context, _ string, _ map[string]string) error {
+	if together := f.volumesTogether; together != nil {
+		together.Done()
+		all := make(chan struct{})
+		go func() { together.Wait(); close(all) }()
+		select {
+		case <-all:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return f.record("volume")
+}
+
+func (f *fakeHost) VolumeLabels(_ context.Context, name string) (map[string]string, bool, error) {
+	if err := f.record("volumeinspect"); err != nil {
+		return nil, false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	labels, ok := f.volumeLabels[name]
+	return labels, ok, nil
 }
 
 func (f *fakeHost) CreateWorker(_ context.Context, spec dockerops.WorkerSpec) (string, error) {

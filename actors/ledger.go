@@ -140,6 +140,13 @@ func (a *attemptActor) ledgerEntry(state ledger.State) ledger.Entry {
 	if a.containerID != "" {
 		e.Created = append(e.Created, ledger.Resource{Type: ledger.ResourceContainer, Name: a.names.Container, ID: a.containerID, Role: "agent"})
 	}
+	for _, c := range a.perAttemptCaches() {
+		r := ledger.Resource{Type: ledger.ResourceVolume, Name: a.names.CacheVolume(c), Role: "cache:" + c}
+		e.Planned = append(e.Planned, r)
+		if a.provisioned {
+			e.Created = append(e.Created, r)
+		}
+	}
 	planned, created := a.serviceLedger()
 	e.Planned = append(e.Planned, planned...)
 	e.Created = append(e.Created, created...)

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/forgedev/forged/caches"
 	"github.com/forgedev/forged/contract"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/egress"
@@ -70,20 +71,20 @@ func checkDispatchSupported(d *messages.Dispatch, canPublish bool, conf Confinem
 }
 
 // checkContractSupported refuses contracts this runner cannot honour
-// (caches, which are parsed but not mounted yet: refused rather than
-// accepted and ignored; services are checked against the catalogue in the
-// prepare step), and checks the dispatch reserved enough
+// (caches in a mode the operator's policy forbids, with
+// failure.SandboxCachesUnsupported; services are checked against the
+// catalogue in the prepare step), and checks the dispatch reserved enough
 // memory for the contract (as the seed's validateSandboxMemoryReservation;
 // the egress proxy's share joins it with public_allowlist). Services
 // need an attempt network: they are refused first when this host cannot
 // isolate one. (The supervisor's budget holds the dispatch's worker,
 // service and overhead memory against the host at admission.)
-func checkContractSupported(d *messages.Dispatch, c contract.Contract, conf Confinement) error {
+func checkContractSupported(d *messages.Dispatch, c contract.Contract, conf Confinement, cachePolicy caches.Policy) error {
 	if len(c.Services) > 0 && conf.NetworkIsolation != nil {
 		return conf.NetworkIsolation
 	}
-	if len(c.Caches) > 0 {
-		return failure.New(failure.SandboxCachesUnsupported, "the contract declares %d cache(s); contract caches are not mounted on this runner yet", len(c.Caches))
+	if err := cachePolicy.Check(c.Caches); err != nil {
+		return err
 	}
 	r := d.Sandbox.RequestedResources
 	needService := int64(len(c.Services)) * serviceMemoryPerService

@@ -104,6 +104,8 @@ type SandboxDocker interface {
 	CopyDirOut(ctx context.Context, containerID, srcDir, hostDir string, maxBytes int64, maxFiles int) error
 	Teardown(ctx context.Context, owner dockerops.Ownership, source string) (dockerops.CleanupReport, error)
 	LoadVolume(ctx context.Context, image, name, volume string, labels map[string]string, files []dockerops.VolumeFile, uid, gid int) error
+	// VolumeLabels finds a project's read-only cache volume.
+	VolumeLabels(ctx context.Context, name string) (map[string]string, bool, error)
 }
 
 // ImageVerifier is the image-signature hook (imagesig.Verifier): nil from

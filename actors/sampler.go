@@ -24,11 +24,11 @@ const kindSampler = "memory-sampler"
 const (
 	// sampleTimeout bounds one round of readings.
 	sampleTimeout = 5 * time.Second
-	// releaseTimeout bounds the release exec.
+	// releaseTimeout bounds the release (one kill call).
 	releaseTimeout = 15 * time.Second
 	// releaseWait is how long the worker waits for the host's release
 	// after its output (StartPacket.ReleaseWaitMillis): enough for the
-	// last reading and one exec on a loaded machine; a missing release
+	// last reading and the release on a loaded machine; a missing release
 	// only costs this much.
 	releaseWait = 5 * time.Second
 )

@@ -45,14 +45,22 @@ const (
 )
 
 // CacheTargets maps each known cache name to where it is mounted in the
-// worker container.
+// worker container. Each is a direct child of HOME (/home/forge, a tmpfs
+// in the worker): the engine makes a nested mount point's missing parents
+// root-owned, so the seed's deeper targets (~/.cache/pip,
+// ~/.local/share/pnpm/store, ~/.nuget/packages, ~/.cargo/registry) would
+// take ~/.cache, ~/.local/share and ~/.nuget (XDG_CACHE_HOME,
+// XDG_DATA_HOME, NuGet's configuration) away from the task. The tools are
+// pointed at these by their variables (package caches). npm's is the
+// seed's own; cargo's is all of CARGO_HOME, whose registry/ the seed
+// mounts.
 var CacheTargets = map[string]string{
 	"npm":   "/home/forge/.npm",
-	"pnpm":  "/home/forge/.local/share/pnpm/store",
-	"yarn":  "/home/forge/.cache/yarn",
-	"nuget": "/home/forge/.nuget/packages",
-	"cargo": "/home/forge/.cargo/registry",
-	"pip":   "/home/forge/.cache/pip",
+	"pnpm":  "/home/forge/.pnpm-store",
+	"yarn":  "/home/forge/.yarn-cache",
+	"nuget": "/home/forge/.nuget-packages",
+	"cargo": "/home/forge/.cargo",
+	"pip":   "/home/forge/.pip-cache",
 }
 
 // Contract is a validated sandbox contract.

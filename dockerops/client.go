@@ -118,6 +118,7 @@ type Client struct {
 	images      imageAPI
 	execs       execAPI
 	egress      egressAPI
+	signaller   signalAPI
 
 	// hostInterfaces lists the host's interfaces for the isolation probe;
 	// nil means LocalInterfaces (tests substitute their own).
@@ -136,6 +137,7 @@ var (
 	_ imageAPI     = (*client.Client)(nil)
 	_ execAPI      = (*client.Client)(nil)
 	_ egressAPI    = (*client.Client)(nil)
+	_ signalAPI    = (*client.Client)(nil)
 )
 
 // newClient builds a Client whose operation groups are served by api, for
@@ -152,6 +154,7 @@ func newClient(opts Options, api any) *Client {
 	c.images, _ = api.(imageAPI)
 	c.execs, _ = api.(execAPI)
 	c.egress, _ = api.(egressAPI)
+	c.signaller, _ = api.(signalAPI)
 	return c
 }
 

@@ -82,3 +82,33 @@ sleep 300`
 	assert.True(t, cerrdefs.IsConflict(err) || errors.Is(err, cerrdefs.ErrConflict), "%v", err)
 	assert.Equal(t, failure.SandboxRuntimeFailed, failure.CodeOf(err))
 }
+
+// TestIntegrationReleaseWorker sends the release signal to a running,
+// hardened worker container: the container's init forwards it to the
+// worker (here a shell trapping it), which then exits 0. Once the
+// container has exited, a release is an error.
+func TestIntegrationReleaseWorker(t *testing.T) {
+	script := `trap 'echo released; exit 0' USR1
+echo ready
+while :; do sleep 0.05; done`
+	s := provision(t, script, nil)
+	ctx := testCtx(t)
+
+	var lines []string
+	var releaseErr error
+	res, err := s.c.RunAttached(ctx, s.container, nil, func(line []byte) error {
+		lines = append(lines, string(line))
+		if string(line) == "ready" {
+			releaseErr = s.c.ReleaseWorker(ctx, s.container)
+		}
+		return nil
+	}, RunLimits{StopGrace: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, releaseErr)
+	assert.Equal(t, 0, res.ExitCode, "the worker exits on its release, not on a stop (%s)", res.Stderr)
+	assert.Equal(t, []string{"ready", "released"}, lines)
+
+	err = s.c.ReleaseWorker(ctx, s.container)
+	require.Error(t, err)
+	assert.Equal(t, failure.SandboxRuntimeFailed, failure.CodeOf(err), "%v", err)
+}

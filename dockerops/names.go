@@ -45,6 +45,10 @@ func NamesFor(attemptID string) (Names, error) {
 	}, nil
 }
 
+// CacheVolume is the attempt's per-attempt volume of the named package
+// cache (the seed's forge-<hex>-cache-<name>).
+func (n Names) CacheVolume(cache string) string { return n.Prefix + "-cache-" + cache }
+
 // clip shortens s to at most n bytes without splitting a UTF-8 sequence
 // (internal/text.Clip, forged's one clip).
 func clip(s string, n int) string { return text.Clip(s, n) }

@@ -5,9 +5,15 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
+	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/forgedev/forged/contract"
+	"github.com/forgedev/forged/messages"
 )
 
 // Overlay context layout.
@@ -30,6 +36,8 @@ var imageRefPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,254}$`
 //     so that the engine's copy-up gives the attempt's empty volumes that
 //     owner; each COPY targets an existing parent, whose own owner the
 //     classic builder leaves alone;
+//   - under /home/forge, the package caches' mount points and their
+//     parents (cacheSkeleton) are created for the worker user;
 //   - the worker binary lands root-owned and read/execute-only at
 //     /opt/forge/forged.
 func overlayDockerfile(base string) string {
@@ -51,8 +59,33 @@ func overlayDockerfile(base string) string {
 // tmpfs, so HOME gets the mode of its skeleton directory.
 var privateOverlayDirs = map[string]bool{overlaySkeleton + "/home/forge/": true}
 
-// overlayDirs are the skeleton directories of the overlay context.
-var overlayDirs = []string{
+// overlayDirs are the skeleton directories of the overlay context: the
+// base ones and, under HOME, every package cache's mount point and its
+// parents (cacheSkeleton).
+var overlayDirs = append(baseOverlayDirs, cacheSkeleton()...)
+
+// cacheSkeleton lists, parents first, the directories under /home/forge
+// that lead to each contract cache's mount point (contract.CacheTargets).
+// Made in the image and owned by the worker user, they are copied into the
+// HOME tmpfs, so the engine never makes a root-owned parent (such as
+// ~/.cache, which is also XDG_CACHE_HOME) when it mounts a cache there,
+// and an empty per-attempt cache volume gets the worker's owner from the
+// copy-up.
+func cacheSkeleton() []string {
+	seen := map[string]bool{}
+	for _, target := range contract.CacheTargets {
+		rel := strings.TrimPrefix(target, messages.HomeDir+"/")
+		for dir := rel; dir != "." && dir != "/" && dir != ""; dir = path.Dir(dir) {
+			seen[overlaySkeleton+"/home/forge/"+dir+"/"] = true
+		}
+	}
+	dirs := slices.Collect(maps.Keys(seen))
+	slices.Sort(dirs) // a parent sorts before its children
+	return dirs
+}
+
+// baseOverlayDirs are the skeleton directories every agent image has.
+var baseOverlayDirs = []string{
 	overlaySkeleton + "/",
 	overlaySkeleton + "/empty/",
 	overlaySkeleton + "/root/",

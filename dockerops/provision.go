@@ -20,6 +20,22 @@ type provisionAPI interface {
 	NetworkRemove(ctx context.Context, network string) error
 	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
 	VolumeCreate(ctx context.Context, options volume.CreateOptions) (volume.Volume, error)
+	VolumeInspect(ctx context.Context, volumeID string) (volume.Volume, error)
+}
+
+// VolumeLabels returns the labels of the named volume, and false when no
+// such volume exists. Failures carry failure.SandboxCreateFailed.
+func (c *Client) VolumeLabels(ctx context.Context, name string) (map[string]string, bool, error) {
+	v, err := call(ctx, c, c.opts.Timeouts.Inspect, readCall, func(ctx context.Context) (volume.Volume, error) {
+		return c.provisioner.VolumeInspect(ctx, name)
+	})
+	if cerrdefs.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, opError(ctx, failure.SandboxCreateFailed, err, "volume inspect %s", name)
+	}
+	return v.Labels, true, nil
 }
 
 // CreateVolume creates a local volume with the given labels. An existing

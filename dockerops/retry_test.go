@@ -123,6 +123,10 @@ func (f *fakeProvisioner) NetworkRemove(_ context.Context, ref string) error {
 	return nil
 }
 
+func (f *fakeProvisioner) VolumeInspect(context.Context, string) (volume.Volume, error) {
+	return volume.Volume{}, cerrdefs.ErrNotFound
+}
+
 func (f *fakeProvisioner) VolumeCreate(_ context.Context, opts volume.CreateOptions) (volume.Volume, error) {
 	f.volumeCalls++
 	if i := f.volumeCalls - 1; i < len(f.volumeErrs) && f.volumeErrs[i] != nil {

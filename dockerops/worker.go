@@ -6,6 +6,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -79,8 +80,20 @@ type WorkerSpec struct {
 	// ResolveSecurityOptions. no-new-privileges is always set.
 	SecurityOpts                                  []string
 	WorkspaceVolume, ControlVolume, SecretsVolume string
+	// Caches are the contract's package caches (package caches).
+	Caches []CacheMount
 	// Entrypoint is the worker command, e.g. ["/opt/forge/forged", "worker"].
 	Entrypoint []string
+}
+
+// CacheMount is one package cache volume in the worker. A per-attempt
+// cache is mounted read-write with the engine's copy-up (the agent image's
+// skeleton directory at Target gives an empty plain volume the worker's
+// owner); a read-only one is mounted read-only without copy-up, so nothing
+// is ever written into it from the worker.
+type CacheMount struct {
+	Volume, Target string
+	ReadOnly       bool
 }
 
 // WorkerContainerConfig returns the hardened create configuration of the
@@ -149,6 +162,13 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 			},
 		},
 	}
+	for _, c := range spec.Caches {
+		m := mount.Mount{Type: mount.TypeVolume, Source: c.Volume, Target: c.Target, ReadOnly: c.ReadOnly}
+		if c.ReadOnly {
+			m.VolumeOptions = &mount.VolumeOptions{NoCopy: true}
+		}
+		host.Mounts = append(host.Mounts, m)
+	}
 	net := &network.NetworkingConfig{}
 	if spec.Network != "" {
 		host.NetworkMode = container.NetworkMode(spec.Network)
@@ -167,12 +187,23 @@ func (s WorkerSpec) validate() error {
 		return fmt.Errorf("worker spec needs a name and an image")
 	case s.WorkspaceVolume == "", s.ControlVolume == "", s.SecretsVolume == "":
 		return fmt.Errorf("worker spec needs workspace, control and secrets volumes")
+	case !validCaches(s.Caches):
+		return fmt.Errorf("worker cache mounts need a volume and an absolute target under %s", messages.HomeDir)
 	case s.WorkingDir == "" || !path.IsAbs(s.WorkingDir):
 		return fmt.Errorf("worker working directory %q is not absolute", s.WorkingDir)
 	case s.Resources.WorkerMemoryLimitBytes <= 0, s.Resources.CPUMillis <= 0, s.Resources.PIDs <= 0:
 		return fmt.Errorf("worker memory, CPU and PID limits must be positive")
 	}
 	return nil
+}
+
+func validCaches(cs []CacheMount) bool {
+	for _, c := range cs {
+		if c.Volume == "" || path.Clean(c.Target) != c.Target || !strings.HasPrefix(c.Target, messages.HomeDir+"/") {
+			return false
+		}
+	}
+	return true
 }
 
 // CreateWorker creates (does not start) the worker container and returns

@@ -190,12 +190,34 @@ func TestCreateWorkerValidatesSpec(t *testing.T) {
 		"no volume":    func(s *WorkerSpec) { s.SecretsVolume = "" },
 		"relative dir": func(s *WorkerSpec) { s.WorkingDir = "workspace" },
 		"no memory":    func(s *WorkerSpec) { s.Resources.WorkerMemoryLimitBytes = 0 },
+		"cache outside HOME": func(s *WorkerSpec) {
+			s.Caches = []CacheMount{{Volume: "v", Target: "/workspace/.npm"}}
+		},
+		"cache over HOME": func(s *WorkerSpec) { s.Caches = []CacheMount{{Volume: "v", Target: "/home/forge/"}} },
+		"cache unclean":   func(s *WorkerSpec) { s.Caches = []CacheMount{{Volume: "v", Target: "/home/forge/../etc"}} },
+		"cache no volume": func(s *WorkerSpec) { s.Caches = []CacheMount{{Target: "/home/forge/.npm"}} },
 	} {
 		spec := testSpec()
 		mutate(&spec)
 		_, err := c.CreateWorker(context.Background(), spec)
 		assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err), name)
 	}
+}
+
+func TestWorkerContainerConfigMountsCaches(t *testing.T) {
+	spec := testSpec()
+	spec.Caches = []CacheMount{
+		{Volume: "forge-x-cache-npm", Target: "/home/forge/.npm"},
+		{Volume: "forge-cache-0123456789abcdef-pip", Target: "/home/forge/.pip-cache", ReadOnly: true},
+	}
+	_, host, _ := WorkerContainerConfig(spec)
+	mounts := host.Mounts[len(host.Mounts)-2:]
+	assert.Equal(t, mount.Mount{Type: mount.TypeVolume, Source: "forge-x-cache-npm", Target: "/home/forge/.npm"}, mounts[0],
+		"per-attempt: read-write, with the copy-up that gives a plain volume the worker's owner")
+	assert.Equal(t, mount.Mount{Type: mount.TypeVolume, Source: "forge-cache-0123456789abcdef-pip", Target: "/home/forge/.pip-cache",
+		ReadOnly: true, VolumeOptions: &mount.VolumeOptions{NoCopy: true}}, mounts[1], "read-only, never copied into")
+	_, err := newClient(fastOptions(), &fakeCreator{}).CreateWorker(context.Background(), spec)
+	assert.NoError(t, err)
 }
 
 func TestCreateWorkerAdoptsOwnContainerAfterRetry(t *testing.T) {

@@ -46,7 +46,7 @@ var (
 	SandboxEgressPolicyInvalid  = define("sandbox_egress_policy_invalid", Permanent, http.StatusUnprocessableEntity, "the `public_allowlist` hosts fail the egress proxy's rules (host names and `*.` wildcards only, no IP literals); refused before anything is created")
 	SandboxEgressFailed         = define("sandbox_egress_failed", Permanent, http.StatusInternalServerError, "the egress proxy could not be started, did not pass its readiness probe, or exited while the worker ran")
 	SandboxNetworkIsolation     = define("sandbox_network_isolation_unavailable", Permanent, http.StatusUnprocessableEntity, "the attempt needs a network (services, egress) and preflight could not verify that attempt networks are isolated from the host; refused before anything is created")
-	SandboxCachesUnsupported    = define("sandbox_caches_unsupported", Permanent, http.StatusUnprocessableEntity, "the contract declares caches, which are not mounted yet; refused before anything is created")
+	SandboxCachesUnsupported    = define("sandbox_caches_unsupported", Permanent, http.StatusUnprocessableEntity, "the contract declares a cache in a mode this runner's policy does not allow (--cache-modes); refused before anything is created")
 	SandboxCapacityProfile      = define("sandbox_capacity_profile_mismatch", Permanent, http.StatusUnprocessableEntity, "the reserved service or runtime memory is below what the contract needs")
 	SandboxSecurityUnavailable  = define("sandbox_security_profile_unavailable", Permanent, http.StatusUnprocessableEntity, "`sandbox_required` without seccomp and LSM profiles")
 	SandboxSecurityProfile      = define("sandbox_security_profile_invalid", Permanent, http.StatusUnprocessableEntity, "a malformed seccomp or LSM profile")

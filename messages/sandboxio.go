@@ -21,11 +21,15 @@ const (
 	InputBundlePath  = "/control/input/repo.bundle"
 	OutputDir        = "/control/output"
 	LeaseUpdatePath  = "/run/forge/lease-update.json"
-	ReleasePath      = "/run/forge/release"
 	WorkerBinaryPath = "/opt/forge/forged"
 	WorkerUID        = 10001
 	WorkerGID        = 10001
 )
+
+// ReleaseSignal is the signal the host sends the worker container (its
+// init forwards it to the worker) once it has taken its last reading:
+// see StartPacket.ReleaseWaitMillis.
+const ReleaseSignal = "SIGUSR1"
 
 // The task's HOME and TMPDIR inside the worker container: two sized,
 // executable tmpfs mounts (see dockerops.WorkerContainerConfig).
@@ -75,8 +79,8 @@ type StartPacket struct {
 	// 0 means no idle limit.
 	IdleTimeoutSeconds int `json:"idleTimeoutSeconds,omitempty"`
 	// ReleaseWaitMillis, when positive, makes the worker wait that long
-	// after writing its output for the host's release (ReleasePath), so
-	// that the host takes its last reading of the container's cgroup
+	// after writing its output for the host's release (ReleaseSignal),
+	// so that the host takes its last reading of the container's cgroup
 	// while it still exists.
 	ReleaseWaitMillis int `json:"releaseWaitMillis,omitempty"`
 	// Services are the connection details of the attempt's ready

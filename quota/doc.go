@@ -3,7 +3,9 @@
 // An attempt's writable storage is its workspace volume (/workspace) and
 // its control volume (/control: the input bundle and the output). The root
 // filesystem is read-only and the tmpfs mounts live in memory, so these two
-// volumes are all a task can grow. Plain local volumes live in Docker's
+// volumes are all a task can grow, besides the per-attempt package caches
+// its contract declares (package caches), which are provisioned here the
+// same way, each of the operator's cache size. Plain local volumes live in Docker's
 // root directory without a size, so one task could fill it for every other
 // attempt and for dockerd itself.
 //

@@ -31,9 +31,9 @@ func (d collectingDocker) CreateWorker(ctx context.Context, spec dockerops.Worke
 	return d.Docker.CreateWorker(ctx, spec)
 }
 
-// Image collections run again and again while an attempt on an expired,
-// not-newest key starts, runs and ends, and one runs between its cache hit
-// and its container's creation: the attempt never loses its image, and
+// Image collections run between the cache hit of an attempt on an expired,
+// not-newest key and its container's creation, and again and again while
+// it runs and ends: the attempt never loses its image, and
 // the first collection after it ends removes the key. Without the
 // reference count, the creation fails on the removed image. Every
 // collection is scoped to the test's own project label.
@@ -85,29 +85,34 @@ func TestEndToEndCollectionNeverRemovesAnAttemptsImage(t *testing.T) {
 
 	collect := imagegc.Request{Project: dockerops.LabelValue(project), Policy: imagegc.Policy{KeepPerProject: 1, MaxAge: time.Minute},
 		Now: time.Now().Add(time.Hour)}
+	// The collections begin once the attempt holds key A (its cache hit
+	// comes before its container's creation): one at once, then again and
+	// again until the attempt has ended. Begun earlier, a collection may
+	// remove A before the attempt looks it up, and the attempt then
+	// rightly builds A again, as the newest.
 	var removedBeforeCreate int
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	rounds := 0
 	beforeCreate = func() {
 		report, err := e.runner.CollectImages(ctx, collect)
 		assert.NoError(t, err)
 		removedBeforeCreate = len(report.Removed)
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	rounds := 0
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := e.runner.CollectImages(ctx, collect)
+				assert.NoError(t, err)
+				rounds++
 			}
-			_, err := e.runner.CollectImages(ctx, collect)
-			assert.NoError(t, err)
-			rounds++
-		}
-	}()
+		}()
+	}
 	out := run(repoA)
 	close(stop)
 	wg.Wait()

@@ -19,6 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/actors"
+	"github.com/forgedev/forged/caches"
 	"github.com/forgedev/forged/collector"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/egress"
@@ -104,6 +105,11 @@ type Config struct {
 	// egress entry). AllowOpenPublic lets open_public attempts run.
 	Egress          egress.Options
 	AllowOpenPublic bool
+	// Caches is which contract cache modes are allowed (zero: both);
+	// CacheBytes bounds each per-attempt cache volume when volumes are
+	// bounded (zero: caches.DefaultPerAttemptBytes). See package caches.
+	Caches     caches.Policy
+	CacheBytes int64
 	// Metrics is this runner's instrumentation (nil: a new one). One
 	// Metrics serves one runner.
 	Metrics *metrics.Metrics
@@ -291,6 +297,8 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		ServicesReadyWithin: cfg.ServicesReadyWithin,
 		Egress:              cfg.Egress,
 		AllowOpenPublic:     cfg.AllowOpenPublic,
+		Caches:              cfg.Caches,
+		CacheBytes:          cfg.CacheBytes,
 		Confinement:         func() actors.Confinement { return confinementOf(cache) },
 	}
 	var attemptDocker actors.Docker = docker

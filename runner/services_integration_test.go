@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -239,10 +240,28 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
+// unreadyProbes points every readiness probe at a port nothing listens
+// on: the real probe keeps trying until its own cap passes, however soon
+// the service itself is up (on a loaded host the probe container may
+// start only once postgres already answers).
+type unreadyProbes struct{ actors.Docker }
+
+func (d unreadyProbes) RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int, string, error) {
+	spec.Cmd = slices.Clone(spec.Cmd)
+	for i := range len(spec.Cmd) - 1 {
+		if spec.Cmd[i] == "--port" {
+			spec.Cmd[i+1] = "1"
+		}
+	}
+	return d.Docker.RunProbe(ctx, spec)
+}
+
 func TestServicesEndToEndHealthTimeoutGivesItsCode(t *testing.T) {
-	e := newServicesE2E(t, runner.Config{ServiceReadyWithin: 300 * time.Millisecond})
+	e := newServicesE2E(t, runner.Config{ServiceReadyWithin: 300 * time.Millisecond,
+		WrapDocker: func(d actors.Docker) actors.Docker { return unreadyProbes{d} }})
 	out := e.wait(e.submit(e.serviceDispatch([]string{"/bin/true"})))
 	assert.Equal(t, string(failure.SandboxServiceHealthTimeout), out.Code, out.Message)
+	assert.Contains(t, out.Message, "did not pass its readiness probe within 300ms")
 	assert.Equal(t, messages.PhaseProvisioning, out.Phase)
 	require.NotNil(t, out.Cleanup)
 	assert.Zero(t, out.Cleanup.Remaining)

@@ -176,9 +176,9 @@ func TestToolchainMatrix(t *testing.T) {
 // TestToolchainOutOfMemory runs the Rust project's suite in the smallest
 // worker a dispatch may ask for (64 MiB): rustc is killed by the kernel,
 // and the attempt fails with sandbox_oom_killed, classified from the
-// engine's inspected state. (Out of PIDs, disk and descriptors are
-// classified by the telemetry work, issue 19's classification; see the
-// report of this change.)
+// engine's inspected state; the worker's valid output is still imported.
+// (Out of PIDs, disk and descriptors are classified by the telemetry work,
+// issue 19's classification; see the report of this change.)
 func TestToolchainOutOfMemory(t *testing.T) {
 	engine := enginetest.Client(t)
 	img, ok := catalogue(t)["rust"]
@@ -204,8 +204,17 @@ func TestToolchainOutOfMemory(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, messages.StatusFailed, out.Status)
 	assert.Equal(t, "sandbox_oom_killed", out.Code, "%s\n%s", out.Message, taskOutput(log))
-	assert.False(t, exec.Command("git", "-C", repo, "rev-parse", "--verify", "-q", "refs/heads/"+d.Lease.WorktreeKey).Run() == nil,
-		"a failed attempt moves no branch")
+	// A trusted host failure keeps a valid output (the seed's
+	// applyTrustedHostFailure; README, "Trusted host failures"): the
+	// managed branch is where the outcome says, and nowhere else.
+	branch, err := exec.Command("git", "-C", repo, "rev-parse", "--verify", "-q", "refs/heads/"+d.Lease.WorktreeKey).Output()
+	if out.ResultCommitSHA == "" {
+		assert.Error(t, err, "no imported result: the managed branch does not exist")
+	} else {
+		require.NoError(t, err)
+		assert.Equal(t, out.ResultCommitSHA, strings.TrimSpace(string(branch)), "the branch is at the imported result")
+		assert.Contains(t, out.Message, "its validated output was imported as "+out.ResultCommitSHA)
+	}
 }
 
 // newRunner starts an embedded forged sized as the README's example runs

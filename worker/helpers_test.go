@@ -110,6 +110,9 @@ type fixture struct {
 	root  string
 	cfg   Config
 	pkt   messages.StartPacket
+	// release is the fixture's Config.Released: a send is the host's
+	// release signal.
+	release chan os.Signal
 }
 
 // newFixture bundles the host repository's HEAD exactly like the host does
@@ -123,13 +126,13 @@ func newFixture(t *testing.T, argv ...string) *fixture {
 // newFixtureFrom is newFixture on the given host repository's HEAD.
 func newFixtureFrom(t *testing.T, host *hostRepo, argv ...string) *fixture {
 	t.Helper()
-	f := &fixture{t: t, host: host, input: host.git("rev-parse", "HEAD"), root: t.TempDir()}
+	f := &fixture{t: t, host: host, input: host.git("rev-parse", "HEAD"), root: t.TempDir(), release: make(chan os.Signal, 1)}
 	f.cfg = Config{
 		WorkspaceDir:    filepath.Join(f.root, "workspace"),
 		InputBundlePath: filepath.Join(f.root, "input", "repo.bundle"),
 		OutputDir:       filepath.Join(f.root, "output"),
 		LeaseUpdatePath: filepath.Join(f.root, "lease-update.json"),
-		ReleasePath:     filepath.Join(f.root, "release"),
+		Released:        f.release,
 		HomeDir:         filepath.Join(f.root, "home"),
 		TempDir:         filepath.Join(f.root, "tmp"),
 		Environ:         []string{"FORGE_TEST_VAR=forge-value", "IMAGE_VAR=from-image", "FORGE_bad=x"},

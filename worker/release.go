@@ -2,11 +2,7 @@ package worker
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -15,59 +11,40 @@ import (
 // before the container exits, because the cgroup disappears with the
 // container. The worker holds the container open for it: once its output
 // is written and announced (output_written), it waits, bounded by the
-// start packet's ReleaseWaitMillis, until the host runs
-// "forged worker release" through docker exec (WriteReleaseFile). The task
-// is gone by then (killStragglers); a release it planted earlier is removed
-// before the wait begins, and a late or missing release only costs the
-// wait.
+// start packet's ReleaseWaitMillis, until the host sends the container
+// messages.ReleaseSignal (one Engine API kill call; the container's init
+// forwards it to the worker). The task is gone by then (killStragglers); a
+// signal it sent earlier is discarded before the wait begins, and a late or
+// missing release only costs the wait.
 
-// Bounds of the release wait.
-const (
-	maxReleaseWaitMillis = 60_000
-	releasePoll          = 5 * time.Millisecond
-)
+// maxReleaseWaitMillis bounds the release wait.
+const maxReleaseWaitMillis = 60_000
 
-// clearRelease removes a release left by the task, before the wait.
-func clearRelease(path string) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		_ = os.RemoveAll(path)
+// clearRelease discards every release already delivered (the task's own,
+// sent while it ran), before the wait.
+func clearRelease(released <-chan os.Signal) {
+	for {
+		select {
+		case <-released:
+		default:
+			return
+		}
 	}
 }
 
-// awaitRelease waits until a release exists at path, wait passes or ctx
-// ends, and reports whether the host released the worker.
-func awaitRelease(ctx context.Context, path string, wait time.Duration) bool {
+// awaitRelease waits until released delivers, wait passes or ctx ends,
+// and reports whether the host released the worker.
+func awaitRelease(ctx context.Context, released <-chan os.Signal, wait time.Duration) bool {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	poll := time.NewTicker(releasePoll)
-	defer poll.Stop()
-	for {
-		if _, err := os.Lstat(path); err == nil {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-deadline.C:
-			return false
-		case <-poll.C:
-		}
+	select {
+	case <-released:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-deadline.C:
+		return false
 	}
-}
-
-// WriteReleaseFile creates the release at path (an empty file). It is the
-// body of "forged worker release", which the host runs inside the sandbox
-// with docker exec once it has taken its last reading.
-func WriteReleaseFile(path string) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	syncDir(filepath.Dir(path))
-	return nil
 }
 
 // awaitHostRelease waits for the host's release when the start packet asks
@@ -80,7 +57,7 @@ func (r *run) awaitHostRelease(ctx context.Context) {
 		return
 	}
 	wait := time.Duration(r.pkt.ReleaseWaitMillis) * time.Millisecond
-	if !awaitRelease(ctx, r.cfg.ReleasePath, wait) {
+	if !awaitRelease(ctx, r.cfg.Released, wait) {
 		if ctx.Err() != nil {
 			r.note("stopped while waiting for the host's release")
 			return

@@ -2,7 +2,8 @@ package worker
 
 import (
 	"context"
-	"path/filepath"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,13 +13,23 @@ import (
 )
 
 func TestAwaitReleaseSeesTheRelease(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "release")
-	require.NoError(t, WriteReleaseFile(path))
-	require.True(t, awaitRelease(context.Background(), path, time.Hour))
+	released := make(chan os.Signal, 1)
+	released <- syscall.SIGUSR1
+	require.True(t, awaitRelease(context.Background(), released, time.Hour))
 }
 
 func TestAwaitReleaseGivesUpAfterTheWait(t *testing.T) {
-	require.False(t, awaitRelease(context.Background(), filepath.Join(t.TempDir(), "release"), time.Millisecond))
+	require.False(t, awaitRelease(context.Background(), make(chan os.Signal, 1), time.Millisecond))
+	require.False(t, awaitRelease(context.Background(), nil, time.Millisecond), "no channel: no release can come")
+}
+
+func TestClearReleaseDiscardsWhatCameBefore(t *testing.T) {
+	released := make(chan os.Signal, 2)
+	released <- syscall.SIGUSR1
+	released <- syscall.SIGUSR1
+	clearRelease(released)
+	require.Empty(t, released)
+	clearRelease(nil) // a worker without a release channel
 }
 
 // A worker told to stop (its context ended by SIGTERM) does not hold the
@@ -26,7 +37,7 @@ func TestAwaitReleaseGivesUpAfterTheWait(t *testing.T) {
 func TestAwaitReleaseEndsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan bool, 1)
-	go func() { done <- awaitRelease(ctx, filepath.Join(t.TempDir(), "release"), time.Hour) }()
+	go func() { done <- awaitRelease(ctx, make(chan os.Signal, 1), time.Hour) }()
 	cancel()
 	select {
 	case released := <-done:
@@ -36,7 +47,7 @@ func TestAwaitReleaseEndsWithItsContext(t *testing.T) {
 	}
 
 	// awaitHostRelease does not begin a wait once told to stop.
-	r := &run{cfg: Config{ReleasePath: filepath.Join(t.TempDir(), "release")}, pkt: &messages.StartPacket{ReleaseWaitMillis: 3_600_000}}
+	r := &run{cfg: Config{Released: make(chan os.Signal, 1)}, pkt: &messages.StartPacket{ReleaseWaitMillis: 3_600_000}}
 	start := time.Now()
 	r.awaitHostRelease(ctx)
 	require.Less(t, time.Since(start), 10*time.Second)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,13 +76,14 @@ func TestWorkerWaitsForTheHostRelease(t *testing.T) {
 	assert.GreaterOrEqual(t, res.elapsed, 400*time.Millisecond, "no release: the worker waits the whole bound")
 	assert.Contains(t, res.stderr, "did not release")
 
-	// A release planted by the task is removed before the wait.
-	g := newFixture(t, "/bin/sh", "-c", "touch \"$RELEASE\"")
-	g.cfg.Environ = append(g.cfg.Environ, "FORGE_RELEASE="+g.cfg.ReleasePath)
-	g.pkt.Task.Argv = []string{"/bin/sh", "-c", `touch "$FORGE_RELEASE"`}
+	// A release delivered before the wait (the task can signal the worker
+	// while it runs) is discarded.
+	g := newFixture(t, "/bin/sh", "-c", "true")
+	g.release <- syscall.SIGUSR1
 	g.pkt.ReleaseWaitMillis = 300
 	res = g.run()
-	assert.GreaterOrEqual(t, res.elapsed, 300*time.Millisecond, "the task's own release does not count")
+	assert.GreaterOrEqual(t, res.elapsed, 300*time.Millisecond, "a release sent while the task ran does not count")
+	assert.Contains(t, res.stderr, "did not release")
 
 	// The host's release ends the wait at once.
 	h := newFixture(t, "/bin/sh", "-c", "true")
@@ -97,7 +99,7 @@ func TestWorkerWaitsForTheHostRelease(t *testing.T) {
 			case <-time.After(20 * time.Millisecond):
 			}
 			if _, err := os.Stat(filepath.Join(h.cfg.OutputDir, messages.ManifestFile)); err == nil {
-				assert.NoError(t, WriteReleaseFile(h.cfg.ReleasePath))
+				h.release <- syscall.SIGUSR1
 				return
 			}
 		}

@@ -62,6 +62,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -106,9 +107,11 @@ type Config struct {
 	// move the lease deadline (see WriteLeaseUpdateFile); it is read when
 	// the current deadline is reached.
 	LeaseUpdatePath string
-	// ReleasePath is where the host's release appears (WriteReleaseFile)
-	// when the start packet asks the worker to wait for it.
-	ReleasePath string
+	// Released delivers the host's release (messages.ReleaseSignal, which
+	// the container's init forwards to the worker) when the start packet
+	// asks the worker to wait for it. Nil: no release can come, and a
+	// worker asked to wait waits the whole bound.
+	Released <-chan os.Signal
 	// HomeDir and TempDir are the task's HOME and TMPDIR.
 	HomeDir string
 	TempDir string
@@ -135,7 +138,6 @@ func DefaultConfig() Config {
 		InputBundlePath: messages.InputBundlePath,
 		OutputDir:       messages.OutputDir,
 		LeaseUpdatePath: messages.LeaseUpdatePath,
-		ReleasePath:     messages.ReleasePath,
 		HomeDir:         defaultHomeDir,
 		TempDir:         defaultTempDir,
 		KillGrace:       DefaultKillGrace,
@@ -156,9 +158,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseUpdatePath == "" {
 		c.LeaseUpdatePath = d.LeaseUpdatePath
-	}
-	if c.ReleasePath == "" {
-		c.ReleasePath = d.ReleasePath
 	}
 	if c.HomeDir == "" {
 		c.HomeDir = d.HomeDir
@@ -255,7 +254,7 @@ func (r *run) execute(ctx context.Context) (int, error) {
 	outcome := r.runTask(ctx, dir)
 	killStragglers()
 	r.reportResources(watch.finish(!outcome.succeeded(), outcome.ExitCode))
-	clearRelease(r.cfg.ReleasePath)
+	clearRelease(r.cfg.Released)
 
 	result, err := ws.commitResult(id.DispatchAttemptID, r.pkt.Task, r.note)
 	if err != nil {

@@ -574,7 +574,7 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, messages.InputBundlePath, c.InputBundlePath)
 	assert.Equal(t, messages.OutputDir, c.OutputDir)
 	assert.Equal(t, messages.LeaseUpdatePath, c.LeaseUpdatePath)
-	assert.Equal(t, messages.ReleasePath, c.ReleasePath)
+	assert.Nil(t, c.Released, "main sets the release signal's channel")
 	assert.Equal(t, c, Config{}.withDefaults())
 }
 

@@ -25,6 +25,11 @@ type Process struct {
 	Stdin     io.Reader
 	Stdout    io.Writer
 	Stderr    io.Writer
+	// Signals delivers the signals a kill call sends the running
+	// container, but for SIGKILL and SIGTERM, which end the program (exit
+	// 137) as before. Like a kernel's pending signal, one not yet received
+	// absorbs the next. An exec's process gets none.
+	Signals <-chan os.Signal
 }
 
 // Path maps an absolute path inside the container to the host path that
@@ -66,6 +71,7 @@ type Container struct {
 	killed   *exitNote     // set when stopped or killed: the exit it reports
 	exited   chan struct{} // closed at each exit, replaced at start
 	program  Program
+	signals  chan os.Signal // the running program's (Process.Signals)
 }
 
 type exitNote struct {
@@ -154,6 +160,7 @@ func (c *Container) start() {
 	c.done = make(chan struct{})
 	c.exited = make(chan struct{})
 	c.killed = nil
+	c.signals = make(chan os.Signal, 1)
 	c.state.Running, c.state.Status = true, container.StateRunning
 	c.state.Pid = 4242
 	c.state.StartedAt = c.engine.now().UTC().Format(time.RFC3339Nano)
@@ -161,10 +168,10 @@ func (c *Container) start() {
 	att := c.attached
 	c.attached = nil
 	program := c.program
-	done, exited := c.done, c.exited
+	done, exited, signals := c.done, c.exited, c.signals
 	c.mu.Unlock()
 
-	proc := &Process{Container: c, Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard}
+	proc := &Process{Container: c, Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard, Signals: signals}
 	if att != nil {
 		proc.Stdin, proc.Stdout, proc.Stderr = att.stdin, att.stdout, att.stderr
 	}
@@ -194,6 +201,21 @@ func (c *Container) start() {
 // passed: its program's context ends, and it reports exit 137 unless it
 // had already exited.
 func (c *Container) Stop() { c.kill(137, "") }
+
+// signal delivers sig to the running program (Process.Signals); it
+// reports false when the container is not running.
+func (c *Container) signal(sig os.Signal) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.state.Running {
+		return false
+	}
+	select {
+	case c.signals <- sig:
+	default: // one is pending already
+	}
+	return true
+}
 
 // kill stops the program, which reports code, and waits for it.
 func (c *Container) kill(code int, why string) {

@@ -13,11 +13,14 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
+	"golang.org/x/sys/unix"
 )
 
 // container finds a container by id, unambiguous id prefix or name.
@@ -172,15 +175,56 @@ func (e *Engine) containerStop(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !c.State().Running {
-		if r.URL.Path == "/containers/"+r.PathValue("id")+"/kill" {
-			return conflict("Container %s is not running", c.id)
-		}
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
 	c.kill(137, "")
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// containerKill sends the signal of the query (SIGKILL when none):
+// SIGKILL and SIGTERM end the program, any other is delivered to it
+// (Process.Signals). A container not running answers 409, as the engine's
+// does.
+func (e *Engine) containerKill(w http.ResponseWriter, r *http.Request) error {
+	c, err := e.container(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	sig, err := parseSignal(r.URL.Query().Get("signal"))
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	notRunning := func() error { return conflict("Container %s is not running", c.id) }
+	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
+		if !c.State().Running {
+			return notRunning()
+		}
+		c.kill(137, "")
+	} else if !c.signal(sig) {
+		return notRunning()
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// parseSignal reads a kill call's signal as the engine accepts it: a name
+// with or without "SIG", or a number; empty is SIGKILL.
+func parseSignal(s string) (syscall.Signal, error) {
+	if s == "" {
+		return syscall.SIGKILL, nil
+	}
+	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n), nil
+	}
+	name := strings.TrimPrefix(strings.ToUpper(s), "SIG")
+	for n := syscall.Signal(1); n < 32; n++ {
+		if strings.TrimPrefix(strings.ToUpper(unix.SignalName(n)), "SIG") == name {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("invalid signal: %s", s)
 }
 
 func (e *Engine) containerRemove(w http.ResponseWriter, r *http.Request) error {

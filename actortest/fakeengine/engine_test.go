@@ -374,3 +374,41 @@ func TestHealthAndCgroupV2MemoryFacts(t *testing.T) {
 	teardown(t, c, s)
 	e.AssertClean(t, dockerops.LabelManaged)
 }
+
+// A kill call's signal reaches the program (Process.Signals), as a
+// container's init forwards it: dockerops.ReleaseWorker's signal ends a
+// program waiting for it with its own exit code. SIGKILL stops it.
+func TestKillDeliversSignalsToTheProgram(t *testing.T) {
+	e := fakeengine.New(t)
+	got := make(chan os.Signal, 1)
+	e.RunAll(func(ctx context.Context, p *fakeengine.Process) int {
+		select {
+		case sig := <-p.Signals:
+			got <- sig
+			return 0
+		case <-ctx.Done():
+			return 137
+		}
+	})
+	c := connect(t, e)
+	s := provision(t, e, c)
+	done := make(chan dockerops.RunResult, 1)
+	go func() {
+		res, err := c.RunAttached(context.Background(), s.container, nil, nil, dockerops.RunLimits{})
+		assert.NoError(t, err)
+		done <- res
+	}()
+	require.Eventually(t, func() bool { return e.Container(s.container).State().Running }, actortest.DefaultWithin, time.Millisecond)
+	require.NoError(t, c.ReleaseWorker(context.Background(), s.container))
+	select {
+	case res := <-done:
+		assert.Equal(t, 0, res.ExitCode)
+	case <-time.After(actortest.DefaultWithin):
+		t.Fatal("the program did not see the release signal")
+	}
+	assert.Equal(t, "user defined signal 1", (<-got).String())
+	assert.Equal(t, 1, e.CallCount(fakeengine.OpContainerKill))
+	assert.Error(t, c.ReleaseWorker(context.Background(), s.container), "a container not running cannot be released")
+	teardown(t, c, s)
+	e.AssertClean(t, dockerops.LabelManaged)
+}

@@ -46,6 +46,7 @@ const (
 	OpContainerList    = "container.list"
 	OpContainerStart   = "container.start"
 	OpContainerStop    = "container.stop"
+	OpContainerKill    = "container.kill"
 	OpContainerRemove  = "container.remove"
 	OpContainerWait    = "container.wait"
 	OpContainerAttach  = "container.attach"
@@ -137,7 +138,7 @@ func (e *Engine) routes() http.Handler {
 	handle("GET /containers/{id}/json", OpContainerInspect, e.containerInspect)
 	handle("POST /containers/{id}/start", OpContainerStart, e.containerStart)
 	handle("POST /containers/{id}/stop", OpContainerStop, e.containerStop)
-	handle("POST /containers/{id}/kill", OpContainerStop, e.containerStop)
+	handle("POST /containers/{id}/kill", OpContainerKill, e.containerKill)
 	handle("DELETE /containers/{id}", OpContainerRemove, e.containerRemove)
 	handle("POST /containers/{id}/wait", OpContainerWait, e.containerWait)
 	handle("POST /containers/{id}/attach", OpContainerAttach, e.containerAttach)

@@ -83,7 +83,6 @@ func New(t testing.TB, opts ...Options) *Scenario {
 	s.Engine = fakeengine.New(t)
 	s.Engine.RunAll(WorkerProgram)
 	s.Engine.OnExec(workerCommand("lease-update"), LeaseUpdateProgram)
-	s.Engine.OnExec(workerCommand("release"), ReleaseProgram)
 	s.Ledgers = ledger.Store{Root: s.StateRoot}
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

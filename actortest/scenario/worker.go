@@ -25,10 +25,10 @@ func WorkerProgram(ctx context.Context, p *fakeengine.Process) int {
 	cfg.InputBundlePath = p.Path(messages.InputBundlePath)
 	cfg.OutputDir = p.Path(messages.OutputDir)
 	cfg.LeaseUpdatePath = p.Path(messages.LeaseUpdatePath)
-	cfg.ReleasePath = p.Path(messages.ReleasePath)
+	cfg.Released = p.Signals
 	// The image's tmpfs directories (/run/forge, /tmp, HOME) exist in a
 	// real container.
-	for _, dir := range []string{filepath.Dir(cfg.ReleasePath), filepath.Dir(cfg.LeaseUpdatePath), p.Path("/tmp"), p.Path("/home/forge")} {
+	for _, dir := range []string{filepath.Dir(cfg.LeaseUpdatePath), p.Path("/tmp"), p.Path("/home/forge")} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return 1
 		}
@@ -65,17 +65,6 @@ func workerCommand(sub string) func(cmd []string) bool {
 	return func(cmd []string) bool {
 		return len(cmd) == 3 && cmd[0] == messages.WorkerBinaryPath && cmd[1] == "worker" && cmd[2] == sub
 	}
-}
-
-// ReleaseProgram is the exec program of `forged worker release`
-// (worker.WriteReleaseFile in the container).
-func ReleaseProgram(_ context.Context, p *fakeengine.Process) int {
-	_, _ = io.Copy(io.Discard, p.Stdin)
-	if err := worker.WriteReleaseFile(p.Path(messages.ReleasePath)); err != nil {
-		_, _ = p.Stderr.Write([]byte(err.Error() + "\n"))
-		return 1
-	}
-	return 0
 }
 
 // LeaseUpdateProgram is the exec program of `forged worker lease-update`

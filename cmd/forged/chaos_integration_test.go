@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/example"
 	"github.com/forgedev/forged/internal/egresstest"
 	"github.com/forgedev/forged/internal/enginetest"
@@ -325,6 +327,45 @@ func TestChaosKill9WhileServicesRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestChaosKill9LeavesNoPerAttemptCache kills forged while a task fills its
+// per-attempt npm cache; the restarted forged leaves no volume of the
+// attempt (the cache's included) and no bounded image behind.
+func TestChaosKill9LeavesNoPerAttemptCache(t *testing.T) {
+	engine := enginetest.Client(t)
+	forged := enginetest.ForgedBinary(t)
+	base := t.TempDir()
+	stateRoot, lockRoot := filepath.Join(base, "state"), filepath.Join(base, "locks")
+	require.NoError(t, os.MkdirAll(lockRoot, 0o700))
+	runnerID, err := runner.LoadRunnerID(stateRoot)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	repo := filepath.Join(base, "repo")
+	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{
+		Contract: "version: 1\nworkingDirectory: /workspace\ncaches:\n  - {name: npm, mode: per_attempt}\n"}))
+	d := startDaemon(t, forged, stateRoot, lockRoot, "--cache-bytes", "67108864")
+	dispatch, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: runnerID, RepoPath: repo,
+		Argv: []string{"/bin/sh", "-c", "echo cached > $npm_config_cache/entry; echo filled; sleep 30"}})
+	require.NoError(t, err)
+	d.submit(dispatch)
+	d.waitFor(dispatch.AttemptID(), "task_started")
+	names, err := dockerops.NamesFor(dispatch.AttemptID())
+	require.NoError(t, err)
+	_, err = engine.VolumeInspect(ctx, names.CacheVolume("npm"))
+	require.NoError(t, err, "the per-attempt cache exists while the task runs")
+	d.kill9()
+
+	restarted := startDaemon(t, forged, stateRoot, lockRoot)
+	defer restarted.stop()
+	enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
+	_, err = engine.VolumeInspect(ctx, names.CacheVolume("npm"))
+	assert.True(t, cerrdefs.IsNotFound(err), "the cache volume is reaped: %v", err)
+	assertNoVolumeImages(t, stateRoot)
+	out := restarted.outcome(dispatch.AttemptID())
+	require.NotNil(t, out, "the restarted daemon records the attempt")
+	assert.Equal(t, "sandbox_runner_restarted", out.Code)
 }
 
 // TestChaosKill9WhileTheEgressProxyRuns kills forged with SIGKILL while a

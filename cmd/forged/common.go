@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/actors"
+	"github.com/forgedev/forged/caches"
 	"github.com/forgedev/forged/config"
 	"github.com/forgedev/forged/imagesig"
 	"github.com/forgedev/forged/messages"
@@ -40,6 +41,8 @@ type runnerFlags struct {
 	providerTTL    time.Duration
 	verifyCommand  string
 	verifyTimeout  time.Duration
+	cacheModes     string
+	cacheBytes     int64
 	preflight      preflightFlags
 	publish        publishFlags
 	network        networkFlags
@@ -127,9 +130,12 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.sampleInterval, "sample-interval", 250*time.Millisecond, "period of the memory sampler")
 	cmd.Flags().DurationVar(&f.reapInterval, "reaper-interval", time.Minute, "period of the reaper's rounds")
 	cmd.Flags().DurationVar(&f.reapGrace, "reaper-grace", 2*time.Minute, "labelled resources younger than this are never reaped")
+	cmd.Flags().StringVar(&f.cacheModes, "cache-modes", caches.Policy{}.String(), "contract cache modes allowed: per_attempt, readonly, both (comma-separated) or none; a contract declaring another is refused with sandbox_caches_unsupported")
+	cmd.Flags().Int64Var(&f.cacheBytes, "cache-bytes", caches.DefaultPerAttemptBytes, "size of each per-attempt cache volume, in bytes, when volumes are bounded")
 	f.preflight.register(cmd)
 	f.publish.register(cmd)
 	f.network.register(cmd)
+	config.SetMin(cmd.Flags(), "cache-bytes", 64<<20)
 	config.SetMin(cmd.Flags(), "slots", 1)
 	config.SetMin(cmd.Flags(), "queue", 0)
 }
@@ -164,6 +170,10 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 	if err != nil {
 		return runner.Config{}, err
 	}
+	cachePolicy, err := caches.ParseModes(f.cacheModes)
+	if err != nil {
+		return runner.Config{}, fmt.Errorf("--cache-modes: %w", err)
+	}
 	for _, d := range []struct {
 		name  string
 		value time.Duration
@@ -194,6 +204,8 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		ImageVerifier:    verifier,
 		Egress:           egressOptions,
 		AllowOpenPublic:  f.network.allowOpenPublic,
+		Caches:           cachePolicy,
+		CacheBytes:       f.cacheBytes,
 	}, nil
 }
 

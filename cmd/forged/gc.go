@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -12,9 +13,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgedev/forged/caches"
 	"github.com/forgedev/forged/imagegc"
 	"github.com/forgedev/forged/preflight"
 )
+
+// gcReport is what `forged gc` prints: the image collection, with the
+// cache volumes' beside it.
+type gcReport struct {
+	imagegc.Report
+	Caches caches.GCReport `json:"caches"`
+}
 
 func gcCommand() *cobra.Command {
 	var (
@@ -23,6 +32,7 @@ func gcCommand() *cobra.Command {
 		project   string
 		stateRoot string
 		policy    imagegc.Policy
+		cacheAge  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "gc [--dry-run]",
@@ -31,7 +41,9 @@ func gcCommand() *cobra.Command {
 			"forged's dangling images. An image a container uses is never removed. It takes the Docker\n" +
 			"context lock, so it refuses to run beside a live forged (whose attempts' images it cannot see).\n" +
 			"Without --project it also removes the stored build logs beyond --audit-keep keys or older than\n" +
-			"--audit-max-age (never those of a key in use). With --dry-run, only list what would be removed.",
+			"--audit-max-age (never those of a key in use), and the package cache volumes (per-attempt and\n" +
+			"project caches) older than --cache-max-age that no container uses. With --dry-run, only list\n" +
+			"what would be removed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -48,13 +60,18 @@ func gcCommand() *cobra.Command {
 				return err
 			}
 			defer func() { _ = lock.Release() }()
-			report, err := imagegc.Collect(ctx, engine, imagegc.Request{Policy: policy, Now: time.Now(), DryRun: dryRun, Project: project, StateRoot: stateRoot})
+			now := time.Now()
+			images, err := imagegc.Collect(ctx, engine, imagegc.Request{Policy: policy, Now: now, DryRun: dryRun, Project: project, StateRoot: stateRoot})
+			cacheReport, cacheErr := caches.Collect(ctx, engine, caches.GCRequest{MaxAge: cacheAge, Now: now, DryRun: dryRun, Project: project})
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
-			if encodeErr := enc.Encode(report); encodeErr != nil {
+			if encodeErr := enc.Encode(gcReport{Report: images, Caches: cacheReport}); encodeErr != nil {
 				return encodeErr
 			}
-			return err
+			if cacheErr != nil {
+				cacheErr = fmt.Errorf("cache volumes: %w", cacheErr)
+			}
+			return errors.Join(err, cacheErr)
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be removed; remove nothing")
@@ -64,6 +81,7 @@ func gcCommand() *cobra.Command {
 	cmd.Flags().IntVar(&policy.KeepPerProject, "keep", 3, "image keys kept per project, newest first")
 	cmd.Flags().DurationVar(&policy.MaxAge, "max-age", 7*24*time.Hour, "older keys beyond the newest are removed")
 	cmd.Flags().StringVar(&stateRoot, "state-root", defaultStateRoot(), "forged's state directory, whose stored build logs are collected too (without --project)")
+	cmd.Flags().DurationVar(&cacheAge, "cache-max-age", caches.DefaultMaxAge, "cache volumes created longer ago than this are removed (unless a container uses them)")
 	cmd.Flags().IntVar(&policy.AuditKeep, "audit-keep", imagegc.DefaultAuditKeep, "image keys whose stored build logs are kept, newest first")
 	cmd.Flags().DurationVar(&policy.AuditMaxAge, "audit-max-age", imagegc.DefaultAuditMaxAge, "stored build logs older than this are removed (at least 1h)")
 	return cmd

@@ -46,7 +46,7 @@ func newRootCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	root.PersistentFlags().StringVar(&layer.path, "config", "", "YAML configuration file (env "+configEnv+"); flags win over FORGED_* variables, which win over the file")
 	worker := workerCommand()
 	worker.Annotations = map[string]string{annotationNoConfig: "yes"}
-	root.AddCommand(runCommand(), daemonCommand(), worker, exampleCommand(), preflightCommand(), leaseCommand(), reapCommand(), inspectCommand(), gcCommand(), attemptsCommand(), configCommand(layer))
+	root.AddCommand(runCommand(), daemonCommand(), worker, exampleCommand(), preflightCommand(), leaseCommand(), reapCommand(), inspectCommand(), gcCommand(), cacheCommand(), attemptsCommand(), configCommand(layer))
 	layer.describeEnv(root)
 	return root
 }

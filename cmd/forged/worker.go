@@ -23,7 +23,14 @@ func workerCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if code := worker.Main(ctx, os.Stdin, os.Stdout, os.Stderr, worker.DefaultConfig()); code != 0 {
+			// The host's release (messages.ReleaseSignal) is caught from
+			// the start: its default action would end the worker.
+			released := make(chan os.Signal, 1)
+			signal.Notify(released, syscall.SIGUSR1)
+			defer signal.Stop(released)
+			cfg := worker.DefaultConfig()
+			cfg.Released = released
+			if code := worker.Main(ctx, os.Stdin, os.Stdout, os.Stderr, cfg); code != 0 {
 				return exitError{code}
 			}
 			return nil
@@ -36,18 +43,6 @@ func workerCommand() *cobra.Command {
 		RunE: func(*cobra.Command, []string) error {
 			if err := worker.WriteLeaseUpdateFile(os.Stdin, messages.LeaseUpdatePath); err != nil {
 				fmt.Fprintln(os.Stderr, "forged worker lease-update:", err)
-				return exitError{1}
-			}
-			return nil
-		},
-	})
-	cmd.AddCommand(&cobra.Command{
-		Use:   "release",
-		Short: "Inside a sandbox: release the worker once the host took its last reading",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			if err := worker.WriteReleaseFile(messages.ReleasePath); err != nil {
-				fmt.Fprintln(os.Stderr, "forged worker release:", err)
 				return exitError{1}
 			}
 			return nil
