@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -113,8 +114,11 @@ func (a *attemptActor) inspect(ctx actor.Context) messages.InspectReply {
 		"inflight":    a.inflight,
 		"image":       a.imageID,
 		"container":   a.containerID,
-		"network":     "none",
+		"network":     cmp.Or(a.network, "none"),
 		"tearingDown": strconv.FormatBool(a.tearingDown),
+	}
+	if a.egressNetworkID != "" {
+		facts["egressNetwork"] = egressNetworkName(a.names)
 	}
 	if a.failure != nil {
 		facts["failure"] = string(failureCode(a.failure))

@@ -68,7 +68,7 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 		var err error
 		if mode == messages.NetworkOpenPublic {
 			var id string
-			id, err = docker.CreateRoutedNetwork(stepCtx, netName, labels)
+			id, err = docker.CreateRoutedNetwork(stepCtx, netName, labels, true)
 			done.network = dockerops.IsolatedNetwork{ID: id, Name: netName}
 		} else {
 			done.network, err = docker.CreateIsolatedNetwork(stepCtx, netName, labels)
@@ -78,7 +78,7 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 			return done
 		}
 		if mode == messages.NetworkPublicAllowlist {
-			if done.egressNetworkID, err = docker.CreateRoutedNetwork(stepCtx, egressNet, labels); err != nil {
+			if done.egressNetworkID, err = docker.CreateRoutedNetwork(stepCtx, egressNet, labels, false); err != nil {
 				done.err = err
 				return done
 			}

@@ -67,6 +67,9 @@ func TestEgressProxyStartsBeforeTheWorkerAndItsLogBecomesEvents(t *testing.T) {
 	assert.Equal(t, pinnedID, spec.Image)
 	assert.Equal(t, worker.Network, spec.AttemptNetwork)
 	assert.Equal(t, worker.Network+"-egress", spec.EgressNetwork)
+	host.mu.Lock()
+	assert.Equal(t, []string{spec.EgressNetwork + "/shared=false"}, host.routed, "the proxy is alone on its egress network")
+	host.mu.Unlock()
 	assert.Equal(t, []string{"upstream-net"}, spec.Upstreams)
 	assert.Equal(t, egress.Alias, spec.Alias)
 	assert.Equal(t, 13, spec.UID)
@@ -244,7 +247,7 @@ func TestOpenPublicRunsOnARoutedNetworkWhenTheOperatorAllowsIt(t *testing.T) {
 	defer host.mu.Unlock()
 	assert.True(t, host.workerSpec.OpenNetwork)
 	require.Len(t, host.routed, 1)
-	assert.Equal(t, host.workerSpec.Network, host.routed[0])
+	assert.Equal(t, host.workerSpec.Network+"/shared=true", host.routed[0], "the worker and its services share the open network")
 	assert.Empty(t, host.egressSpecs, "no proxy")
 	for _, v := range host.workerSpec.Env {
 		assert.NotContains(t, v, "PROXY")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -457,9 +458,9 @@ func (f *fakeHost) CreateIsolatedNetwork(_ context.Context, name string, _ map[s
 	return dockerops.IsolatedNetwork{ID: "net-" + name, Name: name}, f.record("network")
 }
 
-func (f *fakeHost) CreateRoutedNetwork(_ context.Context, name string, _ map[string]string) (string, error) {
+func (f *fakeHost) CreateRoutedNetwork(_ context.Context, name string, _ map[string]string, shared bool) (string, error) {
 	f.mu.Lock()
-	f.routed = append(f.routed, name)
+	f.routed = append(f.routed, name+"/shared="+strconv.FormatBool(shared))
 	f.mu.Unlock()
 	return "net-" + name, f.record("routed")
 }

@@ -88,7 +88,7 @@ type ServiceDocker interface {
 // network), the proxy container, its access log, its watch and its
 // readiness probe.
 type EgressDocker interface {
-	CreateRoutedNetwork(ctx context.Context, name string, labels map[string]string) (string, error)
+	CreateRoutedNetwork(ctx context.Context, name string, labels map[string]string, shared bool) (string, error)
 	CreateEgressProxy(ctx context.Context, spec dockerops.EgressSpec) (string, error)
 	FollowLogLines(ctx context.Context, id string, maxLine int, onLine func([]byte)) (int, error)
 	WaitStopped(ctx context.Context, id string) (dockerops.ContainerState, error)

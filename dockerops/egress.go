@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -131,19 +132,20 @@ func EgressContainerConfig(spec EgressSpec) (*container.Config, *container.HostC
 	return cfg, host, net
 }
 
-// CreateRoutedNetwork creates a labelled bridge with a route out, IPv6 off
-// and inter-container traffic off: the attempt's egress network (the proxy
-// is its only member), or the attempt network of an open_public attempt. An existing network of that name is adopted
+// CreateRoutedNetwork creates a labelled bridge with a route out and IPv6
+// off: the attempt's egress network (the proxy is its only member, and
+// inter-container traffic is off: shared is false), or the attempt network
+// of an open_public attempt (shared: the worker and its services talk). An existing network of that name is adopted
 // only when its labels are exactly these. Failures carry
 // failure.SandboxCreateFailed.
-func (c *Client) CreateRoutedNetwork(ctx context.Context, name string, labels map[string]string) (string, error) {
+func (c *Client) CreateRoutedNetwork(ctx context.Context, name string, labels map[string]string, shared bool) (string, error) {
 	attempt := 0
 	id, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (string, error) {
 		attempt++
 		resp, err := c.egress.NetworkCreate(ctx, name, network.CreateOptions{
 			Driver:     "bridge",
 			EnableIPv6: new(false),
-			Options:    map[string]string{"com.docker.network.bridge.enable_icc": "false"},
+			Options:    map[string]string{"com.docker.network.bridge.enable_icc": strconv.FormatBool(shared)},
 			Labels:     maps.Clone(labels),
 		})
 		if err == nil {

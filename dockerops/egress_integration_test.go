@@ -65,7 +65,7 @@ func startEgress(t *testing.T, s *sandbox, standIn egresstest.StandIn, image str
 	require.NoError(t, opts.Validate())
 	domains, err := egress.Domains([]string{"www.test", "loop.test", "meta.test", egresstest.IntranetName})
 	require.NoError(t, err)
-	_, err = c.CreateRoutedNetwork(ctx, s.names.Network+"-egress", s.labels)
+	_, err = c.CreateRoutedNetwork(ctx, s.names.Network+"-egress", s.labels, false)
 	require.NoError(t, err)
 	id, err := c.CreateEgressProxy(ctx, EgressSpec{
 		Name: s.names.Prefix + "-egress", Image: image,

@@ -127,3 +127,28 @@ func TestEgressEndToEndProxyKilledMidRunFailsTheAttempt(t *testing.T) {
 	assert.Contains(t, out.Message, "while the worker ran")
 	assert.Equal(t, messages.PhaseRunning, out.Phase)
 }
+
+// TestOpenPublicEndToEndRunsOnlyWhenTheOperatorAllowsIt: refused by
+// default with policy_mismatch; allowed, the task runs on a routed
+// network (it has a default route, which no isolated network gives) and
+// nothing labelled is left.
+func TestOpenPublicEndToEndRunsOnlyWhenTheOperatorAllowsIt(t *testing.T) {
+	script := `awk '$2 == "00000000" { found = 1 } END { exit !found }' /proc/net/route || { echo "no default route"; exit 3; }`
+	t.Run("refused by default", func(t *testing.T) {
+		e := newE2E(t, runner.Config{})
+		d := e.dispatch([]string{"/bin/sh", "-c", script}, 256<<20)
+		d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkOpenPublic}
+		out := e.wait(e.submit(d))
+		assert.Equal(t, string(failure.PolicyMismatch), out.Code, out.Message)
+	})
+	t.Run("allowed", func(t *testing.T) {
+		e := newE2E(t, runner.Config{AllowOpenPublic: true})
+		d := e.dispatch([]string{"/bin/sh", "-c", script}, 256<<20)
+		d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkOpenPublic}
+		log := e.submit(d)
+		out := e.wait(log)
+		require.Equal(t, messages.StatusSucceeded, out.Status, "%s %s; events %v", out.Code, out.Message, eventSummary(log))
+		started := waitForEvent(t, log, "sandbox_started")
+		assert.Contains(t, *started.Data, `"role":"open"`)
+	})
+}
