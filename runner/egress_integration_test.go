@@ -110,6 +110,16 @@ func TestEgressEndToEndTaskReachesOnlyTheAllowlist(t *testing.T) {
 	assert.Contains(t, string(raw), `"role":"egress"`)
 	require.NotNil(t, out.Cleanup)
 	assert.Zero(t, out.Cleanup.Remaining)
+	// The memory sampler watched the proxy too.
+	require.NotNil(t, out.Telemetry)
+	var roles []string
+	for _, c := range out.Telemetry.Containers {
+		roles = append(roles, c.Role)
+		if c.Role == "egress_proxy" {
+			assert.Positive(t, c.PeakMemoryBytes, "the proxy's peak memory")
+		}
+	}
+	assert.Contains(t, roles, "egress_proxy")
 }
 
 func TestEgressEndToEndProxyKilledMidRunFailsTheAttempt(t *testing.T) {
