@@ -3,8 +3,8 @@
 # Debian's packages only: for each entry, mmdebstrap --variant=minbase
 # writes a rootfs tar holding the entry's packages, and the engine imports
 # it as forged-services/<name>:<recipe hash>. The egress entry is the
-# egress proxy's image (squid), which forged runs for public_allowlist. An image whose tag already
-# exists in the engine is not built again, so a re-run does nothing but
+# egress proxy's image (squid), which forged runs for public_allowlist.
+# An image whose tag already exists in the engine is not built again, so a re-run does nothing but
 # print the catalogue.
 #
 # Usage: scripts/service-images.sh [name...]     (default: every entry)
