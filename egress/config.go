@@ -98,7 +98,6 @@ func SquidConfig(domains []string, o Options) string {
 	line("via off")
 	line("httpd_suppress_version_string on")
 	line("shutdown_lifetime 1 seconds")
-	line("client_lifetime 1 hour")
 	ports := make([]string, 0, len(o.ports()))
 	for _, p := range o.ports() {
 		ports = append(ports, strconv.Itoa(p))
