@@ -23,7 +23,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		LeaseExpiresAt:     a.packetExpiry,
 		LeaseControlKey:    a.controlKey,
 		TaskTimeoutSeconds: int(limits.HardWall / time.Second),
-		IdleTimeoutSeconds: int(limits.Idle / time.Second),
+		IdleTimeoutSeconds: int(workerIdle(limits) / time.Second),
 		Services:           a.serviceEndpoints(),
 		ReleaseWaitMillis:  int(releaseWait / time.Millisecond),
 	}

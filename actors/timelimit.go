@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -26,6 +27,23 @@ import (
 // LimitGrace to stop its task and write its output, which is then kept by
 // the trusted-failure rule (see onCollected); after the grace the host
 // aborts the attempt, which stops the container.
+
+// workerIdleMargin is added to the idle limit the worker enforces itself
+// (the start packet's idleTimeoutSeconds). Both measure the silence from
+// the task's last line, but the host re-arms its timer when the line
+// reaches it, a little after the worker reset its own: with equal limits
+// the worker would stop a silent task first, and the host would see a
+// worker that failed instead of its own, trusted, idle fact. With the
+// margin the host's timer fires first and the worker still stops the
+// task itself, within the host's LimitGrace.
+const workerIdleMargin = 5 * time.Second
+
+// workerIdle is the idle limit the worker enforces for limits: the host's
+// plus workerIdleMargin, never beyond the hard wall (where the idle limit
+// no longer matters).
+func workerIdle(limits timelimit.Limits) time.Duration {
+	return min(limits.Idle+workerIdleMargin, limits.HardWall)
+}
 
 // timeLimitFired is the attempt's own timer message. gen tells a stale
 // idle timer (re-armed since) from the current one.

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -93,6 +94,28 @@ func TestWorkerJobCarriesTheLimits(t *testing.T) {
 	a.d.Task.TimeoutSeconds = 120
 	l := a.limits()
 	require.Equal(t, timelimit.Limits{HardWall: 2 * time.Minute, Idle: 2 * time.Minute}, l)
+}
+
+// The worker's own idle limit trails the host's, so that the host's
+// trusted timer fires first (workerIdleMargin); the start packet carries
+// it, bounded by the hard wall.
+func TestWorkerIdleLimitTrailsTheHosts(t *testing.T) {
+	assert.Equal(t, 65*time.Second, workerIdle(timelimit.Limits{HardWall: time.Hour, Idle: time.Minute}))
+	assert.Equal(t, 2*time.Minute, workerIdle(timelimit.Limits{HardWall: 2 * time.Minute, Idle: 2 * time.Minute}))
+	assert.Equal(t, 2*time.Minute, workerIdle(timelimit.Limits{HardWall: 2 * time.Minute, Idle: 119 * time.Second}))
+
+	host := newFakeHost(t.TempDir())
+	h, clk := limitHarness(t, host, timelimit.Limits{HardWall: time.Hour, Idle: 10 * time.Minute})
+	probe := h.submit(t, testDispatch(clk.Now().Add(3*time.Hour)))
+	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+	require.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+	host.mu.Lock()
+	stdin := host.stdin
+	host.mu.Unlock()
+	var pkt messages.StartPacket
+	require.NoError(t, json.Unmarshal(stdin, &pkt))
+	assert.Equal(t, 605, pkt.IdleTimeoutSeconds)
+	assert.Equal(t, 3600, pkt.TaskTimeoutSeconds)
 }
 
 // attemptPID is the running attempt's pid under the harness's supervisor.
