@@ -157,6 +157,40 @@ func (d *daemon) reportsFor(attemptID string) int {
 	return n
 }
 
+// chaosRoots makes a daemon's state and lock roots under a fresh directory
+// (base, which also holds the test's repositories) and loads the runner id
+// of that state root.
+func chaosRoots(t *testing.T) (base, stateRoot, lockRoot, runnerID string) {
+	t.Helper()
+	base = t.TempDir()
+	stateRoot, lockRoot = filepath.Join(base, "state"), filepath.Join(base, "locks")
+	require.NoError(t, os.MkdirAll(lockRoot, 0o700))
+	runnerID, err := runner.LoadRunnerID(stateRoot)
+	require.NoError(t, err)
+	return base, stateRoot, lockRoot, runnerID
+}
+
+// serviceCatalogue is the absolute path of the service catalogue
+// scripts/service-images.sh writes ($FORGED_SERVICES_FILE, or
+// bin/services.tsv): a test that needs it fails under CI=true without it,
+// and skips elsewhere.
+func serviceCatalogue(t *testing.T) string {
+	t.Helper()
+	catalogue := os.Getenv("FORGED_SERVICES_FILE")
+	if catalogue == "" {
+		catalogue = filepath.Join("..", "..", "bin", "services.tsv")
+	}
+	catalogue, err := filepath.Abs(catalogue)
+	require.NoError(t, err)
+	if _, err := os.Stat(catalogue); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but no service catalogue (run scripts/service-images.sh): %v", err)
+		}
+		t.Skipf("no service catalogue (run scripts/service-images.sh): %v", err)
+	}
+	return catalogue
+}
+
 // TestChaosKill9AtEachPhase kills the daemon with SIGKILL at each phase of
 // an attempt, starts it again on the same state root, and checks that the
 // start-up reaper removed everything the attempt had created, reported it,
@@ -175,11 +209,7 @@ func TestChaosKill9AtEachPhase(t *testing.T) {
 		{"sandbox_agent_exited", true},
 		{"sandbox_teardown_started", true},
 	}
-	base := t.TempDir()
-	stateRoot, lockRoot := filepath.Join(base, "state"), filepath.Join(base, "locks")
-	require.NoError(t, os.MkdirAll(lockRoot, 0o700))
-	runnerID, err := runner.LoadRunnerID(stateRoot)
-	require.NoError(t, err)
+	base, stateRoot, lockRoot, runnerID := chaosRoots(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	repo := filepath.Join(base, "repo")
@@ -251,11 +281,7 @@ func assertNoVolumeImages(t *testing.T, stateRoot string) {
 func TestSIGTERMDrainsTheDaemon(t *testing.T) {
 	engine := enginetest.Client(t)
 	forged := enginetest.ForgedBinary(t)
-	base := t.TempDir()
-	stateRoot, lockRoot := filepath.Join(base, "state"), filepath.Join(base, "locks")
-	require.NoError(t, os.MkdirAll(lockRoot, 0o700))
-	runnerID, err := runner.LoadRunnerID(stateRoot)
-	require.NoError(t, err)
+	base, stateRoot, lockRoot, runnerID := chaosRoots(t)
 	repo := filepath.Join(base, "repo")
 	require.NoError(t, example.CreateRepo(context.Background(), repo, example.RepoOptions{}))
 
@@ -281,23 +307,8 @@ func TestSIGTERMDrainsTheDaemon(t *testing.T) {
 func TestChaosKill9WhileServicesRun(t *testing.T) {
 	engine := enginetest.Client(t)
 	forged := enginetest.ForgedBinary(t)
-	catalogue := os.Getenv("FORGED_SERVICES_FILE")
-	if catalogue == "" {
-		catalogue = filepath.Join("..", "..", "bin", "services.tsv")
-	}
-	catalogue, err := filepath.Abs(catalogue)
-	require.NoError(t, err)
-	if _, err := os.Stat(catalogue); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but no service catalogue (run scripts/service-images.sh): %v", err)
-		}
-		t.Skipf("no service catalogue (run scripts/service-images.sh): %v", err)
-	}
-	base := t.TempDir()
-	stateRoot, lockRoot := filepath.Join(base, "state"), filepath.Join(base, "locks")
-	require.NoError(t, os.MkdirAll(lockRoot, 0o700))
-	runnerID, err := runner.LoadRunnerID(stateRoot)
-	require.NoError(t, err)
+	catalogue := serviceCatalogue(t)
+	base, stateRoot, lockRoot, runnerID := chaosRoots(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	repo := filepath.Join(base, "repo")
@@ -335,11 +346,7 @@ func TestChaosKill9WhileServicesRun(t *testing.T) {
 func TestChaosKill9LeavesNoPerAttemptCache(t *testing.T) {
 	engine := enginetest.Client(t)
 	forged := enginetest.ForgedBinary(t)
-	base := t.TempDir()
-	stateRoot, lockRoot := filepath.Join(base, "state"), filepath.Join(base, "locks")
-	require.NoError(t, os.MkdirAll(lockRoot, 0o700))
-	runnerID, err := runner.LoadRunnerID(stateRoot)
-	require.NoError(t, err)
+	base, stateRoot, lockRoot, runnerID := chaosRoots(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	repo := filepath.Join(base, "repo")
@@ -375,18 +382,9 @@ func TestChaosKill9LeavesNoPerAttemptCache(t *testing.T) {
 func TestChaosKill9WhileTheEgressProxyRuns(t *testing.T) {
 	engine := enginetest.Client(t)
 	forged := enginetest.ForgedBinary(t)
-	catalogue := os.Getenv("FORGED_SERVICES_FILE")
-	if catalogue == "" {
-		catalogue = filepath.Join("..", "..", "bin", "services.tsv")
-	}
-	catalogue, err := filepath.Abs(catalogue)
-	require.NoError(t, err)
+	catalogue := serviceCatalogue(t)
 	egresstest.EgressImage(t, filepath.Join("..", ".."))
-	base := t.TempDir()
-	stateRoot, lockRoot := filepath.Join(base, "state"), filepath.Join(base, "locks")
-	require.NoError(t, os.MkdirAll(lockRoot, 0o700))
-	runnerID, err := runner.LoadRunnerID(stateRoot)
-	require.NoError(t, err)
+	base, stateRoot, lockRoot, runnerID := chaosRoots(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	repo := filepath.Join(base, "repo")
