@@ -1,6 +1,6 @@
 package actors
 
-import "github.com/forgedev/forged/internal/actorkit"
+import "github.com/forgedev/forged/internal/kit/actorkit"
 
 // runAsync and asyncPanic are the actors' names for the shared helpers.
 var runAsync = actorkit.Go

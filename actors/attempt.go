@@ -9,17 +9,17 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/forgedev/forged/contract"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
-	"github.com/forgedev/forged/internal/clock"
-	"github.com/forgedev/forged/internal/teardown"
-	"github.com/forgedev/forged/internal/text"
-	"github.com/forgedev/forged/lease"
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/kit/text"
+	"github.com/forgedev/forged/internal/sandbox/contract"
+	"github.com/forgedev/forged/internal/sandbox/lease"
+	"github.com/forgedev/forged/internal/sandbox/services"
+	"github.com/forgedev/forged/internal/state/ledger"
+	"github.com/forgedev/forged/internal/state/teardown"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/services"
 )
 
 const kindAttempt = "attempt"

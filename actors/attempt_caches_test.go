@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
-	"github.com/forgedev/forged/caches"
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/internal/sandbox/caches"
 	"github.com/forgedev/forged/messages"
 )
 

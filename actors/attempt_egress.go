@@ -6,11 +6,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/egress"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/sandbox/egress"
+	"github.com/forgedev/forged/internal/sandbox/services"
+	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/services"
 )
 
 // The attempt's network policy. none: network mode none, unless services

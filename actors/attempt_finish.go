@@ -12,8 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/internal/teardown"
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/state/ledger"
+	"github.com/forgedev/forged/internal/state/teardown"
 	"github.com/forgedev/forged/messages"
 )
 

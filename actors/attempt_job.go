@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/forgedev/forged/caches"
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/internal/sandbox/caches"
 	"github.com/forgedev/forged/messages"
 )
 

@@ -10,9 +10,9 @@ import (
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/sandbox/services"
+	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/services"
 )
 
 // The attempt's services: after the network and volumes exist, the

@@ -9,15 +9,15 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/forgedev/forged/caches"
-	"github.com/forgedev/forged/contract"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
-	"github.com/forgedev/forged/internal/teardown"
+	"github.com/forgedev/forged/internal/host/quota"
+	"github.com/forgedev/forged/internal/sandbox/caches"
+	"github.com/forgedev/forged/internal/sandbox/contract"
+	"github.com/forgedev/forged/internal/sandbox/services"
+	"github.com/forgedev/forged/internal/state/teardown"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/quota"
-	"github.com/forgedev/forged/services"
 	"golang.org/x/sync/errgroup"
 )
 

@@ -12,15 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
-	"github.com/forgedev/forged/caches"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/imagegc"
-	"github.com/forgedev/forged/internal/clock"
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/images/imagegc"
+	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/sandbox/caches"
+	"github.com/forgedev/forged/internal/sandbox/timelimit"
+	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/supervisor"
-	"github.com/forgedev/forged/timelimit"
 )
 
 const within = 10 * time.Second

@@ -7,9 +7,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/forgedev/forged/buildlog"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/imagegc"
+	"github.com/forgedev/forged/internal/images/buildlog"
+	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/messages"
 )
 

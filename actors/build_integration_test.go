@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/example"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/enginetest"
+	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/internal/testkit/enginetest"
 	"github.com/forgedev/forged/messages"
 )
 

@@ -3,12 +3,12 @@ package actors
 import (
 	"time"
 
-	"github.com/forgedev/forged/caches"
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/egress"
-	"github.com/forgedev/forged/internal/clock"
-	"github.com/forgedev/forged/services"
-	"github.com/forgedev/forged/timelimit"
+	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/sandbox/caches"
+	"github.com/forgedev/forged/internal/sandbox/egress"
+	"github.com/forgedev/forged/internal/sandbox/services"
+	"github.com/forgedev/forged/internal/sandbox/timelimit"
 )
 
 // AttemptConfig is the operator configuration every attempt shares.

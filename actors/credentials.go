@@ -6,8 +6,8 @@ import (
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/publish/providerauth"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/providerauth"
 )
 
 // Provider credentials (the seed's provider auth adapters). A dispatch

@@ -10,9 +10,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/egress"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/text"
+	"github.com/forgedev/forged/internal/kit/text"
+	"github.com/forgedev/forged/internal/sandbox/egress"
 	"github.com/forgedev/forged/messages"
 )
 

@@ -12,12 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
-	"github.com/forgedev/forged/egress"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/clock"
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/sandbox/egress"
+	"github.com/forgedev/forged/internal/sandbox/services"
+	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/services"
 )
 
 // egressHarness is a harness whose runner runs the egress proxy from a

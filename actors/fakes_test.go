@@ -15,8 +15,8 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/internal/publish/providerauth"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/providerauth"
 )
 
 // fakeContainerID is the worker container the fake creates.

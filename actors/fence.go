@@ -1,7 +1,7 @@
 package actors
 
 import (
-	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/internal/kit/clock"
 	"sync"
 	"time"
 

@@ -9,11 +9,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/forgedev/forged/buildlog"
-	"github.com/forgedev/forged/contract"
-	"github.com/forgedev/forged/dockerfile"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/images/buildlog"
+	"github.com/forgedev/forged/internal/images/dockerfile"
+	"github.com/forgedev/forged/internal/sandbox/contract"
 	"github.com/forgedev/forged/messages"
 )
 

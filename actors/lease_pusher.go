@@ -6,8 +6,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/forgedev/forged/internal/actorkit"
-	"github.com/forgedev/forged/lease"
+	"github.com/forgedev/forged/internal/kit/actorkit"
+	"github.com/forgedev/forged/internal/sandbox/lease"
 	"github.com/forgedev/forged/messages"
 )
 

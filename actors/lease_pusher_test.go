@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
-	"github.com/forgedev/forged/lease"
+	"github.com/forgedev/forged/internal/sandbox/lease"
 )
 
 // gatedLeases is a LeaseDocker whose first push blocks until released.

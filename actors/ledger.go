@@ -4,7 +4,7 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/state/ledger"
 )
 
 func writerEntry(id string, state ledger.State) ledger.Entry {

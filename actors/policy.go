@@ -1,11 +1,11 @@
 package actors
 
 import (
-	"github.com/forgedev/forged/caches"
-	"github.com/forgedev/forged/contract"
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/egress"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/sandbox/caches"
+	"github.com/forgedev/forged/internal/sandbox/contract"
+	"github.com/forgedev/forged/internal/sandbox/egress"
 	"github.com/forgedev/forged/messages"
 )
 

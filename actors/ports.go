@@ -7,10 +7,10 @@ import (
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/gitops"
-	"github.com/forgedev/forged/imagegc"
+	"github.com/forgedev/forged/internal/host/quota"
+	"github.com/forgedev/forged/internal/images/imagegc"
+	"github.com/forgedev/forged/internal/publish/providerauth"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/providerauth"
-	"github.com/forgedev/forged/quota"
 )
 
 // The interfaces below are what each actor needs from the host, declared at

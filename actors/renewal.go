@@ -7,7 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/lease"
+	"github.com/forgedev/forged/internal/sandbox/lease"
 	"github.com/forgedev/forged/messages"
 )
 

@@ -1,7 +1,7 @@
 package actors
 
 import (
-	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/internal/kit/clock"
 	"testing"
 	"time"
 
@@ -10,10 +10,10 @@ import (
 
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/lease"
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/sandbox/lease"
+	"github.com/forgedev/forged/internal/sandbox/timelimit"
+	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/timelimit"
 )
 
 func (h *harness) renew(t *testing.T, d *messages.Dispatch, token string, expiresAt time.Time) messages.RenewLeaseReply {

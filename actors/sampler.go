@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/internal/kit/clock"
 
-	"github.com/forgedev/forged/cgroups"
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/internal/host/cgroups"
 	"github.com/forgedev/forged/messages"
 )
 

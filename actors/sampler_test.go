@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
-	"github.com/forgedev/forged/cgroups"
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/internal/host/cgroups"
+	"github.com/forgedev/forged/internal/kit/clock"
 	"github.com/forgedev/forged/messages"
 )
 

@@ -12,10 +12,10 @@ import (
 
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/clock"
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/sandbox/services"
+	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/services"
 )
 
 const (

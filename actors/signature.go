@@ -3,10 +3,10 @@ package actors
 import (
 	"context"
 
-	"github.com/forgedev/forged/dockerfile"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/images/dockerfile"
+	"github.com/forgedev/forged/internal/sandbox/services"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/services"
 )
 
 // signatureWarning is an upstream image adoption uses unverified.

@@ -7,9 +7,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/sandbox/timelimit"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/timelimit"
 )
 
 // The host's side of the time limits. The worker stops its own task at the

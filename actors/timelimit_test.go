@@ -12,9 +12,9 @@ import (
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/sandbox/timelimit"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/timelimit"
 )
 
 func limitHarness(t *testing.T, host *fakeHost, limits timelimit.Limits) (*harness, *clock.Manual) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/text"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 

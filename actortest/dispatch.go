@@ -3,7 +3,7 @@ package actortest
 import (
 	"time"
 
-	"github.com/forgedev/forged/internal/ids"
+	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/messages"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/actortest"
-	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/internal/kit/clock"
 )
 
 // exampleT stands in for the *testing.T a real test has: it prints what

@@ -12,7 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/eventstream"
 	"go.uber.org/goleak"
 
-	"github.com/forgedev/forged/internal/clock"
+	"github.com/forgedev/forged/internal/kit/clock"
 )
 
 // Epoch is where every System's manual clock starts: a fixed instant, so

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/buildlog"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/ids"
+	"github.com/forgedev/forged/internal/images/buildlog"
+	"github.com/forgedev/forged/internal/kit/ids"
 )
 
 // bridgeGateway is the host's address on the engine's default bridge: the

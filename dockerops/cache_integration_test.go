@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/contract"
+	"github.com/forgedev/forged/internal/sandbox/contract"
 )
 
 // TestIntegrationPlainCacheVolumesBelongToTheWorker mounts every contract

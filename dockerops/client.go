@@ -7,8 +7,8 @@ import (
 	"github.com/docker/docker/api/types/versions"
 	"github.com/docker/docker/client"
 
-	"github.com/forgedev/forged/dockerctx"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/host/dockerctx"
 )
 
 // Options configures a Client. Zero fields take the documented defaults.

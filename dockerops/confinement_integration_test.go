@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/host/preflight"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/preflight"
 )
 
 // An engine without AppArmor runs a container whose apparmor= option names

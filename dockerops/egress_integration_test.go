@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/egress"
-	"github.com/forgedev/forged/internal/egresstest"
+	"github.com/forgedev/forged/internal/sandbox/egress"
+	"github.com/forgedev/forged/internal/testkit/egresstest"
 )
 
 // egressTask is the hostile task of issue 14, in busybox sh: every check

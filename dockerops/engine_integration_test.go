@@ -4,7 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"github.com/forgedev/forged/internal/ids"
+	"github.com/forgedev/forged/internal/kit/ids"
 	"os"
 	"strings"
 	"sync"

@@ -14,7 +14,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/lease"
+	"github.com/forgedev/forged/internal/sandbox/lease"
 	"github.com/forgedev/forged/messages"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/lease"
+	"github.com/forgedev/forged/internal/sandbox/lease"
 )
 
 // TestIntegrationWriteViaExec pushes a lease update into the tmpfs

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/forgedev/forged/internal/ids"
+	"github.com/forgedev/forged/internal/kit/ids"
 	"io"
 	"net"
 	"os"
@@ -24,7 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/lease"
+	"github.com/forgedev/forged/internal/sandbox/lease"
 )
 
 // fakeExec plays the engine's side of an exec over a real socket pair

@@ -1,7 +1,7 @@
 package dockerops
 
 import (
-	"github.com/forgedev/forged/internal/ids"
+	"github.com/forgedev/forged/internal/kit/ids"
 	"os"
 	"path/filepath"
 	"strings"

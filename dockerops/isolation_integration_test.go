@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/internal/ids"
+	"github.com/forgedev/forged/internal/kit/ids"
 )
 
 // hostListener is a TCP listener of the test process on every host address

@@ -1,7 +1,7 @@
 package dockerops
 
 import (
-	"github.com/forgedev/forged/internal/text"
+	"github.com/forgedev/forged/internal/kit/text"
 	"strings"
 
 	"github.com/forgedev/forged/failure"

@@ -15,8 +15,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/ids"
-	"github.com/forgedev/forged/preflight"
+	"github.com/forgedev/forged/internal/host/preflight"
+	"github.com/forgedev/forged/internal/kit/ids"
 )
 
 var _ preflight.IsolationProber = (*Client)(nil)

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/preflight"
+	"github.com/forgedev/forged/internal/host/preflight"
 )
 
 func TestCreateIsolatedNetworkAsksForIsolation(t *testing.T) {

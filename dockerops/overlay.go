@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/forgedev/forged/contract"
+	"github.com/forgedev/forged/internal/sandbox/contract"
 	"github.com/forgedev/forged/messages"
 )
 

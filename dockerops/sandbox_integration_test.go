@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/ids"
+	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/messages"
 )
 

@@ -3,7 +3,7 @@ package dockerops
 import (
 	"context"
 	"fmt"
-	"github.com/forgedev/forged/internal/ids"
+	"github.com/forgedev/forged/internal/kit/ids"
 	"math"
 	"strings"
 	"time"

@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/strictjson"
+	"github.com/forgedev/forged/internal/kit/strictjson"
 	"github.com/forgedev/forged/messages"
 )
 

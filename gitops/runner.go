@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/forgedev/forged/internal/procgroup"
+	"github.com/forgedev/forged/internal/kit/procgroup"
 	"io"
 	"os"
 	"os/exec"

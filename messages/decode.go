@@ -12,8 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/strictjson"
-	"github.com/forgedev/forged/quota"
+	"github.com/forgedev/forged/internal/host/quota"
+	"github.com/forgedev/forged/internal/kit/strictjson"
 )
 
 // MaxDispatchBytes bounds an encoded dispatch.

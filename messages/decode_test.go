@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/strictjson"
+	"github.com/forgedev/forged/internal/kit/strictjson"
 )
 
 const validDispatch = `{

@@ -5,7 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/forgedev/forged/preflight"
+	"github.com/forgedev/forged/internal/host/preflight"
 )
 
 // This file lists the messages actors exchange. Requests answered with

@@ -3,8 +3,8 @@ package supervisor
 import (
 	"fmt"
 
+	"github.com/forgedev/forged/internal/host/preflight"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/preflight"
 )
 
 // need is what one admitted attempt holds against the host until it

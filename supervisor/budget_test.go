@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/host/preflight"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/preflight"
 )
 
 const gib = int64(1) << 30

@@ -6,9 +6,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/forgedev/forged/internal/actorkit"
-	"github.com/forgedev/forged/internal/clock"
-	"github.com/forgedev/forged/preflight"
+	"github.com/forgedev/forged/internal/host/preflight"
+	"github.com/forgedev/forged/internal/kit/actorkit"
+	"github.com/forgedev/forged/internal/kit/clock"
 )
 
 // CapacitySource is where the supervisor learns how many attempts the host

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
-	"github.com/forgedev/forged/internal/clock"
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/host/preflight"
+	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/preflight"
 )
 
 // fakeCapacity returns whatever report the test sets.

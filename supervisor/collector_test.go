@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
-	"github.com/forgedev/forged/collector"
-	"github.com/forgedev/forged/imagegc"
+	"github.com/forgedev/forged/internal/images/collector"
+	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/messages"
 )
 

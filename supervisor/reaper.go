@@ -9,11 +9,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/forgedev/forged/internal/actorkit"
-	"github.com/forgedev/forged/internal/clock"
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/kit/actorkit"
+	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/state/ledger"
+	"github.com/forgedev/forged/internal/state/reaper"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/reaper"
 )
 
 // ReaperConfig configures the periodic reaper under the root supervisor.

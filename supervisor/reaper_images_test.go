@@ -11,9 +11,9 @@ import (
 
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/state/ledger"
+	"github.com/forgedev/forged/internal/state/reaper"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/reaper"
 )
 
 type emptyEngine struct{}

@@ -11,15 +11,15 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/forgedev/forged/collector"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/actorkit"
-	"github.com/forgedev/forged/internal/clock"
-	"github.com/forgedev/forged/internal/teardown"
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/host/preflight"
+	"github.com/forgedev/forged/internal/images/collector"
+	"github.com/forgedev/forged/internal/kit/actorkit"
+	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/state/ledger"
+	"github.com/forgedev/forged/internal/state/teardown"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/preflight"
 )
 
 // AttemptFactory returns the props of one attempt actor.

@@ -16,9 +16,9 @@ import (
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/clock"
-	"github.com/forgedev/forged/internal/ids"
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/kit/ids"
+	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
 )
 

@@ -22,9 +22,9 @@ import (
 	"github.com/forgedev/forged/actortest/fakeengine"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/lease"
+	"github.com/forgedev/forged/internal/host/preflight"
+	"github.com/forgedev/forged/internal/sandbox/lease"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/preflight"
 )
 
 // fastRetries keep the engine client's retries of injected faults short.

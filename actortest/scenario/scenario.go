@@ -30,9 +30,9 @@ import (
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/actortest/fakeengine"
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/example"
 	"github.com/forgedev/forged/gitops"
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
 	"github.com/forgedev/forged/supervisor"
 )

@@ -14,9 +14,9 @@ import (
 	"github.com/forgedev/forged/actortest/fakeengine"
 	"github.com/forgedev/forged/actortest/scenario"
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/example"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/ledger"
+	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
 )
 

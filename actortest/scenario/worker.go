@@ -11,8 +11,8 @@ import (
 	"slices"
 
 	"github.com/forgedev/forged/actortest/fakeengine"
+	"github.com/forgedev/forged/internal/worker"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/worker"
 )
 
 // WorkerProgram runs the real worker (worker.Main) as a container's

@@ -14,9 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/forgedev/forged/httpapi"
-	"github.com/forgedev/forged/internal/termsafe"
-	"github.com/forgedev/forged/runner"
+	"github.com/forgedev/forged/internal/daemon/httpapi"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/kit/termsafe"
 )
 
 func attemptsCommand() *cobra.Command {

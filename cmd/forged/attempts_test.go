@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/runner"
 )
 
 func TestPrintAttemptsShowsStateOutcomeAndEscapes(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/forgedev/forged/caches"
-	"github.com/forgedev/forged/preflight"
+	"github.com/forgedev/forged/internal/host/preflight"
+	"github.com/forgedev/forged/internal/sandbox/caches"
 )
 
 func cacheCommand() *cobra.Command {

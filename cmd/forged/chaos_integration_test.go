@@ -19,12 +19,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/example"
-	"github.com/forgedev/forged/internal/egresstest"
-	"github.com/forgedev/forged/internal/enginetest"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/internal/host/quota"
+	"github.com/forgedev/forged/internal/testkit/egresstest"
+	"github.com/forgedev/forged/internal/testkit/enginetest"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/quota"
-	"github.com/forgedev/forged/runner"
 )
 
 // daemon is one `forged daemon` process of the chaos test.

@@ -10,15 +10,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/actors"
-	"github.com/forgedev/forged/caches"
-	"github.com/forgedev/forged/config"
-	"github.com/forgedev/forged/imagesig"
+	"github.com/forgedev/forged/internal/daemon/config"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/host/preflight"
+	"github.com/forgedev/forged/internal/images/imagesig"
+	"github.com/forgedev/forged/internal/publish/providerauth"
+	"github.com/forgedev/forged/internal/sandbox/caches"
+	"github.com/forgedev/forged/internal/sandbox/services"
+	"github.com/forgedev/forged/internal/sandbox/timelimit"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/preflight"
-	"github.com/forgedev/forged/providerauth"
-	"github.com/forgedev/forged/runner"
-	"github.com/forgedev/forged/services"
-	"github.com/forgedev/forged/timelimit"
 )
 
 // runnerFlags are the flags shared by the commands that embed forged.

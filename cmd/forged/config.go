@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/forgedev/forged/config"
-	"github.com/forgedev/forged/internal/termsafe"
+	"github.com/forgedev/forged/internal/daemon/config"
+	"github.com/forgedev/forged/internal/kit/termsafe"
 )
 
 // configEnv names the configuration file when --config is not given.

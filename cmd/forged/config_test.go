@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/config"
+	"github.com/forgedev/forged/internal/daemon/config"
 )
 
 // printConfig runs `forged config print --json` with args and env, and

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/internal/enginetest"
+	"github.com/forgedev/forged/internal/testkit/enginetest"
 )
 
 // contribFile returns the path of a file of contrib/.

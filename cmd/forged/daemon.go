@@ -14,10 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/forgedev/forged/httpapi"
-	"github.com/forgedev/forged/imagegc"
-	"github.com/forgedev/forged/internal/bearer"
-	"github.com/forgedev/forged/runner"
+	"github.com/forgedev/forged/internal/daemon/httpapi"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/images/imagegc"
+	"github.com/forgedev/forged/internal/kit/bearer"
 )
 
 func daemonCommand() *cobra.Command {

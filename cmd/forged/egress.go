@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/forgedev/forged/egress"
+	"github.com/forgedev/forged/internal/sandbox/egress"
 )
 
 // networkFlags are the operator's network policy settings: the egress

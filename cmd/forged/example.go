@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/example"
-	"github.com/forgedev/forged/runner"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/example"
 )
 
 func exampleCommand() *cobra.Command {

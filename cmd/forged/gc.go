@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/forgedev/forged/caches"
-	"github.com/forgedev/forged/imagegc"
-	"github.com/forgedev/forged/preflight"
+	"github.com/forgedev/forged/internal/host/preflight"
+	"github.com/forgedev/forged/internal/images/imagegc"
+	"github.com/forgedev/forged/internal/sandbox/caches"
 )
 
 // gcReport is what `forged gc` prints: the image collection, with the

@@ -12,12 +12,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/caches"
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/example"
-	"github.com/forgedev/forged/imagegc"
-	"github.com/forgedev/forged/internal/enginetest"
-	"github.com/forgedev/forged/internal/ids"
+	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/internal/images/imagegc"
+	"github.com/forgedev/forged/internal/kit/ids"
+	"github.com/forgedev/forged/internal/sandbox/caches"
+	"github.com/forgedev/forged/internal/testkit/enginetest"
 )
 
 // forged gc prints its collection as JSON; scoped to a project nothing

@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/forgedev/forged/internal/termsafe"
+	"github.com/forgedev/forged/internal/kit/termsafe"
 	"github.com/forgedev/forged/messages"
 )
 

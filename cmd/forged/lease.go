@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/forgedev/forged/httpapi"
-	"github.com/forgedev/forged/internal/termsafe"
+	"github.com/forgedev/forged/internal/daemon/httpapi"
+	"github.com/forgedev/forged/internal/kit/termsafe"
 )
 
 func leaseCommand() *cobra.Command {

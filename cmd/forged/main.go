@@ -11,7 +11,7 @@ import (
 	"github.com/lmittmann/tint"
 	"github.com/spf13/cobra"
 
-	"github.com/forgedev/forged/internal/termsafe"
+	"github.com/forgedev/forged/internal/kit/termsafe"
 )
 
 // exitError carries a process exit status out of a command.

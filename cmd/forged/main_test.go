@@ -3,7 +3,7 @@ package main_test
 import (
 	"testing"
 
-	"github.com/forgedev/forged/internal/testimages"
+	"github.com/forgedev/forged/internal/testkit/testimages"
 )
 
 // testProject names the repository of this package's dispatches (in

@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/internal/termsafe"
-	"github.com/forgedev/forged/preflight"
-	"github.com/forgedev/forged/runner"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/host/preflight"
+	"github.com/forgedev/forged/internal/kit/termsafe"
 )
 
 func preflightCommand() *cobra.Command {

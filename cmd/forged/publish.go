@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/forgedev/forged/redeem"
-	"github.com/forgedev/forged/runner"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/publish/redeem"
 )
 
 // publishFlags configure bridge_push publication: the grant redeemer (a

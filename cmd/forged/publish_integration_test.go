@@ -23,13 +23,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/example"
-	"github.com/forgedev/forged/internal/enginetest"
-	"github.com/forgedev/forged/internal/strictjson"
-	"github.com/forgedev/forged/internal/testremote"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/internal/kit/strictjson"
+	"github.com/forgedev/forged/internal/publish/redeem"
+	"github.com/forgedev/forged/internal/testkit/enginetest"
+	"github.com/forgedev/forged/internal/testkit/testremote"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/redeem"
-	"github.com/forgedev/forged/runner"
 )
 
 const forbidden = "sandbox_output_publish_forbidden"

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/config"
-	"github.com/forgedev/forged/redeem"
-	"github.com/forgedev/forged/runner"
+	"github.com/forgedev/forged/internal/daemon/config"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/publish/redeem"
 )
 
 // parsePublish registers the publication flags on a fresh command, parses

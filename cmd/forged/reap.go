@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/forgedev/forged/runner"
+	"github.com/forgedev/forged/internal/daemon/runner"
 )
 
 func reapCommand() *cobra.Command {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/forgedev/forged/internal/termsafe"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/kit/termsafe"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/runner"
 )
 
 // Exit statuses of `forged run`.

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/forgedev/forged/internal/termsafe"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/kit/termsafe"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/runner"
 )
 
 // Terminal control sequences of the watch: home the cursor and clear the

@@ -20,10 +20,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/internal/enginetest"
+	"github.com/forgedev/forged/internal/daemon/metrics"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/testkit/enginetest"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/metrics"
-	"github.com/forgedev/forged/runner"
 )
 
 // serveFrames serves /v1/inspect/stream on a unix socket: frame(n) for

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgedev/forged/internal/sandbox/services"
+	"github.com/forgedev/forged/internal/worker"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/services"
-	"github.com/forgedev/forged/worker"
 )
 
 func workerCommand() *cobra.Command {

@@ -18,10 +18,10 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/example"
 	"github.com/forgedev/forged/gitops"
-	"github.com/forgedev/forged/imagegc"
-	"github.com/forgedev/forged/internal/ids"
+	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/internal/images/imagegc"
+	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/messages"
 )
 

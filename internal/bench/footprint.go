@@ -11,7 +11,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/example"
+	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/messages"
 )
 

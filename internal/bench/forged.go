@@ -17,10 +17,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/forgedev/forged/example"
-	"github.com/forgedev/forged/httpapi"
+	"github.com/forgedev/forged/internal/daemon/httpapi"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/messages"
-	"github.com/forgedev/forged/runner"
 )
 
 // forgedFlags are the flags every forged process of the benchmark gets: the

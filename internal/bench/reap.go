@@ -12,8 +12,8 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/example"
-	"github.com/forgedev/forged/runner"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/example"
 )
 
 // orphanResourcesPerAttempt counts the resources of one orphaned attempt in B6: a created

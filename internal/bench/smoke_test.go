@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/internal/enginetest"
+	"github.com/forgedev/forged/internal/testkit/enginetest"
 )
 
 // TestSmoke is CI's short run of the benchmark suite on the real engine:

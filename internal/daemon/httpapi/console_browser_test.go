@@ -1,0 +1,142 @@
+package httpapi_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/internal/daemon/httpapi"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/internal/testkit/enginetest"
+	"github.com/forgedev/forged/messages"
+)
+
+// chromiumPath finds Debian's chromium (scripts/ensure-docker.sh installs
+// it); with CI=true its absence fails the test instead of skipping it.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but chromium is not installed (scripts/ensure-docker.sh installs it)")
+		}
+		t.Skip("chromium is not installed: the console is not loaded in a browser (scripts/ensure-docker.sh installs it)")
+	}
+	return path
+}
+
+// artifactDir is where tests keep what a person may want to look at
+// afterwards: $FORGED_TEST_ARTIFACTS, else TMPDIR/forged-test-artifacts.
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("FORGED_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "forged-test-artifacts")
+	}
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	return dir
+}
+
+// TestConsoleInHeadlessChromium loads /console/ in headless Chromium
+// against a runner running a real attempt: the supervision tree appears,
+// the attempt's actor shows up while it runs, its phases advance to the
+// end in the timeline, the page's escaping holds in the browser, and a
+// screenshot is kept.
+func TestConsoleInHeadlessChromium(t *testing.T) {
+	chromium := chromiumPath(t)
+	engine := enginetest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	r, err := runner.New(ctx, runner.Config{
+		StateRoot: t.TempDir(), LockRoot: t.TempDir(), WorkerBinary: enginetest.ForgedBinary(t), Slots: 1,
+		AllowRootful: true, Capacity: example.SmallHostCapacity(),
+	})
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = example.BuildBaseImage(ctx, r.Docker(), "/bin/busybox")
+	require.NoError(t, err)
+	repo := filepath.Join(t.TempDir(), "repo")
+	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{}))
+
+	// The browser reaches the API over loopback TCP (it cannot dial a unix
+	// socket); the handler is the daemon's.
+	srv := httptest.NewServer(httpapi.Handler(r, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	defer srv.Close()
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 1000),
+		chromedp.UserDataDir(t.TempDir()))...)
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	require.NoError(t, chromedp.Do(browser,
+		chromedp.Navigate(srv.URL+"/console/"),
+		chromedp.WaitVisible(chromedp.CSS(`.actor[data-kind="supervisor"]`)),
+	))
+
+	// The page's escaping, in the browser itself.
+	escaped, err := chromedp.Run(browser, chromedp.Evaluate[string](`esc("a\u001b[2J\u0007b\u202e")`))
+	require.NoError(t, err)
+	assert.Equal(t, `a\x1b[2J\x07b\u202e`, escaped)
+
+	d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: r.RunnerID(), RepoPath: repo,
+		Argv: []string{"/bin/sh", "-c", "sleep 3; echo hi > hello.txt"}, Timeout: 120})
+	require.NoError(t, err)
+	defer enginetest.AssertNoneLabelled(t, engine, d.AttemptID())
+	reply, err := r.Submit(d)
+	require.NoError(t, err)
+	require.True(t, reply.Accepted, "%+v", reply)
+
+	// Watch the page: the attempt's actor appears under the supervisor,
+	// and its timeline goes through the phases to the end.
+	legendJS := `(() => { const row = document.querySelector('tr[data-attempt="` + d.AttemptID() + `"]');
+		return row ? row.querySelector('.legend').textContent + '|' + row.children[1].textContent : ''; })()`
+	attemptShown := false
+	var legends []string
+	var frames string
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		legend, err := chromedp.Run(browser, chromedp.Evaluate[string](legendJS))
+		require.NoError(t, err)
+		attemptNodes, err := chromedp.Run(browser, chromedp.Evaluate[int](`document.querySelectorAll('.actor[data-kind="attempt"]').length`))
+		require.NoError(t, err)
+		frames, err = chromedp.Run(browser, chromedp.Evaluate[string](`document.body.dataset.frames || ""`))
+		require.NoError(t, err)
+		attemptShown = attemptShown || attemptNodes > 0
+		if legend != "" && (len(legends) == 0 || legends[len(legends)-1] != legend) {
+			legends = append(legends, legend)
+		}
+		if strings.HasSuffix(legend, "|finished") {
+			break
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+	require.NotEmpty(t, legends, "the attempt never appeared in the page")
+	last := legends[len(legends)-1]
+	require.True(t, strings.HasSuffix(last, "|finished"), "the page never showed the attempt finished: %q", legends)
+	assert.True(t, attemptShown, "the attempt's actor appeared in the tree while it ran")
+	assert.Greater(t, len(legends), 2, "the timeline advanced while watched: %q", legends)
+	for _, phase := range []string{messages.PhasePreparing, messages.PhaseBuilding, messages.PhaseRunning, messages.PhaseTearingDown} {
+		assert.Contains(t, last, phase)
+	}
+	assert.NotEqual(t, "", frames)
+
+	shot, err := chromedp.Run(browser, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.Greater(t, len(shot), 1000)
+	path := filepath.Join(artifactDir(t), "console-"+d.AttemptID()+".png")
+	require.NoError(t, os.WriteFile(path, shot, 0o644))
+	t.Logf("console screenshot: %s (%d bytes); timeline as seen: %q", path, len(shot), legends)
+}

@@ -1,0 +1,13 @@
+package httpapi_test
+
+import (
+	"testing"
+
+	"github.com/forgedev/forged/internal/testkit/testimages"
+)
+
+// testProject names the repository of this package's dispatches, so that
+// the images its attempts build can all be removed at the end.
+var testProject = testimages.Project("httpapi")
+
+func TestMain(m *testing.M) { testimages.Main(m, testProject) }

@@ -1,0 +1,255 @@
+package metrics
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/actors"
+	"github.com/forgedev/forged/internal/state/reaper"
+	"github.com/forgedev/forged/messages"
+)
+
+// manualNow is a settable clock for the timed observations.
+type manualNow struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualNow) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *manualNow) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func TestKindOf(t *testing.T) {
+	for id, want := range map[string]string{
+		"supervisor":                           "supervisor",
+		"supervisor/attempt-0123abcd":          "attempt",
+		"supervisor/attempt-01/build$12":       "build",
+		"supervisor/reaper$3":                  "reaper",
+		"$42":                                  "anonymous",
+		"supervisor/attempt-01/worker$7":       "worker",
+		"supervisor/attempt-01/lease-pusher$9": "lease-pusher",
+	} {
+		assert.Equal(t, want, KindOf(id), id)
+	}
+}
+
+func TestKindsAreBounded(t *testing.T) {
+	m := New()
+	for i := 0; i < maxKinds+10; i++ {
+		m.kind(strings.Repeat("k", i+1))
+	}
+	assert.Equal(t, "other", m.kind("one-too-many"))
+	assert.Equal(t, "k", m.kind("k"))
+}
+
+func TestOutcomesSubmissionsAndReaperRounds(t *testing.T) {
+	m := New()
+	m.Submitted(messages.SubmitReply{Accepted: true})
+	m.Submitted(messages.SubmitReply{Accepted: true, Queued: true})
+	m.Submitted(messages.SubmitReply{Code: "capacity_exhausted"})
+	m.Finished(messages.AttemptOutcome{AttemptID: "a", Status: messages.StatusSucceeded, PeakMemoryBytes: 64 << 20})
+	m.Finished(messages.AttemptOutcome{AttemptID: "b", Status: messages.StatusFailed, Code: "sandbox_task_failed"})
+	m.ReaperRound(reaper.Round{Reaped: []string{"x"}, Removed: make([]reaper.Object, 3)}, nil)
+	m.ReaperRound(reaper.Round{}, assert.AnError)
+
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.submissions.WithLabelValues("accepted", "")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.submissions.WithLabelValues("queued", "")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.submissions.WithLabelValues("refused", "capacity_exhausted")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.finished.WithLabelValues("succeeded", "")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.finished.WithLabelValues("failed", "sandbox_task_failed")))
+	assert.Equal(t, 1, testutil.CollectAndCount(m.peakMemory))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.reaperRounds.WithLabelValues("ok")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.reaperRounds.WithLabelValues("failed")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.reaperItems.WithLabelValues("attempt")))
+	assert.Equal(t, 3.0, testutil.ToFloat64(m.reaperItems.WithLabelValues("object")))
+}
+
+func TestPhaseDurationsAreTimedBetweenChanges(t *testing.T) {
+	clk := &manualNow{t: time.Unix(1000, 0)}
+	m := New(WithNow(clk.now))
+	m.phaseChanged("a", messages.PhasePreparing)
+	clk.advance(2 * time.Second)
+	m.phaseChanged("a", messages.PhaseBuilding)
+	clk.advance(3 * time.Second)
+	m.phaseChanged("a", messages.PhaseBuilding) // a repeat is no change
+	clk.advance(1 * time.Second)
+	m.Finished(messages.AttemptOutcome{AttemptID: "a", Status: messages.StatusSucceeded})
+	m.Finished(messages.AttemptOutcome{AttemptID: "a", Status: messages.StatusSucceeded}) // the second end observes nothing
+
+	assert.Equal(t, 2, testutil.CollectAndCount(m.phases))
+	timeline := m.Timeline("a")
+	require.Len(t, timeline, 2)
+	assert.Equal(t, PhaseSpan{Phase: "preparing", Start: time.Unix(1000, 0), Seconds: 2}, timeline[0])
+	assert.Equal(t, PhaseSpan{Phase: "building", Start: time.Unix(1002, 0), Seconds: 4}, timeline[1])
+	assert.Empty(t, m.Timeline("unknown"))
+	preparing := histogramOf(t, m, "forged_attempt_phase_duration_seconds", "phase", "preparing")
+	assert.Equal(t, uint64(1), preparing.GetSampleCount())
+	assert.Equal(t, 2.0, preparing.GetSampleSum())
+	building := histogramOf(t, m, "forged_attempt_phase_duration_seconds", "phase", "building")
+	assert.Equal(t, 4.0, building.GetSampleSum())
+}
+
+// TestActorMetricsThroughInstrumentedProps instruments only a supervisor
+// stand-in: its build child is instrumented through the spawn, asks for the
+// permit, builds, panics once (a restart) and receives a message once
+// stopped (a dead letter).
+func TestActorMetricsThroughInstrumentedProps(t *testing.T) {
+	clk := &manualNow{t: time.Unix(1000, 0)}
+	m := New(WithNow(clk.now))
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	stopDead := m.WatchDeadLetters(system)
+	defer stopDead()
+
+	waiters, done := make(chan *actor.PID, 1), make(chan struct{})
+	var permitWaiter *actor.PID // the supervisor stand-in's state
+	supervisorProps := actor.PropsFromFunc(func(ctx actor.Context) {
+		switch ctx.Message().(type) {
+		case spawnBuild:
+			ctx.SpawnPrefix(actor.PropsFromFunc(func(ctx actor.Context) {
+				switch ctx.Message().(type) {
+				case *actor.Started:
+					ctx.Request(ctx.Parent(), messages.AcquireBuildPermit{AttemptID: "a", Key: "k"})
+				case messages.BuildPermitGranted:
+					ctx.Send(ctx.Parent(), actors.BuildDone{ImageID: "sha256:x", CacheHit: false})
+				case boom:
+					panic("boom")
+				}
+			}), "build")
+		case messages.AcquireBuildPermit:
+			if permitWaiter == nil { // the restarted build asks again: ignored
+				permitWaiter = ctx.Sender()
+				waiters <- permitWaiter
+			}
+		case grant:
+			ctx.Send(permitWaiter, messages.BuildPermitGranted{})
+		case actors.BuildDone:
+			close(done)
+		case forwardBoom:
+			ctx.Send(permitWaiter, boom{})
+		}
+	}, actor.WithSupervisor(actor.NewOneForOneStrategy(3, time.Minute, actor.DefaultDecider)))
+	sup := system.Root.Spawn(m.Instrument(supervisorProps, "supervisor"))
+	system.Root.Send(sup, spawnBuild{})
+	build := <-waiters
+	clk.advance(5 * time.Second)
+	system.Root.Send(sup, grant{})
+	<-done
+	system.Root.Send(sup, forwardBoom{})
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.restarts.WithLabelValues("build")) == 1 }, 5*time.Second, 5*time.Millisecond)
+
+	stats, ok := m.ActorStats(build.GetId())
+	require.True(t, ok)
+	assert.Equal(t, uint64(1), stats.Restarts)
+	assert.Contains(t, stats.RecentMessages, "messages.BuildPermitGranted")
+	assert.Contains(t, stats.RecentMessages, "*actor.Restarting")
+	assert.LessOrEqual(t, len(stats.RecentMessages), recentMessages)
+	assert.GreaterOrEqual(t, stats.MessagesOut, uint64(2))
+
+	// A message to a stopped actor is a dead letter of its kind.
+	require.NoError(t, system.Root.StopFuture(build).Wait())
+	system.Root.Send(build, "late")
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.deadLetters.WithLabelValues("build")) >= 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.actorsLive.WithLabelValues("build")) == 0 }, 5*time.Second, 5*time.Millisecond)
+	_, ok = m.ActorStats(build.GetId())
+	assert.False(t, ok, "a stopped actor's record is dropped")
+
+	wait := histogramOf(t, m, "forged_build_permit_wait_seconds", "", "")
+	assert.Equal(t, uint64(1), wait.GetSampleCount())
+	assert.Equal(t, 5.0, wait.GetSampleSum())
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.buildCache.WithLabelValues("miss")))
+	duration := histogramOf(t, m, "forged_build_duration_seconds", "result", "miss")
+	assert.Equal(t, 5.0, duration.GetSampleSum())
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.actorsLive.WithLabelValues("supervisor")))
+	assert.GreaterOrEqual(t, testutil.ToFloat64(m.messagesOut.WithLabelValues("build")), 2.0)     // the request and BuildDone
+	assert.GreaterOrEqual(t, testutil.ToFloat64(m.messagesIn.WithLabelValues("supervisor")), 5.0) // spawnBuild, the request, grant, BuildDone, forwardBoom
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.mailbox.WithLabelValues("supervisor")) == 0 }, 5*time.Second, 5*time.Millisecond)
+}
+
+type (
+	spawnBuild  struct{}
+	grant       struct{}
+	boom        struct{}
+	forwardBoom struct{}
+)
+
+// histogramOf gathers the registry and returns the histogram named name
+// whose label has value (any, when label is empty).
+func histogramOf(t *testing.T, m *Metrics, name, label, value string) *dto.Histogram {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, metric := range f.GetMetric() {
+			if label == "" {
+				return metric.GetHistogram()
+			}
+			for _, l := range metric.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return metric.GetHistogram()
+				}
+			}
+		}
+	}
+	t.Fatalf("no histogram %s{%s=%q}", name, label, value)
+	return nil
+}
+
+func TestTCPHandlerRequiresTheBearerToken(t *testing.T) {
+	m := New()
+	token := "0123456789abcdef-token"
+	srv := httptest.NewServer(m.TCPHandler(token))
+	defer srv.Close()
+	for _, auth := range []string{"", "Bearer wrong", "Basic " + token, "Bearer " + token + "x", "bearer " + token} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		assert.Equal(t, http.StatusUnauthorized, res.StatusCode, auth)
+	}
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	assert.Equal(t, http.StatusOK, res.StatusCode)
+	// Nothing but /metrics is served, even with the token.
+	req, _ = http.NewRequest(http.MethodGet, srv.URL+"/v1/inspect", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res2, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res2.Body.Close()
+	assert.Equal(t, http.StatusNotFound, res2.StatusCode)
+}
+
+func TestTimelinesAreBounded(t *testing.T) {
+	m := New()
+	for i := 0; i < timelinesKept+5; i++ {
+		m.phaseChanged(fmt.Sprint(i), messages.PhasePreparing)
+	}
+	assert.Empty(t, m.Timeline("0"), "the oldest timelines are dropped")
+	assert.Len(t, m.Timeline(fmt.Sprint(timelinesKept+4)), 1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	assert.Len(t, m.timelines, timelinesKept)
+}

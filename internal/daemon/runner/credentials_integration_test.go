@@ -1,0 +1,80 @@
+package runner_test
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/internal/publish/providerauth"
+	"github.com/forgedev/forged/messages"
+)
+
+// TestEndToEndProviderCredentialReachesOnlyTheTask runs a stand-in
+// provider auth helper that writes a generated secret: the task reads it at
+// /run/forge-secrets (read-only, owned by the worker's user), and the
+// secret appears nowhere else: not in the events, the outcome, the state
+// root's files (ledgers, cleanup reports, work directories) or the branch.
+func TestEndToEndProviderCredentialReachesOnlyTheTask(t *testing.T) {
+	raw := make([]byte, 24)
+	_, err := rand.Read(raw)
+	require.NoError(t, err)
+	secret := "sk-forge-" + hex.EncodeToString(raw)
+	digest := sha256.Sum256([]byte(secret))
+
+	helper := filepath.Join(t.TempDir(), "anthropic-auth")
+	require.NoError(t, os.WriteFile(helper, []byte("#!/bin/sh\nprintf '%s' '"+secret+"' > api-key\necho '"+secret+"'\necho '"+secret+"' >&2\n"), 0o700))
+	auth, err := providerauth.Parse([]string{"anthropic=" + helper}, 0)
+	require.NoError(t, err)
+	e := newE2E(t, runner.Config{ProviderAuth: auth})
+
+	d := e.dispatch([]string{"/bin/sh", "-c", "sha256sum /run/forge-secrets/api-key | cut -d' ' -f1 > seen.txt; " +
+		"stat -c '%u %a' /run/forge-secrets/api-key > perms.txt; " +
+		"if touch /run/forge-secrets/x 2>/dev/null; then echo writable > ro.txt; else echo read-only > ro.txt; fi"}, 0)
+	d.Execution.Provider, d.Execution.AuthKind = "anthropic", "api_key"
+	log := e.submit(d)
+	out := e.wait(log)
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
+	assert.Equal(t, hex.EncodeToString(digest[:]), e.git("show", example.Branch+":seen.txt"), "the task read the helper's credential")
+	assert.Equal(t, "10001 400", e.git("show", example.Branch+":perms.txt"))
+	assert.Equal(t, "read-only", e.git("show", example.Branch+":ro.txt"))
+
+	events, err := json.Marshal(log.Events())
+	require.NoError(t, err)
+	assert.NotContains(t, string(events), secret, "events")
+	outcome, err := json.Marshal(out)
+	require.NoError(t, err)
+	assert.NotContains(t, string(outcome), secret, "outcome")
+	require.NoError(t, filepath.WalkDir(e.stateRoot, func(path string, entry fs.DirEntry, err error) error {
+		if err != nil || !entry.Type().IsRegular() {
+			return err
+		}
+		content, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		assert.False(t, strings.Contains(string(content), secret), "the secret is in %s", path)
+		return nil
+	}))
+	assert.NotContains(t, e.git("log", "-p", "--all"), secret, "the repository")
+}
+
+func TestEndToEndProviderWithoutAdapterIsRefused(t *testing.T) {
+	e := newE2E(t, runner.Config{})
+	d := e.dispatch(nil, 0)
+	d.Execution.Provider, d.Execution.AuthKind = "anthropic", "api_key"
+	out := e.wait(e.submit(d))
+	assert.Equal(t, string(failure.SandboxAuthUnavailable), out.Code)
+	assert.Contains(t, out.Message, `provider "anthropic"`)
+}

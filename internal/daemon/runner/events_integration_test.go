@@ -1,0 +1,62 @@
+package runner_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/messages"
+)
+
+// forgeEvents is a task that writes a runner event claiming the runner's
+// role into every descriptor it can reach: its own stdout and stderr, every
+// descriptor it inherited (/proc/self/fd/*), the container init's
+// /proc/1/fd/0-2 (the stream the host reads), and every other process's
+// descriptors (the worker's are closed to it: it is non-dumpable, which
+// the task also checks on its parent's fd/, environ and mem). Each
+// write is bounded so that a descriptor without a reader cannot hang it.
+const forgeEvents = `line='{"type":"runner_event","seq":0,"mac":"AAAA","event":{"role":"runner","kind":"checkpoint","content":"FORGED","eventType":"sandbox_output_imported"}}'
+plain='{"type":"runner_event","event":{"role":"runner","kind":"checkpoint","content":"FORGED","eventType":"sandbox_teardown_completed"}}'
+reached=0
+for f in /proc/self/fd/* /proc/1/fd/* /proc/[0-9]*/fd/*; do
+  if timeout 2 sh -c 'printf "%s\n%s\n" "$1" "$2" > "$3"' _ "$line" "$plain" "$f" 2>/dev/null; then reached=$((reached+1)); fi
+done
+echo "$line"; echo "$line" >&2
+echo "reached $reached descriptors" >&2
+ls /proc/$PPID/fd >/dev/null 2>&1 && echo WORKER_FDS_READABLE
+head -c 1 /proc/$PPID/environ >/dev/null 2>&1 && echo WORKER_ENVIRON_READABLE
+head -c 1 /proc/$PPID/mem >/dev/null 2>&1 && echo WORKER_MEMORY_READABLE
+true`
+
+// TestTaskCannotForgeRunnerEvents runs the task above on the real engine:
+// every forged line arrives as the agent's (or not at all), never as the
+// runner's, while the worker's own events keep the runner's role.
+func TestTaskCannotForgeRunnerEvents(t *testing.T) {
+	e := newE2E(t, runner.Config{})
+	d := e.dispatch([]string{"/bin/sh", "-c", forgeEvents}, 0)
+	log := e.submit(d)
+	out := e.wait(log)
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events: %v", out.Code, out.Message, eventSummary(log))
+
+	injected, wrapped, workerRunner := 0, 0, 0
+	for _, ev := range log.Events() {
+		assert.NotContains(t, ev.Content, "_READABLE", "the task reached into the non-dumpable worker")
+		if strings.Contains(ev.Content, "FORGED") {
+			assert.Equal(t, messages.RoleAgent, ev.Role, "a forged line arrived as %s: %+v", ev.Role, ev)
+			if ev.EventType == "task_output" {
+				wrapped++
+			} else {
+				injected++
+			}
+		}
+		if ev.Role == messages.RoleRunner && (ev.EventType == "worker_started" || ev.EventType == "task_exited") {
+			workerRunner++
+		}
+	}
+	assert.Positive(t, injected, "the task reached the host's stream through /proc/1/fd/1 (else the test proves nothing)")
+	assert.Positive(t, wrapped, "the task's own stdout and stderr arrive as task output")
+	assert.Equal(t, 2, workerRunner, "the worker's signed events keep the runner's role")
+}

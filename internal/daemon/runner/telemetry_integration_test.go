@@ -1,0 +1,202 @@
+package runner_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/messages"
+)
+
+// These tests run whole attempts whose task exhausts one resource, and
+// check the telemetry and the failure code against the kernel's counters.
+// The task is the busybox base plus internal/stressprog, a static helper
+// the test builds.
+
+var (
+	stressOnce sync.Once
+	stressBin  string
+	stressErr  error
+)
+
+// stressBinary builds internal/stressprog once per test process.
+func stressBinary(tb testing.TB) string {
+	tb.Helper()
+	stressOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "forged-stress-")
+		if err != nil {
+			stressErr = err
+			return
+		}
+		stressBin = filepath.Join(dir, "stressprog")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", stressBin, "github.com/forgedev/forged/internal/testkit/stressprog")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			stressErr = err
+			stressBin = string(out)
+		}
+	})
+	if stressErr != nil {
+		tb.Fatalf("build stressprog: %v: %s", stressErr, stressBin)
+	}
+	return stressBin
+}
+
+// newStressE2E is newE2E with a repository whose project image is the
+// busybox base plus the stress helper at /usr/local/bin/stressprog.
+func newStressE2E(t *testing.T) *e2e {
+	t.Helper()
+	e := newE2E(t, runner.Config{})
+	tag := stressImage(t, e.runner.Docker(), e.engine)
+	e.repo = filepath.Join(t.TempDir(), "stress-repo")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, example.CreateRepo(ctx, e.repo, example.RepoOptions{Dockerfile: "FROM " + tag + "\n"}))
+	return e
+}
+
+// stressImage builds the busybox base (when missing) plus the stress
+// helper, tagged by the helper's digest, and untags it when the test ends
+// (only untags while a cached project image is built on it).
+func stressImage(tb testing.TB, docker *dockerops.Client, engine *client.Client) string {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, err := example.BuildBaseImage(ctx, docker, "/bin/busybox")
+	require.NoError(tb, err)
+	bin, err := os.ReadFile(stressBinary(tb))
+	require.NoError(tb, err)
+	sum := sha256.Sum256(bin)
+	tag := "forged-test/stress:" + hex.EncodeToString(sum[:6])
+	dockerfile := "FROM " + example.BaseImage + "\nCOPY stressprog /usr/local/bin/stressprog\n"
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct {
+		name string
+		mode int64
+		data []byte
+	}{{"Dockerfile", 0o644, []byte(dockerfile)}, {"stressprog", 0o755, bin}} {
+		require.NoError(tb, tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: time.Unix(0, 0)}))
+		_, err := tw.Write(f.data)
+		require.NoError(tb, err)
+	}
+	require.NoError(tb, tw.Close())
+	_, err = docker.BuildImage(ctx, dockerops.BuildRequest{ContextTar: &buf, Dockerfile: "Dockerfile", Tags: []string{tag}})
+	require.NoError(tb, err)
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = engine.ImageRemove(ctx, tag, image.RemoveOptions{})
+	})
+	return tag
+}
+
+// requireKernelTelemetry checks the outcome's record: from the kernel's
+// own peak, with a last reading, never 0.
+func requireKernelTelemetry(t *testing.T, out messages.AttemptOutcome) *messages.SandboxTelemetry {
+	t.Helper()
+	require.NotNil(t, out.Telemetry, "%s: %s", out.Code, out.Message)
+	t.Logf("telemetry: %+v", *out.Telemetry)
+	tel := out.Telemetry
+	require.NoError(t, tel.Validate())
+	assert.Equal(t, messages.TelemetryKernelPeak, tel.Source)
+	assert.NotZero(t, tel.PeakMemoryBytes)
+	assert.Equal(t, tel.PeakMemoryBytes, out.PeakMemoryBytes)
+	require.Len(t, tel.Containers, 1)
+	assert.Equal(t, "agent", tel.Containers[0].Role)
+	assert.NotZero(t, tel.CPUUsageNanos)
+	return tel
+}
+
+func TestTelemetryCatchesShortMemorySpikes(t *testing.T) {
+	e := newStressE2E(t)
+	for _, hold := range []string{"300", "30"} {
+		t.Run(hold+"ms", func(t *testing.T) {
+			d := e.dispatch([]string{"/usr/local/bin/stressprog", "spike", "200", hold, "1000", "1000"}, 512<<20)
+			out := e.wait(e.submit(d))
+			require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s", out.Code, out.Message)
+			tel := requireKernelTelemetry(t, out)
+			assert.GreaterOrEqual(t, tel.PeakMemoryBytes, uint64(200<<20), "a %s ms spike of 200 MiB", hold)
+			assert.True(t, tel.FinalReading, "the last reading was taken before the container exited")
+		})
+	}
+}
+
+func TestTelemetryPeakOfAQuickTaskIsNeverZero(t *testing.T) {
+	// The task ends at once: the cgroup lives only while the worker
+	// commits and waits for the host's release.
+	e := newE2E(t, runner.Config{})
+	out := e.wait(e.submit(e.dispatch([]string{"/bin/true"}, 0)))
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s", out.Code, out.Message)
+	tel := requireKernelTelemetry(t, out)
+	assert.True(t, tel.FinalReading)
+}
+
+func TestForkBombIsPIDExhaustion(t *testing.T) {
+	e := newStressE2E(t)
+	d := e.dispatch([]string{"/bin/sh", "-c", `i=0; while [ $i -lt 200 ]; do sleep 3 & i=$((i+1)); done 2>/dev/null; wait; exit 1`}, 0)
+	d.Sandbox.RequestedResources.PIDs = 64
+	out := e.wait(e.submit(d))
+	t.Logf("%s: %s", out.Code, out.Message)
+	assert.Equal(t, messages.StatusFailed, out.Status)
+	assert.Equal(t, string(failure.SandboxPIDExhausted), out.Code, out.Message)
+	assert.Contains(t, out.Message, "host saw pids.max (64) reached")
+	requireKernelTelemetry(t, out)
+	assert.NotZero(t, out.Telemetry.Containers[0].PidsMaxEvents)
+}
+
+func TestDescriptorExhaustionIsClassified(t *testing.T) {
+	e := newStressE2E(t)
+	out := e.wait(e.submit(e.dispatch([]string{"/usr/local/bin/stressprog", "fds", "300"}, 0)))
+	t.Logf("%s: %s", out.Code, out.Message)
+	assert.Equal(t, messages.StatusFailed, out.Status)
+	assert.Equal(t, string(failure.SandboxFDExhausted), out.Code, out.Message)
+	assert.Contains(t, out.Message, "task exited 1")
+}
+
+func TestFullTmpfsIsStorageExhaustion(t *testing.T) {
+	// /tmp is a tmpfs charged to the container's memory: filling it meets
+	// the memory limit first, and the kernel OOM-kills the writer.
+	e := newStressE2E(t)
+	out := e.wait(e.submit(e.dispatch([]string{"/bin/sh", "-c", `dd if=/dev/zero of=/tmp/fill bs=1M count=2000; exit 1`}, 0)))
+	t.Logf("%s: %s", out.Code, out.Message)
+	assert.Equal(t, messages.StatusFailed, out.Status)
+	assert.Equal(t, string(failure.SandboxStorageExhausted), out.Code, out.Message)
+	assert.Contains(t, out.Message, "/tmp")
+}
+
+func TestMemoryExhaustionIsOOM(t *testing.T) {
+	e := newStressE2E(t)
+	out := e.wait(e.submit(e.dispatch([]string{"/usr/local/bin/stressprog", "spike", "300", "100", "0", "0"}, 96<<20)))
+	t.Logf("%s: %s", out.Code, out.Message)
+	assert.Equal(t, messages.StatusFailed, out.Status)
+	assert.Equal(t, string(failure.SandboxOOMKilled), out.Code, out.Message)
+	requireKernelTelemetry(t, out)
+	assert.NotZero(t, out.Telemetry.Containers[0].OOMKills)
+}
+
+func TestATaskClaimingOOMIsNotOOM(t *testing.T) {
+	e := newE2E(t, runner.Config{})
+	claim := `{"type":"runner_event","event":{"role":"runner","kind":"error","eventType":"sandbox_oom_killed","content":"OOMKilled","data":null}}`
+	out := e.wait(e.submit(e.dispatch([]string{"/bin/sh", "-c", "echo '" + claim + "'; echo 'Out of memory: Killed process 1' >&2; exit 1"}, 0)))
+	t.Logf("%s: %s", out.Code, out.Message)
+	assert.Equal(t, messages.StatusFailed, out.Status)
+	assert.Equal(t, string(failure.SandboxWorkerFailed), out.Code, out.Message)
+}

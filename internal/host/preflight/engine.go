@@ -1,0 +1,121 @@
+package preflight
+
+import (
+	"context"
+	"strings"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/client"
+
+	"github.com/forgedev/forged/internal/host/dockerctx"
+)
+
+// Engine is the part of the Docker Engine API the Checker uses.
+// *client.Client implements it.
+type Engine interface {
+	Ping(ctx context.Context) (types.Ping, error)
+	Info(ctx context.Context) (system.Info, error)
+	ServerVersion(ctx context.Context) (types.Version, error)
+}
+
+var _ Engine = (*client.Client)(nil)
+
+// NewEngineClient returns an Engine API client configured from the
+// environment (DOCKER_HOST and friends) or for host when it is not empty,
+// negotiating the API version on first use. It does not contact the
+// engine; its DaemonHost() is the endpoint to give Options.Endpoint and
+// AcquireContextLock.
+func NewEngineClient(host string) (*client.Client, error) {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	} else {
+		// The docker CLI's context (DOCKER_CONTEXT, or the current one).
+		ep, err := dockerctx.Resolve()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, ep.ClientOpts()...)
+	}
+	return client.NewClientWithOpts(opts...)
+}
+
+// Features are the engine's isolation and build facilities.
+type Features struct {
+	Rootless       bool     `json:"rootless"`
+	UserNamespaces bool     `json:"userNamespaces"`
+	CgroupVersion  string   `json:"cgroupVersion"`
+	CgroupDriver   string   `json:"cgroupDriver"`
+	Seccomp        bool     `json:"seccomp"`
+	SeccompProfile string   `json:"seccompProfile,omitempty"`
+	LSM            []string `json:"lsm"` // "apparmor", "selinux"
+	StorageDriver  string   `json:"storageDriver"`
+	// StorageQuota: overlay2 whose driver status advertises project quota
+	// support. The engine rarely says so; false means "not advertised".
+	StorageQuota bool `json:"storageQuota"`
+	// ClassicBuilder: the engine serves the classic /build API (every
+	// Linux engine does).
+	ClassicBuilder bool `json:"classicBuilder"`
+	// BuildKit: the engine's Ping advertises BuildKit as its builder.
+	BuildKit bool `json:"buildKit"`
+	// BuilderVersion is Ping's Builder-Version ("1" classic, "2" BuildKit).
+	BuilderVersion string `json:"builderVersion,omitempty"`
+}
+
+// featuresOf reads the features from Info and Ping.
+func featuresOf(info system.Info, ping types.Ping) Features {
+	f := Features{
+		CgroupVersion:  info.CgroupVersion,
+		CgroupDriver:   info.CgroupDriver,
+		StorageDriver:  info.Driver,
+		LSM:            []string{},
+		BuilderVersion: string(ping.BuilderVersion),
+		BuildKit:       ping.BuilderVersion == build.BuilderBuildKit,
+		ClassicBuilder: strings.EqualFold(info.OSType, "linux"),
+	}
+	if f.CgroupVersion == "" {
+		f.CgroupVersion = "1" // engines before API 1.40 only knew v1
+	}
+	for _, opt := range info.SecurityOptions {
+		name, rest := securityOption(opt)
+		switch name {
+		case "rootless":
+			f.Rootless = true
+		case "userns":
+			f.UserNamespaces = true
+		case "seccomp":
+			f.Seccomp = true
+			f.SeccompProfile = rest["profile"]
+		case "apparmor", "selinux":
+			f.LSM = append(f.LSM, name)
+		}
+	}
+	f.UserNamespaces = f.UserNamespaces || f.Rootless
+	if strings.EqualFold(f.StorageDriver, "overlay2") {
+		for _, kv := range info.DriverStatus {
+			key, val := strings.ToLower(kv[0]), strings.ToLower(kv[1])
+			if strings.Contains(key+" "+val, "project quota") && val != "false" && val != "no" {
+				f.StorageQuota = true
+			}
+		}
+	}
+	return f
+}
+
+// securityOption splits "name=seccomp,profile=default" into its name and
+// the other key=value pairs. Very old engines list bare names ("seccomp").
+func securityOption(opt string) (string, map[string]string) {
+	kv := map[string]string{}
+	for _, part := range strings.Split(opt, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			k, v = "name", part
+		}
+		kv[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+	}
+	name := strings.ToLower(kv["name"])
+	delete(kv, "name")
+	return name, kv
+}

@@ -1,0 +1,101 @@
+// Package imagesig is the image-signature hook: an operator-configured
+// verification command, cosign-compatible (the image reference in, the
+// exit status out), run for the upstream images a sandbox build starts
+// from. forged executes it directly: no shell, the reference as its only
+// argument, its own process group, an environment of PATH, LC_ALL=C, HOME
+// and TMPDIR, a timeout, stdout and stderr discarded. Exit status 0 means
+// verified; anything else, or no command configured, means unverified.
+//
+// Under sandbox_required every upstream image must be verified, or the
+// attempt is refused with sandbox_image_signature_invalid before anything
+// is built; under adoption an unverified image emits
+// sandbox_image_signature_warning and the attempt carries on.
+package imagesig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/forgedev/forged/internal/kit/procgroup"
+)
+
+// DefaultTimeout bounds one verification when none is configured.
+const DefaultTimeout = time.Minute
+
+const commandPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Verifier runs the verification command. The zero value (and nil)
+// verifies nothing: every image is unverified.
+type Verifier struct {
+	command string
+	timeout time.Duration
+}
+
+// New checks that command is a clean absolute path to an executable
+// regular file.
+func New(command string, timeout time.Duration) (*Verifier, error) {
+	if !filepath.IsAbs(command) || filepath.Clean(command) != command {
+		return nil, fmt.Errorf("image verification command %q: must be a clean absolute path", command)
+	}
+	info, err := os.Stat(command)
+	if err != nil {
+		return nil, fmt.Errorf("image verification command: %w", err)
+	}
+	if !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
+		return nil, fmt.Errorf("image verification command %s: not an executable regular file", command)
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &Verifier{command: command, timeout: timeout}, nil
+}
+
+// ErrNotConfigured is Verify's answer without a command.
+var ErrNotConfigured = errors.New("no image verification command is configured")
+
+// Verify runs the command for ref; nil means verified. The error names
+// what happened (exit status, signal, timeout), never the command's
+// output.
+func (v *Verifier) Verify(ctx context.Context, ref string) error {
+	if v == nil || v.command == "" {
+		return ErrNotConfigured
+	}
+	runCtx, cancel := context.WithTimeout(ctx, v.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(runCtx, v.command, ref)
+	env := []string{"PATH=" + commandPath, "LC_ALL=C"}
+	for _, name := range []string{"HOME", "TMPDIR"} {
+		if val, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+val)
+		}
+	}
+	cmd.Env, cmd.Dir = env, "/"
+	procgroup.Isolate(cmd)
+	cmd.WaitDelay = 2 * time.Second
+	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("verification cancelled: %w", ctx.Err())
+	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("verification timed out after %s", v.timeout)
+	case errors.As(err, &exit):
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return fmt.Errorf("verification killed by signal %s", ws.Signal())
+		}
+		return fmt.Errorf("verification failed with exit status %d", exit.ExitCode())
+	default:
+		return fmt.Errorf("verification command could not run: %w", err)
+	}
+}
