@@ -15,17 +15,12 @@ import (
 
 const kindBuild = "build"
 
-// BuildDone tells the attempt its sandbox image is ready.
-type BuildDone struct {
-	ImageID  string
-	Key      string
-	CacheHit bool
-}
-
-// BuildFailed tells the attempt its image could not be built.
-type BuildFailed struct {
-	Err error
-}
+// BuildDone and BuildFailed are the build actor's answers to the attempt
+// (messages.BuildDone, messages.BuildFailed).
+type (
+	BuildDone   = messages.BuildDone
+	BuildFailed = messages.BuildFailed
+)
 
 // CancelBuild asks the build actor to give up.
 type CancelBuild struct{}

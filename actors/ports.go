@@ -25,18 +25,8 @@ type Git interface {
 	Publish(ctx context.Context, d *messages.Dispatch, inputSHA, resultSHA string, credential gitops.Credential, assertCurrent func() error) (gitops.PublishResult, error)
 }
 
-// PublicationRequest is what a redeemer needs to issue a publication
-// credential: the grant, scoped to the attempt and its fence, and the exact
-// commit to publish.
-type PublicationRequest struct {
-	DispatchAttemptID string
-	ExecutionLeaseID  string
-	FencingToken      string
-	RunnerInstanceID  string
-	GrantID           string
-	Branch            string
-	ResultCommitSHA   string
-}
+// PublicationRequest is what a redeemer needs (messages.PublicationRequest).
+type PublicationRequest = messages.PublicationRequest
 
 // CredentialRedeemer redeems a publication grant for a short-lived
 // credential (the server's grant API in production).

@@ -12,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/host/quota"
 	"github.com/forgedev/forged/internal/kit/strictjson"
 )
 
@@ -21,17 +20,20 @@ const MaxDispatchBytes = 256 * 1024
 
 // Resource bounds a dispatch may request.
 const (
-	MinWorkerMemoryBytes   = 64 << 20
-	MaxWorkerMemoryBytes   = 256 << 30
-	MinCPUMillis           = 100
-	MaxCPUMillis           = 256_000
-	MinPIDs                = 16
-	MaxPIDs                = 65_536
-	MaxServiceMemoryBytes  = 256 << 30
-	MaxRuntimeOverhead     = 64 << 30
-	MinWorkspaceBytes      = quota.MinWorkspaceBytes
-	DefaultWorkspaceBytes  = quota.DefaultWorkspaceBytes
-	MaxWorkspaceBytes      = quota.MaxWorkspaceBytes
+	MinWorkerMemoryBytes  = 64 << 20
+	MaxWorkerMemoryBytes  = 256 << 30
+	MinCPUMillis          = 100
+	MaxCPUMillis          = 256_000
+	MinPIDs               = 16
+	MaxPIDs               = 65_536
+	MaxServiceMemoryBytes = 256 << 30
+	MaxRuntimeOverhead    = 64 << 30
+	// MinWorkspaceBytes and MaxWorkspaceBytes bound a dispatch's
+	// workspaceBytes; DefaultWorkspaceBytes is the workspace of a dispatch
+	// that names none.
+	MinWorkspaceBytes      = 64 << 20
+	DefaultWorkspaceBytes  = 4 << 30
+	MaxWorkspaceBytes      = 64 << 30
 	MaxTaskArgs            = 256
 	MaxTaskArgBytes        = 64 * 1024
 	MaxTaskTimeoutSeconds  = 8 * 60 * 60

@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/forgedev/forged/internal/host/preflight"
 )
 
 // This file lists the messages actors exchange. Requests answered with
@@ -79,7 +77,7 @@ type Snapshot struct {
 	Attempts   []string `json:"attempts"`
 	// Preflight is the host report the slots come from (nil when the
 	// supervisor runs with a fixed number of slots).
-	Preflight *preflight.Report `json:"preflight,omitempty"`
+	Preflight *HostReport `json:"preflight,omitempty"`
 }
 
 // --- Attempt → subscriber ---
@@ -240,4 +238,33 @@ func IsStartingPhase(phase string) bool {
 		return true
 	}
 	return false
+}
+
+// --- Build → attempt ---
+
+// BuildDone tells the attempt its sandbox image is ready.
+type BuildDone struct {
+	ImageID  string
+	Key      string
+	CacheHit bool
+}
+
+// BuildFailed tells the attempt its image could not be built.
+type BuildFailed struct {
+	Err error
+}
+
+// --- Attempt → publication credential redeemer ---
+
+// PublicationRequest is what a redeemer needs to issue a publication
+// credential: the grant, scoped to the attempt and its fence, and the exact
+// commit to publish.
+type PublicationRequest struct {
+	DispatchAttemptID string
+	ExecutionLeaseID  string
+	FencingToken      string
+	RunnerInstanceID  string
+	GrantID           string
+	Branch            string
+	ResultCommitSHA   string
 }

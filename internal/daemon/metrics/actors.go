@@ -6,7 +6,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/forgedev/forged/actors"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -152,13 +151,13 @@ func (m *Metrics) sendMiddleware(kind string, rec *actorRecord) actor.SenderMidd
 			switch msg := env.Message.(type) {
 			case messages.BuildPermitGranted:
 				m.permitGranted(target.GetId())
-			case actors.BuildDone:
+			case messages.BuildDone:
 				result := "miss"
 				if msg.CacheHit {
 					result = "hit"
 				}
 				m.buildFinished(ctx.Self().GetId(), result)
-			case actors.BuildFailed:
+			case messages.BuildFailed:
 				m.buildFinished(ctx.Self().GetId(), "failed")
 			}
 			next(ctx, target, env)

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/actors"
 	"github.com/forgedev/forged/internal/state/reaper"
 	"github.com/forgedev/forged/messages"
 )
@@ -125,7 +124,7 @@ func TestActorMetricsThroughInstrumentedProps(t *testing.T) {
 				case *actor.Started:
 					ctx.Request(ctx.Parent(), messages.AcquireBuildPermit{AttemptID: "a", Key: "k"})
 				case messages.BuildPermitGranted:
-					ctx.Send(ctx.Parent(), actors.BuildDone{ImageID: "sha256:x", CacheHit: false})
+					ctx.Send(ctx.Parent(), messages.BuildDone{ImageID: "sha256:x", CacheHit: false})
 				case boom:
 					panic("boom")
 				}
@@ -137,7 +136,7 @@ func TestActorMetricsThroughInstrumentedProps(t *testing.T) {
 			}
 		case grant:
 			ctx.Send(permitWaiter, messages.BuildPermitGranted{})
-		case actors.BuildDone:
+		case messages.BuildDone:
 			close(done)
 		case forwardBoom:
 			ctx.Send(permitWaiter, boom{})

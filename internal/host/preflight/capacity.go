@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
 )
 
 // CapacityPolicy sizes one attempt and the host's share. Zero fields take
@@ -55,22 +56,11 @@ func (p CapacityPolicy) withDefaults() CapacityPolicy {
 	return p
 }
 
-// Memory is the memory side of admission.
-type Memory struct {
-	AvailableBytes  int64 `json:"availableBytes"`  // MemAvailable of the host
-	ReserveBytes    int64 `json:"reserveBytes"`    // kept for the host
-	PerAttemptBytes int64 `json:"perAttemptBytes"` // worker + services + runtime overhead
-	Slots           int   `json:"slots"`
-}
+// Memory is messages.MemorySlots (the wire type lives there).
+type Memory = messages.MemorySlots
 
-// CPU is the CPU side of admission.
-type CPU struct {
-	Cores            int   `json:"cores"`
-	ReservedCores    int   `json:"reservedCores"`
-	AvailableMillis  int64 `json:"availableMillis"`
-	MillisPerAttempt int64 `json:"millisPerAttempt"`
-	Slots            int   `json:"slots"`
-}
+// CPU is messages.CPUSlots (the wire type lives there).
+type CPU = messages.CPUSlots
 
 // Admission is the verdict of Capacity. Code and Reason are empty when
 // Capacity is positive.

@@ -107,22 +107,22 @@ func (c *Checker) Check(ctx context.Context) Report {
 	goos, goarch := c.host.Platform()
 	r.Platform = Platform{OS: goos, Arch: goarch, Supported: supportedPlatforms[goos]}
 	if !r.Platform.Supported {
-		return r.refuse(PlatformUnsupported, "forged on %s/%s cannot drive Docker sandboxes; supported: linux, darwin, windows", goos, goarch)
+		return refuse(r, PlatformUnsupported, "forged on %s/%s cannot drive Docker sandboxes; supported: linux, darwin, windows", goos, goarch)
 	}
 	if c.engine == nil {
-		return r.refuse(DockerUnreachable, "no Docker engine client")
+		return refuse(r, DockerUnreachable, "no Docker engine client")
 	}
 	ping, err := callEngine(ctx, c.opts.CallTimeout, c.engine.Ping)
 	if err != nil {
-		return r.refuse(DockerUnreachable, "docker ping%s: %v", c.at(), err)
+		return refuse(r, DockerUnreachable, "docker ping%s: %v", c.at(), err)
 	}
 	info, err := callEngine(ctx, c.opts.CallTimeout, c.engine.Info)
 	if err != nil {
-		return r.refuse(DockerUnreachable, "docker info%s: %v", c.at(), err)
+		return refuse(r, DockerUnreachable, "docker info%s: %v", c.at(), err)
 	}
 	version, err := callEngine(ctx, c.opts.CallTimeout, c.engine.ServerVersion)
 	if err != nil {
-		return r.refuse(DockerUnreachable, "docker version%s: %v", c.at(), err)
+		return refuse(r, DockerUnreachable, "docker version%s: %v", c.at(), err)
 	}
 	r.Engine = EngineFacts{
 		Endpoint:        c.opts.Endpoint,
@@ -199,7 +199,7 @@ func (c *Checker) measure(r *Report, goos string) {
 	}
 	if stateErr == nil && stateTotal > 0 {
 		r.DiskSlots = diskSlots(c.opts.StateRoot, stateFree, r.Storage, c.opts.Disk, c.opts.Capacity)
-		r.admitDisk()
+		admitDisk(r)
 	} else {
 		r.DiskSlots = DiskSlots{Path: c.opts.StateRoot, Slots: -1}
 	}
@@ -226,7 +226,7 @@ func (c *Checker) at() string {
 }
 
 // refuse ends a check early with code.
-func (r Report) refuse(code failure.Code, format string, args ...any) Report {
+func refuse(r Report, code failure.Code, format string, args ...any) Report {
 	r.Code, r.Reason, r.Capacity, r.Available = code, singleLine(fmt.Sprintf(format, args...)), 0, false
 	return r
 }

@@ -1,6 +1,9 @@
 package preflight
 
-import "github.com/forgedev/forged/failure"
+import (
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+)
 
 // Codes a Report or a context lock can carry: names in this package for
 // codes registered in package failure (their meanings live there).
@@ -26,15 +29,5 @@ var (
 	DockerContextOwned = failure.DockerContextOwned
 )
 
-// MaintenanceAllowedFor reports whether Docker maintenance (reaping
-// leftovers, image and build-cache GC) may run while a Report carries code:
-// always when the host is available (code ""), and under the capacity-low
-// codes, whose cure is often the maintenance itself. It is refused while the
-// engine is unreachable or unsuitable.
-func MaintenanceAllowedFor(code failure.Code) bool {
-	switch code {
-	case "", DockerDiskLow, DockerMemoryLow, DockerCPULow:
-		return true
-	}
-	return false
-}
+// MaintenanceAllowedFor is messages.MaintenanceAllowedFor.
+func MaintenanceAllowedFor(code failure.Code) bool { return messages.MaintenanceAllowedFor(code) }

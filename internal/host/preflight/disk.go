@@ -1,6 +1,10 @@
 package preflight
 
-import "math"
+import (
+	"math"
+
+	"github.com/forgedev/forged/messages"
+)
 
 // DiskPolicy bounds the disk pressure on the Docker root directory. Zero
 // fields take the defaults.
@@ -16,20 +20,8 @@ type DiskPolicy struct {
 	LowWatermark float64 `json:"lowWatermark"`
 }
 
-// DiskState is one measurement of the disk, the thresholds it was judged
-// by, and the verdict. Low is the hysteresis latch: feed the previous state
-// back to EvaluateDiskPressure.
-type DiskState struct {
-	Path       string  `json:"path,omitempty"`
-	TotalBytes int64   `json:"totalBytes"`
-	FreeBytes  int64   `json:"freeBytes"`
-	UsedRatio  float64 `json:"usedRatio"`
-	Low        bool    `json:"low"`
-
-	MinimumFreeBytes int64   `json:"minimumFreeBytes"`
-	HighWatermark    float64 `json:"highWatermark"`
-	LowWatermark     float64 `json:"lowWatermark"`
-}
+// DiskState is messages.DiskState (the wire type lives there).
+type DiskState = messages.DiskState
 
 const gib = int64(1) << 30
 

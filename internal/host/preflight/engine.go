@@ -10,6 +10,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/forgedev/forged/internal/host/dockerctx"
+	"github.com/forgedev/forged/messages"
 )
 
 // Engine is the part of the Docker Engine API the Checker uses.
@@ -42,27 +43,8 @@ func NewEngineClient(host string) (*client.Client, error) {
 	return client.NewClientWithOpts(opts...)
 }
 
-// Features are the engine's isolation and build facilities.
-type Features struct {
-	Rootless       bool     `json:"rootless"`
-	UserNamespaces bool     `json:"userNamespaces"`
-	CgroupVersion  string   `json:"cgroupVersion"`
-	CgroupDriver   string   `json:"cgroupDriver"`
-	Seccomp        bool     `json:"seccomp"`
-	SeccompProfile string   `json:"seccompProfile,omitempty"`
-	LSM            []string `json:"lsm"` // "apparmor", "selinux"
-	StorageDriver  string   `json:"storageDriver"`
-	// StorageQuota: overlay2 whose driver status advertises project quota
-	// support. The engine rarely says so; false means "not advertised".
-	StorageQuota bool `json:"storageQuota"`
-	// ClassicBuilder: the engine serves the classic /build API (every
-	// Linux engine does).
-	ClassicBuilder bool `json:"classicBuilder"`
-	// BuildKit: the engine's Ping advertises BuildKit as its builder.
-	BuildKit bool `json:"buildKit"`
-	// BuilderVersion is Ping's Builder-Version ("1" classic, "2" BuildKit).
-	BuilderVersion string `json:"builderVersion,omitempty"`
-}
+// Features is messages.EngineFeatures (the wire type lives there).
+type Features = messages.EngineFeatures
 
 // featuresOf reads the features from Info and Ping.
 func featuresOf(info system.Info, ping types.Ping) Features {

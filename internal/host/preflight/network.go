@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
 )
 
 // IsolationProber creates a throwaway isolated network and checks it from
@@ -16,60 +17,19 @@ type IsolationProber interface {
 	ProbeNetworkIsolation(ctx context.Context) NetworkIsolation
 }
 
-// NetworkIsolation is what a probe learnt about isolated networks on this
-// engine and host.
-type NetworkIsolation struct {
-	// Mechanism names the isolation mechanism.
-	Mechanism string `json:"mechanism"`
-	// Verified: a probe network was created and checked from the host's
-	// side. Attempts that need a network are refused otherwise.
-	Verified bool `json:"verified"`
-	// Reason says why it is not verified.
-	Reason string `json:"reason,omitempty"`
-	// Nameserver is every sandbox's only DNS server.
-	Nameserver string `json:"nameserver,omitempty"`
-}
+// NetworkIsolation is messages.NetworkIsolation (the wire type lives there).
+type NetworkIsolation = messages.NetworkIsolation
 
 // DefaultIsolationTTL is how long a network isolation probe stays valid;
 // the engine's identity changing (a restart into another version) probes
 // again at once.
 const DefaultIsolationTTL = 10 * time.Minute
 
-// NetworkFacts say how sandboxes are kept off the host's network.
-type NetworkFacts struct {
-	// DefaultMode is the network of an attempt without services or egress:
-	// "none", a loopback interface and nothing else.
-	DefaultMode string `json:"defaultMode"`
-	// Isolation is the mechanism for attempts that need a network, and
-	// whether a probe verified it on this engine and host.
-	Isolation NetworkIsolation `json:"isolation"`
-	// ProbedAt is when Isolation was last probed.
-	ProbedAt time.Time `json:"probedAt,omitzero"`
-	// Code is failure.SandboxNetworkIsolation when attempts that need a
-	// network are refused; those without one still run.
-	Code failure.Code `json:"code,omitempty"`
-	// DNS is the engine's internal-network DNS forwarding status
-	// (CVE-2024-29018) and what forged does about it.
-	DNS DNSFacts `json:"dns"`
-}
+// NetworkFacts is messages.NetworkFacts (the wire type lives there).
+type NetworkFacts = messages.NetworkFacts
 
-// DNSFacts describe DNS from the sandbox.
-type DNSFacts struct {
-	// InternalForwardingFixed: the engine's version no longer forwards
-	// DNS queries from internal networks (moby 26.0.0, 25.0.5, 23.0.11).
-	InternalForwardingFixed bool `json:"internalForwardingFixed"`
-	// Note says what forged does about it.
-	Note string `json:"note"`
-}
-
-// NetworkErr is nil when attempts that need a network may run, else the
-// refusal with its code.
-func (n NetworkFacts) NetworkErr() error {
-	if n.Code == "" {
-		return nil
-	}
-	return failure.New(n.Code, "attempt networks cannot be isolated from this host (%s): %s", n.Isolation.Mechanism, n.Isolation.Reason)
-}
+// DNSFacts is messages.DNSFacts (the wire type lives there).
+type DNSFacts = messages.DNSFacts
 
 // InternalDNSForwardingFixed reports whether an engine of this version
 // stops forwarding DNS from internal networks (CVE-2024-29018: fixed in

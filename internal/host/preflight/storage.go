@@ -4,20 +4,11 @@ import (
 	"fmt"
 
 	"github.com/forgedev/forged/internal/host/quota"
+	"github.com/forgedev/forged/messages"
 )
 
-// DiskSlots is the disk side of admission: how many attempts' bounded
-// volumes (workspace plus control image, see quota.PerAttemptBytes) fit in
-// the free space of the state root, where the images live, above the
-// disk policy's minimum free space. Without a bounding mechanism volumes
-// have no size to account for, and Slots is not a limit (-1).
-type DiskSlots struct {
-	Path            string `json:"path,omitempty"`
-	FreeBytes       int64  `json:"freeBytes"`
-	ReserveBytes    int64  `json:"reserveBytes"`
-	PerAttemptBytes int64  `json:"perAttemptBytes"`
-	Slots           int    `json:"slots"`
-}
+// DiskSlots is messages.DiskSlots (the wire type lives there).
+type DiskSlots = messages.DiskSlots
 
 // workspaceBytes is the policy's workspace per attempt.
 func (p CapacityPolicy) workspaceBytes() int64 {
@@ -38,7 +29,7 @@ func diskSlots(path string, free int64, storage quota.Facts, disk DiskPolicy, po
 }
 
 // admitDisk bounds the report's capacity by the disk slots.
-func (r *Report) admitDisk() {
+func admitDisk(r *Report) {
 	if r.Code != "" || r.DiskSlots.Slots < 0 {
 		return
 	}

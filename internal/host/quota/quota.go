@@ -13,22 +13,22 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
 )
 
 // Mechanisms that bound a volume.
 const (
-	MechanismImage = "filesystem_image"
-	MechanismNone  = "none"
+	MechanismImage = messages.StorageMechanismImage
+	MechanismNone  = messages.StorageMechanismNone
 )
 
 // Sizes.
 const (
-	// DefaultWorkspaceBytes is the workspace of a dispatch that names none.
-	DefaultWorkspaceBytes = 4 << 30
-	// MinWorkspaceBytes and MaxWorkspaceBytes bound a dispatch's
-	// workspaceBytes.
-	MinWorkspaceBytes = 64 << 20
-	MaxWorkspaceBytes = 64 << 30
+	// DefaultWorkspaceBytes, MinWorkspaceBytes and MaxWorkspaceBytes are
+	// the dispatch's workspace limits (package messages owns them).
+	DefaultWorkspaceBytes = messages.DefaultWorkspaceBytes
+	MinWorkspaceBytes     = messages.MinWorkspaceBytes
+	MaxWorkspaceBytes     = messages.MaxWorkspaceBytes
 	// FullSlackBytes is the free space below which a volume counts as full.
 	FullSlackBytes = 1 << 20
 	// ControlOverheadBytes is the control image's room for filesystem
@@ -46,14 +46,8 @@ const ImageDir = "volumes"
 // mkfsTimeout bounds one mkfs.ext4.
 const mkfsTimeout = 2 * time.Minute
 
-// Facts is what preflight reports about volume bounds.
-type Facts struct {
-	Mechanism string `json:"mechanism"`
-	Reason    string `json:"reason,omitempty"`
-}
-
-// Bounded reports whether volumes get a size.
-func (f Facts) Bounded() bool { return f.Mechanism == MechanismImage }
+// Facts is messages.StorageFacts (the wire type lives there).
+type Facts = messages.StorageFacts
 
 // ControlBytes is the size of the control image for an input bundle of
 // bundleBytes and a workspace of workspaceBytes.

@@ -1,11 +1,12 @@
 package redeem
 
 import (
+	"context"
 	"errors"
 	"time"
 
-	"github.com/forgedev/forged/actors"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/messages"
 )
 
 // Config is the operator's choice of redeemer and publication remotes.
@@ -25,12 +26,18 @@ type Config struct {
 	AllowedOwners []string
 }
 
+// Redeemer redeems a publication grant for a short-lived credential; the
+// attempt actors take it as their actors.CredentialRedeemer.
+type Redeemer interface {
+	Redeem(ctx context.Context, req messages.PublicationRequest) (gitops.Credential, error)
+}
+
 // New builds the configured redeemer and the remote validator to give
 // the runner (runner.Config.Redeemer and ValidateRemote). With neither a
 // helper nor an endpoint it returns a nil redeemer, which refuses
 // bridge_push; configuring both, or endpoint settings without an
 // endpoint, is an error.
-func New(cfg Config) (actors.CredentialRedeemer, gitops.RemoteValidator, error) {
+func New(cfg Config) (Redeemer, gitops.RemoteValidator, error) {
 	policy, err := NewRemotePolicy(cfg.AllowedHosts, cfg.AllowedOwners)
 	if err != nil {
 		return nil, nil, err

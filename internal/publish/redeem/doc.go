@@ -1,5 +1,5 @@
 // Package redeem turns a dispatch's publication grant into a short-lived
-// push credential, the production actors.CredentialRedeemer. The operator
+// push credential, the production redeemer the attempt actors take (actors.CredentialRedeemer). The operator
 // chooses one of two kinds:
 //
 //   - Helper: a credential helper program, in the style of git's and

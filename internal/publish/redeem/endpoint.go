@@ -16,9 +16,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/forgedev/forged/actors"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/messages"
 )
 
 // maxTokenBytes bounds the bearer token file.
@@ -134,7 +134,7 @@ func readToken(path string) (string, error) {
 // transport or TLS failure, any other status (redirects included), an
 // answer over MaxResponseBytes or the timeout is refused with
 // failure.SandboxOutputPublishForbid; the reason never quotes the body.
-func (e *Endpoint) Redeem(ctx context.Context, req actors.PublicationRequest) (gitops.Credential, error) {
+func (e *Endpoint) Redeem(ctx context.Context, req messages.PublicationRequest) (gitops.Credential, error) {
 	refuse := func(cause error, format string, args ...any) (gitops.Credential, error) {
 		// The message is curated (the URL and the body are never quoted): the
 		// cause stays in the chain but is not rendered.

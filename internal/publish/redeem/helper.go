@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/forgedev/forged/actors"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/messages"
 )
 
 // DefaultTimeout bounds one redemption when none is configured.
@@ -79,7 +79,7 @@ func helperEnv() []string {
 // start, exits non-zero or by a signal, outlives the timeout or prints more
 // than MaxResponseBytes is refused with failure.SandboxOutputPublishForbid;
 // the reason names what happened, never what the helper printed.
-func (h *Helper) Redeem(ctx context.Context, req actors.PublicationRequest) (gitops.Credential, error) {
+func (h *Helper) Redeem(ctx context.Context, req messages.PublicationRequest) (gitops.Credential, error) {
 	body, err := json.Marshal(NewRequest(req))
 	if err != nil {
 		return gitops.Credential{}, failure.Wrap(failure.SandboxOutputPublishForbid, err, "publication grant redemption: encode the request")

@@ -14,13 +14,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/actors"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/kit/strictjson"
+	"github.com/forgedev/forged/messages"
 )
 
 // testRequest is a complete publication request.
-var testRequest = actors.PublicationRequest{
+var testRequest = messages.PublicationRequest{
 	DispatchAttemptID: "11111111-1111-4111-8111-111111111111",
 	ExecutionLeaseID:  "22222222-2222-4222-8222-222222222222",
 	FencingToken:      "33333333-3333-4333-8333-333333333333",

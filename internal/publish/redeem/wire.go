@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/forgedev/forged/actors"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/internal/kit/strictjson"
+	"github.com/forgedev/forged/messages"
 )
 
 // MaxResponseBytes bounds a redeemer's answer (helper stdout or endpoint
@@ -34,7 +34,7 @@ type Request struct {
 
 // NewRequest is the wire form of the attempt's publication request; the
 // lease id is the dispatch's execution lease.
-func NewRequest(req actors.PublicationRequest) Request {
+func NewRequest(req messages.PublicationRequest) Request {
 	return Request{
 		DispatchAttemptID: req.DispatchAttemptID,
 		LeaseID:           req.ExecutionLeaseID,
