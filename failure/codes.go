@@ -5,8 +5,9 @@ import "net/http"
 // The registry of every code forged reports. Each line is one code: its
 // name, whether a new dispatch of the same work may succeed (Retryable or
 // Permanent), the HTTP status the daemon answers it with, and its meaning.
-// Adding a code is one line here and one row in README.md's code table
-// (TestReadmeTableMatchesRegistry holds the two together).
+// Adding a code is one line here; then `go generate ./failure/` writes
+// the code table, docs/failure-codes.md (TestCodeTableIsCurrent fails
+// until it is current).
 
 // Dispatch decoding and admission.
 var (

@@ -4,8 +4,9 @@
 // of forged's external contract; the message is not.
 //
 // Every code is defined once, in codes.go, with its meaning, whether it is
-// retryable and its HTTP status (Lookup, Registered, HTTPStatus). README's
-// code table is held to the registry by a test.
+// retryable and its HTTP status (Lookup, Registered, HTTPStatus). The code
+// table, docs/failure-codes.md, is generated from the registry
+// (`go generate ./failure/`), and a test keeps it current.
 //
 // An Error renders "code: message: cause" and unwraps to its cause, so
 // errors.Is and errors.As see through it: a call site never repeats the

@@ -23,7 +23,8 @@ type Spec struct {
 	Retryable bool
 	// HTTPStatus is the status the daemon answers a refusal with this code.
 	HTTPStatus int
-	// Meaning is the one-line explanation in README's code table.
+	// Meaning is the one-line explanation in the code table,
+	// docs/failure-codes.md.
 	Meaning string
 }
 

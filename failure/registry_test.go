@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,19 +15,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/failure/internal/codedoc"
 )
 
-// readmeTable returns the rows of README.md's "Failure codes" table as
-// registry specs: | `code` | yes/no | status | meaning |.
-func readmeTable(t *testing.T) []failure.Spec {
+// tableRows returns the rows of a code table as registry specs:
+// | `code` | yes/no | status | meaning |.
+func tableRows(t *testing.T, page string) []failure.Spec {
 	t.Helper()
-	raw, err := os.ReadFile("../README.md")
-	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(raw), "\n## Failure codes\n")
-	require.True(t, ok, "README.md has a Failure codes section")
-	section, _, _ = strings.Cut(section, "\n## ")
 	var rows []failure.Spec
-	for _, line := range strings.Split(section, "\n") {
+	for _, line := range strings.Split(page, "\n") {
 		if !strings.HasPrefix(line, "| `") {
 			continue
 		}
@@ -39,29 +36,49 @@ func readmeTable(t *testing.T) []failure.Spec {
 			Code:       failure.Code(strings.Trim(strings.TrimSpace(cells[0]), "`")),
 			Retryable:  cells[1] == "yes",
 			HTTPStatus: status,
-			Meaning:    strings.TrimSpace(cells[3]),
+			Meaning:    strings.ReplaceAll(strings.TrimSpace(cells[3]), `\|`, "|"),
 		})
 	}
 	require.NotEmpty(t, rows)
 	return rows
 }
 
-// TestReadmeTableMatchesRegistry holds README's code table and the registry
-// to each other, row for row: every documented code is registered with the
-// same retryability, status and meaning, and every registered code is
-// documented.
-func TestReadmeTableMatchesRegistry(t *testing.T) {
-	documented := map[failure.Code]bool{}
-	for _, row := range readmeTable(t) {
-		assert.False(t, documented[row.Code], "%s is documented twice", row.Code)
-		documented[row.Code] = true
-		spec, ok := failure.Lookup(row.Code)
-		if assert.True(t, ok, "README documents %s, which is not registered", row.Code) {
-			assert.Equal(t, spec, row, "README's row for %s differs from failure/codes.go", row.Code)
+// TestCodeTableIsCurrent renders the code table from the registry in
+// memory and holds docs/failure-codes.md to it, byte for byte.
+func TestCodeTableIsCurrent(t *testing.T) {
+	want := string(codedoc.Render(failure.Registered()))
+	raw, err := os.ReadFile(filepath.Join("..", codedoc.Path))
+	require.NoError(t, err, "%s is missing: run `%s`", codedoc.Path, codedoc.Regenerate)
+	got := string(raw)
+	if got == want {
+		return
+	}
+	gotLines, wantLines := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := 0; i < len(gotLines) || i < len(wantLines); i++ {
+		var g, w string
+		if i < len(gotLines) {
+			g = gotLines[i]
+		}
+		if i < len(wantLines) {
+			w = wantLines[i]
+		}
+		if g != w {
+			t.Fatalf("%s is not current with failure/codes.go: run `%s`\nfirst difference, line %d:\n  page:     %s\n  registry: %s",
+				codedoc.Path, codedoc.Regenerate, i+1, g, w)
 		}
 	}
-	for _, s := range failure.Registered() {
-		assert.True(t, documented[s.Code], "%s is registered but missing from README's code table", s.Code)
+}
+
+// TestCodeTableHoldsTheRegistry reads the rendered table back, row for
+// row: every registered code is there once, with the same retryability,
+// status and meaning, in definition order.
+func TestCodeTableHoldsTheRegistry(t *testing.T) {
+	rows := tableRows(t, string(codedoc.Render(failure.Registered())))
+	assert.Equal(t, failure.Registered(), rows)
+	documented := map[failure.Code]bool{}
+	for _, row := range rows {
+		assert.False(t, documented[row.Code], "%s is documented twice", row.Code)
+		documented[row.Code] = true
 	}
 }
 

@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # Makes sure a Docker engine answers on this machine, and that the tools the
-# example and the tests need are installed. On a fresh Debian machine (as
-# root) it installs Debian's docker.io, busybox-static, git, e2fsprogs
-# (mkfs.ext4, for the bounded attempt volumes), mmdebstrap (scripts/images.sh
-# builds images with it) and chromium (the console's browser test), and starts dockerd in the background. Nothing here
-# pulls an image or reaches beyond Debian's package mirror.
+# example needs are installed. On a fresh Debian machine (as root) it
+# installs Debian's docker.io, busybox-static (the example's base image),
+# git and e2fsprogs (mkfs.ext4 and debugfs, for the bounded attempt
+# volumes), and starts dockerd in the background. Nothing here pulls an
+# image or reaches beyond Debian's package mirror.
+#
+# Usage: scripts/ensure-docker.sh [PACKAGE...]
+#
+# Each PACKAGE is one more Debian package the caller needs (scripts/test.sh
+# asks for chromium, which the console's browser test drives); it is
+# installed, in the same apt run, unless a command of its name or the
+# package is already there. The image scripts install mmdebstrap themselves,
+# and only when they have an image to build.
 set -euo pipefail
 
 log() { printf 'ensure-docker: %s\n' "$*" >&2; }
@@ -16,9 +24,9 @@ command -v dockerd >/dev/null 2>&1 || need_packages+=(docker.io)
 dpkg -s busybox-static >/dev/null 2>&1 || need_packages+=(busybox-static)
 command -v git >/dev/null 2>&1 || need_packages+=(git)
 command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin/mkfs.ext4 ] || need_packages+=(e2fsprogs)
-command -v mmdebstrap >/dev/null 2>&1 || need_packages+=(mmdebstrap)
-# Headless Chromium loads the live console in httpapi's browser test.
-command -v chromium >/dev/null 2>&1 || need_packages+=(chromium)
+for pkg in "$@"; do
+  command -v "$pkg" >/dev/null 2>&1 || dpkg -s "$pkg" >/dev/null 2>&1 || need_packages+=("$pkg")
+done
 
 if [ ${#need_packages[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The whole test suite: sets up Docker if needed, builds the offline images
-# of scripts/images.catalogue (cached: only the first run on a machine
-# builds them), checks formatting and vet, then runs every test with the
-# race detector. The real-engine tests run whenever an engine answers; with
-# CI=true they fail instead of skipping when none does.
+# The whole test suite: sets up Docker if needed (and chromium, for the
+# console's browser test), builds the offline images of
+# scripts/services.catalogue and scripts/images.catalogue (cached: only the
+# first run on a machine builds them, installing mmdebstrap then), checks
+# formatting and vet, then runs every test with the race detector. The
+# real-engine tests run whenever an engine answers; with CI=true they fail
+# instead of skipping when none does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 
-bash scripts/ensure-docker.sh
+# Headless chromium loads the live console in httpapi's browser test.
+bash scripts/ensure-docker.sh chromium
 # The service images (postgres, redis, browser, the egress proxy) and their
 # catalogue, bin/services.tsv:
 # cached, only the first run on a machine builds them.

@@ -23,16 +23,17 @@ import (
 	"github.com/forgedev/forged/messages"
 )
 
-// chromiumPath finds Debian's chromium (scripts/ensure-docker.sh installs
-// it); with CI=true its absence fails the test instead of skipping it.
+// chromiumPath finds Debian's chromium (scripts/test.sh installs it through
+// scripts/ensure-docker.sh chromium); with CI=true its absence fails the
+// test instead of skipping it.
 func chromiumPath(t *testing.T) string {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but chromium is not installed (scripts/ensure-docker.sh installs it)")
+			t.Fatal("CI=true but chromium is not installed (scripts/test.sh installs it)")
 		}
-		t.Skip("chromium is not installed: the console is not loaded in a browser (scripts/ensure-docker.sh installs it)")
+		t.Skip("chromium is not installed: the console is not loaded in a browser (scripts/test.sh installs it)")
 	}
 	return path
 }

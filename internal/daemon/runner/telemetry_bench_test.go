@@ -43,7 +43,7 @@ import (
 //	go test ./runner -run '^$' -bench SpikeFidelity -benchtime 10x
 //
 // On this machine (cgroup v1, 2 cores shared with other work), 10 runs:
-// see README.md, "Telemetry".
+// see docs/operations.md, "Telemetry".
 func BenchmarkSpikeFidelity(b *testing.B) {
 	engine := enginetest.Client(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)

@@ -205,8 +205,9 @@ func TestToolchainOutOfMemory(t *testing.T) {
 	assert.Equal(t, messages.StatusFailed, out.Status)
 	assert.Equal(t, "sandbox_oom_killed", out.Code, "%s\n%s", out.Message, taskOutput(log))
 	// A trusted host failure keeps a valid output (the seed's
-	// applyTrustedHostFailure; README, "Trusted host failures"): the
-	// managed branch is where the outcome says, and nowhere else.
+	// applyTrustedHostFailure; docs/operations.md, "Output on trusted
+	// failures"): the managed branch is where the outcome says, and
+	// nowhere else.
 	branch, err := exec.Command("git", "-C", repo, "rev-parse", "--verify", "-q", "refs/heads/"+d.Lease.WorktreeKey).Output()
 	if out.ResultCommitSHA == "" {
 		assert.Error(t, err, "no imported result: the managed branch does not exist")

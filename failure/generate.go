@@ -1,0 +1,3 @@
+package failure
+
+//go:generate go run ./gencodes -o ../docs/failure-codes.md

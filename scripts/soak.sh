@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The long soak loops, in full. The suite (scripts/test.sh) runs each of
+# these tests once, as their short form; this runs them many times over,
+# with the race detector:
+#
+#   - the chaos tests of cmd/forged (kill -9 of a live `forged daemon` at
+#     each phase of an attempt, while services, a per-attempt cache or the
+#     egress proxy run; the restarted forged must leave nothing behind),
+#     FORGED_SOAK_COUNT times (default 10);
+#   - the actor test harness (./actortest/), five times as often, since its
+#     probes must be stable at -count=50.
+#
+# Usage: scripts/soak.sh [go test flags...]   (e.g. -v, -failfast)
+#
+# Sets up Docker and the service images as scripts/test.sh does (cached).
+# With CI=true the real-engine tests fail instead of skipping when no
+# engine answers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+
+count="${FORGED_SOAK_COUNT:-10}"
+
+bash scripts/ensure-docker.sh
+# The chaos tests' services and egress proxy come from the service
+# catalogue, bin/services.tsv (cached: only the first run builds it).
+bash scripts/service-images.sh
+
+go test -race -count="$count" -timeout 0 -run '^TestChaos' ./cmd/forged/ "$@"
+go test -race -count="$((count * 5))" -timeout 0 ./actortest/ "$@"
