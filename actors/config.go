@@ -16,8 +16,9 @@ type AttemptConfig struct {
 	// StateRoot is forged's private state directory; attempts work under
 	// StateRoot/attempts/<attempt hex>.
 	StateRoot string
-	// WorkerBinary is the static forged binary copied into the agent image;
-	// WorkerDigest is its sha256 (computed once at start-up).
+	// WorkerBinary is the static forged-worker binary copied into the agent
+	// image; WorkerDigest is its sha256 (computed once at start-up), the
+	// image key's worker input.
 	WorkerBinary string
 	WorkerDigest string
 	// Platform is part of the image cache key (e.g. "linux/amd64").

@@ -39,4 +39,25 @@
 //
 // Failures that forged reports carry a failure.Code (see package failure);
 // the wrapped Docker error stays reachable with errors.Is / errors.As.
+//
+// # The worker in the image
+//
+// The agent overlay bakes the worker binary (cmd/forged-worker, not the
+// daemon) into the image at messages.WorkerBinaryPath, and the image key
+// holds that binary's own sha256 (ImageKeyInputs.WorkerDigest). The worker
+// is built reproducibly, so a daemon rebuilt or upgraded without touching
+// the worker's code finds every image it built before.
+//
+// Injecting the worker at run time instead, read-only, would leave only the
+// project's inputs in the key, but was not chosen: the engine may be remote
+// (a Docker context), so a host bind mount is out, and the worker would
+// have to reach each container another way: a volume filled through a
+// helper container (one more object per attempt or a shared one with its
+// own lifecycle, reaping and garbage collection), or a copy into the
+// created container before it starts, which a read-only root filesystem
+// refuses and which would land writable and worker-owned. The probe
+// containers (which run the worker too) and containers adopted after a
+// daemon restart (whose lease updates exec the worker) would need the same
+// path. Baking keeps one mechanism, the one already confined and tested;
+// the worker's digest changes only with the worker itself.
 package dockerops

@@ -38,7 +38,9 @@ const (
 	buildLogTailBytes = 4 << 10 // log tail quoted in a build failure
 )
 
-// ImageKeyInputs are everything an agent image depends on.
+// ImageKeyInputs are everything an agent image depends on. WorkerDigest is
+// the hex sha256 of the forged-worker binary baked into the overlay (never
+// the daemon's).
 type ImageKeyInputs struct {
 	ContextDigest, ContractDigest, WorkerDigest, Platform, Policy string
 }

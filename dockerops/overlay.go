@@ -38,8 +38,8 @@ var imageRefPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,254}$`
 //     classic builder leaves alone;
 //   - under /home/forge, the package caches' mount points and their
 //     parents (cacheSkeleton) are created for the worker user;
-//   - the worker binary lands root-owned and read/execute-only at
-//     /opt/forge/forged.
+//   - the worker binary (forged-worker) lands root-owned and
+//     read/execute-only at /opt/forge/forged (messages.WorkerBinaryPath).
 func overlayDockerfile(base string) string {
 	const chown = "--chown=10001:10001 "
 	return strings.Join([]string{

@@ -14,7 +14,11 @@ import (
 // streams RunnerEventLine JSON lines on stdout. Everything the worker
 // produces is untrusted and validated on the host.
 
-// Paths inside the worker container.
+// Paths inside the worker container. WorkerBinaryPath is where the
+// forged-worker binary lies in every agent image; its name and the "worker"
+// first argument of every in-container command line stay those of the time
+// the daemon itself was the worker, so that containers adopted across an
+// upgrade keep answering the same command lines.
 const (
 	WorkspaceDir     = "/workspace"
 	ControlDir       = "/control"

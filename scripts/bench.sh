@@ -13,6 +13,7 @@ bash scripts/ensure-docker.sh
 
 mkdir -p bin
 CGO_ENABLED=0 go build -trimpath -o bin/forged ./cmd/forged
+CGO_ENABLED=0 go build -trimpath -buildvcs=false -o bin/forged-worker ./cmd/forged-worker
 go build -o bin/forged-bench ./cmd/forged-bench
 
 notes=()

@@ -15,6 +15,7 @@ bash scripts/ensure-docker.sh
 
 mkdir -p bin
 CGO_ENABLED=0 go build -trimpath -o bin/forged ./cmd/forged
+CGO_ENABLED=0 go build -trimpath -buildvcs=false -o bin/forged-worker ./cmd/forged-worker
 
 work="${FORGED_EXAMPLE_DIR:-$(mktemp -d /tmp/forged-example.XXXXXX)}"
 bin/forged example --dir "$work" --state-root "$work/state"

@@ -29,7 +29,7 @@ func run() error {
 	var cfg bench.Config
 	var markdown, jsonOut, notes, render string
 	var smoke bool
-	flag.StringVar(&cfg.ForgedBinary, "forged", "bin/forged", "static forged binary (measured, and the worker)")
+	flag.StringVar(&cfg.ForgedBinary, "forged", "bin/forged", "static forged binary (measured; the forged-worker beside it is the worker)")
 	flag.StringVar(&cfg.WorkDir, "work-dir", "", "scratch directory (default: a new temporary one, removed at the end)")
 	flag.StringVar(&cfg.Busybox, "busybox", "/bin/busybox", "static busybox for the base image (Debian's busybox-static)")
 	flag.IntVar(&cfg.Runs, "runs", 5, "N: timed runs of each B1 variant (and B4/B5 samples)")

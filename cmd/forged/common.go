@@ -114,7 +114,7 @@ func (p *preflightFlags) disk() preflight.DiskPolicy {
 func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.stateRoot, "state-root", defaultStateRoot(), "forged's private state directory")
 	cmd.Flags().StringVar(&f.lockRoot, "lock-root", filepath.Join(os.TempDir(), "forged"), "where forged keeps the Docker context lock: every forged on a host must use the same one")
-	cmd.Flags().StringVar(&f.workerBinary, "worker-binary", "", "static forged binary to put into sandbox images (default: this executable)")
+	cmd.Flags().StringVar(&f.workerBinary, "worker-binary", "", "static forged-worker binary to put into sandbox images (default: forged-worker beside this executable)")
 	cmd.Flags().IntVar(&f.slots, "slots", 2, "attempts that may run at once")
 	cmd.Flags().IntVar(&f.queue, "queue", 16, "attempts that may wait for a slot")
 	cmd.Flags().StringVar(&f.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")

@@ -19,19 +19,16 @@ const configEnv = config.EnvPrefix + "CONFIG"
 
 // Command annotations for the configuration layer.
 const (
-	// annotationNoConfig marks a command that reads neither the file nor
-	// the environment (the in-sandbox worker).
-	annotationNoConfig = "forged/no-config"
 	// annotationOwnConfig marks a command that applies the configuration
 	// itself (config print).
 	annotationOwnConfig = "forged/own-config"
 )
 
-// notSettings are flags that are never configuration: help, the file's own
-// path, and output formats.
+// notSettings are flags that are never configuration: help, version, the
+// file's own path, and output formats.
 func notSettings(flag string) bool {
 	switch flag {
-	case "help", "config", "json":
+	case "help", "version", "config", "json":
 		return true
 	}
 	return false
@@ -52,11 +49,9 @@ func (c *configLayer) known(key string) bool {
 	found := false
 	var walk func(cmd *cobra.Command)
 	walk = func(cmd *cobra.Command) {
-		if cmd.Annotations[annotationNoConfig] == "" {
-			cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
-				found = found || (!notSettings(f.Name) && config.Key(f.Name) == key)
-			})
-		}
+		cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			found = found || (!notSettings(f.Name) && config.Key(f.Name) == key)
+		})
 		for _, sub := range cmd.Commands() {
 			walk(sub)
 		}
@@ -96,9 +91,6 @@ func (c *configLayer) apply(cmd *cobra.Command) ([]config.Setting, error) {
 // describeEnv appends each setting's environment variable to its flag's
 // help.
 func (c *configLayer) describeEnv(cmd *cobra.Command) {
-	if cmd.Annotations[annotationNoConfig] != "" {
-		return
-	}
 	cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
 		if !notSettings(f.Name) && !strings.Contains(f.Usage, config.EnvPrefix) {
 			f.Usage += " (env " + config.EnvName(f.Name) + ")"
@@ -111,11 +103,6 @@ func (c *configLayer) describeEnv(cmd *cobra.Command) {
 
 // preRun is the root's PersistentPreRunE.
 func (c *configLayer) preRun(cmd *cobra.Command, _ []string) error {
-	for p := cmd; p != nil; p = p.Parent() {
-		if p.Annotations[annotationNoConfig] != "" {
-			return nil
-		}
-	}
 	if cmd.Annotations[annotationOwnConfig] != "" {
 		return nil
 	}

@@ -14,6 +14,12 @@ import (
 	"github.com/forgedev/forged/internal/kit/termsafe"
 )
 
+// version is forged's release, stamped at build time with
+// -ldflags "-X main.version=...". The worker is a binary of its own
+// (cmd/forged-worker) and is never stamped, so a new version of the
+// daemon keeps every cached sandbox image.
+var version = "dev"
+
 // exitError carries a process exit status out of a command.
 type exitError struct{ code int }
 
@@ -30,13 +36,14 @@ func main() {
 	}
 }
 
-// newRootCommand builds forged's commands. Every command but the worker
-// reads its flags' values also from FORGED_* environment variables and the
-// configuration file (package config), under its command line.
+// newRootCommand builds forged's commands. Every command reads its flags'
+// values also from FORGED_* environment variables and the configuration
+// file (package config), under its command line.
 func newRootCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	layer := &configLayer{lookupEnv: lookupEnv}
 	root := &cobra.Command{
 		Use:               "forged",
+		Version:           version,
 		Short:             "Run sandbox attempts in hardened Docker containers, supervised as actor trees",
 		SilenceUsage:      true,
 		SilenceErrors:     true,
@@ -44,9 +51,7 @@ func newRootCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	}
 	layer.root = root
 	root.PersistentFlags().StringVar(&layer.path, "config", "", "YAML configuration file (env "+configEnv+"); flags win over FORGED_* variables, which win over the file")
-	worker := workerCommand()
-	worker.Annotations = map[string]string{annotationNoConfig: "yes"}
-	root.AddCommand(runCommand(), daemonCommand(), worker, exampleCommand(), preflightCommand(), leaseCommand(), reapCommand(), inspectCommand(), gcCommand(), cacheCommand(), attemptsCommand(), configCommand(layer))
+	root.AddCommand(runCommand(), daemonCommand(), exampleCommand(), preflightCommand(), leaseCommand(), reapCommand(), inspectCommand(), gcCommand(), cacheCommand(), attemptsCommand(), configCommand(layer))
 	layer.describeEnv(root)
 	return root
 }

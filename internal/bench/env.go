@@ -28,7 +28,9 @@ import (
 // Config sizes one benchmark run.
 type Config struct {
 	// ForgedBinary is the static forged binary (scripts/bench.sh builds
-	// bin/forged); it is both the measured program and the worker.
+	// bin/forged), the measured program. The forged processes it starts
+	// put into their images the forged-worker binary beside it, which
+	// scripts/bench.sh builds as bin/forged-worker.
 	ForgedBinary string
 	// WorkDir is the run's scratch directory (repository, state roots,
 	// private TMPDIR, daemon logs).

@@ -29,7 +29,7 @@ func (e *Env) measureReap(ctx context.Context) (map[string]Summary, error) {
 	c := e.cfg
 	stateRoot := e.stateRoot("b6-reaper")
 	r, err := runner.New(ctx, runner.Config{
-		StateRoot: stateRoot, LockRoot: filepath.Join(stateRoot+"-tmp", "forged"), WorkerBinary: c.ForgedBinary,
+		StateRoot: stateRoot, LockRoot: filepath.Join(stateRoot+"-tmp", "forged"), WorkerBinary: filepath.Join(filepath.Dir(c.ForgedBinary), "forged-worker"),
 		AllowRootful: true, Capacity: example.SmallHostCapacity(), Slots: 1,
 		ReapInterval: time.Hour, ReapGrace: time.Millisecond,
 	})

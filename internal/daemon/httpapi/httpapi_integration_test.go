@@ -25,6 +25,7 @@ import (
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/internal/testkit/enginetest"
+	"github.com/forgedev/forged/internal/testkit/workerbin"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -36,7 +37,7 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	r, err := runner.New(ctx, runner.Config{
-		StateRoot: t.TempDir(), LockRoot: t.TempDir(), WorkerBinary: enginetest.ForgedBinary(t), Slots: 1,
+		StateRoot: t.TempDir(), LockRoot: t.TempDir(), WorkerBinary: workerbin.Path(t), Slots: 1,
 		AllowRootful: true, Capacity: example.SmallHostCapacity(),
 	})
 	require.NoError(t, err)

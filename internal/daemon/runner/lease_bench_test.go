@@ -12,6 +12,7 @@ import (
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/internal/testkit/enginetest"
+	"github.com/forgedev/forged/internal/testkit/workerbin"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -34,7 +35,7 @@ func BenchmarkLeaseExpiryToWorkerStopped(b *testing.B) {
 	engine := enginetest.Client(b)
 	ctx := context.Background()
 	r, err := runner.New(ctx, runner.Config{
-		StateRoot: b.TempDir(), LockRoot: b.TempDir(), WorkerBinary: enginetest.ForgedBinary(b),
+		StateRoot: b.TempDir(), LockRoot: b.TempDir(), WorkerBinary: workerbin.Path(b),
 		AllowRootful: true, Capacity: example.SmallHostCapacity(), Slots: 1,
 	})
 	if err != nil {

@@ -2,9 +2,6 @@ package runner
 
 import (
 	"context"
-	"crypto/sha256"
-	"debug/elf"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -49,8 +46,9 @@ type Config struct {
 	QueueLimit int
 	// StateRoot is forged's private state directory (created 0700).
 	StateRoot string
-	// WorkerBinary is the static forged binary put into sandbox images;
-	// empty means the running executable, which must then be static.
+	// WorkerBinary is the static forged-worker binary put into sandbox
+	// images; empty means forged-worker beside the running executable
+	// (see the package doc).
 	WorkerBinary string
 	// SeccompProfile and LSMOption are passed to every worker.
 	SeccompProfile string
@@ -518,39 +516,6 @@ func (r *Runner) Preflight(ctx context.Context) preflight.Report {
 
 // Docker exposes the Docker client (for the example's base image).
 func (r *Runner) Docker() *dockerops.Client { return r.docker }
-
-// resolveWorkerBinary returns the worker binary's path and sha256, refusing
-// a dynamically linked binary: the sandbox image has no libc to offer it.
-func resolveWorkerBinary(path string) (string, string, error) {
-	if path == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return "", "", fmt.Errorf("worker binary: %w", err)
-		}
-		path = self
-	}
-	f, err := elf.Open(path)
-	if err != nil {
-		return "", "", fmt.Errorf("worker binary %s: %w", path, err)
-	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			f.Close()
-			return "", "", fmt.Errorf("worker binary %s is dynamically linked: build forged with CGO_ENABLED=0 or pass --worker-binary", path)
-		}
-	}
-	f.Close()
-	file, err := os.Open(path)
-	if err != nil {
-		return "", "", fmt.Errorf("worker binary: %w", err)
-	}
-	defer file.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, file); err != nil {
-		return "", "", fmt.Errorf("worker binary digest: %w", err)
-	}
-	return path, hex.EncodeToString(h.Sum(nil)), nil
-}
 
 // Drain cancels every admitted attempt and waits until all have torn down,
 // or ctx ends. Attempts that are queued are cancelled without running.

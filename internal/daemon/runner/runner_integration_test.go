@@ -27,6 +27,7 @@ import (
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/internal/state/reaper"
 	"github.com/forgedev/forged/internal/testkit/enginetest"
+	"github.com/forgedev/forged/internal/testkit/workerbin"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -48,7 +49,7 @@ type e2e struct {
 func newE2E(t *testing.T, cfg runner.Config) *e2e {
 	t.Helper()
 	engine := enginetest.Client(t)
-	cfg.WorkerBinary = enginetest.ForgedBinary(t)
+	cfg.WorkerBinary = workerbin.Path(t)
 	if cfg.StateRoot == "" {
 		cfg.StateRoot = t.TempDir()
 	}

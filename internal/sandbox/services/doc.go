@@ -2,9 +2,9 @@
 // declare (postgres, redis, browser): the operator's
 // catalogue of digest-pinned service images and its admission check, each
 // service's hardened container recipe, its per-attempt credentials, the
-// connection details handed to the worker, and the readiness probes that
-// speak each service's own protocol (the postgres startup handshake and
-// SELECT 1, redis AUTH and PING, the browser's DevTools /json/version).
+// connection details handed to the worker, and the arguments of the
+// readiness probes that speak each service's own protocol (package probe,
+// run inside a probe container by the worker binary).
 //
 // The catalogue is operator configuration, written by
 // scripts/service-images.sh: one service a line, tab-separated, with the

@@ -8,18 +8,20 @@ import (
 	"strconv"
 
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/internal/sandbox/services/probe"
 	"github.com/forgedev/forged/messages"
 )
 
 // The services a contract may declare.
+// Their names are the probes' (package probe, a leaf of the worker binary).
 const (
-	Postgres = "postgres"
-	Redis    = "redis"
-	Browser  = "browser"
+	Postgres = probe.Postgres
+	Redis    = probe.Redis
+	Browser  = probe.Browser
 	// Egress is the catalogue entry of the egress proxy's image: not a
 	// contract service (the contract parser admits none of that name),
 	// run beside the worker for networkPolicy.mode public_allowlist.
-	Egress = "egress"
+	Egress = probe.Egress
 )
 
 // Per-service limits beside the memory split.
@@ -193,7 +195,7 @@ func (d Definition) Endpoint() messages.ServiceEndpoint {
 	}
 }
 
-// ProbeArgs are the arguments of `forged worker probe` for d, run in a
+// ProbeArgs are the arguments of `forged-worker worker probe` for d, run in a
 // probe container on the attempt network; within is its own cap.
 func (d Definition) ProbeArgs(binary string, within string) []string {
 	return []string{binary, "worker", "probe",

@@ -21,6 +21,7 @@ import (
 	"github.com/forgedev/forged/internal/sandbox/toolchains"
 	"github.com/forgedev/forged/internal/testkit/enginetest"
 	"github.com/forgedev/forged/internal/testkit/testimages"
+	"github.com/forgedev/forged/internal/testkit/workerbin"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -225,7 +226,7 @@ func newRunner(t *testing.T) *runner.Runner {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r, err := runner.New(ctx, runner.Config{
-		WorkerBinary: enginetest.ForgedBinary(t),
+		WorkerBinary: workerbin.Path(t),
 		StateRoot:    t.TempDir(),
 		LockRoot:     t.TempDir(),
 		AllowRootful: true, // the test engine runs rootful

@@ -5,6 +5,7 @@ package enginetest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
+
+	"github.com/forgedev/forged/internal/testkit/workerbin"
 )
 
 // Client returns an Engine API client, skipping the test when no engine
@@ -86,7 +89,9 @@ var (
 )
 
 // ForgedBinary builds the static forged binary once per test process
-// (CGO_ENABLED=0, as the sandbox image needs it) and returns its path.
+// (CGO_ENABLED=0, as the sandbox image needs it) and returns its path. The
+// forged-worker binary (workerbin.Path) lies beside it, where forged looks
+// for the worker to put into sandbox images.
 func ForgedBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -96,15 +101,40 @@ func ForgedBinary(t testing.TB) string {
 			return
 		}
 		binary = filepath.Join(dir, "forged")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", binary, "github.com/forgedev/forged/cmd/forged")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = err
-			binary = string(out)
-		}
+		buildErr = buildForged(binary, "")
 	})
 	if buildErr != nil {
-		t.Fatalf("build forged: %v: %s", buildErr, binary)
+		t.Fatal(buildErr)
 	}
+	workerbin.Place(t, filepath.Dir(binary))
 	return binary
+}
+
+// ForgedBinaryVersion builds a forged binary stamped with version (its
+// main.version) into a directory of the test's own, with the shared
+// forged-worker beside it, and returns its path: two such builds are two
+// releases of the daemon around one worker.
+func ForgedBinaryVersion(t testing.TB, version string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "forged")
+	if err := buildForged(path, version); err != nil {
+		t.Fatal(err)
+	}
+	workerbin.Place(t, filepath.Dir(path))
+	return path
+}
+
+// buildForged builds cmd/forged into out, stamped with version unless it
+// is empty.
+func buildForged(out, version string) error {
+	args := []string{"build", "-trimpath", "-o", out}
+	if version != "" {
+		args = append(args, "-ldflags", "-X main.version="+version)
+	}
+	cmd := exec.Command("go", append(args, "github.com/forgedev/forged/cmd/forged")...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if output, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build forged: %w: %s", err, output)
+	}
+	return nil
 }

@@ -1,4 +1,11 @@
-package services
+// Package probe holds the readiness probes a probe container runs on an
+// attempt network (`forged-worker worker probe`): each speaks its service's
+// own protocol (the postgres startup handshake and SELECT 1, redis AUTH and
+// PING, the browser's DevTools /json/version, the egress proxy's refusal of
+// an unlisted name). It is a leaf of the worker binary: it owns the service
+// names, which package services re-exports, and imports neither Docker nor
+// any daemon package.
+package probe
 
 import (
 	"bufio"
@@ -15,6 +22,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The services a probe speaks to (package services re-exports them).
+const (
+	Postgres = "postgres"
+	Redis    = "redis"
+	Browser  = "browser"
+	Egress   = "egress"
 )
 
 // Target is what a readiness probe connects to.
@@ -216,7 +231,7 @@ func scrub(s, secret string) string {
 
 // WaitReady probes every interval until the service answers, ctx ends or
 // within passes, and returns the last probe error. This runs inside a probe
-// container (forged worker probe), which owns its process: sleeping
+// container (forged-worker worker probe), which owns its process: sleeping
 // between tries is its whole job.
 func WaitReady(ctx context.Context, t Target, within, interval time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
