@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // Runner defaults.
@@ -310,14 +310,7 @@ func excerpt(stderr string) string {
 	if s == "" {
 		return ""
 	}
-	if len(s) > excerptLen {
-		cut := len(s) - excerptLen
-		for cut < len(s) && !utf8.RuneStart(s[cut]) {
-			cut++
-		}
-		s = "…" + s[cut:]
-	}
-	return ": " + s
+	return ": " + text.EllipsisTail(s, excerptLen)
 }
 
 // redactMark replaces secrets in stderr excerpts.

@@ -3,6 +3,8 @@ package messages
 import (
 	"fmt"
 	"time"
+
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // TelemetrySchema is the version of SandboxTelemetry this build writes and
@@ -97,7 +99,7 @@ func (t SandboxTelemetry) Validate() error {
 	case t.SchemaVersion != TelemetrySchema:
 		return bad("schemaVersion %d is not %d", t.SchemaVersion, TelemetrySchema)
 	case !knownSource(t.Source, true):
-		return bad("source %q is unknown", clipText(t.Source, 32))
+		return bad("source %q is unknown", text.Clip(t.Source, 32))
 	case t.SampleIntervalMs < 1 || t.SampleIntervalMs > 30_000:
 		return bad("sampleIntervalMs %d is outside 1..30000", t.SampleIntervalMs)
 	case t.SampleCount < 1:
@@ -120,7 +122,7 @@ func (t SandboxTelemetry) Validate() error {
 		case !plainText(c.Role, maxTelemetryRole):
 			return bad("containers[%d].role is empty, too long or has control characters", i)
 		case !knownSource(c.Source, false):
-			return bad("containers[%d].source %q is unknown", i, clipText(c.Source, 32))
+			return bad("containers[%d].source %q is unknown", i, text.Clip(c.Source, 32))
 		case c.Samples < 0:
 			return bad("containers[%d].samples is negative", i)
 		case c.PeakMemoryBytes > maxSafeInteger || c.CPUUsageNanos > maxSafeInteger || c.CPUThrottledNanos > maxSafeInteger ||
@@ -155,13 +157,6 @@ func plainText(s string, max int) bool {
 		}
 	}
 	return true
-}
-
-func clipText(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
 
 // TaskResourcesEvent is the worker's lifecycle event reporting what

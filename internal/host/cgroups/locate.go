@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // Version is the cgroup hierarchy a Cgroup was found in.
@@ -82,7 +84,7 @@ func (l Locator) Find(pid int, containerID string) (Cgroup, error) {
 		return Cgroup{}, fmt.Errorf("cgroup of pid %d: %w", pid, err)
 	}
 	if containerID != "" && !NamesContainer(cg.Path, containerID) {
-		return Cgroup{}, fmt.Errorf("cgroup of pid %d is %q: %w %s", pid, clip(cg.Path, 256), ErrNotContainer, clip(containerID, 64))
+		return Cgroup{}, fmt.Errorf("cgroup of pid %d is %q: %w %s", pid, text.ClipMark(cg.Path, 256, "..."), ErrNotContainer, text.ClipMark(containerID, 64, "..."))
 	}
 	return cg, nil
 }
@@ -215,11 +217,4 @@ func readBounded(name string, max int) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes", name, max)
 	}
 	return buf, nil
-}
-
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // Bounds of parsed documents.
@@ -40,7 +42,7 @@ func ParseProcCgroup(raw []byte) ([]Membership, error) {
 		}
 		id, err := strconv.Atoi(idText)
 		if err != nil || id < 0 {
-			return fmt.Errorf("line %d: hierarchy id %q", n, clip(idText, 32))
+			return fmt.Errorf("line %d: hierarchy id %q", n, text.ClipMark(idText, 32, "..."))
 		}
 		if !strings.HasPrefix(p, "/") || len(p) > maxPathLen {
 			return fmt.Errorf("line %d: cgroup path is not absolute", n)
@@ -178,11 +180,11 @@ func ParseValue(raw []byte) (uint64, error) {
 		return ^uint64(0), nil
 	}
 	if s == "" || len(s) > 20 {
-		return 0, fmt.Errorf("counter %q is not a number", clip(s, 32))
+		return 0, fmt.Errorf("counter %q is not a number", text.ClipMark(s, 32, "..."))
 	}
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("counter %q is not a number", clip(s, 32))
+		return 0, fmt.Errorf("counter %q is not a number", text.ClipMark(s, 32, "..."))
 	}
 	return v, nil
 }
