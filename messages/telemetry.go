@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/internal/kit/text"
 )
 
@@ -115,7 +116,7 @@ func (t SandboxTelemetry) Validate() error {
 	}
 	for i, c := range t.Containers {
 		switch {
-		case !engineID(c.ContainerID):
+		case !ids.IsEngineID(c.ContainerID):
 			return bad("containers[%d].containerId is not an engine id", i)
 		case !plainText(c.Name, maxTelemetryName):
 			return bad("containers[%d].name is empty, too long or has control characters", i)
@@ -131,19 +132,6 @@ func (t SandboxTelemetry) Validate() error {
 		}
 	}
 	return nil
-}
-
-// engineID reports whether s is 12 to 64 lowercase hex digits.
-func engineID(s string) bool {
-	if len(s) < 12 || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // plainText reports whether s has 1..max bytes and no control characters.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/internal/kit/text"
 )
 
@@ -175,7 +176,7 @@ func within(root, p string) (string, bool) {
 // driver) or "libpod-<id>.scope". containerID must be an engine id (12 to
 // 64 lowercase hex digits).
 func NamesContainer(cgroupPath, containerID string) bool {
-	if !isEngineID(containerID) {
+	if !ids.IsEngineID(containerID) {
 		return false
 	}
 	base := path.Base(path.Clean("/" + cgroupPath))
@@ -188,18 +189,6 @@ func NamesContainer(cgroupPath, containerID string) bool {
 		}
 	}
 	return false
-}
-
-func isEngineID(s string) bool {
-	if len(s) < 12 || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // readBounded reads a whole file of at most max bytes.
