@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -40,15 +39,8 @@ type Verifier struct {
 // New checks that command is a clean absolute path to an executable
 // regular file.
 func New(command string, timeout time.Duration) (*Verifier, error) {
-	if !filepath.IsAbs(command) || filepath.Clean(command) != command {
-		return nil, fmt.Errorf("image verification command %q: must be a clean absolute path", command)
-	}
-	info, err := os.Stat(command)
-	if err != nil {
-		return nil, fmt.Errorf("image verification command: %w", err)
-	}
-	if !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
-		return nil, fmt.Errorf("image verification command %s: not an executable regular file", command)
+	if err := procgroup.CheckExecutable("image verification command", command); err != nil {
+		return nil, err
 	}
 	if timeout <= 0 {
 		timeout = DefaultTimeout

@@ -79,15 +79,9 @@ func Parse(specs []string, timeout time.Duration) (*Adapters, error) {
 			return nil, fmt.Errorf("provider auth %q: want PROVIDER=/absolute/helper with PROVIDER of [a-z0-9_-]", spec)
 		case a.helpers[provider] != "":
 			return nil, fmt.Errorf("provider auth: %s is configured twice", provider)
-		case !filepath.IsAbs(path) || filepath.Clean(path) != path:
-			return nil, fmt.Errorf("provider auth helper %q: must be a clean absolute path", path)
 		}
-		info, err := os.Stat(path)
-		if err != nil {
-			return nil, fmt.Errorf("provider auth helper: %w", err)
-		}
-		if !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
-			return nil, fmt.Errorf("provider auth helper %s: not an executable regular file", path)
+		if err := procgroup.CheckExecutable("provider auth helper", path); err != nil {
+			return nil, err
 		}
 		a.helpers[provider] = path
 	}

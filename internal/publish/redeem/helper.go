@@ -9,7 +9,6 @@ import (
 	"github.com/forgedev/forged/internal/kit/procgroup"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -47,15 +46,8 @@ type Helper struct {
 // NewHelper checks that path names an executable regular file given as a
 // clean absolute path.
 func NewHelper(path string, timeout time.Duration, policy RemotePolicy) (*Helper, error) {
-	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
-		return nil, fmt.Errorf("publication helper %q: must be a clean absolute path", path)
-	}
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("publication helper: %w", err)
-	}
-	if !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
-		return nil, fmt.Errorf("publication helper %s: not an executable regular file", path)
+	if err := procgroup.CheckExecutable("publication helper", path); err != nil {
+		return nil, err
 	}
 	return &Helper{Path: path, Timeout: timeout, Policy: policy}, nil
 }
