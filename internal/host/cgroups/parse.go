@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/forgedev/forged/internal/host/mountinfo"
 	"github.com/forgedev/forged/internal/kit/text"
 )
 
@@ -109,7 +110,7 @@ func ParseMountinfo(raw []byte) ([]Mount, error) {
 		default:
 			return nil
 		}
-		m := Mount{Version: v, Root: unescapeMount(fields[3]), Point: unescapeMount(fields[4])}
+		m := Mount{Version: v, Root: mountinfo.Unescape(fields[3]), Point: mountinfo.Unescape(fields[4])}
 		if v == V1 {
 			for _, opt := range strings.Split(fields[sep+3], ",") {
 				switch opt {
@@ -128,25 +129,6 @@ func ParseMountinfo(raw []byte) ([]Mount, error) {
 		return nil, fmt.Errorf("parse mountinfo: %w", err)
 	}
 	return out, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space...).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // ParseFlatKeyed parses a "key value" per line document (memory.stat,
