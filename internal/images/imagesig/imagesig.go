@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"syscall"
 	"time"
@@ -26,8 +25,6 @@ import (
 
 // DefaultTimeout bounds one verification when none is configured.
 const DefaultTimeout = time.Minute
-
-const commandPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // Verifier runs the verification command. The zero value (and nil)
 // verifies nothing: every image is unverified.
@@ -61,19 +58,8 @@ func (v *Verifier) Verify(ctx context.Context, ref string) error {
 	runCtx, cancel := context.WithTimeout(ctx, v.timeout)
 	defer cancel()
 	cmd := exec.CommandContext(runCtx, v.command, ref)
-	env := []string{"PATH=" + commandPath, "LC_ALL=C"}
-	for _, name := range []string{"HOME", "TMPDIR"} {
-		if val, ok := os.LookupEnv(name); ok {
-			env = append(env, name+"="+val)
-		}
-	}
-	cmd.Env, cmd.Dir = env, "/"
-	procgroup.Isolate(cmd)
-	cmd.WaitDelay = 2 * time.Second
-	err := cmd.Run()
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
+	cmd.Env, cmd.Dir = procgroup.HelperEnv(), "/"
+	err := procgroup.RunHelper(cmd)
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
