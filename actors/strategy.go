@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/forgedev/forged/internal/kit/actorkit"
 )
 
 // ChildSpec says what happens when a child of a given kind fails.
@@ -58,20 +60,5 @@ func (s *childSupervisor) spawn(ctx actor.Context, props *actor.Props, kind stri
 func (s *childSupervisor) forget(pid *actor.PID) { delete(s.kinds, pid.GetId()) }
 
 func (s *childSupervisor) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason any, _ any) {
-	spec := ChildSpecFor(s.kinds[child.GetId()])
-	directive := actor.StopDirective
-	if spec.Restart {
-		rs.Fail()
-		if rs.NumberOfFailures(spec.Period) <= spec.MaxRestarts {
-			directive = actor.RestartDirective
-		} else {
-			rs.Reset()
-		}
-	}
-	system.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: directive})
-	if directive == actor.RestartDirective {
-		sup.RestartChildren(child)
-		return
-	}
-	sup.StopChildren(child)
+	actorkit.RestartPolicy(ChildSpecFor(s.kinds[child.GetId()])).Apply(system, sup, child, rs, reason)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -35,7 +36,7 @@ var resourceFailures = []struct {
 // code and message. ok is false when the diagnostic names no exhausted
 // resource.
 func ClassifyResourceFailure(diagnostic string) (code failure.Code, message string, ok bool) {
-	d := clip(strings.TrimSpace(blankRuns.ReplaceAllString(diagnostic, " ")), 2000)
+	d := text.Clip(strings.TrimSpace(blankRuns.ReplaceAllString(diagnostic, " ")), 2000)
 	if d == "" {
 		return "", "", false
 	}
@@ -58,7 +59,7 @@ func WorkerFailureMessage(exitCode int, stderr, containerError string) string {
 			parts = append(parts, s)
 		}
 	}
-	diagnostic := clip(strings.TrimSpace(blankRuns.ReplaceAllString(strings.Join(parts, " "), " ")), 1000)
+	diagnostic := text.Clip(strings.TrimSpace(blankRuns.ReplaceAllString(strings.Join(parts, " "), " ")), 1000)
 	msg := fmt.Sprintf("worker exited with code %d without writing its output manifest", exitCode)
 	if diagnostic == "" {
 		return msg + "; no diagnostic was captured"
@@ -159,7 +160,7 @@ func ClassifyHostFailure(ev ResourceEvidence) *failure.Error {
 		if ev.Worker != nil {
 			for _, w := range ev.Worker.Storage {
 				if w.Full && !storageFull(ev.Kernel.Storage, w.Path) {
-					chain = append(chain, fmt.Sprintf("worker reported %s full, host statfs disagrees", clip(w.Path, 128)))
+					chain = append(chain, fmt.Sprintf("worker reported %s full, host statfs disagrees", text.Clip(w.Path, 128)))
 				}
 			}
 		}
@@ -176,10 +177,10 @@ func ClassifyHostFailure(ev ResourceEvidence) *failure.Error {
 			switch {
 			case s.Full:
 				return result(failure.SandboxStorageExhausted, "the sandbox ran out of storage",
-					append([]string{fmt.Sprintf("%s saw %s full (%d of %d bytes free)", v.source, clip(s.Path, 128), s.MinFreeBytes, s.TotalBytes)}, oomFacts...)...)
+					append([]string{fmt.Sprintf("%s saw %s full (%d of %d bytes free)", v.source, text.Clip(s.Path, 128), s.MinFreeBytes, s.TotalBytes)}, oomFacts...)...)
 			case oom && s.TmpfsInMemory && ev.MemoryLimitBytes > 0 && s.MaxUsedBytes >= uint64(ev.MemoryLimitBytes)/tmpfsShareOfMemory:
 				return result(failure.SandboxStorageExhausted, "the sandbox ran out of storage",
-					append([]string{fmt.Sprintf("%s saw the tmpfs %s hold %d bytes of the %d-byte memory limit it is charged to", v.source, clip(s.Path, 128), s.MaxUsedBytes, ev.MemoryLimitBytes)}, oomFacts...)...)
+					append([]string{fmt.Sprintf("%s saw the tmpfs %s hold %d bytes of the %d-byte memory limit it is charged to", v.source, text.Clip(s.Path, 128), s.MaxUsedBytes, ev.MemoryLimitBytes)}, oomFacts...)...)
 			}
 		}
 	}
@@ -199,8 +200,8 @@ func ClassifyHostFailure(ev ResourceEvidence) *failure.Error {
 			fmt.Sprintf("worker saw a task process hold %d descriptors at its limit of %d", w.MaxOpenFiles, w.FDLimit))
 	}
 	if ev.ExitCode != 0 {
-		if code, text, ok := ClassifyResourceFailure(ev.State.Error); ok {
-			return result(code, text, "the engine's error: "+clip(strings.TrimSpace(blankRuns.ReplaceAllString(ev.State.Error, " ")), 300))
+		if code, summary, ok := ClassifyResourceFailure(ev.State.Error); ok {
+			return result(code, summary, "the engine's error: "+text.Clip(strings.TrimSpace(blankRuns.ReplaceAllString(ev.State.Error, " ")), 300))
 		}
 	}
 	return nil

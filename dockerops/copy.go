@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // copyAPI is the part of the engine API that copies files in and out.
@@ -138,4 +139,4 @@ func (c *Client) CopyDirOut(ctx context.Context, containerID, srcDir, hostDir st
 }
 
 // shortID shortens a container id for messages.
-func shortID(id string) string { return clip(id, 12) }
+func shortID(id string) string { return text.Clip(id, 12) }

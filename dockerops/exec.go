@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/internal/sandbox/lease"
 	"github.com/forgedev/forged/messages"
 )
@@ -84,7 +85,7 @@ func (c *Client) writeViaExec(ctx context.Context, containerID string, cmd []str
 		}
 		return opError(parent, failure.SandboxRuntimeFailed, err, format, args...)
 	}
-	what := fmt.Sprintf("exec %s in %s", clip(cmd[0], 64), shortID(containerID))
+	what := fmt.Sprintf("exec %s in %s", text.Clip(cmd[0], 64), shortID(containerID))
 
 	created, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (container.ExecCreateResponse, error) {
 		return api.ContainerExecCreate(ctx, containerID, container.ExecOptions{
@@ -196,25 +197,19 @@ func (c *Client) execExitCode(ctx context.Context, api execAPI, execID string) (
 }
 
 // headWriter keeps the first keep bytes written to it and drops the rest.
-// It never fails, so that the output is always read to its end.
+// It never fails, so that the output is always read to its end. It holds
+// one byte beyond keep, which tells whether keep ends inside a rune.
 type headWriter struct {
-	keep    int
-	buf     []byte
-	dropped bool
+	keep int
+	buf  []byte
 }
 
 func (w *headWriter) Write(p []byte) (int, error) {
-	room := w.keep - len(w.buf)
-	if room < len(p) {
-		w.dropped = true
-	}
+	room := max(w.keep+1-len(w.buf), 0)
 	w.buf = append(w.buf, p[:min(room, len(p))]...)
 	return len(p), nil
 }
 
-func (w *headWriter) String() string {
-	if w.dropped {
-		return string(w.buf) + "..."
-	}
-	return string(w.buf)
-}
+// String is the output kept, on whole runes, with "..." when some was
+// dropped.
+func (w *headWriter) String() string { return text.ClipMark(string(w.buf), w.keep, "...") }

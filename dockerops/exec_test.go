@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
@@ -199,6 +200,31 @@ func TestWriteLeaseUpdateBoundsOutput(t *testing.T) {
 	require.Error(t, err)
 	assert.Less(t, len(err.Error()), execOutputKeep+512)
 	assert.True(t, strings.HasSuffix(err.Error(), "..."), "truncation is marked")
+}
+
+// The kept head of an exec's output ends on a whole rune, marked when
+// output was dropped.
+func TestHeadWriterKeepsWholeRunes(t *testing.T) {
+	for _, tc := range []struct {
+		writes []string
+		want   string
+	}{
+		{[]string{"abc"}, "abc"},
+		{[]string{"abcd"}, "abcd"},
+		{[]string{"ab", "cde"}, "abcd..."},
+		{[]string{"abc€"}, "abc..."},
+		{[]string{"abc", "\xe2", "\x82\xac"}, "abc..."},
+		{[]string{"a€"}, "a€"},
+	} {
+		w := &headWriter{keep: 4}
+		for _, p := range tc.writes {
+			n, err := w.Write([]byte(p))
+			require.NoError(t, err)
+			require.Equal(t, len(p), n)
+		}
+		assert.Equal(t, tc.want, w.String(), "%q", tc.writes)
+		assert.True(t, utf8.ValidString(w.String()))
+	}
 }
 
 func TestWriteLeaseUpdateRefusesInvalidUpdate(t *testing.T) {

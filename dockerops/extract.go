@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // extractTar unpacks an archive produced from untrusted container content
@@ -86,16 +87,16 @@ func entryName(raw string) (string, error) {
 		return ".", nil
 	}
 	if strings.HasPrefix(name, "/") || strings.ContainsRune(name, 0) {
-		return "", invalidOutput("output entry %q is not a relative path", clip(raw, 200))
+		return "", invalidOutput("output entry %q is not a relative path", text.Clip(raw, 200))
 	}
 	for _, part := range strings.Split(strings.TrimSuffix(name, "/"), "/") {
 		if part == ".." {
-			return "", invalidOutput("output entry %q escapes the output directory", clip(raw, 200))
+			return "", invalidOutput("output entry %q escapes the output directory", text.Clip(raw, 200))
 		}
 	}
 	cleaned := path.Clean(name)
 	if !filepath.IsLocal(cleaned) {
-		return "", invalidOutput("output entry %q is not a local path", clip(raw, 200))
+		return "", invalidOutput("output entry %q is not a local path", text.Clip(raw, 200))
 	}
 	return cleaned, nil
 }

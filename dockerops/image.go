@@ -21,6 +21,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // imageAPI is the part of the engine API that builds, finds and removes
@@ -117,7 +118,7 @@ func (l BuildLimits) withDefaults(timeout time.Duration) (BuildLimits, error) {
 		l.Network = DefaultBuildNetwork
 	}
 	if l.Network != "none" && l.Network != "bridge" {
-		return l, failure.New(failure.SandboxBuildFailed, "image build: network %q is neither none nor bridge", clip(l.Network, 40))
+		return l, failure.New(failure.SandboxBuildFailed, "image build: network %q is neither none nor bridge", text.Clip(l.Network, 40))
 	}
 	if l.MemoryBytes <= 0 {
 		l.MemoryBytes = DefaultBuildMemory
@@ -201,7 +202,7 @@ func (c *Client) BuildImage(ctx context.Context, req BuildRequest) (string, erro
 	}
 	if buildErr != "" {
 		return "", failure.New(failure.SandboxBuildFailed, "image build: %s%s; log tail: %s",
-			clip(log.redactLine(buildErr), 2000), limitExceeded(buildErr, limits), log.tail())
+			text.Clip(log.redactLine(buildErr), 2000), limitExceeded(buildErr, limits), log.tail())
 	}
 	ref := auxID
 	if len(req.Tags) > 0 {
@@ -295,12 +296,12 @@ func (l *buildLog) write(s string) {
 		i := strings.IndexByte(s, '\n')
 		if i < 0 {
 			if l.partial.Len() < maxPartialLine {
-				l.partial.WriteString(clip(s, maxPartialLine-l.partial.Len()))
+				l.partial.WriteString(text.Clip(s, maxPartialLine-l.partial.Len()))
 			}
 			return
 		}
 		if l.partial.Len() < maxPartialLine {
-			l.partial.WriteString(clip(s[:i], maxPartialLine-l.partial.Len()))
+			l.partial.WriteString(text.Clip(s[:i], maxPartialLine-l.partial.Len()))
 		}
 		s = s[i+1:]
 		l.emit()
@@ -321,7 +322,7 @@ func (l *buildLog) flush() {
 }
 
 func (l *buildLog) emit() {
-	line := clip(l.redactLine(cleanLogText(l.partial.String())), maxBuildLogLine)
+	line := text.Clip(l.redactLine(cleanLogText(l.partial.String())), maxBuildLogLine)
 	l.partial.Reset()
 	if l.tailBuf.keep == 0 {
 		l.tailBuf = tailWriter{keep: buildLogTailBytes, maxTotal: 1<<63 - 1}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -60,7 +61,7 @@ func (o Ownership) Validate() error {
 	}
 	for _, id := range ids {
 		if !messages.IsFullUUID(id.value) {
-			return failure.New(failure.SandboxIdentityInvalid, "%s id %q is not a full lowercase UUID", id.name, clip(id.value, 64))
+			return failure.New(failure.SandboxIdentityInvalid, "%s id %q is not a full lowercase UUID", id.name, text.Clip(id.value, 64))
 		}
 	}
 	return nil
@@ -147,7 +148,7 @@ func LabelValue(s string) string {
 		}
 		return r
 	}, s)
-	s = strings.TrimSpace(clip(strings.TrimSpace(s), maxLabelValue))
+	s = strings.TrimSpace(text.Clip(strings.TrimSpace(s), maxLabelValue))
 	if s == "" {
 		return "unknown"
 	}

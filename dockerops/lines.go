@@ -3,6 +3,9 @@ package dockerops
 import (
 	"bytes"
 	"fmt"
+	"unicode/utf8"
+
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // outputLimitError reports that the worker produced more output than the
@@ -79,8 +82,9 @@ func (w *lineWriter) lineTooLong() error {
 	return &outputLimitError{fmt.Sprintf("worker stdout line exceeded %d bytes", w.maxLine)}
 }
 
-// tailWriter keeps the last keep bytes of the worker's stderr and bounds
-// its total volume.
+// tailWriter keeps the last keep bytes of the worker's stderr, on whole
+// runes, and bounds its total volume. It holds up to utf8.UTFMax-1 bytes
+// beyond keep, so that String can start the tail on a rune boundary.
 type tailWriter struct {
 	keep     int
 	maxTotal int64
@@ -93,15 +97,16 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 	if w.total > w.maxTotal {
 		return 0, &outputLimitError{fmt.Sprintf("worker stderr exceeded the %d byte capture budget", w.maxTotal)}
 	}
-	if len(p) >= w.keep {
-		w.buf = append(w.buf[:0], p[len(p)-w.keep:]...)
+	held := w.keep + utf8.UTFMax - 1
+	if len(p) >= held {
+		w.buf = append(w.buf[:0], p[len(p)-held:]...)
 		return len(p), nil
 	}
-	if drop := len(w.buf) + len(p) - w.keep; drop > 0 {
+	if drop := len(w.buf) + len(p) - held; drop > 0 {
 		w.buf = append(w.buf[:0], w.buf[drop:]...)
 	}
 	w.buf = append(w.buf, p...)
 	return len(p), nil
 }
 
-func (w *tailWriter) String() string { return string(w.buf) }
+func (w *tailWriter) String() string { return text.Tail(string(w.buf), w.keep) }

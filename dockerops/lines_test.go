@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -63,6 +64,24 @@ func TestLineWriterCallbackError(t *testing.T) {
 	var cb *callbackError
 	require.ErrorAs(t, err, &cb)
 	assert.ErrorIs(t, err, boom)
+}
+
+// The tail never starts inside a rune: "€" is three bytes, of which the
+// last five bytes hold only two.
+func TestTailWriterKeepsWholeRunes(t *testing.T) {
+	w := &tailWriter{keep: 5, maxTotal: 100}
+	for _, s := range []string{"ab€", "xyz"} {
+		_, err := w.Write([]byte(s))
+		require.NoError(t, err)
+	}
+	assert.Equal(t, "xyz", w.String())
+	_, err := w.Write([]byte("€"))
+	require.NoError(t, err)
+	assert.Equal(t, "yz€", w.String())
+	_, err = w.Write([]byte("1€€"))
+	require.NoError(t, err)
+	assert.Equal(t, "€", w.String())
+	assert.True(t, utf8.ValidString(w.String()))
 }
 
 func TestTailWriter(t *testing.T) {

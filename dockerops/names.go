@@ -29,7 +29,7 @@ type Names struct {
 func NamesFor(attemptID string) (Names, error) {
 	if !messages.IsFullUUID(attemptID) {
 		return Names{}, failure.New(failure.SandboxIdentityInvalid,
-			"dispatch attempt id %q is not a full lowercase UUID", clip(attemptID, 64))
+			"dispatch attempt id %q is not a full lowercase UUID", text.Clip(attemptID, 64))
 	}
 	hex := strings.ReplaceAll(attemptID, "-", "")
 	prefix := "forge-" + hex
@@ -48,7 +48,3 @@ func NamesFor(attemptID string) (Names, error) {
 // CacheVolume is the attempt's per-attempt volume of the named package
 // cache (the seed's forge-<hex>-cache-<name>).
 func (n Names) CacheVolume(cache string) string { return n.Prefix + "-cache-" + cache }
-
-// clip shortens s to at most n bytes without splitting a UTF-8 sequence
-// (internal/text.Clip, forged's one clip).
-func clip(s string, n int) string { return text.Clip(s, n) }

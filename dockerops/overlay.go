@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/internal/sandbox/contract"
 	"github.com/forgedev/forged/messages"
 )
@@ -108,7 +109,7 @@ var baseOverlayDirs = []string{
 // holds fewer or more than workerSize bytes.
 func OverlayContext(projectImageID string, workerBinary io.Reader, workerSize int64) (io.Reader, error) {
 	if !imageRefPattern.MatchString(projectImageID) {
-		return nil, fmt.Errorf("overlay context: invalid base image reference %q", clip(projectImageID, 80))
+		return nil, fmt.Errorf("overlay context: invalid base image reference %q", text.Clip(projectImageID, 80))
 	}
 	if workerBinary == nil || workerSize <= 0 {
 		return nil, fmt.Errorf("overlay context: the worker binary is empty")

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -67,7 +68,7 @@ func ResolveSecurityOptions(executionPolicy, seccompProfilePath, lsmOption strin
 		return nil, failure.New(failure.SandboxSecurityProfile, "the seccomp profile must be an absolute host path")
 	}
 	if lsm != "" && !lsmOptionPattern.MatchString(lsm) {
-		return nil, failure.New(failure.SandboxSecurityProfile, "the LSM security option %q is not apparmor=<profile> or label=<options>", clip(lsm, 80))
+		return nil, failure.New(failure.SandboxSecurityProfile, "the LSM security option %q is not apparmor=<profile> or label=<options>", text.Clip(lsm, 80))
 	}
 	required := executionPolicy == messages.PolicySandboxRequired
 	if required {
@@ -147,7 +148,7 @@ func checkConfiningSeccomp(profile string) error {
 	if !confiningSeccompDefaults[p.DefaultAction] {
 		return failure.New(failure.SandboxSecurityProfile,
 			"the %s policy needs a seccomp allowlist (defaultAction SCMP_ACT_ERRNO, SCMP_ACT_KILL*, or SCMP_ACT_TRAP); this profile's default action %q lets unlisted syscalls through",
-			messages.PolicySandboxRequired, clip(p.DefaultAction, 64))
+			messages.PolicySandboxRequired, text.Clip(p.DefaultAction, 64))
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -91,7 +92,7 @@ func (c *Client) Teardown(ctx context.Context, owner Ownership, source string) (
 			FencingToken:      owner.FencingToken,
 			RunnerInstanceID:  owner.RunnerInstanceID,
 			ResourceType:      obj.kind,
-			ResourceID:        clip(obj.id, 255),
+			ResourceID:        text.Clip(obj.id, 255),
 			Outcome:           OutcomeRemoved,
 			OccurredAt:        time.Now().UTC(),
 		}
@@ -132,7 +133,7 @@ func (c *Client) Teardown(ctx context.Context, owner Ownership, source string) (
 		}
 		report.Remaining += len(objs)
 		for _, obj := range objs {
-			if failed[obj.kind+"\x00"+clip(obj.id, 255)] {
+			if failed[obj.kind+"\x00"+text.Clip(obj.id, 255)] {
 				continue
 			}
 			msg := msgRemained
@@ -248,14 +249,14 @@ func (c *Client) removeObject(ctx context.Context, obj labelled) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("%s remove %s: %w", obj.kind, clip(obj.id, 64), err)
+		return fmt.Errorf("%s remove %s: %w", obj.kind, text.Clip(obj.id, 64), err)
 	}
 	return nil
 }
 
 // cleanupMessage is a bounded single-line rendering of a removal error.
 func cleanupMessage(err error) string {
-	msg := clip(strings.TrimSpace(blankRuns.ReplaceAllString(err.Error(), " ")), 1000)
+	msg := text.Clip(strings.TrimSpace(blankRuns.ReplaceAllString(err.Error(), " ")), 1000)
 	if msg == "" {
 		return "Docker object removal failed"
 	}

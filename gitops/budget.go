@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // Default import budgets.
@@ -76,7 +77,7 @@ func ParseCommitDepth(out string, budget Budget) (int, error) {
 	depth, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || depth > int64(b.MaxCommitDepth) {
 		return 0, failure.New(failure.SandboxOutputInvalid,
-			"git result exceeds the commit-depth budget (%s commits, budget %d)", truncate(s, 24), b.MaxCommitDepth)
+			"git result exceeds the commit-depth budget (%s commits, budget %d)", text.Ellipsis(s, 24), b.MaxCommitDepth)
 	}
 	return int(depth), nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -172,13 +173,13 @@ func CheckManagedBranch(branch, namespace, defaultBranch, baseBranch string) err
 	ref := "refs/heads/" + branch
 	switch {
 	case !messages.ValidManagedNamespace(namespace):
-		return failure.New(failure.DispatchInvalid, "managed namespace %q is not a refs/heads/…/ prefix", truncate(namespace, 64))
+		return failure.New(failure.DispatchInvalid, "managed namespace %q is not a refs/heads/…/ prefix", text.Ellipsis(namespace, 64))
 	case branch == defaultBranch:
-		return failure.New(failure.DispatchInvalid, "field lease.worktreeKey: %q is the repository's default branch, which forged never moves", truncate(branch, 64))
+		return failure.New(failure.DispatchInvalid, "field lease.worktreeKey: %q is the repository's default branch, which forged never moves", text.Ellipsis(branch, 64))
 	case baseBranch != "" && branch == baseBranch:
-		return failure.New(failure.DispatchInvalid, "field lease.worktreeKey: %q is the base branch, which forged never moves", truncate(branch, 64))
+		return failure.New(failure.DispatchInvalid, "field lease.worktreeKey: %q is the base branch, which forged never moves", text.Ellipsis(branch, 64))
 	case !strings.HasPrefix(ref, namespace) || len(ref) == len(namespace):
-		return failure.New(failure.DispatchInvalid, "field lease.worktreeKey: %q is outside the managed namespace %s", truncate(branch, 64), namespace)
+		return failure.New(failure.DispatchInvalid, "field lease.worktreeKey: %q is outside the managed namespace %s", text.Ellipsis(branch, 64), namespace)
 	}
 	return nil
 }
@@ -190,13 +191,13 @@ func (req ImportRequest) validate() (string, error) {
 	hexID, ok := attemptHex(req.AttemptID)
 	switch {
 	case !ok:
-		return invalid("attempt id %q is not a full UUID", truncate(req.AttemptID, 64))
+		return invalid("attempt id %q is not a full UUID", text.Ellipsis(req.AttemptID, 64))
 	case !cleanAbs(req.RepoPath) || !cleanAbs(req.StateRoot) || !cleanAbs(req.BundlePath):
 		return invalid("repository, state root and bundle paths must be clean absolute paths")
 	case !messages.ValidBranch(req.WorktreeKey):
-		return invalid("worktree key %q is not a valid branch name", truncate(req.WorktreeKey, 64))
+		return invalid("worktree key %q is not a valid branch name", text.Ellipsis(req.WorktreeKey, 64))
 	case CheckManagedBranch(req.WorktreeKey, req.ManagedNamespace, "", "") != nil:
-		return invalid("worktree key %q is not a managed branch: %v", truncate(req.WorktreeKey, 64), CheckManagedBranch(req.WorktreeKey, req.ManagedNamespace, "", ""))
+		return invalid("worktree key %q is not a managed branch: %v", text.Ellipsis(req.WorktreeKey, 64), CheckManagedBranch(req.WorktreeKey, req.ManagedNamespace, "", ""))
 	case len(req.InputCommitSHA) != 40 || len(req.ResultCommitSHA) != 40 ||
 		!isLowerHex(req.InputCommitSHA) || !isLowerHex(req.ResultCommitSHA):
 		return invalid("input and result commits must be full object ids of one hash (SHA-1)")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/kit/strictjson"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -102,7 +103,7 @@ func readManifest(path string) ([]byte, error) {
 // validateOutputFile checks one file the manifest names and returns its path.
 func validateOutputFile(dir string, file messages.OutputFile, max int64) (string, error) {
 	if !outputName.MatchString(file.Path) || file.Path == "." || file.Path == ".." {
-		return "", failure.New(failure.SandboxOutputInvalid, "output path %q is invalid", truncate(file.Path, 64))
+		return "", failure.New(failure.SandboxOutputInvalid, "output path %q is invalid", text.Ellipsis(file.Path, 64))
 	}
 	path := filepath.Join(dir, file.Path)
 	f, info, err := openRegular(path)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -122,17 +123,17 @@ func (req PrepareRequest) validate() (string, error) {
 	hexID, ok := attemptHex(req.AttemptID)
 	switch {
 	case !ok:
-		return "", failure.New(failure.SandboxInputFailed, "attempt id %q is not a full UUID", truncate(req.AttemptID, 64))
+		return "", failure.New(failure.SandboxInputFailed, "attempt id %q is not a full UUID", text.Ellipsis(req.AttemptID, 64))
 	case !cleanAbs(req.RepoPath):
 		return "", failure.New(failure.SandboxInputFailed, "repository path must be a clean absolute path")
 	case !cleanAbs(req.WorkDir):
 		return "", failure.New(failure.SandboxInputFailed, "work directory must be a clean absolute path")
 	case !messages.ValidBranch(req.WorktreeKey):
-		return "", failure.New(failure.SandboxInputFailed, "worktree key %q is not a valid branch name", truncate(req.WorktreeKey, 64))
+		return "", failure.New(failure.SandboxInputFailed, "worktree key %q is not a valid branch name", text.Ellipsis(req.WorktreeKey, 64))
 	case req.BaseBranch != "" && !messages.ValidBranch(req.BaseBranch):
-		return "", failure.New(failure.SandboxInputFailed, "base branch %q is not a valid branch name", truncate(req.BaseBranch, 64))
+		return "", failure.New(failure.SandboxInputFailed, "base branch %q is not a valid branch name", text.Ellipsis(req.BaseBranch, 64))
 	case !messages.ValidBranch(req.DefaultBranch):
-		return "", failure.New(failure.SandboxInputFailed, "default branch %q is not a valid branch name", truncate(req.DefaultBranch, 64))
+		return "", failure.New(failure.SandboxInputFailed, "default branch %q is not a valid branch name", text.Ellipsis(req.DefaultBranch, 64))
 	}
 	return hexID, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -332,7 +333,7 @@ func (req PublishRequest) validate() error {
 	case req.ResultCommitSHA == "":
 		return failure.New(failure.SandboxOutputPublishForbid, "publication request: there is no result commit to publish")
 	case !messages.ValidBranch(req.Branch):
-		return failure.New(failure.SandboxOutputPublishForbid, "publication request: branch %q is not a valid branch name", truncate(req.Branch, 64))
+		return failure.New(failure.SandboxOutputPublishForbid, "publication request: branch %q is not a valid branch name", text.Ellipsis(req.Branch, 64))
 	}
 	return checkPushIDs(req.Branch, req.ResultCommitSHA, req.InputCommitSHA, "")
 }
@@ -346,7 +347,7 @@ func checkBranchFormat(ctx context.Context, git *Runner, repo, branch string) er
 		return err
 	}
 	if strings.TrimSpace(out) != branch {
-		return failure.New(failure.SandboxOutputPublishForbid, "publication branch %q is not a plain branch name", truncate(branch, 64))
+		return failure.New(failure.SandboxOutputPublishForbid, "publication branch %q is not a plain branch name", text.Ellipsis(branch, 64))
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -49,7 +50,7 @@ func newQuarantine(ctx context.Context, git *Runner, repo, stateRoot, hexID stri
 	}
 	objects = strings.TrimSuffix(objects, "\n")
 	if !filepath.IsAbs(objects) || strings.ContainsAny(objects, ":\n\"") {
-		return nil, nil, failure.New(failure.SandboxRuntimeFailed, "host object directory %q cannot be used as an alternate", truncate(objects, 120))
+		return nil, nil, failure.New(failure.SandboxRuntimeFailed, "host object directory %q cannot be used as an alternate", text.Ellipsis(objects, 120))
 	}
 	format, err := git.Run(ctx, repo, RunOpts{Timeout: shortTimeout}, "rev-parse", "--show-object-format")
 	if err != nil {
@@ -137,7 +138,7 @@ func (q *quarantine) receive(ctx context.Context, bundle string, h *BundleHeader
 	}
 	name, ok := strings.CutPrefix(strings.TrimSpace(out), "pack\t")
 	if !ok || !isObjectID(name) {
-		return nil, PackStats{}, failure.New(failure.SandboxRuntimeFailed, "git index-pack reported %q", truncate(out, 80))
+		return nil, PackStats{}, failure.New(failure.SandboxRuntimeFailed, "git index-pack reported %q", text.Ellipsis(out, 80))
 	}
 	idx, err := os.Open(filepath.Join(q.dir, "objects", "pack", "pack-"+name+".idx"))
 	if err != nil {

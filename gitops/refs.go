@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -67,7 +68,7 @@ func peelCommit(ctx context.Context, git *Runner, repo, rev string, code failure
 	}
 	sha := strings.TrimSpace(out)
 	if !messages.IsFullSHA(sha) {
-		return "", false, failure.New(code, "git rev-parse returned %q for %s", truncate(sha, 80), rev)
+		return "", false, failure.New(code, "git rev-parse returned %q for %s", text.Ellipsis(sha, 80), rev)
 	}
 	return sha, true, nil
 }
@@ -85,11 +86,4 @@ func resolveRefCommit(ctx context.Context, git *Runner, repo, ref string, code f
 func deleteRef(ctx context.Context, git *Runner, repo, ref string) error {
 	_, err := git.Run(context.WithoutCancel(ctx), repo, RunOpts{Timeout: shortTimeout}, "update-ref", "-d", ref)
 	return err
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // Runner defaults.
@@ -30,7 +30,7 @@ const (
 	waitDelay = 2 * time.Second
 )
 
-// errOutputLimit is returned by the stdout writer once the cap is exceeded.
+// errOutputLimit is the cause of a failure for output past the cap.
 var errOutputLimit = errors.New("git output limit exceeded")
 
 // Runner runs the git binary with a per-call timeout and an output cap. The
@@ -122,7 +122,7 @@ func (r *Runner) Run(ctx context.Context, dir string, opts RunOpts, args ...stri
 	}
 	argv = append(argv, args...)
 
-	stdout := &capWriter{limit: limit, onOverflow: cancel}
+	stdout := procgroup.NewCappedOutput(limit, cancel)
 	stderr := &tailWriter{max: stderrTail}
 	cmd := exec.CommandContext(runCtx, gitPath, argv...)
 	cmd.Env = gitEnv(dir, opts.Config, opts.Env)
@@ -135,12 +135,12 @@ func (r *Runner) Run(ctx context.Context, dir string, opts RunOpts, args ...stri
 	if err == nil {
 		err = cmd.Wait()
 	}
-	out, overflow := stdout.result()
+	out, overflow := stdout.Result()
 	switch {
 	case overflow:
 		return "", failure.Wrap(code, errOutputLimit, "git %s: output exceeds %d bytes", sub, limit)
 	case err == nil:
-		return out, nil
+		return string(out), nil
 	case ctx.Err() != nil:
 		return "", failure.Wrap(code, ctx.Err(), "git %s", sub)
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
@@ -310,14 +310,7 @@ func excerpt(stderr string) string {
 	if s == "" {
 		return ""
 	}
-	if len(s) > excerptLen {
-		cut := len(s) - excerptLen
-		for cut < len(s) && !utf8.RuneStart(s[cut]) {
-			cut++
-		}
-		s = "…" + s[cut:]
-	}
-	return ": " + s
+	return ": " + text.EllipsisTail(s, excerptLen)
 }
 
 // redactMark replaces secrets in stderr excerpts.
@@ -350,36 +343,6 @@ func redact(w *tailWriter, secrets []string) string {
 		s = strings.ReplaceAll(s, secret, redactMark)
 	}
 	return s
-}
-
-// capWriter buffers up to limit bytes and reports overflow once. It is
-// locked because exec may give up on its copying goroutine (WaitDelay).
-type capWriter struct {
-	mu         sync.Mutex
-	buf        strings.Builder
-	limit      int64
-	overflow   bool
-	onOverflow func()
-}
-
-func (w *capWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.overflow {
-		return 0, errOutputLimit
-	}
-	if int64(w.buf.Len())+int64(len(p)) > w.limit {
-		w.overflow = true
-		w.onOverflow()
-		return 0, errOutputLimit
-	}
-	return w.buf.Write(p)
-}
-
-func (w *capWriter) result() (string, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String(), w.overflow
 }
 
 // tailWriter keeps the last max bytes written to it.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/kit/strictjson"
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // MaxDispatchBytes bounds an encoded dispatch.
@@ -114,7 +115,7 @@ func (d *Dispatch) Validate() error {
 	}
 	for _, id := range ids {
 		if !IsFullUUID(id.value) {
-			return fieldError(id.field, "must be a full lowercase UUID, got %q", truncate(id.value, 64))
+			return fieldError(id.field, "must be a full lowercase UUID, got %q", text.Ellipsis(id.value, 64))
 		}
 	}
 	if err := d.Execution.validateProvider(); err != nil {
@@ -283,7 +284,7 @@ func (d *Dispatch) ValidateManagedRef(ns string) error {
 	}
 	ref := "refs/heads/" + d.Lease.WorktreeKey
 	if !strings.HasPrefix(ref, ns) || len(ref) == len(ns) {
-		return fieldError("lease.worktreeKey", "%q is outside the managed namespace %s", truncate(d.Lease.WorktreeKey, 64), ns)
+		return fieldError("lease.worktreeKey", "%q is outside the managed namespace %s", text.Ellipsis(d.Lease.WorktreeKey, 64), ns)
 	}
 	return nil
 }
@@ -300,13 +301,6 @@ func ValidManagedNamespace(ns string) bool {
 		return false
 	}
 	return validateBranch("", strings.TrimSuffix(rest, "/")) == nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // providerName is a provider or auth kind name: 1-64 characters of

@@ -5,7 +5,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
+
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // The types in this file cross the sandbox boundary: the host writes a
@@ -194,13 +195,5 @@ func BoundedSubject(s string) string {
 		}
 		return r
 	}, s)
-	s = strings.TrimSpace(s)
-	if len(s) > maxSubjectBytes {
-		cut := maxSubjectBytes
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
+	return text.Ellipsis(strings.TrimSpace(s), maxSubjectBytes)
 }

@@ -3,6 +3,9 @@ package messages
 import (
 	"fmt"
 	"time"
+
+	"github.com/forgedev/forged/internal/kit/ids"
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // TelemetrySchema is the version of SandboxTelemetry this build writes and
@@ -97,7 +100,7 @@ func (t SandboxTelemetry) Validate() error {
 	case t.SchemaVersion != TelemetrySchema:
 		return bad("schemaVersion %d is not %d", t.SchemaVersion, TelemetrySchema)
 	case !knownSource(t.Source, true):
-		return bad("source %q is unknown", clipText(t.Source, 32))
+		return bad("source %q is unknown", text.Clip(t.Source, 32))
 	case t.SampleIntervalMs < 1 || t.SampleIntervalMs > 30_000:
 		return bad("sampleIntervalMs %d is outside 1..30000", t.SampleIntervalMs)
 	case t.SampleCount < 1:
@@ -113,14 +116,14 @@ func (t SandboxTelemetry) Validate() error {
 	}
 	for i, c := range t.Containers {
 		switch {
-		case !engineID(c.ContainerID):
+		case !ids.IsEngineID(c.ContainerID):
 			return bad("containers[%d].containerId is not an engine id", i)
 		case !plainText(c.Name, maxTelemetryName):
 			return bad("containers[%d].name is empty, too long or has control characters", i)
 		case !plainText(c.Role, maxTelemetryRole):
 			return bad("containers[%d].role is empty, too long or has control characters", i)
 		case !knownSource(c.Source, false):
-			return bad("containers[%d].source %q is unknown", i, clipText(c.Source, 32))
+			return bad("containers[%d].source %q is unknown", i, text.Clip(c.Source, 32))
 		case c.Samples < 0:
 			return bad("containers[%d].samples is negative", i)
 		case c.PeakMemoryBytes > maxSafeInteger || c.CPUUsageNanos > maxSafeInteger || c.CPUThrottledNanos > maxSafeInteger ||
@@ -129,19 +132,6 @@ func (t SandboxTelemetry) Validate() error {
 		}
 	}
 	return nil
-}
-
-// engineID reports whether s is 12 to 64 lowercase hex digits.
-func engineID(s string) bool {
-	if len(s) < 12 || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // plainText reports whether s has 1..max bytes and no control characters.
@@ -155,13 +145,6 @@ func plainText(s string, max int) bool {
 		}
 	}
 	return true
-}
-
-func clipText(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
 
 // TaskResourcesEvent is the worker's lifecycle event reporting what

@@ -11,6 +11,7 @@ import (
 
 	"github.com/forgedev/forged/internal/kit/actorkit"
 	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/internal/state/reaper"
 	"github.com/forgedev/forged/messages"
@@ -37,15 +38,6 @@ type ReaperConfig struct {
 // (quota.Store).
 type ImageSweeper interface {
 	Sweep(ctx context.Context, live func(attemptHex string) bool) ([]string, error)
-}
-
-// attemptIDFromHex turns an attempt's hex (its id without dashes) back
-// into the id.
-func attemptIDFromHex(hex string) string {
-	if len(hex) != 32 {
-		return hex
-	}
-	return hex[:8] + "-" + hex[8:12] + "-" + hex[12:16] + "-" + hex[16:20] + "-" + hex[20:]
 }
 
 // ReapNow asks the reaper for one round now. Replied with ReapResult.
@@ -213,7 +205,10 @@ func (r *reaperActor) round(ctx actor.Context, dryRun bool, requester *actor.PID
 		if images != nil && !dryRun {
 			// An attempt is live from before its first ledger write, so
 			// before it makes an image: only leftovers are released.
-			_, serr := images.Sweep(roundCtx, func(hex string) bool { return live.has(attemptIDFromHex(hex)) })
+			_, serr := images.Sweep(roundCtx, func(hex string) bool {
+				id, ok := ids.UUIDFromHex(hex)
+				return ok && live.has(id)
+			})
 			err = errors.Join(err, serr)
 		}
 		return roundDone{result: ReapResult{Round: round, Err: err}, requester: requester, dryRun: dryRun}

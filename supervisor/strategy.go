@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/forgedev/forged/internal/kit/actorkit"
 )
 
 // Restart bounds of the reaper: a panic restarts it at once, up to
@@ -30,19 +32,9 @@ type rootStrategy struct {
 }
 
 func (s *rootStrategy) HandleFailure(system *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason any, _ any) {
-	directive := actor.StopDirective
+	policy := actorkit.RestartPolicy{} // attempts: stopped, never restarted
 	if (s.reaper != nil && child.Equal(s.reaper)) || (s.collector != nil && child.Equal(s.collector)) {
-		rs.Fail()
-		if rs.NumberOfFailures(reaperRestartPeriod) <= reaperMaxRestarts {
-			directive = actor.RestartDirective
-		} else {
-			rs.Reset()
-		}
+		policy = actorkit.RestartPolicy{Restart: true, MaxRestarts: reaperMaxRestarts, Period: reaperRestartPeriod}
 	}
-	system.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: directive})
-	if directive == actor.RestartDirective {
-		sup.RestartChildren(child)
-		return
-	}
-	sup.StopChildren(child)
+	policy.Apply(system, sup, child, rs, reason)
 }

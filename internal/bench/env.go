@@ -162,6 +162,17 @@ type sandboxAttempt struct {
 
 const benchContractDigest = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
 
+// resourcesOf is the labels and names forged gives the resources of d's
+// attempt, for the containers and volumes the benchmark makes itself.
+func (e *Env) resourcesOf(d *messages.Dispatch) (map[string]string, dockerops.Names, error) {
+	labels, err := dockerops.Labels(d, e.imageID, benchContractDigest)
+	if err != nil {
+		return nil, dockerops.Names{}, err
+	}
+	names, err := dockerops.NamesFor(d.AttemptID())
+	return labels, names, err
+}
+
 // prepareAttempt makes a dispatch owned by the benchmark's runner id,
 // bundles its input with forged's own host git code, and builds the start
 // packet the worker expects.
@@ -172,11 +183,7 @@ func (e *Env) prepareAttempt(ctx context.Context, argv []string) (*sandboxAttemp
 	}
 	d.Lease.WorktreeKey = "forge/bench-" + d.Sandbox.DispatchAttemptID[:8]
 	d.Sandbox.RequestedResources.CPUMillis = benchCPUMillis
-	names, err := dockerops.NamesFor(d.AttemptID())
-	if err != nil {
-		return nil, err
-	}
-	labels, err := dockerops.Labels(d, e.imageID, benchContractDigest)
+	labels, names, err := e.resourcesOf(d)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -110,7 +111,7 @@ func floorAttempt(ctx context.Context, engine *client.Client, imageID string, a 
 	select {
 	case res := <-waitC:
 		if res.StatusCode != 0 {
-			return fmt.Errorf("worker exited %d: %s", res.StatusCode, clipTail(stderr.String(), 500))
+			return fmt.Errorf("worker exited %d: %s", res.StatusCode, text.EllipsisTail(stderr.String(), 500))
 		}
 	case err := <-waitErr:
 		return fmt.Errorf("wait: %w", err)

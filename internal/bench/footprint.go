@@ -10,7 +10,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/messages"
 )
@@ -36,11 +35,7 @@ func (e *Env) engineStopOnce(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	labels, err := dockerops.Labels(d, e.imageID, benchContractDigest)
-	if err != nil {
-		return 0, err
-	}
-	names, err := dockerops.NamesFor(d.AttemptID())
+	labels, names, err := e.resourcesOf(d)
 	if err != nil {
 		return 0, err
 	}

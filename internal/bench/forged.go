@@ -20,6 +20,7 @@ import (
 	"github.com/forgedev/forged/internal/daemon/httpapi"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -92,10 +93,10 @@ func (e *Env) forgedRun(ctx context.Context, stateRoot string) (time.Duration, r
 	elapsed := time.Since(start)
 	out := parseRunOutput(stdout.Bytes())
 	if err != nil {
-		return elapsed, out, fmt.Errorf("forged run: %w: %s", err, clipTail(stderr.String()+stdout.String(), 2000))
+		return elapsed, out, fmt.Errorf("forged run: %w: %s", err, text.EllipsisTail(stderr.String()+stdout.String(), 2000))
 	}
 	if out.Outcome == nil || out.Outcome.Status != messages.StatusSucceeded {
-		return elapsed, out, fmt.Errorf("forged run did not succeed: %s", clipTail(stdout.String(), 2000))
+		return elapsed, out, fmt.Errorf("forged run did not succeed: %s", text.EllipsisTail(stdout.String(), 2000))
 	}
 	return elapsed, out, nil
 }
@@ -328,11 +329,4 @@ func (d *daemon) stop() error {
 		_ = d.cmd.Process.Kill()
 		return fmt.Errorf("forged daemon did not stop within 2 minutes; killed: %v", <-d.done)
 	}
-}
-
-func clipTail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "…" + s[len(s)-n:]
 }

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // goBenchmarkSpec names a Go benchmark of the repository that a section
@@ -58,9 +60,9 @@ func runGoBenchmark(ctx context.Context, repoRoot string, spec goBenchmarkSpec, 
 	out.Iterations, out.Metrics = iterations, metrics
 	switch {
 	case err != nil:
-		err = fmt.Errorf("%s: %w: %s", out.Command, err, clipTail(stdout.String()+stderr.String(), 1500))
+		err = fmt.Errorf("%s: %w: %s", out.Command, err, text.EllipsisTail(stdout.String()+stderr.String(), 1500))
 	case !found:
-		err = fmt.Errorf("%s: no result line (is the benchmark in this tree?): %s", out.Command, clipTail(stdout.String(), 500))
+		err = fmt.Errorf("%s: no result line (is the benchmark in this tree?): %s", out.Command, text.EllipsisTail(stdout.String(), 500))
 	}
 	if err != nil {
 		out.Error = err.Error()

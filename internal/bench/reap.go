@@ -11,7 +11,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/volume"
 
-	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
 )
@@ -90,11 +89,7 @@ func (e *Env) createOrphans(ctx context.Context, runnerID string, n int) (int, e
 		if err != nil {
 			return 0, err
 		}
-		labels, err := dockerops.Labels(d, e.imageID, benchContractDigest)
-		if err != nil {
-			return 0, err
-		}
-		names, err := dockerops.NamesFor(d.AttemptID())
+		labels, names, err := e.resourcesOf(d)
 		if err != nil {
 			return 0, err
 		}

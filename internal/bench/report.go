@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // Target is one of the issue's targets and whether this run met it.
@@ -196,7 +198,7 @@ func (r *Results) WriteMarkdown(w io.Writer, notes string) error {
 		for _, gb := range r.GoBenchmarks {
 			figures := fmtMetrics(gb.Metrics)
 			if gb.Error != "" {
-				figures = "failed: " + strings.ReplaceAll(clipTail(gb.Error, 300), "\n", " ")
+				figures = "failed: " + strings.ReplaceAll(text.EllipsisTail(gb.Error, 300), "\n", " ")
 			}
 			fmt.Fprintf(&b, "| %s | `%s` (`%s`) | %d | %s |\n", gb.Section, gb.Name, strings.TrimSuffix(gb.Package, "/"), gb.Iterations, figures)
 		}
@@ -204,7 +206,7 @@ func (r *Results) WriteMarkdown(w io.Writer, notes string) error {
 	if len(r.Errors) > 0 {
 		fmt.Fprintf(&b, "\n## Measurements that failed in this run\n\n")
 		for _, e := range r.Errors {
-			fmt.Fprintf(&b, "- %s\n", strings.ReplaceAll(clipTail(e, 600), "\n", " "))
+			fmt.Fprintf(&b, "- %s\n", strings.ReplaceAll(text.EllipsisTail(e, 600), "\n", " "))
 		}
 	}
 	if strings.TrimSpace(notes) != "" {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -37,7 +38,7 @@ func dockerCLI(ctx context.Context, timeout time.Duration, stdin []byte, args ..
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("docker %s: %w: %s", strings.Join(args[:min(len(args), 2)], " "), err, clipTail(stderr.String(), 500))
+		return stdout.String(), fmt.Errorf("docker %s: %w: %s", strings.Join(args[:min(len(args), 2)], " "), err, text.EllipsisTail(stderr.String(), 500))
 	}
 	return stdout.String(), nil
 }

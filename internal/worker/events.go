@@ -5,8 +5,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -117,13 +117,5 @@ func (e *emitter) emit(ev messages.Event) {
 // boundLine makes line valid UTF-8 and cuts it to at most max bytes on a
 // rune boundary.
 func boundLine(line string, max int) string {
-	line = strings.ToValidUTF8(line, "\uFFFD")
-	if len(line) <= max {
-		return line
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(line[cut]) {
-		cut--
-	}
-	return line[:cut]
+	return text.Clip(strings.ToValidUTF8(line, "\uFFFD"), max)
 }

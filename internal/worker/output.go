@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/atomicfile"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -84,50 +85,22 @@ func writeJSONFile(dir, name string, v any) (messages.OutputFile, error) {
 	})
 }
 
-// writeFileAtomic writes dir/name through a temporary file in dir that is
-// synced and renamed into place, and returns the file's size and sha256.
-func writeFileAtomic(dir, name string, fill func(io.Writer) error) (out messages.OutputFile, err error) {
-	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return out, err
-	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}()
+// writeFileAtomic writes dir/name atomically (forged's one atomic writer)
+// and returns the file's size and sha256.
+func writeFileAtomic(dir, name string, fill func(io.Writer) error) (messages.OutputFile, error) {
 	sum := sha256.New()
 	counter := &countingWriter{}
-	bw := bufio.NewWriterSize(io.MultiWriter(f, sum, counter), 64<<10)
-	if err = fill(bw); err != nil {
-		return out, err
+	err := atomicfile.WriteFunc(filepath.Join(dir, name), outputFileMode, func(f io.Writer) error {
+		bw := bufio.NewWriterSize(io.MultiWriter(f, sum, counter), 64<<10)
+		if err := fill(bw); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
+	if err != nil {
+		return messages.OutputFile{}, err
 	}
-	if err = bw.Flush(); err != nil {
-		return out, err
-	}
-	if err = f.Chmod(outputFileMode); err != nil {
-		return out, err
-	}
-	if err = f.Sync(); err != nil {
-		return out, err
-	}
-	if err = f.Close(); err != nil {
-		return out, err
-	}
-	if err = os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
-		return out, err
-	}
-	syncDir(dir)
 	return messages.OutputFile{Path: name, Bytes: counter.n, SHA256: hex.EncodeToString(sum.Sum(nil))}, nil
-}
-
-// syncDir makes a rename in dir durable, best effort.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
 }
 
 // countingWriter counts the bytes written through it.

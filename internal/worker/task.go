@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 	"strings"
 	"sync"
@@ -260,10 +261,7 @@ func readLines(rd io.Reader, max int, fn func(string)) {
 		if partial {
 			s := strings.TrimSuffix(string(line), "\n")
 			s = strings.TrimSuffix(s, "\r")
-			if len(s) > max {
-				s = s[:max]
-			}
-			fn(s)
+			fn(text.Clip(s, max))
 		}
 		line, partial = line[:0], false
 		if err != nil {

@@ -23,6 +23,7 @@ func TestReadLines(t *testing.T) {
 	assert.Equal(t, []string{"abc", "d"}, collect("abcdefgh\nd\n", 3))
 	long := strings.Repeat("x", 200<<10)
 	assert.Equal(t, []string{long[:1000], "y"}, collect(long+"\ny\n", 1000), "lines longer than the reader's buffer")
+	assert.Equal(t, []string{"a", "b"}, collect("aé\nb\n", 2), "a cut never splits a rune")
 }
 
 func TestBoundLine(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/forgedev/forged/internal/kit/atomicfile"
 	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/messages"
 )
@@ -34,21 +35,17 @@ func LoadRunnerID(stateRoot string) (string, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("runner id: %w", err)
 	}
+	// The id appears whole or not at all: a start that fails or crashes
+	// while writing it leaves no torn file for the next start to refuse,
+	// and a start racing this one never reads it half written. Of two
+	// first starts, one creates the file and the other reads it.
 	id := ids.NewUUID()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	err = atomicfile.Create(path, []byte(id+"\n"), 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return LoadRunnerID(stateRoot) // created concurrently
 	}
 	if err != nil {
 		return "", fmt.Errorf("runner id: %w", err)
 	}
-	if _, err := f.WriteString(id + "\n"); err != nil {
-		f.Close()
-		return "", fmt.Errorf("runner id: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return "", fmt.Errorf("runner id: %w", err)
-	}
-	return id, f.Close()
+	return id, nil
 }

@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/forgedev/forged/internal/kit/ids"
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // Version is the cgroup hierarchy a Cgroup was found in.
@@ -82,7 +85,7 @@ func (l Locator) Find(pid int, containerID string) (Cgroup, error) {
 		return Cgroup{}, fmt.Errorf("cgroup of pid %d: %w", pid, err)
 	}
 	if containerID != "" && !NamesContainer(cg.Path, containerID) {
-		return Cgroup{}, fmt.Errorf("cgroup of pid %d is %q: %w %s", pid, clip(cg.Path, 256), ErrNotContainer, clip(containerID, 64))
+		return Cgroup{}, fmt.Errorf("cgroup of pid %d is %q: %w %s", pid, text.ClipMark(cg.Path, 256, "..."), ErrNotContainer, text.ClipMark(containerID, 64, "..."))
 	}
 	return cg, nil
 }
@@ -173,7 +176,7 @@ func within(root, p string) (string, bool) {
 // driver) or "libpod-<id>.scope". containerID must be an engine id (12 to
 // 64 lowercase hex digits).
 func NamesContainer(cgroupPath, containerID string) bool {
-	if !isEngineID(containerID) {
+	if !ids.IsEngineID(containerID) {
 		return false
 	}
 	base := path.Base(path.Clean("/" + cgroupPath))
@@ -186,18 +189,6 @@ func NamesContainer(cgroupPath, containerID string) bool {
 		}
 	}
 	return false
-}
-
-func isEngineID(s string) bool {
-	if len(s) < 12 || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // readBounded reads a whole file of at most max bytes.
@@ -215,11 +206,4 @@ func readBounded(name string, max int) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes", name, max)
 	}
 	return buf, nil
-}
-
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/forgedev/forged/internal/host/mountinfo"
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // Bounds of parsed documents.
@@ -40,7 +43,7 @@ func ParseProcCgroup(raw []byte) ([]Membership, error) {
 		}
 		id, err := strconv.Atoi(idText)
 		if err != nil || id < 0 {
-			return fmt.Errorf("line %d: hierarchy id %q", n, clip(idText, 32))
+			return fmt.Errorf("line %d: hierarchy id %q", n, text.ClipMark(idText, 32, "..."))
 		}
 		if !strings.HasPrefix(p, "/") || len(p) > maxPathLen {
 			return fmt.Errorf("line %d: cgroup path is not absolute", n)
@@ -107,7 +110,7 @@ func ParseMountinfo(raw []byte) ([]Mount, error) {
 		default:
 			return nil
 		}
-		m := Mount{Version: v, Root: unescapeMount(fields[3]), Point: unescapeMount(fields[4])}
+		m := Mount{Version: v, Root: mountinfo.Unescape(fields[3]), Point: mountinfo.Unescape(fields[4])}
 		if v == V1 {
 			for _, opt := range strings.Split(fields[sep+3], ",") {
 				switch opt {
@@ -126,25 +129,6 @@ func ParseMountinfo(raw []byte) ([]Mount, error) {
 		return nil, fmt.Errorf("parse mountinfo: %w", err)
 	}
 	return out, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space...).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // ParseFlatKeyed parses a "key value" per line document (memory.stat,
@@ -178,11 +162,11 @@ func ParseValue(raw []byte) (uint64, error) {
 		return ^uint64(0), nil
 	}
 	if s == "" || len(s) > 20 {
-		return 0, fmt.Errorf("counter %q is not a number", clip(s, 32))
+		return 0, fmt.Errorf("counter %q is not a number", text.ClipMark(s, 32, "..."))
 	}
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("counter %q is not a number", clip(s, 32))
+		return 0, fmt.Errorf("counter %q is not a number", text.ClipMark(s, 32, "..."))
 	}
 	return v, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/host/quota"
 	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // Options configures a Checker. Zero fields take the defaults.
@@ -249,10 +250,7 @@ func firstNonEmpty(values ...string) string {
 
 // singleLine folds whitespace runs (engine errors span lines) and bounds
 // the length.
-func singleLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 1000 {
-		s = strings.ToValidUTF8(s[:1000], "")
-	}
-	return s
-}
+func singleLine(s string) string { return text.OneLine(s, maxReasonBytes) }
+
+// maxReasonBytes bounds a check's reason.
+const maxReasonBytes = 1000

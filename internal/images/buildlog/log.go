@@ -11,7 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/moby/sys/atomicwriter"
+	"github.com/forgedev/forged/internal/kit/atomicfile"
 )
 
 // Bounds of a build log.
@@ -115,7 +115,7 @@ func (l *Log) Save(stateRoot, key, name string) (Record, error) {
 	}
 	content := l.Content()
 	path := filepath.Join(dir, name+".log")
-	if err := atomicwriter.WriteFile(path, content, 0o600); err != nil {
+	if err := atomicfile.Write(path, content, 0o600); err != nil {
 		return Record{}, fmt.Errorf("build log: %w", err)
 	}
 	return Record{Path: path, Digest: l.Digest(), Bytes: len(content), Truncated: l.truncated}, nil

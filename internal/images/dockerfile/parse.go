@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // MaxBytes bounds a Dockerfile (gitops bounds the config files the same).
@@ -112,14 +114,14 @@ func Parse(src []byte) (*File, error) {
 	return f, nil
 }
 
-func parseInstruction(line int, text string) (Instruction, error) {
-	text = strings.TrimSpace(text)
-	name, rest, _ := strings.Cut(text, " ")
+func parseInstruction(line int, source string) (Instruction, error) {
+	source = strings.TrimSpace(source)
+	name, rest, _ := strings.Cut(source, " ")
 	if tab := strings.IndexByte(name, '\t'); tab >= 0 {
 		name, rest = name[:tab], name[tab+1:]+" "+rest
 	}
 	if !instrName.MatchString(name) {
-		return Instruction{}, &ParseError{Line: line, Msg: fmt.Sprintf("%q is not an instruction", clip(name, 40))}
+		return Instruction{}, &ParseError{Line: line, Msg: fmt.Sprintf("%q is not an instruction", text.Ellipsis(name, 40))}
 	}
 	ins := Instruction{Line: line, Cmd: strings.ToUpper(name)}
 	rest = strings.TrimSpace(rest)
@@ -127,7 +129,7 @@ func parseInstruction(line int, text string) (Instruction, error) {
 		for strings.HasPrefix(rest, "--") {
 			word, tail, _ := strings.Cut(rest, " ")
 			if !flagPattern.MatchString(word) {
-				return Instruction{}, &ParseError{Line: line, Msg: fmt.Sprintf("malformed flag %q", clip(word, 40))}
+				return Instruction{}, &ParseError{Line: line, Msg: fmt.Sprintf("malformed flag %q", text.Ellipsis(word, 40))}
 			}
 			ins.Flags = append(ins.Flags, word)
 			rest = strings.TrimSpace(tail)
@@ -154,11 +156,4 @@ func (ins Instruction) Flag(name string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }

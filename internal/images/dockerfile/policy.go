@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // Image is an upstream image the Dockerfile names.
@@ -76,7 +77,7 @@ func (f *File) Check(sandboxRequired bool) error {
 		violation(1, "no instructions")
 	}
 	if sandboxRequired && f.Syntax != "" {
-		violation(f.SyntaxLine, "the syntax directive %q names a frontend image from a registry", clip(f.Syntax, 80))
+		violation(f.SyntaxLine, "the syntax directive %q names a frontend image from a registry", text.Ellipsis(f.Syntax, 80))
 	}
 	for _, ins := range f.Instructions {
 		checkAdd(ins, ins.Line, violation)
@@ -89,7 +90,7 @@ func (f *File) Check(sandboxRequired bool) error {
 			checkAdd(inner, ins.Line, violation)
 			if sandboxRequired {
 				if from, ok := inner.Flag("from"); ok {
-					violation(ins.Line, "ONBUILD COPY --from=%s copies from an image the policy cannot check", clip(from, 80))
+					violation(ins.Line, "ONBUILD COPY --from=%s copies from an image the policy cannot check", text.Ellipsis(from, 80))
 				}
 			}
 		}
@@ -104,9 +105,9 @@ func (f *File) Check(sandboxRequired bool) error {
 		for _, img := range f.UpstreamImages() {
 			switch {
 			case strings.Contains(img.Ref, "$"):
-				violation(img.Line, "the image %q depends on a build argument; sandbox_required needs a literal image pinned by digest", clip(img.Ref, 120))
+				violation(img.Line, "the image %q depends on a build argument; sandbox_required needs a literal image pinned by digest", text.Ellipsis(img.Ref, 120))
 			case !Pinned(img.Ref):
-				violation(img.Line, "the image %q is not pinned by digest (name@sha256:<digest>); sandbox_required builds never pull", clip(img.Ref, 120))
+				violation(img.Line, "the image %q is not pinned by digest (name@sha256:<digest>); sandbox_required builds never pull", text.Ellipsis(img.Ref, 120))
 			}
 		}
 	}
@@ -129,9 +130,9 @@ func checkAdd(ins Instruction, line int, violation func(int, string, ...any)) {
 	for _, src := range ins.Args[:len(ins.Args)-1] {
 		switch {
 		case urlSource.MatchString(src):
-			violation(line, "ADD fetches %q from the network; copy the file into the repository instead", clip(src, 120))
+			violation(line, "ADD fetches %q from the network; copy the file into the repository instead", text.Ellipsis(src, 120))
 		case strings.Contains(src, "$"):
-			violation(line, "ADD source %q depends on a variable, which may name a URL; use COPY", clip(src, 120))
+			violation(line, "ADD source %q depends on a variable, which may name a URL; use COPY", text.Ellipsis(src, 120))
 		}
 	}
 }

@@ -16,9 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -27,8 +25,6 @@ import (
 
 // DefaultTimeout bounds one verification when none is configured.
 const DefaultTimeout = time.Minute
-
-const commandPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // Verifier runs the verification command. The zero value (and nil)
 // verifies nothing: every image is unverified.
@@ -40,15 +36,8 @@ type Verifier struct {
 // New checks that command is a clean absolute path to an executable
 // regular file.
 func New(command string, timeout time.Duration) (*Verifier, error) {
-	if !filepath.IsAbs(command) || filepath.Clean(command) != command {
-		return nil, fmt.Errorf("image verification command %q: must be a clean absolute path", command)
-	}
-	info, err := os.Stat(command)
-	if err != nil {
-		return nil, fmt.Errorf("image verification command: %w", err)
-	}
-	if !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
-		return nil, fmt.Errorf("image verification command %s: not an executable regular file", command)
+	if err := procgroup.CheckExecutable("image verification command", command); err != nil {
+		return nil, err
 	}
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -69,19 +58,8 @@ func (v *Verifier) Verify(ctx context.Context, ref string) error {
 	runCtx, cancel := context.WithTimeout(ctx, v.timeout)
 	defer cancel()
 	cmd := exec.CommandContext(runCtx, v.command, ref)
-	env := []string{"PATH=" + commandPath, "LC_ALL=C"}
-	for _, name := range []string{"HOME", "TMPDIR"} {
-		if val, ok := os.LookupEnv(name); ok {
-			env = append(env, name+"="+val)
-		}
-	}
-	cmd.Env, cmd.Dir = env, "/"
-	procgroup.Isolate(cmd)
-	cmd.WaitDelay = 2 * time.Second
-	err := cmd.Run()
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
+	cmd.Env, cmd.Dir = procgroup.HelperEnv(), "/"
+	err := procgroup.RunHelper(cmd)
 	var exit *exec.ExitError
 	switch {
 	case err == nil:

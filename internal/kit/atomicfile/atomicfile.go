@@ -12,6 +12,9 @@
 // target instead, which would let the task block lease updates; that is
 // why this package exists.)
 //
+// Write and WriteFunc replace a file; Create makes one only where none is
+// yet (an identity minted once, such as the runner id).
+//
 // Temporary files are named ".tmp-<name>.<random>": listings that skip dot
 // files never mistake one for a record, and IsTemporary recognises those an
 // interrupted write left behind.
@@ -21,6 +24,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,46 +33,89 @@ import (
 
 // Write replaces path with data, with mode perm, durably. On failure the
 // target is left as it was and the temporary file is removed.
-func Write(path string, data []byte, perm os.FileMode) (err error) {
+func Write(path string, data []byte, perm os.FileMode) error {
+	return WriteFunc(path, perm, writeAll(data))
+}
+
+// WriteFunc is Write for content that is streamed rather than held: fill
+// writes it to the temporary file (unbuffered: wrap it in a bufio.Writer
+// for many small writes, and flush before returning). An error from fill
+// is returned as it is, and the target is left as it was.
+func WriteFunc(path string, perm os.FileMode, fill func(io.Writer) error) error {
+	dir, tmp, err := writeTemp(path, perm, fill)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return SyncDir(dir)
+}
+
+// Create writes data to path, with mode perm, durably, only if nothing is
+// at path yet: it never replaces a file, so that of two concurrent
+// creators exactly one wins. The file appears whole or not at all (it is
+// written and synced under a temporary name, then linked into place). When
+// path exists, the error satisfies errors.Is(err, fs.ErrExist) and path is
+// left as it was.
+func Create(path string, data []byte, perm os.FileMode) error {
+	dir, tmp, err := writeTemp(path, perm, writeAll(data))
+	if err != nil {
+		return err
+	}
+	err = os.Link(tmp, path)
+	_ = os.Remove(tmp)
+	if err != nil {
+		return err
+	}
+	return SyncDir(dir)
+}
+
+// writeTemp writes fill's content, synced and with mode perm, to a fresh
+// temporary file beside path and returns its directory and name. On
+// failure nothing is left behind.
+func writeTemp(path string, perm os.FileMode, fill func(io.Writer) error) (dir, tmp string, err error) {
 	dir, name := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return fmt.Errorf("temporary name: %w", err)
+		return "", "", fmt.Errorf("temporary name: %w", err)
 	}
-	tmp := filepath.Join(dir, ".tmp-"+name+"."+hex.EncodeToString(b[:]))
+	tmp = filepath.Join(dir, ".tmp-"+name+"."+hex.EncodeToString(b[:]))
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, perm)
 	if err != nil {
-		return err
+		return "", "", err
 	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err := writeSynced(f, data, perm); err != nil {
+	if err := writeSynced(f, perm, fill); err != nil {
 		_ = f.Close()
-		return err
+		_ = os.Remove(tmp)
+		return "", "", err
 	}
 	if err := f.Close(); err != nil {
-		return err
+		_ = os.Remove(tmp)
+		return "", "", err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return SyncDir(dir)
+	return dir, tmp, nil
 }
 
-func writeSynced(f *os.File, data []byte, perm os.FileMode) error {
+func writeSynced(f *os.File, perm os.FileMode, fill func(io.Writer) error) error {
 	if err := f.Chmod(perm); err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
+	if err := fill(f); err != nil {
 		return err
 	}
 	return f.Sync()
+}
+
+func writeAll(data []byte) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}
 }
 
 // SyncDir fsyncs a directory so that renames and removals in it are

@@ -44,12 +44,6 @@ const (
 // DefaultTimeout bounds one helper run when none is configured.
 const DefaultTimeout = 30 * time.Second
 
-// helperPath is the PATH a helper runs with.
-const helperPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-// waitDelay bounds the wait for a killed helper's output to close.
-const waitDelay = 2 * time.Second
-
 var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // Request is what a helper reads on its stdin. It holds no secret.
@@ -79,15 +73,9 @@ func Parse(specs []string, timeout time.Duration) (*Adapters, error) {
 			return nil, fmt.Errorf("provider auth %q: want PROVIDER=/absolute/helper with PROVIDER of [a-z0-9_-]", spec)
 		case a.helpers[provider] != "":
 			return nil, fmt.Errorf("provider auth: %s is configured twice", provider)
-		case !filepath.IsAbs(path) || filepath.Clean(path) != path:
-			return nil, fmt.Errorf("provider auth helper %q: must be a clean absolute path", path)
 		}
-		info, err := os.Stat(path)
-		if err != nil {
-			return nil, fmt.Errorf("provider auth helper: %w", err)
-		}
-		if !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
-			return nil, fmt.Errorf("provider auth helper %s: not an executable regular file", path)
+		if err := procgroup.CheckExecutable("provider auth helper", path); err != nil {
+			return nil, err
 		}
 		a.helpers[provider] = path
 	}
@@ -135,17 +123,13 @@ func (a *Adapters) run(ctx context.Context, helper, dir string, stdin []byte) er
 	defer cancel()
 	cmd := exec.CommandContext(runCtx, helper)
 	cmd.Args = []string{helper}
-	cmd.Env = helperEnv(dir)
+	// Its whole environment: FORGE_CREDENTIALS_DIR (its working
+	// directory) beside procgroup's fixed helper environment.
+	cmd.Env = procgroup.HelperEnv("FORGE_CREDENTIALS_DIR=" + dir)
 	cmd.Dir = dir
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Stdout, cmd.Stderr = nil, nil // discarded: they may hold anything, the secret included
-	procgroup.Isolate(cmd)
-	cmd.WaitDelay = waitDelay
-	err := cmd.Run()
-	if cmd.Process != nil {
-		// Whatever the helper left in its group has no business outliving it.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
+	err := procgroup.RunHelper(cmd)
 	if err == nil {
 		return nil
 	}
@@ -159,26 +143,10 @@ func (a *Adapters) run(ctx context.Context, helper, dir string, stdin []byte) er
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
 		return refuse("timed out after %s", timeout)
 	case errors.As(err, &exit):
-		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return refuse("failed: killed by signal %s", ws.Signal())
-		}
-		return refuse("failed: exit status %d", exit.ExitCode())
+		return refuse("failed: %s", procgroup.DescribeExit(exit))
 	default:
 		return refuse("could not run")
 	}
-}
-
-// helperEnv is the helper's whole environment: a fixed PATH, the C
-// locale, the daemon's HOME and TMPDIR, and FORGE_CREDENTIALS_DIR (its
-// working directory). None of the daemon's own variables is passed on.
-func helperEnv(dir string) []string {
-	env := []string{"PATH=" + helperPath, "LC_ALL=C", "FORGE_CREDENTIALS_DIR=" + dir}
-	for _, name := range []string{"HOME", "TMPDIR"} {
-		if v, ok := os.LookupEnv(name); ok {
-			env = append(env, name+"="+v)
-		}
-	}
-	return env
 }
 
 // readFiles reads what the helper left: flat regular files only (no

@@ -5,13 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"github.com/forgedev/forged/internal/kit/procgroup"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/forgedev/forged/failure"
@@ -21,13 +16,6 @@ import (
 
 // DefaultTimeout bounds one redemption when none is configured.
 const DefaultTimeout = 30 * time.Second
-
-// helperPath is the PATH a credential helper runs with.
-const helperPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-// waitDelay bounds how long a redemption waits for the helper's output to
-// close once the helper's process group is killed.
-const waitDelay = 2 * time.Second
 
 // Helper redeems grants by executing a credential helper program.
 type Helper struct {
@@ -47,30 +35,10 @@ type Helper struct {
 // NewHelper checks that path names an executable regular file given as a
 // clean absolute path.
 func NewHelper(path string, timeout time.Duration, policy RemotePolicy) (*Helper, error) {
-	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
-		return nil, fmt.Errorf("publication helper %q: must be a clean absolute path", path)
-	}
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("publication helper: %w", err)
-	}
-	if !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
-		return nil, fmt.Errorf("publication helper %s: not an executable regular file", path)
+	if err := procgroup.CheckExecutable("publication helper", path); err != nil {
+		return nil, err
 	}
 	return &Helper{Path: path, Timeout: timeout, Policy: policy}, nil
-}
-
-// helperEnv is the helper's whole environment: a fixed PATH, the C locale
-// and the daemon's HOME and TMPDIR, nothing else. The daemon's own
-// variables (FORGED_*, proxies, tokens, git settings) are not passed on.
-func helperEnv() []string {
-	env := []string{"PATH=" + helperPath, "LC_ALL=C"}
-	for _, name := range []string{"HOME", "TMPDIR"} {
-		if v, ok := os.LookupEnv(name); ok {
-			env = append(env, name+"="+v)
-		}
-	}
-	return env
 }
 
 // Redeem runs the helper with the request on stdin and decodes its stdout
@@ -98,23 +66,16 @@ func (h *Helper) run(ctx context.Context, stdin []byte) ([]byte, error) {
 	}
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	stdout := &boundedBuffer{limit: MaxResponseBytes, onOverflow: cancel}
+	stdout := procgroup.NewCappedOutput(MaxResponseBytes, cancel)
 	cmd := exec.CommandContext(runCtx, h.Path)
 	cmd.Args = []string{h.Path}
-	cmd.Env = helperEnv()
+	cmd.Env = procgroup.HelperEnv()
 	cmd.Dir = "/"
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Stdout = stdout
 	cmd.Stderr = nil // discarded: it may hold anything, the secret included
-	procgroup.Isolate(cmd)
-	cmd.WaitDelay = waitDelay
-	err := cmd.Run()
-	if cmd.Process != nil {
-		// The helper may have left children in its group: they have no
-		// business outliving it.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	out, overflow := stdout.result()
+	err := procgroup.RunHelper(cmd)
+	out, overflow := stdout.Result()
 	if err == nil && !overflow {
 		return out, nil
 	}
@@ -133,18 +94,10 @@ func (h *Helper) run(ctx context.Context, stdin []byte) ([]byte, error) {
 	case errors.Is(err, exec.ErrWaitDelay):
 		return refuse(err, "exited but left its output open (a background process kept stdout)")
 	case errors.As(err, &exit):
-		return refuse(err, "failed: %s", describeExit(exit))
+		return refuse(err, "failed: %s", procgroup.DescribeExit(exit))
 	default:
 		return refuse(err, "could not run: %v", err)
 	}
-}
-
-// describeExit renders an exit status or the signal that ended the helper.
-func describeExit(exit *exec.ExitError) string {
-	if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return "killed by signal " + ws.Signal().String()
-	}
-	return fmt.Sprintf("exit status %d", exit.ExitCode())
 }
 
 // finish decodes and validates an answer.
@@ -164,36 +117,3 @@ func finish(answer []byte, now func() time.Time, policy RemotePolicy) (gitops.Cr
 
 // errOverflow is the cause of a refusal for an oversized answer.
 var errOverflow = errors.New("answer exceeds the size bound")
-
-// boundedBuffer keeps up to limit bytes and reports overflow (calling
-// onOverflow once) instead of growing further.
-type boundedBuffer struct {
-	mu         sync.Mutex
-	buf        bytes.Buffer
-	limit      int
-	overflow   bool
-	onOverflow func()
-}
-
-func (b *boundedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.overflow {
-		return 0, errOverflow
-	}
-	if b.buf.Len()+len(p) > b.limit {
-		b.overflow = true
-		if b.onOverflow != nil {
-			b.onOverflow()
-		}
-		return 0, errOverflow
-	}
-	return b.buf.Write(p)
-}
-
-// result returns a copy of what was kept and whether the bound was crossed.
-func (b *boundedBuffer) result() ([]byte, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes()), b.overflow
-}

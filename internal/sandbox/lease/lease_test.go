@@ -327,6 +327,8 @@ func TestDecodeUpdate(t *testing.T) {
 		"case-folded name":   replace(`"schemaVersion"`, `"SchemaVersion"`),
 		"duplicate member":   replace(`{"schemaVersion":1`, `{"schemaVersion":1,"schemaVersion":1`),
 		"missing member":     replace(`"schemaVersion":1,`, ``),
+		"empty object":       []byte(`{}`),
+		"case-folded twin":   replace(`{"schemaVersion":1`, `{"schemaVersion":1,"SCHEMAVERSION":1`),
 		"null member":        replace(`"schemaVersion":1`, `"schemaVersion":null`),
 		"float schema":       replace(`"schemaVersion":1`, `"schemaVersion":1.0`),
 		"string schema":      replace(`"schemaVersion":1`, `"schemaVersion":"1"`),

@@ -39,9 +39,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/strictjson"
 )
 
 // UpdateSchema is the SchemaVersion of an Update.
@@ -170,48 +173,23 @@ func DecodeUpdate(raw []byte) (Update, error) {
 	return u, nil
 }
 
-// objectMembers splits one JSON object into its members, refusing unknown
-// and duplicate names and trailing data.
+// objectMembers splits one JSON object into its members with forged's
+// strict decoder (one value, no duplicate names, nothing after it), and
+// refuses any name that is not exactly one of updateFields: encoding/json
+// would match a name to a field without regard to case.
 func objectMembers(raw []byte) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, fmt.Errorf("not a JSON document: %v", err)
+	var members map[string]json.RawMessage
+	if err := strictjson.Decode(raw, &members); err != nil {
+		return nil, err
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	if members == nil {
 		return nil, errors.New("not a JSON object")
 	}
-	members := make(map[string]json.RawMessage, len(updateFields))
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("malformed object: %v", err)
-		}
-		name, ok := tok.(string)
-		if !ok {
-			return nil, errors.New("malformed object")
-		}
-		known := false
-		for _, f := range updateFields {
-			known = known || f == name
-		}
-		if !known {
+	names := slices.Sorted(maps.Keys(members))
+	for _, name := range names {
+		if !slices.Contains(updateFields, name) {
 			return nil, fmt.Errorf("unknown member %.64q", name)
 		}
-		if _, dup := members[name]; dup {
-			return nil, fmt.Errorf("duplicate member %q", name)
-		}
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, fmt.Errorf("member %q: %v", name, err)
-		}
-		members[name] = value
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, fmt.Errorf("malformed object: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("trailing data after the object")
 	}
 	return members, nil
 }

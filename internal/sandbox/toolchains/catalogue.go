@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // CatalogueEnv names the environment variable that overrides the path of
@@ -82,20 +84,20 @@ func parseCatalogueLine(line string) (Image, error) {
 	img := Image{Name: f[0], Ref: f[1], ID: f[2], Packages: strings.Split(f[4], ",")}
 	switch {
 	case !imageName.MatchString(img.Name):
-		return Image{}, fmt.Errorf("invalid image name %q", clip(img.Name))
+		return Image{}, fmt.Errorf("invalid image name %q", text.Ellipsis(img.Name, maxQuotedBytes))
 	case !imageRef.MatchString(img.Ref) || !strings.HasPrefix(img.Ref, "forged-images/"+img.Name+":"):
-		return Image{}, fmt.Errorf("invalid reference %q for %s", clip(img.Ref), img.Name)
+		return Image{}, fmt.Errorf("invalid reference %q for %s", text.Ellipsis(img.Ref, maxQuotedBytes), img.Name)
 	case !imageID.MatchString(img.ID):
-		return Image{}, fmt.Errorf("invalid image id %q", clip(img.ID))
+		return Image{}, fmt.Errorf("invalid image id %q", text.Ellipsis(img.ID, maxQuotedBytes))
 	}
 	size, err := strconv.ParseInt(f[3], 10, 64)
 	if err != nil || size <= 0 {
-		return Image{}, fmt.Errorf("invalid size %q", clip(f[3]))
+		return Image{}, fmt.Errorf("invalid size %q", text.Ellipsis(f[3], maxQuotedBytes))
 	}
 	img.Size = size
 	for _, p := range img.Packages {
 		if !debPkg.MatchString(p) {
-			return Image{}, fmt.Errorf("invalid package name %q", clip(p))
+			return Image{}, fmt.Errorf("invalid package name %q", text.Ellipsis(p, maxQuotedBytes))
 		}
 	}
 	return img, nil
@@ -124,9 +126,5 @@ func ReadCatalogue(repoRoot string) (map[string]Image, string, error) {
 	return images, path, err
 }
 
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}
+// maxQuotedBytes bounds a catalogue field quoted in an error.
+const maxQuotedBytes = 80

@@ -6,8 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
+
+	"github.com/forgedev/forged/internal/kit/ids"
 )
 
 // Per-attempt directories of the state root: the attempt's private copies
@@ -15,13 +16,6 @@ import (
 // its quarantine repository. They are named by the attempt id without
 // dashes.
 var attemptDirRoots = []string{"attempts", "quarantine"}
-
-var attemptHexName = regexp.MustCompile(`^[0-9a-f]{32}$`)
-
-// attemptIDOf turns an attempt directory's name back into the attempt id.
-func attemptIDOf(hex string) string {
-	return hex[0:8] + "-" + hex[8:12] + "-" + hex[12:16] + "-" + hex[16:20] + "-" + hex[20:32]
-}
 
 // workDirs is the round's last phase: it removes the state root's
 // per-attempt directories that nothing owns any more, the attempt neither
@@ -45,10 +39,10 @@ func (s *sweep) workDirs() error {
 			continue
 		}
 		for _, entry := range entries {
-			if !attemptHexName.MatchString(entry.Name()) {
+			id, ok := ids.UUIDFromHex(entry.Name())
+			if !ok {
 				continue
 			}
-			id := attemptIDOf(entry.Name())
 			if s.live(id) || s.kept[id] || (s.hasLedger(entry.Name()) && !(s.cfg.DryRun && slices.Contains(s.round.WouldReap, id))) {
 				continue
 			}

@@ -20,6 +20,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
+
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // Page is the body the stand-in serves.
@@ -43,10 +45,7 @@ func Start(t testing.TB, c *client.Client, image string) StandIn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	suffix := strings.ReplaceAll(t.Name(), "/", "-")
-	if len(suffix) > 24 {
-		suffix = suffix[:24]
-	}
+	suffix := text.Clip(strings.ReplaceAll(t.Name(), "/", "-"), 24)
 	name := "forged-standin-" + strings.ToLower(suffix) + "-" + time.Now().Format("150405.000000")
 	labels := map[string]string{"dev.forge.test": "egress-standin"}
 	created, err := c.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Internal: true, Labels: labels})

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // The services a probe speaks to (package services re-exports them).
@@ -142,14 +144,14 @@ func probeRedis(ctx context.Context, t Target, pw string) error {
 		return fmt.Errorf("redis AUTH: %w", err)
 	}
 	if reply != "+OK" {
-		return fmt.Errorf("redis AUTH answered %q", clipReply(scrub(reply, pw)))
+		return fmt.Errorf("redis AUTH answered %q", text.Clip(scrub(reply, pw), maxReplyBytes))
 	}
 	reply, err = cmd("PING")
 	if err != nil {
 		return fmt.Errorf("redis PING: %w", err)
 	}
 	if reply != "+PONG" {
-		return fmt.Errorf("redis PING answered %q", clipReply(reply))
+		return fmt.Errorf("redis PING answered %q", text.Clip(reply, maxReplyBytes))
 	}
 	return nil
 }
@@ -210,17 +212,13 @@ func probeEgress(ctx context.Context, t Target) error {
 		return fmt.Errorf("egress proxy: %w", err)
 	}
 	if status := strings.TrimRight(line, "\r\n"); !strings.HasPrefix(status, "HTTP/1.1 403 ") {
-		return fmt.Errorf("egress proxy answered %q to an unlisted name, not 403", clipReply(status))
+		return fmt.Errorf("egress proxy answered %q to an unlisted name, not 403", text.Clip(status, maxReplyBytes))
 	}
 	return nil
 }
 
-func clipReply(s string) string {
-	if len(s) > 120 {
-		return s[:120]
-	}
-	return s
-}
+// maxReplyBytes bounds a service's reply quoted in a probe error.
+const maxReplyBytes = 120
 
 func scrub(s, secret string) string {
 	if secret == "" {
