@@ -2,18 +2,11 @@ package runner
 
 import (
 	"context"
-	"crypto/sha256"
-	"debug/elf"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
-	"syscall"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -21,18 +14,11 @@ import (
 	"github.com/forgedev/forged/actors"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/internal/daemon/metrics"
 	"github.com/forgedev/forged/internal/host/preflight"
-	"github.com/forgedev/forged/internal/host/quota"
 	"github.com/forgedev/forged/internal/images/collector"
 	"github.com/forgedev/forged/internal/images/imagegc"
-	"github.com/forgedev/forged/internal/kit/clock"
-	"github.com/forgedev/forged/internal/kit/ids"
-	"github.com/forgedev/forged/internal/sandbox/caches"
-	"github.com/forgedev/forged/internal/sandbox/egress"
 	"github.com/forgedev/forged/internal/sandbox/services"
-	"github.com/forgedev/forged/internal/sandbox/timelimit"
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/internal/state/reaper"
 	"github.com/forgedev/forged/messages"
@@ -42,326 +28,29 @@ import (
 // requestTimeout bounds a request to the root supervisor.
 const requestTimeout = 10 * time.Second
 
-// Config configures an embedded forged.
-type Config struct {
-	// Slots and QueueLimit size admission.
-	Slots      int
-	QueueLimit int
-	// StateRoot is forged's private state directory (created 0700).
-	StateRoot string
-	// WorkerBinary is the static forged binary put into sandbox images;
-	// empty means the running executable, which must then be static.
-	WorkerBinary string
-	// SeccompProfile and LSMOption are passed to every worker.
-	SeccompProfile string
-	LSMOption      string
-	Logger         *slog.Logger
-	// WrapDocker, when set, wraps the Docker client the attempts use. It
-	// exists for fault-injection tests against the real engine.
-	WrapDocker func(actors.Docker) actors.Docker
-	// AllowRootful accepts a Docker engine that does not run rootless.
-	AllowRootful bool
-	// Capacity sizes one attempt and the host's reserve for the preflight
-	// admission; its MaxSlots is Slots.
-	Capacity preflight.CapacityPolicy
-	// Disk bounds the disk pressure of the Docker root directory.
-	Disk preflight.DiskPolicy
-	// SampleInterval is the memory sampler's period (default 250ms).
-	SampleInterval time.Duration
-	// Limits are the attempts' time limits (timelimit.Operator validates
-	// the operator's); zero takes the defaults, 8 h and 10 min.
-	Limits timelimit.Limits
-	// LockRoot holds the one-forged-per-Docker-context lock (default
-	// TMPDIR/forged). Every forged on a host must use the same one.
-	LockRoot string
-	// RunnerID is this runner's id (default: kept in the state root);
-	// RunnerInstanceID identifies this process (default: a new UUID).
-	RunnerID         string
-	RunnerInstanceID string
-	// ReapInterval and ReapGrace tune the reaper (defaults 1 minute and 2
-	// minutes: labelled resources younger than the grace are never reaped).
-	ReapInterval time.Duration
-	ReapGrace    time.Duration
-	// ImageGC, when set, starts the image collector (package collector):
-	// on its interval, when the preflight disk turns low, and on
-	// CollectImagesNow, guarded by the attempts' image keys. Nil: off.
-	ImageGC *ImageGCConfig
-	// Redeemer redeems publication grants for bridge_push; nil refuses
-	// bridge_push. ValidateRemote checks the redeemed remotes (nil: GitHub
-	// only, as the seed requires). redeem.New builds both from the
-	// operator's configuration (a credential helper or an HTTPS endpoint,
-	// and the allowed hosts), as `forged run` and `forged daemon` do.
-	Redeemer       actors.CredentialRedeemer
-	ValidateRemote gitops.RemoteValidator
-	// Services is the operator's service catalogue (nil: contracts that
-	// declare services are refused). ServiceReadyWithin and
-	// ServicesReadyWithin override the readiness caps (defaults 60s per
-	// service, 90s in all).
-	Services            *services.Catalogue
-	ServiceReadyWithin  time.Duration
-	ServicesReadyWithin time.Duration
-	// Egress is the egress proxy's configuration for public_allowlist
-	// (Enabled false refuses it; its image is the Services catalogue's
-	// egress entry). AllowOpenPublic lets open_public attempts run.
-	Egress          egress.Options
-	AllowOpenPublic bool
-	// Caches is which contract cache modes are allowed (zero: both);
-	// CacheBytes bounds each per-attempt cache volume when volumes are
-	// bounded (zero: caches.DefaultPerAttemptBytes). See package caches.
-	Caches     caches.Policy
-	CacheBytes int64
-	// Metrics is this runner's instrumentation (nil: a new one). One
-	// Metrics serves one runner.
-	Metrics *metrics.Metrics
-	// ProviderAuth prepares the agents' provider credentials (see package
-	// providerauth); nil refuses every dispatch that names a provider with
-	// sandbox_auth_unavailable.
-	ProviderAuth actors.ProviderAuth
-	// ImageVerifier is the image-signature hook (imagesig.New); nil
-	// verifies nothing: sandbox_required is refused with
-	// sandbox_image_signature_invalid, adoption warns.
-	ImageVerifier actors.ImageVerifier
-	// ManagedNamespace is the ref prefix ("refs/heads/…/") every dispatch's
-	// worktree key must lie below; empty means refs/heads/forge/. Other
-	// dispatches are refused with dispatch_invalid.
-	ManagedNamespace string
-	// SkipStartupReap leaves the previous process's ledgers alone at start
-	// (for a dry run that must change nothing).
-	SkipStartupReap bool
-	// Clock drives every timer of the runner (capacity refresh and the
-	// preflight report's age, reaper, lease watchdogs, samplers) and its
-	// timestamps; nil means clock.System. Tests inject a clock.Manual.
-	Clock clock.Clock
-}
-
 // Runner is an embedded forged: an actor system with its root supervisor.
 type Runner struct {
 	system    *actor.ActorSystem
 	root      *actor.PID
 	docker    *dockerops.Client
-	engine    io.Closer
-	lock      *preflight.ContextLock
 	preflight *preflight.Cache
 	logs      *Logs
 	metrics   *metrics.Metrics
-	stopDead  func()
 	store     ledger.Store
 	runnerID  string
 	images    imagegc.EngineAPI
 	imageRefs *imagegc.Refs
+	logger    *slog.Logger
+	// closers release what New opened, newest first; tree is the running
+	// actor tree, nil until start spawned it. See release.
+	closers      closers
+	tree         *tree
+	closeTimeout time.Duration
+	releaseOnce  sync.Once
+	releaseErr   error
 	// Restart is the reaper round run at start-up: the attempts a previous
 	// process left behind, torn down and reported sandbox_runner_restarted.
 	Restart reaper.Round
-}
-
-// imageSweeper is the store as the reaper's sweeper, nil without a store.
-func imageSweeper(store *quota.Store) supervisor.ImageSweeper {
-	if store == nil {
-		return nil
-	}
-	return store
-}
-
-// New connects to Docker and starts the actor system.
-func New(ctx context.Context, cfg Config) (*Runner, error) {
-	if cfg.Slots <= 0 {
-		cfg.Slots = 1
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.System{}
-	}
-	if cfg.QueueLimit < 0 {
-		cfg.QueueLimit = 0
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if cfg.StateRoot == "" {
-		return nil, errors.New("runner: a state root is required")
-	}
-	if cfg.ManagedNamespace == "" {
-		cfg.ManagedNamespace = messages.DefaultManagedNamespace
-	}
-	if !messages.ValidManagedNamespace(cfg.ManagedNamespace) {
-		return nil, fmt.Errorf("runner: managed namespace %q is not a refs/heads/…/ prefix", cfg.ManagedNamespace)
-	}
-	stateRoot, err := filepath.Abs(cfg.StateRoot)
-	if err != nil {
-		return nil, fmt.Errorf("runner: state root: %w", err)
-	}
-	if err := prepareStateRoot(stateRoot); err != nil {
-		return nil, err
-	}
-	worker, digest, err := resolveWorkerBinary(cfg.WorkerBinary)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.RunnerID == "" {
-		if cfg.RunnerID, err = LoadRunnerID(stateRoot); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.RunnerInstanceID == "" {
-		cfg.RunnerInstanceID = ids.NewUUID()
-	}
-	engine, err := preflight.NewEngineClient("")
-	if err != nil {
-		return nil, fmt.Errorf("runner: docker client: %w", err)
-	}
-	lockRoot := cfg.LockRoot
-	if lockRoot == "" {
-		lockRoot = filepath.Join(os.TempDir(), "forged")
-	}
-	lock, err := preflight.AcquireContextLock(lockRoot, engine.DaemonHost())
-	if err != nil {
-		engine.Close()
-		return nil, err
-	}
-	docker, err := dockerops.Connect(ctx, dockerops.Options{})
-	if err != nil {
-		lock.Release()
-		engine.Close()
-		return nil, err
-	}
-	policy := cfg.Capacity
-	policy.MaxSlots = cfg.Slots
-	cache := preflight.NewCacheWithClock(preflight.NewChecker(engine, nil, preflight.Options{
-		AllowRootful: cfg.AllowRootful,
-		Endpoint:     engine.DaemonHost(),
-		StateRoot:    stateRoot,
-		Capacity:     policy,
-		Services:     ServiceCheck(cfg.Services, docker),
-		Disk:         cfg.Disk,
-		Isolation:    docker,
-		Clock:        cfg.Clock,
-	}), 0, cfg.Clock)
-	// The first report is taken now, so that admission starts from it.
-	first, _ := cache.Current(ctx)
-
-	// Attempt volumes are bounded by the mechanism preflight found.
-	var volumeImages dockerops.VolumeImages
-	var volumes actors.VolumeStore
-	store := quota.NewStore(stateRoot, first.Storage, messages.WorkerUID, messages.WorkerGID)
-	if store != nil {
-		volumeImages, volumes = store, store
-	} else {
-		cfg.Logger.Warn("attempt volumes are not bounded", "reason", first.Storage.Reason)
-	}
-	if volumeImages != nil {
-		docker = docker.WithVolumeImages(volumeImages)
-	}
-
-	// Nothing of this process runs yet, and the context lock keeps other
-	// forged processes off this engine: every ledger left in the state root
-	// belongs to an attempt a previous process was running when it died.
-	ledgers := ledger.Store{Root: stateRoot}
-	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace, Now: cfg.Clock.Now}
-	startup := round
-	startup.SnapshotAvailable = true // an empty snapshot: nothing is live
-	startup.DryRun = cfg.SkipStartupReap
-	if !cfg.SkipStartupReap {
-		if _, err := ledgers.RemoveTemporaryFiles(); err != nil {
-			cfg.Logger.Warn("could not remove temporary ledger files", "err", err)
-		}
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.New()
-	}
-	restart, err := reaper.Run(ctx, startup, ledgers, docker)
-	if err != nil {
-		cfg.Logger.Error("start-up reaper round failed; the periodic reaper retries", "err", err)
-	}
-	if !cfg.SkipStartupReap {
-		cfg.Metrics.ReaperRound(restart, err)
-	}
-	if store != nil && !cfg.SkipStartupReap {
-		// Nothing is live yet: every image left is a dead process's.
-		if released, err := store.Sweep(ctx, nil); err != nil {
-			cfg.Logger.Error("start-up release of volume images failed", "err", err, "released", released)
-		} else if len(released) > 0 {
-			cfg.Logger.Info("released leftover volume images", "images", released)
-		}
-	}
-	attemptCfg := actors.AttemptConfig{
-		StateRoot:           stateRoot,
-		WorkerBinary:        worker,
-		WorkerDigest:        digest,
-		Platform:            runtime.GOOS + "/" + runtime.GOARCH,
-		SeccompProfile:      cfg.SeccompProfile,
-		LSMOption:           cfg.LSMOption,
-		Clock:               cfg.Clock,
-		SampleInterval:      cfg.SampleInterval,
-		Limits:              cfg.Limits,
-		Services:            cfg.Services,
-		ServiceReadyWithin:  cfg.ServiceReadyWithin,
-		ServicesReadyWithin: cfg.ServicesReadyWithin,
-		Egress:              cfg.Egress,
-		AllowOpenPublic:     cfg.AllowOpenPublic,
-		Caches:              cfg.Caches,
-		CacheBytes:          cfg.CacheBytes,
-		Confinement:         func() actors.Confinement { return confinementOf(cache) },
-	}
-	var attemptDocker actors.Docker = docker
-	if cfg.WrapDocker != nil {
-		attemptDocker = cfg.WrapDocker(docker)
-	}
-	deps := actors.Deps{
-		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot, ValidateRemote: cfg.ValidateRemote,
-			ManagedNamespace: cfg.ManagedNamespace},
-		Docker:        attemptDocker,
-		Redeemer:      cfg.Redeemer,
-		ProviderAuth:  cfg.ProviderAuth,
-		ImageVerifier: cfg.ImageVerifier,
-		Volumes:       volumes,
-		ImageRefs:     imagegc.NewRefs(),
-	}
-	var gc *actor.Props
-	if cfg.ImageGC != nil {
-		gc = collector.Props(collector.Config{
-			API: engine, Refs: deps.ImageRefs, Policy: cfg.ImageGC.Policy, Interval: cfg.ImageGC.Interval,
-			StateRoot: stateRoot, Clock: cfg.Clock,
-			DiskLow: func(ctx context.Context) (bool, error) {
-				report, _ := cache.Current(ctx)
-				return report.Disk.Low, nil
-			},
-		})
-	}
-	logger := cfg.Logger
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "actor") }))
-	stopDead := cfg.Metrics.WatchDeadLetters(system)
-	root, err := system.Root.SpawnNamed(cfg.Metrics.Instrument(supervisor.Props(supervisor.Config{
-		Slots:      cfg.Slots,
-		QueueLimit: cfg.QueueLimit,
-		Cleaner:    docker,
-		Ledgers:    ledgers,
-		Capacity:   cache,
-		RunnerID:   cfg.RunnerID,
-		Clock:      cfg.Clock,
-		ManagedNS:  cfg.ManagedNamespace,
-		Collector:  gc,
-		Reaper: &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval, Images: imageSweeper(store),
-			OnRound: cfg.Metrics.ReaperRound},
-		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
-			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
-		},
-	}), "supervisor"), "supervisor")
-	if err != nil {
-		stopDead()
-		system.Shutdown()
-		docker.Close()
-		lock.Release()
-		engine.Close()
-		return nil, fmt.Errorf("runner: spawn supervisor: %w", err)
-	}
-	r := &Runner{system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0),
-		metrics: cfg.Metrics, stopDead: stopDead, store: ledgers, runnerID: cfg.RunnerID, Restart: restart, images: engine, imageRefs: deps.ImageRefs}
-	for _, id := range restart.Reaped {
-		if out, ok := r.logs.recordRestarted(id); ok {
-			r.metrics.Finished(out)
-		}
-	}
-	r.metrics.WatchSnapshot(r.Snapshot)
-	return r, nil
 }
 
 // Metrics returns the runner's instrumentation.
@@ -501,15 +190,6 @@ func (r *Runner) Inspect() []messages.InspectReply {
 	return out
 }
 
-// Close stops the actor system and the Docker client. Running attempts are
-// not torn down by Close; cancel them first.
-func (r *Runner) Close() error {
-	r.system.Root.Stop(r.root)
-	r.stopDead()
-	r.system.Shutdown()
-	return errors.Join(r.docker.Close(), r.engine.Close(), r.lock.Release())
-}
-
 // Preflight returns the latest preflight report, checking when stale.
 func (r *Runner) Preflight(ctx context.Context) preflight.Report {
 	report, _ := r.preflight.Current(ctx)
@@ -518,39 +198,6 @@ func (r *Runner) Preflight(ctx context.Context) preflight.Report {
 
 // Docker exposes the Docker client (for the example's base image).
 func (r *Runner) Docker() *dockerops.Client { return r.docker }
-
-// resolveWorkerBinary returns the worker binary's path and sha256, refusing
-// a dynamically linked binary: the sandbox image has no libc to offer it.
-func resolveWorkerBinary(path string) (string, string, error) {
-	if path == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return "", "", fmt.Errorf("worker binary: %w", err)
-		}
-		path = self
-	}
-	f, err := elf.Open(path)
-	if err != nil {
-		return "", "", fmt.Errorf("worker binary %s: %w", path, err)
-	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			f.Close()
-			return "", "", fmt.Errorf("worker binary %s is dynamically linked: build forged with CGO_ENABLED=0 or pass --worker-binary", path)
-		}
-	}
-	f.Close()
-	file, err := os.Open(path)
-	if err != nil {
-		return "", "", fmt.Errorf("worker binary: %w", err)
-	}
-	defer file.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, file); err != nil {
-		return "", "", fmt.Errorf("worker binary digest: %w", err)
-	}
-	return path, hex.EncodeToString(h.Sum(nil)), nil
-}
 
 // Drain cancels every admitted attempt and waits until all have torn down,
 // or ctx ends. Attempts that are queued are cancelled without running.
@@ -613,30 +260,4 @@ func confinementOf(cache *preflight.Cache) actors.Confinement {
 		Security:         dockerops.EngineSecurity{Known: r.Engine.Reachable, Seccomp: r.Features.Seccomp, LSM: slices.Clone(r.Features.LSM)},
 		NetworkIsolation: r.Network.NetworkErr(),
 	}
-}
-
-// prepareStateRoot creates the state root, or tightens an existing one, to
-// mode 0700: it holds ledgers, attempt inputs and the daemon's socket. A
-// state root that is not a directory owned by this process's uid is
-// refused.
-func prepareStateRoot(path string) error {
-	if err := os.MkdirAll(path, 0o700); err != nil {
-		return fmt.Errorf("runner: state root: %w", err)
-	}
-	info, err := os.Stat(path)
-	if err != nil {
-		return fmt.Errorf("runner: state root: %w", err)
-	}
-	if !info.IsDir() {
-		return fmt.Errorf("runner: state root %s is not a directory", path)
-	}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("runner: state root %s is owned by uid %d, not by forged's uid %d", path, st.Uid, os.Getuid())
-	}
-	if info.Mode().Perm() != 0o700 {
-		if err := os.Chmod(path, 0o700); err != nil {
-			return fmt.Errorf("runner: tighten state root: %w", err)
-		}
-	}
-	return nil
 }
