@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/forgedev/forged/internal/daemon/httpapi"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/messages"
@@ -111,7 +110,7 @@ func parseRunOutput(raw []byte) runOutput {
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		var line httpapi.StreamLine
+		var line messages.StreamLine
 		if json.Unmarshal(sc.Bytes(), &line) != nil {
 			continue
 		}
@@ -269,7 +268,7 @@ func (d *daemon) follow(ctx context.Context, attemptID string) (messages.Attempt
 	dec := json.NewDecoder(resp.Body)
 	var events []messages.Event
 	for {
-		var line httpapi.StreamLine
+		var line messages.StreamLine
 		if err := dec.Decode(&line); err != nil {
 			return messages.AttemptOutcome{}, events, fmt.Errorf("events of %s ended without an outcome: %w", attemptID, err)
 		}

@@ -61,7 +61,7 @@ func (r *Runner) Logs() *Logs { return r.logs }
 
 // Submit admits a dispatch. Its events and outcome are recorded in Logs.
 func (r *Runner) Submit(d *messages.Dispatch) (messages.SubmitReply, error) {
-	log, ok := r.logs.open(d.AttemptID())
+	log, ok := r.logs.Open(d.AttemptID())
 	if !ok {
 		reply := messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(failure.AttemptDuplicate),
 			Message: fmt.Sprintf("attempt %s is running or finished within the last %s; an attempt id is never reused", d.AttemptID(), RetainFor)}
