@@ -12,6 +12,10 @@
 //
 // Every method honours ctx: give it a deadline, except for the streams
 // (Events, Frames), which end with the attempt, or when ctx does.
+//
+// The routes are listed in internal/daemon/httpapi. POST /v1/reap has no
+// method here: its answer is the reaper's own account, which is not part
+// of package messages (forged reap runs the reaper itself).
 package client
 
 import (

@@ -2,7 +2,9 @@
 // created with mode 0600 (no chmod window) and serves only the peers whose
 // uid (SO_PEERCRED) is allowed; see Listen. It lets clients submit a
 // dispatch, follow its events as NDJSON, cancel it, and read the
-// supervisor's snapshot or the live actor tree (the debug console).
+// supervisor's snapshot or the live actor tree (the debug console). The
+// bodies are package messages' types (messages/api.go); package client is
+// the typed Go client.
 //
 //	POST   /v1/attempts             body: dispatch JSON → 202 {attemptId, queued} | 4xx {code, message}
 //	GET    /v1/attempts?state=running|finished|all&limit=N → {attempts: [{attemptId, state, submittedAt, events, outcome}]}
