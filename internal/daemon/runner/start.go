@@ -39,7 +39,10 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		err = r.start(ctx, plan)
 	}
 	if err != nil {
-		return nil, errors.Join(err, r.release())
+		if releaseErr := r.release(); releaseErr != nil {
+			err = errors.Join(err, releaseErr)
+		}
+		return nil, err // as it came, when the release went well
 	}
 	return r, nil
 }
