@@ -8,7 +8,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/forgedev/forged/actortest"
-	"github.com/forgedev/forged/internal/kit/clock"
 )
 
 // exampleT stands in for the *testing.T a real test has: it prints what
@@ -41,10 +40,10 @@ func (t *exampleT) end() {
 
 // remind tells its subscriber "time's up" once d has passed on clk.
 type remind struct {
-	clk        clock.Clock
+	clk        actortest.Clock
 	d          time.Duration
 	subscriber *actor.PID
-	timer      clock.Timer
+	timer      actortest.Timer
 }
 
 type timeIsUp struct{ At time.Time }
@@ -90,6 +89,7 @@ func ExampleFishFor() {
 	for _, pct := range []int{10, 50, 100} {
 		sys.Root.Send(probe.PID(), pct)
 	}
+	probe.Sync(t) // the three are recorded: All below counts them all
 	done := actortest.FishFor(t, probe, time.Second, func(pct int) bool { return pct == 100 })
 	fmt.Println(done, "left:", len(actortest.All[int](probe)))
 	// Output: 100 left: 0

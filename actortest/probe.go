@@ -16,7 +16,8 @@
 //
 // A Probe records messages, sent to it or (Tap) received by any actor
 // whose Props it is attached to: Expect, ExpectWhere, FishFor,
-// ExpectNoMessage, All and Probe.Within read them. A Spy (SpyOn, on any
+// ExpectNoMessage, All and Probe.Within read them; Probe.Sync waits until
+// everything sent to the probe so far is recorded. A Spy (SpyOn, on any
 // Props) records what an actor sends:
 //
 //	spy := actortest.SpyOn(props)
@@ -39,6 +40,7 @@ import (
 // or those an actor under test receives (Tap).
 type Probe struct {
 	pid    *actor.PID
+	actors *actor.ActorSystem
 	system *System // nil for a probe on a bare actor system
 
 	mu       sync.Mutex
@@ -47,14 +49,21 @@ type Probe struct {
 	deadline time.Time // set by Within
 }
 
-func newProbe(*actor.ActorSystem) *Probe {
-	return &Probe{signal: make(chan struct{}, 1)}
+func newProbe(system *actor.ActorSystem) *Probe {
+	return &Probe{actors: system, signal: make(chan struct{}, 1)}
 }
+
+// syncMark is Sync's sentinel: the probe closes reached when it gets to
+// it, after every message queued before it.
+type syncMark struct{ reached chan struct{} }
 
 // record appends a message and wakes a waiting expectation.
 func (p *Probe) record(m any) {
-	switch m.(type) {
+	switch m := m.(type) {
 	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+		return
+	case syncMark:
+		close(m.reached)
 		return
 	}
 	p.mu.Lock()
@@ -95,6 +104,32 @@ func (p *Probe) take(match func(any) bool) (any, bool) {
 		}
 	}
 	return nil, false
+}
+
+// Sync returns once the probe has recorded every message sent to it
+// before the call: it sends a sentinel through the probe's own mailbox,
+// which is first in, first out, and waits for the probe to reach it. Call
+// it before reading Received or All after sending, instead of sleeping or
+// polling: what was sent is then all there. It waits at most DefaultWithin
+// (or to an enclosing Within's deadline), and fails the test if the probe
+// has not got there by then. A Tap has no mailbox of its own: Sync on a
+// Tap fails the test.
+func (p *Probe) Sync(t testing.TB) {
+	t.Helper()
+	if p.pid == nil {
+		t.Fatalf("probe: Sync needs a probe that is an actor (NewProbe); a Tap has no mailbox of its own")
+		return
+	}
+	mark := syncMark{reached: make(chan struct{})}
+	within := p.bound(DefaultWithin)
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	p.actors.Root.Send(p.pid, mark)
+	select {
+	case <-mark.reached:
+	case <-deadline.C:
+		t.Fatalf("probe: the messages sent before Sync were not all recorded within %s", within)
+	}
 }
 
 // Received returns a copy of the messages not yet taken by an expectation.

@@ -11,8 +11,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 	"go.uber.org/goleak"
-
-	"github.com/forgedev/forged/internal/kit/clock"
 )
 
 // Epoch is where every System's manual clock starts: a fixed instant, so
@@ -42,7 +40,7 @@ const DefaultWithin = 10 * time.Second
 type System struct {
 	*actor.ActorSystem
 	// Clock is the test's manual clock.
-	Clock *clock.Manual
+	Clock *ManualClock
 
 	t            testing.TB
 	subscription *eventstream.Subscription
@@ -76,14 +74,14 @@ func IgnoreGoroutines(opts ...goleak.Option) Option {
 // caused by the timers it fired to arrive (default 25ms).
 func WithSettle(d time.Duration) Option { return func(s *System) { s.settle = d } }
 
-// WithClock makes the System use clk (a test's own manual clock) instead
-// of a new one at Epoch.
-func WithClock(clk *clock.Manual) Option { return func(s *System) { s.Clock = clk } }
+// WithClock makes the System use clk (a test's own manual clock, from
+// NewManualClock) instead of a new one at Epoch.
+func WithClock(clk *ManualClock) Option { return func(s *System) { s.Clock = clk } }
 
 // NewSystem starts an actor system bound to t; see System.
 func NewSystem(t testing.TB, opts ...Option) *System {
 	t.Helper()
-	s := &System{t: t, Clock: clock.NewManual(Epoch), checkLeaks: true, settle: 25 * time.Millisecond}
+	s := &System{t: t, Clock: NewManualClock(Epoch), checkLeaks: true, settle: 25 * time.Millisecond}
 	// Goroutines alive before the system are not the test's leaks.
 	s.leakOpts = append(s.leakOpts, goleak.IgnoreCurrent())
 	for _, opt := range opts {

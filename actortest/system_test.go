@@ -162,8 +162,38 @@ func TestFishForDropsTheRefusedAndKeepsOtherTypes(t *testing.T) {
 	for _, m := range []any{1, "keep", 2, 3, 4} {
 		sys.Root.Send(probe.PID(), m)
 	}
+	probe.Sync(t) // all five are recorded: Received below sees the 4
 	assert.Equal(t, 3, actortest.FishFor(t, probe, time.Second, func(n int) bool { return n == 3 }))
 	assert.Equal(t, []any{"keep", 4}, probe.Received())
+}
+
+func TestSyncWaitsForEverythingSentBefore(t *testing.T) {
+	sys := actortest.NewSystem(t)
+	probe := sys.NewProbe()
+	const n = 2000
+	senders := sys.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if to, ok := ctx.Message().(*actor.PID); ok {
+			for i := range n {
+				ctx.Send(to, i)
+			}
+			ctx.Respond(true)
+		}
+	}))
+	// Sent by another actor, all of it before Sync is called.
+	require.True(t, actortest.Request[bool](t, sys, senders, probe.PID()))
+	for i := range n {
+		sys.Root.Send(probe.PID(), -i)
+	}
+	probe.Sync(t)
+	assert.Len(t, actortest.All[int](probe), 2*n)
+	assert.Len(t, probe.Received(), 2*n, "the sentinel is never recorded")
+}
+
+func TestSyncOnATapFailsTheTest(t *testing.T) {
+	errs := runInner(t, func(t *innerT) {
+		actortest.Tap(actor.PropsFromFunc(func(actor.Context) {})).Sync(t)
+	})
+	assert.True(t, failedWith(errs, "a Tap has no mailbox"), "%q", errs)
 }
 
 func TestWithinBoundsTheExpectationsInside(t *testing.T) {

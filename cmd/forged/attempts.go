@@ -3,20 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"path/filepath"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/forgedev/forged/internal/daemon/httpapi"
-	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/client"
 	"github.com/forgedev/forged/internal/kit/termsafe"
+	"github.com/forgedev/forged/messages"
 )
 
 func attemptsCommand() *cobra.Command {
@@ -30,26 +28,9 @@ func attemptsCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			query := url.Values{"state": {state}, "limit": {strconv.Itoa(limit)}}
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://forged/v1/attempts?"+query.Encode(), nil)
+			list, err := client.New(socket).Attempts(ctx, state, limit)
 			if err != nil {
-				return err
-			}
-			res, err := unixClient(socket).Do(req)
-			if err != nil {
-				return fmt.Errorf("daemon at %s: %w", socket, err)
-			}
-			defer res.Body.Close()
-			raw, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
-			if err != nil {
-				return err
-			}
-			if res.StatusCode != http.StatusOK {
-				return fmt.Errorf("daemon answered %s: %s", res.Status, termsafe.String(string(raw)))
-			}
-			var list httpapi.AttemptList
-			if err := json.Unmarshal(raw, &list); err != nil {
-				return fmt.Errorf("attempts: %w", err)
+				return daemonError(socket, err)
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -60,14 +41,14 @@ func attemptsCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&socket, "socket", filepath.Join(defaultStateRoot(), "forged.sock"), "the daemon's unix socket")
-	cmd.Flags().StringVar(&state, "state", runner.StateAll, "running, finished or all")
-	cmd.Flags().IntVar(&limit, "limit", httpapi.DefaultListLimit, fmt.Sprintf("at most this many, newest first (1 to %d)", httpapi.MaxListLimit))
+	cmd.Flags().StringVar(&state, "state", messages.AttemptStateAll, "running, finished or all")
+	cmd.Flags().IntVar(&limit, "limit", messages.DefaultAttemptListLimit, fmt.Sprintf("at most this many, newest first (1 to %d)", messages.MaxAttemptListLimit))
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
 	return cmd
 }
 
 // printAttempts renders the attempts as a table, newest first.
-func printAttempts(w io.Writer, attempts []runner.AttemptSummary) error {
+func printAttempts(w io.Writer, attempts []messages.AttemptSummary) error {
 	if len(attempts) == 0 {
 		_, err := fmt.Fprintln(w, "no attempts")
 		return err
@@ -94,4 +75,15 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// daemonError renders a failed request to the daemon: its refusal, or why
+// the socket could not be reached, escaped by termsafe (the daemon's
+// message may carry text a task chose).
+func daemonError(socket string, err error) error {
+	var refused *client.Error
+	if errors.As(err, &refused) {
+		return errors.New(termsafe.String(refused.Error()))
+	}
+	return fmt.Errorf("daemon at %s: %w", socket, err)
 }

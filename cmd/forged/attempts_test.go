@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/client"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/messages"
 )
@@ -32,12 +33,12 @@ func TestPrintAttemptsShowsStateOutcomeAndEscapes(t *testing.T) {
 
 func TestPrintRenewalShowsTheExpiryOrTheRefusal(t *testing.T) {
 	var out bytes.Buffer
-	printRenewal(&out, "a1", 200, []byte(`{"attemptId":"a1","accepted":true,"expiresAt":"2031-01-01T00:00:00Z"}`))
+	printRenewal(&out, "a1", messages.RenewLeaseReply{AttemptID: "a1", Accepted: true, ExpiresAt: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}, nil)
 	assert.Equal(t, "lease of attempt a1 extended to 2031-01-01T00:00:00Z\n", out.String())
 	out.Reset()
-	printRenewal(&out, "a1", 409, []byte(`{"code":"lease_update_stale","message":"not later\u001b[2J"}`))
+	printRenewal(&out, "a1", messages.RenewLeaseReply{}, &client.Error{Status: 409, Code: "lease_update_stale", Message: "not later\u001b[2J"})
 	assert.Equal(t, "refused: lease_update_stale: not later\\x1b[2J\n", out.String())
 	out.Reset()
-	printRenewal(&out, "a1", 502, []byte("bad gateway\x07"))
+	printRenewal(&out, "a1", messages.RenewLeaseReply{}, &client.Error{Status: 502, Message: "bad gateway\x07"})
 	assert.NotContains(t, out.String(), "\x07")
 }

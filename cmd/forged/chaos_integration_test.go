@@ -1,9 +1,8 @@
 package main_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/client"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
@@ -27,11 +27,14 @@ import (
 	"github.com/forgedev/forged/messages"
 )
 
-// daemon is one `forged daemon` process of the chaos test.
+// daemon is one `forged daemon` process of the chaos test. api is the
+// typed client; client is raw HTTP, for the tests that read the wire
+// itself (the publication test scans every body for secrets).
 type daemon struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	socket string
+	api    *client.Client
 	client *http.Client
 }
 
@@ -51,19 +54,22 @@ func startDaemon(t *testing.T, forged, stateRoot, lockRoot string, extra ...stri
 			_ = cmd.Wait()
 		}
 	})
-	d := &daemon{t: t, cmd: cmd, socket: socket, client: &http.Client{Transport: &http.Transport{
+	d := &daemon{t: t, cmd: cmd, socket: socket, api: client.New(socket), client: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
 		}}}}
 	require.Eventually(t, func() bool {
-		res, err := d.client.Get("http://forged/v1/snapshot")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == http.StatusOK
+		_, err := d.api.Snapshot(d.callCtx())
+		return err == nil
 	}, 60*time.Second, 50*time.Millisecond, "the daemon did not come up")
 	return d
+}
+
+// callCtx bounds one request to the daemon.
+func (d *daemon) callCtx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	d.t.Cleanup(cancel)
+	return ctx
 }
 
 func (d *daemon) kill9() {
@@ -85,66 +91,46 @@ func (d *daemon) stop() {
 
 func (d *daemon) submit(dispatch *messages.Dispatch) {
 	d.t.Helper()
-	raw, err := json.Marshal(dispatch)
+	_, err := d.api.Submit(d.callCtx(), dispatch)
 	require.NoError(d.t, err)
-	res, err := d.client.Post("http://forged/v1/attempts", "application/json", strings.NewReader(string(raw)))
-	require.NoError(d.t, err)
-	defer res.Body.Close()
-	require.Equal(d.t, http.StatusAccepted, res.StatusCode)
 }
 
 // waitFor follows the attempt's events until one of eventType arrives.
 func (d *daemon) waitFor(attemptID, eventType string) {
 	d.t.Helper()
-	res, err := d.client.Get("http://forged/v1/attempts/" + attemptID + "/events")
-	require.NoError(d.t, err)
-	defer res.Body.Close()
-	scanner := bufio.NewScanner(res.Body)
-	scanner.Buffer(make([]byte, 1<<20), 1<<20)
 	var seen []string
-	for scanner.Scan() {
-		var line struct {
-			Event   *messages.Event          `json:"event"`
-			Outcome *messages.AttemptOutcome `json:"outcome"`
+	arrived := errors.New("arrived")
+	out, err := d.api.Events(context.Background(), attemptID, func(ev messages.Event) error {
+		seen = append(seen, ev.EventType)
+		if ev.EventType == eventType {
+			return arrived
 		}
-		require.NoError(d.t, json.Unmarshal(scanner.Bytes(), &line))
-		if line.Event != nil {
-			seen = append(seen, line.Event.EventType)
-			if line.Event.EventType == eventType {
-				return
-			}
-		}
-		if line.Outcome != nil {
-			d.t.Fatalf("attempt finished (%s: %s) before %s; events %v", line.Outcome.Code, line.Outcome.Message, eventType, seen)
-		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, arrived):
+	case err == nil:
+		d.t.Fatalf("attempt finished (%s: %s) before %s; events %v", out.Code, out.Message, eventType, seen)
+	default:
+		d.t.Fatalf("stream ended before %s (%v); events %v", eventType, err, seen)
 	}
-	d.t.Fatalf("stream ended before %s; events %v", eventType, seen)
 }
 
+// outcome follows the attempt's events to its outcome; nil when the daemon
+// does not know the attempt, or the stream ended without one.
 func (d *daemon) outcome(attemptID string) *messages.AttemptOutcome {
-	res, err := d.client.Get("http://forged/v1/attempts/" + attemptID + "/events")
-	require.NoError(d.t, err)
-	defer res.Body.Close()
-	if res.StatusCode == http.StatusNotFound {
+	out, err := d.api.Events(context.Background(), attemptID, func(messages.Event) error { return nil })
+	var refused *client.Error
+	if errors.As(err, &refused) || errors.Is(err, client.ErrStreamEnded) {
 		return nil
 	}
-	var last struct {
-		Outcome *messages.AttemptOutcome `json:"outcome"`
-	}
-	scanner := bufio.NewScanner(res.Body)
-	scanner.Buffer(make([]byte, 1<<20), 1<<20)
-	for scanner.Scan() {
-		require.NoError(d.t, json.Unmarshal(scanner.Bytes(), &last))
-	}
-	return last.Outcome
+	require.NoError(d.t, err)
+	return &out
 }
 
 func (d *daemon) reportsFor(attemptID string) int {
-	res, err := d.client.Get("http://forged/v1/cleanup-reports")
+	reports, err := d.api.CleanupReports(d.callCtx())
 	require.NoError(d.t, err)
-	defer res.Body.Close()
-	var reports []messages.CleanupReport
-	require.NoError(d.t, json.NewDecoder(res.Body).Decode(&reports))
 	n := 0
 	for _, r := range reports {
 		for _, a := range r.Actions {

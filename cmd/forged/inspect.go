@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgedev/forged/client"
 	"github.com/forgedev/forged/internal/kit/termsafe"
 	"github.com/forgedev/forged/messages"
 )
@@ -29,25 +29,17 @@ func inspectCommand() *cobra.Command {
 		Short: "Print a running daemon's live actor tree: every actor's kind, phase and key facts (--watch: live)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			daemon := client.New(socket)
 			if watch {
 				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
-				return watchInspect(ctx, unixClient(socket), interval, cmd.OutOrStdout(), asJSON, isTerminal(os.Stdout))
+				return watchInspect(ctx, daemon, interval, cmd.OutOrStdout(), asJSON, isTerminal(os.Stdout))
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://forged/v1/inspect", nil)
+			tree, err := daemon.Inspect(ctx)
 			if err != nil {
-				return err
-			}
-			res, err := unixClient(socket).Do(req)
-			if err != nil {
-				return fmt.Errorf("daemon at %s: %w", socket, err)
-			}
-			defer res.Body.Close()
-			var tree []messages.InspectReply
-			if err := json.NewDecoder(io.LimitReader(res.Body, 16<<20)).Decode(&tree); err != nil {
-				return fmt.Errorf("inspect: %w", err)
+				return daemonError(socket, err)
 			}
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)

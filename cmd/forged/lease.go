@@ -1,20 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/forgedev/forged/internal/daemon/httpapi"
+	"github.com/forgedev/forged/client"
 	"github.com/forgedev/forged/internal/kit/termsafe"
+	"github.com/forgedev/forged/messages"
 )
 
 func leaseCommand() *cobra.Command {
@@ -30,31 +29,21 @@ func leaseCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--expires-at: %w", err)
 			}
-			body, err := json.Marshal(httpapi.RenewRequest{FencingToken: token, ExpiresAt: expiresAt})
-			if err != nil {
-				return err
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://forged/v1/attempts/"+args[0]+"/lease", bytes.NewReader(body))
-			if err != nil {
-				return err
-			}
-			res, err := unixClient(socket).Do(req)
-			if err != nil {
+			reply, err := client.New(socket).RenewLease(ctx, args[0], token, expiresAt)
+			var refused *client.Error
+			if err != nil && !errors.As(err, &refused) {
 				return fmt.Errorf("daemon at %s: %w", socket, err)
 			}
-			defer res.Body.Close()
-			raw, err := io.ReadAll(io.LimitReader(res.Body, 64*1024))
-			if err != nil {
-				return err
-			}
 			if asJSON {
-				fmt.Fprintln(cmd.OutOrStdout(), string(bytes.TrimSpace(raw)))
+				if err := printRenewalJSON(cmd.OutOrStdout(), reply, refused); err != nil {
+					return err
+				}
 			} else {
-				printRenewal(cmd.OutOrStdout(), args[0], res.StatusCode, raw)
+				printRenewal(cmd.OutOrStdout(), args[0], reply, refused)
 			}
-			if res.StatusCode != http.StatusOK {
+			if refused != nil {
 				return exitError{1}
 			}
 			return nil
@@ -70,28 +59,30 @@ func leaseCommand() *cobra.Command {
 	return cmd
 }
 
-// unixClient is an HTTP client for the daemon's unix socket.
-func unixClient(socket string) *http.Client {
-	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-	}}}
-}
-
 // printRenewal renders the daemon's answer to a renewal: the new expiry, or
 // the refusal's code and message (escaped by termsafe).
-func printRenewal(w io.Writer, attemptID string, status int, raw []byte) {
-	var body struct {
-		ExpiresAt time.Time `json:"expiresAt"`
-		Code      string    `json:"code"`
-		Message   string    `json:"message"`
+func printRenewal(w io.Writer, attemptID string, reply messages.RenewLeaseReply, refused *client.Error) {
+	switch {
+	case refused == nil:
+		fmt.Fprintf(w, "lease of attempt %s extended to %s\n", termsafe.String(attemptID), reply.ExpiresAt.Format(time.RFC3339))
+	case refused.Code == "":
+		fmt.Fprintf(w, "daemon answered %d: %s\n", refused.Status, termsafe.String(refused.Message))
+	default:
+		fmt.Fprintf(w, "refused: %s: %s\n", termsafe.String(string(refused.Code)), termsafe.String(refused.Message))
 	}
-	if err := json.Unmarshal(raw, &body); err != nil {
-		fmt.Fprintf(w, "daemon answered %d: %s\n", status, termsafe.String(string(bytes.TrimSpace(raw))))
-		return
+}
+
+// printRenewalJSON prints the daemon's answer as JSON: the reply, or the
+// refusal's {code, message} (a body that was not JSON, escaped by
+// termsafe, as it came).
+func printRenewalJSON(w io.Writer, reply messages.RenewLeaseReply, refused *client.Error) error {
+	var v any = reply
+	if refused != nil {
+		if refused.Code == "" {
+			_, err := fmt.Fprintln(w, termsafe.String(refused.Message))
+			return err
+		}
+		v = messages.APIError{Code: string(refused.Code), Message: refused.Message}
 	}
-	if status == http.StatusOK && body.Code == "" {
-		fmt.Fprintf(w, "lease of attempt %s extended to %s\n", termsafe.String(attemptID), body.ExpiresAt.Format(time.RFC3339))
-		return
-	}
-	fmt.Fprintf(w, "refused: %s: %s\n", termsafe.String(body.Code), termsafe.String(body.Message))
+	return json.NewEncoder(w).Encode(v)
 }

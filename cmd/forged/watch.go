@@ -1,20 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/client"
 	"github.com/forgedev/forged/internal/kit/termsafe"
 	"github.com/forgedev/forged/messages"
 )
@@ -25,9 +22,6 @@ const (
 	redraw = "\x1b[H\x1b[2J"
 )
 
-// maxFrame bounds one console frame read from the stream.
-const maxFrame = 16 << 20
-
 // isTerminal reports whether f is a character device (a terminal).
 func isTerminal(f *os.File) bool {
 	info, err := f.Stat()
@@ -36,40 +30,13 @@ func isTerminal(f *os.File) bool {
 
 // watchInspect follows /v1/inspect/stream until ctx ends: on a terminal it
 // redraws each frame in place; otherwise it prints frames one after the
-// other; with asJSON it prints each frame as one JSON line.
-func watchInspect(ctx context.Context, client *http.Client, interval time.Duration, out io.Writer, asJSON, terminal bool) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://forged/v1/inspect/stream?"+url.Values{"interval": {interval.String()}}.Encode(), nil)
-	if err != nil {
-		return err
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("daemon: %w", err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		raw, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
-		return fmt.Errorf("daemon answered %s: %s", res.Status, termsafe.String(string(bytes.TrimSpace(raw))))
-	}
-	scanner := bufio.NewScanner(res.Body)
-	scanner.Buffer(make([]byte, 64<<10), maxFrame)
-	for scanner.Scan() {
-		data, ok := strings.CutPrefix(scanner.Text(), "data: ")
-		if !ok {
-			continue
-		}
+// other; with asJSON it prints each frame as one JSON line, as the daemon
+// sent it.
+func watchInspect(ctx context.Context, daemon *client.Client, interval time.Duration, out io.Writer, asJSON, terminal bool) error {
+	err := daemon.Frames(ctx, interval, func(frame messages.ConsoleFrame, raw json.RawMessage) error {
 		if asJSON {
-			if _, err := fmt.Fprintln(out, data); err != nil {
-				return err
-			}
-			continue
-		}
-		var frame runner.ConsoleFrame
-		if err := json.Unmarshal([]byte(data), &frame); err != nil {
-			return fmt.Errorf("console frame: %w", err)
+			_, err := fmt.Fprintln(out, string(raw))
+			return err
 		}
 		var buf bytes.Buffer
 		if terminal {
@@ -79,20 +46,24 @@ func watchInspect(ctx context.Context, client *http.Client, interval time.Durati
 		if !terminal {
 			buf.WriteString("\n")
 		}
-		if _, err := out.Write(buf.Bytes()); err != nil {
-			return err
-		}
+		_, err := out.Write(buf.Bytes())
+		return err
+	})
+	var refused *client.Error
+	switch {
+	case err == nil || ctx.Err() != nil || errors.Is(err, context.Canceled):
+		return nil
+	case errors.As(err, &refused):
+		return errors.New(termsafe.String(refused.Error()))
+	default:
+		return fmt.Errorf("daemon: %w", err)
 	}
-	if err := scanner.Err(); err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("stream: %w", err)
-	}
-	return nil
 }
 
 // printFrame renders one console frame: a summary line, the actor tree
 // with each actor's counters, and the newest attempts with their phase
 // timelines. Every daemon string is escaped by termsafe.
-func printFrame(w io.Writer, frame runner.ConsoleFrame) {
+func printFrame(w io.Writer, frame messages.ConsoleFrame) {
 	head := "forged  " + frame.At.Local().Format("15:04:05")
 	if s := frame.Snapshot; s != nil {
 		head += fmt.Sprintf("  slots %d/%d  queued %d  build queue %d  degraded %d", len(s.Attempts), s.Slots, s.Queued, s.BuildQueue, s.Degraded)

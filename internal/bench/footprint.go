@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -101,12 +100,8 @@ func (e *Env) measureRSS(ctx context.Context) (idle, queued Summary, err error) 
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		raw, err := d.get(ctx, "/v1/snapshot")
+		snap, err := d.api.Snapshot(ctx)
 		if err != nil {
-			return idle, queued, err
-		}
-		var snap messages.Snapshot
-		if err := json.Unmarshal(raw, &snap); err != nil {
 			return idle, queued, err
 		}
 		if snap.Queued >= e.cfg.QueuedAttempts {

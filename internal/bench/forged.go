@@ -7,9 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/forgedev/forged/internal/daemon/httpapi"
+	"github.com/forgedev/forged/client"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/internal/kit/text"
@@ -112,7 +109,7 @@ func parseRunOutput(raw []byte) runOutput {
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		var line httpapi.StreamLine
+		var line messages.StreamLine
 		if json.Unmarshal(sc.Bytes(), &line) != nil {
 			continue
 		}
@@ -146,7 +143,7 @@ func (o runOutput) imageID() (string, error) {
 // daemon is a running `forged daemon` and a client of its socket.
 type daemon struct {
 	cmd       *exec.Cmd
-	http      *http.Client
+	api       *client.Client
 	stateRoot string
 	done      chan error
 }
@@ -168,15 +165,11 @@ func (e *Env) startDaemon(ctx context.Context, stateRoot string, slots, queue in
 		logFile.Close()
 		return nil, err
 	}
-	d := &daemon{cmd: cmd, stateRoot: stateRoot, done: make(chan error, 1), http: &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-		},
-	}}}
+	d := &daemon{cmd: cmd, stateRoot: stateRoot, done: make(chan error, 1), api: client.New(socket)}
 	go func() { d.done <- cmd.Wait(); logFile.Close() }()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if _, err := d.get(ctx, "/v1/snapshot"); err == nil {
+		if _, err := d.api.Snapshot(ctx); err == nil {
 			return d, nil
 		}
 		select {
@@ -192,57 +185,23 @@ func (e *Env) startDaemon(ctx context.Context, stateRoot string, slots, queue in
 	}
 }
 
-func (d *daemon) get(ctx context.Context, path string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://forged"+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := d.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
-	}
-	return body, err
-}
-
 // submit posts a dispatch; it must be admitted.
 func (d *daemon) submit(ctx context.Context, dispatch *messages.Dispatch) error {
-	raw, err := json.Marshal(dispatch)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://forged/v1/attempts", bytes.NewReader(raw))
-	if err != nil {
-		return err
-	}
-	resp, err := d.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusAccepted {
-		return fmt.Errorf("submit: %s: %s", resp.Status, body)
+	if _, err := d.api.Submit(ctx, dispatch); err != nil {
+		return fmt.Errorf("submit: %w", err)
 	}
 	return nil
 }
 
-// cancel asks the daemon to cancel an attempt.
+// cancel asks the daemon to cancel an attempt; whether it still knew the
+// attempt does not matter.
 func (d *daemon) cancel(ctx context.Context, attemptID string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, "http://forged/v1/attempts/"+attemptID, nil)
-	if err != nil {
-		return err
+	err := d.api.Cancel(ctx, attemptID)
+	var refused *client.Error
+	if errors.As(err, &refused) {
+		return nil
 	}
-	resp, err := d.http.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	return nil
+	return err
 }
 
 // outcome follows an attempt's event stream to its outcome.
@@ -254,33 +213,15 @@ func (d *daemon) outcome(ctx context.Context, attemptID string) (messages.Attemp
 // follow reads an attempt's event stream to its outcome, and returns its
 // events too.
 func (d *daemon) follow(ctx context.Context, attemptID string) (messages.AttemptOutcome, []messages.Event, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://forged/v1/attempts/"+attemptID+"/events", nil)
-	if err != nil {
-		return messages.AttemptOutcome{}, nil, err
-	}
-	resp, err := d.http.Do(req)
-	if err != nil {
-		return messages.AttemptOutcome{}, nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		return messages.AttemptOutcome{}, nil, fmt.Errorf("events: %s: %s", resp.Status, body)
-	}
-	dec := json.NewDecoder(resp.Body)
 	var events []messages.Event
-	for {
-		var line httpapi.StreamLine
-		if err := dec.Decode(&line); err != nil {
-			return messages.AttemptOutcome{}, events, fmt.Errorf("events of %s ended without an outcome: %w", attemptID, err)
-		}
-		if line.Event != nil {
-			events = append(events, *line.Event)
-		}
-		if line.Outcome != nil {
-			return *line.Outcome, events, nil
-		}
+	out, err := d.api.Events(ctx, attemptID, func(ev messages.Event) error {
+		events = append(events, ev)
+		return nil
+	})
+	if err != nil {
+		return messages.AttemptOutcome{}, events, fmt.Errorf("events of %s ended without an outcome: %w", attemptID, err)
 	}
+	return out, events, nil
 }
 
 // runAttempt submits a dispatch and waits for its outcome, which must be a

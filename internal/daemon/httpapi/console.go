@@ -17,12 +17,6 @@ import (
 //go:embed console/index.html console/console.js console/console.css
 var consoleFiles embed.FS
 
-// ConsoleConfig tells the console page what it may do.
-type ConsoleConfig struct {
-	// Manage is set when the cancel action is on (it still needs the token).
-	Manage bool `json:"manage"`
-}
-
 // Stream intervals of GET /v1/inspect/stream.
 const (
 	DefaultStreamInterval = time.Second

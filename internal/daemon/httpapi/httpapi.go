@@ -2,7 +2,9 @@
 // created with mode 0600 (no chmod window) and serves only the peers whose
 // uid (SO_PEERCRED) is allowed; see Listen. It lets clients submit a
 // dispatch, follow its events as NDJSON, cancel it, and read the
-// supervisor's snapshot or the live actor tree (the debug console).
+// supervisor's snapshot or the live actor tree (the debug console). The
+// bodies are package messages' types (messages/api.go); package client is
+// the typed Go client.
 //
 //	POST   /v1/attempts             body: dispatch JSON → 202 {attemptId, queued} | 4xx {code, message}
 //	GET    /v1/attempts?state=running|finished|all&limit=N → {attempts: [{attemptId, state, submittedAt, events, outcome}]}
@@ -87,7 +89,7 @@ func HandlerWith(r Runner, logger *slog.Logger, opts Options) http.Handler {
 	mux.Handle("GET /metrics", r.Metrics().Handler())
 	mux.Handle("GET /console/", consoleHandler())
 	mux.HandleFunc("GET /v1/console/config", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, ConsoleConfig{Manage: opts.ManageToken != ""})
+		writeJSON(w, http.StatusOK, messages.ConsoleConfig{Manage: opts.ManageToken != ""})
 	})
 	if opts.ManageToken != "" {
 		mux.Handle("DELETE /v1/console/attempts/{id}", bearer.Require(opts.ManageToken, "forged console", http.HandlerFunc(api.cancel)))
@@ -105,10 +107,8 @@ type api struct {
 	logger *slog.Logger
 }
 
-type errorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
+// errorBody is the body of every refusal and failure.
+type errorBody = messages.APIError
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -137,19 +137,14 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.logger.Info("attempt admitted", "attempt", reply.AttemptID, "queued", reply.Queued)
-	writeJSON(w, http.StatusAccepted, map[string]any{"attemptId": reply.AttemptID, "queued": reply.Queued})
+	writeJSON(w, http.StatusAccepted, messages.SubmitAccepted{AttemptID: reply.AttemptID, Queued: reply.Queued})
 }
 
 // Listing limits: the default and the largest limit of GET /v1/attempts.
 const (
-	DefaultListLimit = 50
-	MaxListLimit     = 1000
+	DefaultListLimit = messages.DefaultAttemptListLimit
+	MaxListLimit     = messages.MaxAttemptListLimit
 )
-
-// AttemptList is the body of GET /v1/attempts.
-type AttemptList struct {
-	Attempts []runner.AttemptSummary `json:"attempts"`
-}
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	query := r.URL.Query()
@@ -166,8 +161,8 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	state := query.Get("state")
 	switch state {
 	case "":
-		state = runner.StateAll
-	case runner.StateRunning, runner.StateFinished, runner.StateAll:
+		state = messages.AttemptStateAll
+	case messages.AttemptStateRunning, messages.AttemptStateFinished, messages.AttemptStateAll:
 	default:
 		writeRefusal(w, failure.QueryInvalid, "state must be running, finished or all")
 		return
@@ -181,14 +176,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	writeJSON(w, http.StatusOK, AttemptList{Attempts: a.runner.Logs().List(state, limit)})
-}
-
-// StreamLine is one NDJSON line of the events stream.
-type StreamLine struct {
-	Type    string                   `json:"type"`
-	Event   *messages.Event          `json:"event,omitempty"`
-	Outcome *messages.AttemptOutcome `json:"outcome,omitempty"`
+	writeJSON(w, http.StatusOK, messages.AttemptList{Attempts: a.runner.Logs().List(state, limit)})
 }
 
 func (a *api) events(w http.ResponseWriter, r *http.Request) {
@@ -205,13 +193,13 @@ func (a *api) events(w http.ResponseWriter, r *http.Request) {
 	for {
 		events, outcome, end, changed := log.Read(next)
 		for i := range events {
-			if enc.Encode(StreamLine{Type: "event", Event: &events[i]}) != nil {
+			if enc.Encode(messages.StreamLine{Type: messages.StreamLineEvent, Event: &events[i]}) != nil {
 				return
 			}
 		}
 		next = end
 		if outcome != nil {
-			_ = enc.Encode(StreamLine{Type: "finished", Outcome: outcome})
+			_ = enc.Encode(messages.StreamLine{Type: messages.StreamLineFinished, Outcome: outcome})
 			return
 		}
 		if flusher != nil {
@@ -233,18 +221,12 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 	case !found:
 		writeJSON(w, http.StatusNotFound, errorBody{Code: string(failure.AttemptNotFound), Message: "no such attempt"})
 	default:
-		writeJSON(w, http.StatusAccepted, map[string]string{"attemptId": r.PathValue("id")})
+		writeJSON(w, http.StatusAccepted, messages.CancelAccepted{AttemptID: r.PathValue("id")})
 	}
 }
 
-// RenewRequest is the body of a lease renewal.
-type RenewRequest struct {
-	FencingToken string    `json:"fencingToken"`
-	ExpiresAt    time.Time `json:"expiresAt"`
-}
-
 func (a *api) renew(w http.ResponseWriter, r *http.Request) {
-	var req RenewRequest
+	var req messages.RenewRequest
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4096))
 	if err == nil {
 		err = strictjson.Decode(raw, &req) // one document, no unknown fields, nothing after it

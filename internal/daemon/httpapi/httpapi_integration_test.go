@@ -104,7 +104,7 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 	scanner := bufio.NewScanner(res.Body)
 	scanner.Buffer(make([]byte, 1<<20), 1<<20)
 	for scanner.Scan() {
-		var line httpapi.StreamLine
+		var line messages.StreamLine
 		require.NoError(t, json.Unmarshal(scanner.Bytes(), &line))
 		if line.Event != nil {
 			types = append(types, line.Event.EventType)
@@ -160,7 +160,7 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 	// The finished attempt is listed, with its outcome.
 	res, err = client.Get("http://forged/v1/attempts?state=finished&limit=5")
 	require.NoError(t, err)
-	var list httpapi.AttemptList
+	var list messages.AttemptList
 	require.NoError(t, json.NewDecoder(res.Body).Decode(&list))
 	res.Body.Close()
 	require.Len(t, list.Attempts, 1)

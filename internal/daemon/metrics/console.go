@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/forgedev/forged/messages"
 )
 
 // recentMessages is how many message types an actor's record keeps.
@@ -13,16 +15,9 @@ const recentMessages = 8
 // timelinesKept bounds the attempts whose phase timeline is kept.
 const timelinesKept = 64
 
-// ActorStats is one live actor's counters, for the console.
-type ActorStats struct {
-	MailboxDepth int64  `json:"mailboxDepth"`
-	MessagesIn   uint64 `json:"messagesIn"`
-	MessagesOut  uint64 `json:"messagesOut"`
-	Restarts     uint64 `json:"restarts"`
-	// RecentMessages are the types of the last messages it received,
-	// oldest first.
-	RecentMessages []string `json:"recentMessages"`
-}
+// ActorStats is one live actor's counters, for the console (the API's,
+// package messages).
+type ActorStats = messages.ActorStats
 
 // actorRecord is the counters of the actor spawned from one instrumented
 // Props (each spawn instruments its own clone).
@@ -62,13 +57,9 @@ func (m *Metrics) ActorStats(pid string) (ActorStats, bool) {
 	return rec.stats(), true
 }
 
-// PhaseSpan is one phase of an attempt's timeline; Seconds is 0 while the
-// phase lasts.
-type PhaseSpan struct {
-	Phase   string    `json:"phase"`
-	Start   time.Time `json:"start"`
-	Seconds float64   `json:"seconds"`
-}
+// PhaseSpan is one phase of an attempt's timeline (the API's, package
+// messages).
+type PhaseSpan = messages.PhaseSpan
 
 // Timeline returns the phases the attempt went through (the last
 // timelinesKept attempts are kept).

@@ -7,27 +7,12 @@ import (
 	"github.com/forgedev/forged/messages"
 )
 
-// ActorView is one live actor as the console shows it: its InspectReply
-// and, when instrumented, its counters.
-type ActorView struct {
-	messages.InspectReply
-	Stats *metrics.ActorStats `json:"stats,omitempty"`
-}
-
-// AttemptView is one attempt in the console: its summary and its phase
-// timeline.
-type AttemptView struct {
-	AttemptSummary
-	Timeline []metrics.PhaseSpan `json:"timeline"`
-}
-
-// ConsoleFrame is one picture of the daemon for the live console.
-type ConsoleFrame struct {
-	At       time.Time          `json:"at"`
-	Actors   []ActorView        `json:"actors"`
-	Snapshot *messages.Snapshot `json:"snapshot,omitempty"`
-	Attempts []AttemptView      `json:"attempts"`
-}
+// The console's frame and its parts are the API's (package messages).
+type (
+	ActorView    = messages.ActorView
+	AttemptView  = messages.AttemptView
+	ConsoleFrame = messages.ConsoleFrame
+)
 
 // consoleAttempts is how many attempts a frame lists, newest first.
 const consoleAttempts = 20

@@ -53,9 +53,9 @@ func (l *Logs) Get(attemptID string) (*Log, bool) {
 	return log, ok
 }
 
-// open starts the log of a new attempt; false when the id is running or
-// still remembered.
-func (l *Logs) open(attemptID string) (*Log, bool) {
+// Open starts the log of a new attempt (Runner.Submit does); false when
+// the id is running or still remembered.
+func (l *Logs) Open(attemptID string) (*Log, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.evictLocked()
@@ -99,7 +99,7 @@ func (l *Logs) evictLocked() {
 // process was running when it died: it was torn down at start-up and is
 // not run again.
 func (l *Logs) recordRestarted(attemptID string) (messages.AttemptOutcome, bool) {
-	log, ok := l.open(attemptID)
+	log, ok := l.Open(attemptID)
 	if !ok {
 		return messages.AttemptOutcome{}, false
 	}
@@ -107,7 +107,7 @@ func (l *Logs) recordRestarted(attemptID string) (messages.AttemptOutcome, bool)
 		AttemptID: attemptID, Status: messages.StatusFailed, Code: string(reaper.CodeRunnerRestarted),
 		Message: "forged restarted while the attempt ran; its resources were reaped and it was not run again", FinishedAt: time.Now().UTC(),
 	}
-	log.finish(out)
+	log.Finish(out)
 	return out, true
 }
 
@@ -132,23 +132,22 @@ func (l *Logs) discard(attemptID string, log *Log) {
 	}
 }
 
-// Attempt states a listing selects.
+// Attempt states a listing selects (the API's, package messages).
 const (
-	StateRunning  = "running"  // admitted or queued, no outcome yet
-	StateFinished = "finished" // an outcome, and still retained
-	StateAll      = "all"
+	StateRunning  = messages.AttemptStateRunning  // admitted or queued, no outcome yet
+	StateFinished = messages.AttemptStateFinished // an outcome, and still retained
+	StateAll      = messages.AttemptStateAll
 )
 
-// AttemptSummary is one attempt in a listing.
-type AttemptSummary struct {
-	AttemptID   string    `json:"attemptId"`
-	State       string    `json:"state"`
-	SubmittedAt time.Time `json:"submittedAt"`
-	// Events counts the events recorded (dropped ones included).
-	Events int `json:"events"`
-	// Outcome is set once finished.
-	Outcome *messages.AttemptOutcome `json:"outcome,omitempty"`
-	sortAt  time.Time                // when it finished (the retention's clock), else SubmittedAt
+// AttemptSummary is one attempt in a listing (the API's, package
+// messages).
+type AttemptSummary = messages.AttemptSummary
+
+// listed is a summary with the instant a listing sorts it by: when it
+// finished (the retention's clock), else when it was submitted.
+type listed struct {
+	AttemptSummary
+	sortAt time.Time
 }
 
 // List returns the attempts in state (StateRunning, StateFinished or
@@ -163,29 +162,33 @@ func (l *Logs) List(state string, limit int) []AttemptSummary {
 		logs = append(logs, log)
 	}
 	l.mu.Unlock()
-	out := make([]AttemptSummary, 0, len(logs))
+	all := make([]listed, 0, len(logs))
 	for _, log := range logs {
 		s := log.summary()
 		if state == StateAll || s.State == state {
-			out = append(out, s)
+			all = append(all, s)
 		}
 	}
-	slices.SortFunc(out, func(a, b AttemptSummary) int {
+	slices.SortFunc(all, func(a, b listed) int {
 		if c := b.sortAt.Compare(a.sortAt); c != 0 {
 			return c
 		}
 		return strings.Compare(a.AttemptID, b.AttemptID)
 	})
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
+	if limit > 0 && len(all) > limit {
+		all = all[:limit]
+	}
+	out := make([]AttemptSummary, len(all))
+	for i, s := range all {
+		out[i] = s.AttemptSummary
 	}
 	return out
 }
 
-func (l *Log) summary() AttemptSummary {
+func (l *Log) summary() listed {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := AttemptSummary{AttemptID: l.id, State: StateRunning, SubmittedAt: l.opened, Events: l.dropped + len(l.events), sortAt: l.opened}
+	s := listed{AttemptSummary: AttemptSummary{AttemptID: l.id, State: StateRunning, SubmittedAt: l.opened, Events: l.dropped + len(l.events)}, sortAt: l.opened}
 	if l.outcome != nil {
 		out := *l.outcome
 		s.State, s.Outcome, s.sortAt = StateFinished, &out, l.finished
@@ -224,7 +227,9 @@ func (l *Log) Read(from int) ([]messages.Event, *messages.AttemptOutcome, int, <
 	return events, l.outcome, l.dropped + len(l.events), l.changed
 }
 
-func (l *Log) append(ev messages.Event) {
+// Append records an event (the attempt's subscriber does), dropping the
+// oldest beyond the log's limit.
+func (l *Log) Append(ev messages.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.events) >= l.limit {
@@ -235,7 +240,8 @@ func (l *Log) append(ev messages.Event) {
 	l.notifyLocked()
 }
 
-func (l *Log) finish(out messages.AttemptOutcome) {
+// Finish records the attempt's outcome; only the first counts.
+func (l *Log) Finish(out messages.AttemptOutcome) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.outcome == nil {
@@ -256,9 +262,9 @@ func subscriberProps(log *Log, m *metrics.Metrics) *actor.Props {
 	return actor.PropsFromFunc(func(ctx actor.Context) {
 		switch msg := ctx.Message().(type) {
 		case messages.AttemptEvent:
-			log.append(msg.Event)
+			log.Append(msg.Event)
 		case messages.AttemptFinished:
-			log.finish(msg.Outcome)
+			log.Finish(msg.Outcome)
 			m.Finished(msg.Outcome)
 			ctx.Stop(ctx.Self())
 		}

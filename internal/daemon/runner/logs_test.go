@@ -31,13 +31,13 @@ func TestFinishedAttemptIsRememberedThenForgotten(t *testing.T) {
 	clock := &fakeNow{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	logs := NewLogs(0)
 	logs.now = clock.now
-	log, ok := logs.open(logID(1))
+	log, ok := logs.Open(logID(1))
 	require.True(t, ok)
-	_, ok = logs.open(logID(1))
+	_, ok = logs.Open(logID(1))
 	assert.False(t, ok, "a running attempt's id is refused")
 
-	log.finish(messages.AttemptOutcome{AttemptID: logID(1), Status: messages.StatusSucceeded})
-	_, ok = logs.open(logID(1))
+	log.Finish(messages.AttemptOutcome{AttemptID: logID(1), Status: messages.StatusSucceeded})
+	_, ok = logs.Open(logID(1))
 	assert.False(t, ok, "a finished attempt's id is refused while it is remembered")
 	got, ok := logs.Get(logID(1))
 	require.True(t, ok)
@@ -46,7 +46,7 @@ func TestFinishedAttemptIsRememberedThenForgotten(t *testing.T) {
 	clock.advance(RetainFor + time.Second)
 	_, ok = logs.Get(logID(1))
 	assert.False(t, ok, "forgotten after the retention age")
-	_, ok = logs.open(logID(1))
+	_, ok = logs.Open(logID(1))
 	assert.True(t, ok)
 }
 
@@ -54,12 +54,12 @@ func TestFinishedAttemptsAreBoundedByCount(t *testing.T) {
 	clock := &fakeNow{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	logs := NewLogs(0)
 	logs.now = clock.now
-	running, ok := logs.open(logID(0))
+	running, ok := logs.Open(logID(0))
 	require.True(t, ok)
 	for i := 1; i <= RetainFinished+10; i++ {
-		log, ok := logs.open(logID(i))
+		log, ok := logs.Open(logID(i))
 		require.True(t, ok)
-		log.finish(messages.AttemptOutcome{AttemptID: logID(i)})
+		log.Finish(messages.AttemptOutcome{AttemptID: logID(i)})
 		clock.advance(time.Millisecond)
 	}
 	_, ok = logs.Get(logID(1))
@@ -79,12 +79,12 @@ func TestListSelectsByStateNewestFirstWithinTheRetention(t *testing.T) {
 	logs := NewLogs(0)
 	logs.now = clock.now
 	for i := 1; i <= 4; i++ {
-		log, ok := logs.open(logID(i))
+		log, ok := logs.Open(logID(i))
 		require.True(t, ok)
-		log.append(messages.Event{EventType: "x"})
+		log.Append(messages.Event{EventType: "x"})
 		clock.advance(time.Second)
 		if i != 3 {
-			log.finish(messages.AttemptOutcome{AttemptID: logID(i), Status: messages.StatusSucceeded})
+			log.Finish(messages.AttemptOutcome{AttemptID: logID(i), Status: messages.StatusSucceeded})
 		}
 	}
 	finished := logs.List(StateFinished, 0)

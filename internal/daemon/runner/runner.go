@@ -7,9 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,11 +20,9 @@ import (
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/internal/daemon/metrics"
 	"github.com/forgedev/forged/internal/host/preflight"
-	"github.com/forgedev/forged/internal/host/quota"
 	"github.com/forgedev/forged/internal/images/collector"
 	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/internal/kit/clock"
-	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/internal/sandbox/caches"
 	"github.com/forgedev/forged/internal/sandbox/egress"
 	"github.com/forgedev/forged/internal/sandbox/services"
@@ -130,236 +127,40 @@ type Config struct {
 	// preflight report's age, reaper, lease watchdogs, samplers) and its
 	// timestamps; nil means clock.System. Tests inject a clock.Manual.
 	Clock clock.Clock
+	// CloseTimeout bounds how long Close waits for the actor tree's work
+	// still in flight (a teardown, a crashed attempt's cleanup) before it
+	// gives up (default DefaultCloseTimeout); see Close.
+	CloseTimeout time.Duration
 }
+
+// DefaultCloseTimeout is Close's default wait for the tree's work in
+// flight: longer than one teardown's own bound (dockerops' 3 minutes), so
+// that a teardown which honours its bound always finishes first.
+const DefaultCloseTimeout = 4 * time.Minute
 
 // Runner is an embedded forged: an actor system with its root supervisor.
 type Runner struct {
 	system    *actor.ActorSystem
 	root      *actor.PID
 	docker    *dockerops.Client
-	engine    io.Closer
-	lock      *preflight.ContextLock
 	preflight *preflight.Cache
 	logs      *Logs
 	metrics   *metrics.Metrics
-	stopDead  func()
 	store     ledger.Store
 	runnerID  string
 	images    imagegc.EngineAPI
 	imageRefs *imagegc.Refs
+	logger    *slog.Logger
+	// closers release what New opened, newest first; tree is the running
+	// actor tree, nil until start spawned it. See release.
+	closers      closers
+	tree         *tree
+	closeTimeout time.Duration
+	releaseOnce  sync.Once
+	releaseErr   error
 	// Restart is the reaper round run at start-up: the attempts a previous
 	// process left behind, torn down and reported sandbox_runner_restarted.
 	Restart reaper.Round
-}
-
-// imageSweeper is the store as the reaper's sweeper, nil without a store.
-func imageSweeper(store *quota.Store) supervisor.ImageSweeper {
-	if store == nil {
-		return nil
-	}
-	return store
-}
-
-// New connects to Docker and starts the actor system.
-func New(ctx context.Context, cfg Config) (*Runner, error) {
-	if cfg.Slots <= 0 {
-		cfg.Slots = 1
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.System{}
-	}
-	if cfg.QueueLimit < 0 {
-		cfg.QueueLimit = 0
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if cfg.StateRoot == "" {
-		return nil, errors.New("runner: a state root is required")
-	}
-	if cfg.ManagedNamespace == "" {
-		cfg.ManagedNamespace = messages.DefaultManagedNamespace
-	}
-	if !messages.ValidManagedNamespace(cfg.ManagedNamespace) {
-		return nil, fmt.Errorf("runner: managed namespace %q is not a refs/heads/…/ prefix", cfg.ManagedNamespace)
-	}
-	stateRoot, err := filepath.Abs(cfg.StateRoot)
-	if err != nil {
-		return nil, fmt.Errorf("runner: state root: %w", err)
-	}
-	if err := prepareStateRoot(stateRoot); err != nil {
-		return nil, err
-	}
-	worker, digest, err := resolveWorkerBinary(cfg.WorkerBinary)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.RunnerID == "" {
-		if cfg.RunnerID, err = LoadRunnerID(stateRoot); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.RunnerInstanceID == "" {
-		cfg.RunnerInstanceID = ids.NewUUID()
-	}
-	engine, err := preflight.NewEngineClient("")
-	if err != nil {
-		return nil, fmt.Errorf("runner: docker client: %w", err)
-	}
-	lockRoot := cfg.LockRoot
-	if lockRoot == "" {
-		lockRoot = filepath.Join(os.TempDir(), "forged")
-	}
-	lock, err := preflight.AcquireContextLock(lockRoot, engine.DaemonHost())
-	if err != nil {
-		engine.Close()
-		return nil, err
-	}
-	docker, err := dockerops.Connect(ctx, dockerops.Options{})
-	if err != nil {
-		lock.Release()
-		engine.Close()
-		return nil, err
-	}
-	policy := cfg.Capacity
-	policy.MaxSlots = cfg.Slots
-	cache := preflight.NewCacheWithClock(preflight.NewChecker(engine, nil, preflight.Options{
-		AllowRootful: cfg.AllowRootful,
-		Endpoint:     engine.DaemonHost(),
-		StateRoot:    stateRoot,
-		Capacity:     policy,
-		Services:     ServiceCheck(cfg.Services, docker),
-		Disk:         cfg.Disk,
-		Isolation:    docker,
-		Clock:        cfg.Clock,
-	}), 0, cfg.Clock)
-	// The first report is taken now, so that admission starts from it.
-	first, _ := cache.Current(ctx)
-
-	// Attempt volumes are bounded by the mechanism preflight found.
-	var volumeImages dockerops.VolumeImages
-	var volumes actors.VolumeStore
-	store := quota.NewStore(stateRoot, first.Storage, messages.WorkerUID, messages.WorkerGID)
-	if store != nil {
-		volumeImages, volumes = store, store
-	} else {
-		cfg.Logger.Warn("attempt volumes are not bounded", "reason", first.Storage.Reason)
-	}
-	if volumeImages != nil {
-		docker = docker.WithVolumeImages(volumeImages)
-	}
-
-	// Nothing of this process runs yet, and the context lock keeps other
-	// forged processes off this engine: every ledger left in the state root
-	// belongs to an attempt a previous process was running when it died.
-	ledgers := ledger.Store{Root: stateRoot}
-	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace, Now: cfg.Clock.Now}
-	startup := round
-	startup.SnapshotAvailable = true // an empty snapshot: nothing is live
-	startup.DryRun = cfg.SkipStartupReap
-	if !cfg.SkipStartupReap {
-		if _, err := ledgers.RemoveTemporaryFiles(); err != nil {
-			cfg.Logger.Warn("could not remove temporary ledger files", "err", err)
-		}
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = metrics.New()
-	}
-	restart, err := reaper.Run(ctx, startup, ledgers, docker)
-	if err != nil {
-		cfg.Logger.Error("start-up reaper round failed; the periodic reaper retries", "err", err)
-	}
-	if !cfg.SkipStartupReap {
-		cfg.Metrics.ReaperRound(restart, err)
-	}
-	if store != nil && !cfg.SkipStartupReap {
-		// Nothing is live yet: every image left is a dead process's.
-		if released, err := store.Sweep(ctx, nil); err != nil {
-			cfg.Logger.Error("start-up release of volume images failed", "err", err, "released", released)
-		} else if len(released) > 0 {
-			cfg.Logger.Info("released leftover volume images", "images", released)
-		}
-	}
-	attemptCfg := actors.AttemptConfig{
-		StateRoot:           stateRoot,
-		WorkerBinary:        worker,
-		WorkerDigest:        digest,
-		Platform:            runtime.GOOS + "/" + runtime.GOARCH,
-		SeccompProfile:      cfg.SeccompProfile,
-		LSMOption:           cfg.LSMOption,
-		Clock:               cfg.Clock,
-		SampleInterval:      cfg.SampleInterval,
-		Limits:              cfg.Limits,
-		Services:            cfg.Services,
-		ServiceReadyWithin:  cfg.ServiceReadyWithin,
-		ServicesReadyWithin: cfg.ServicesReadyWithin,
-		Egress:              cfg.Egress,
-		AllowOpenPublic:     cfg.AllowOpenPublic,
-		Caches:              cfg.Caches,
-		CacheBytes:          cfg.CacheBytes,
-		Confinement:         func() actors.Confinement { return confinementOf(cache) },
-	}
-	var attemptDocker actors.Docker = docker
-	if cfg.WrapDocker != nil {
-		attemptDocker = cfg.WrapDocker(docker)
-	}
-	deps := actors.Deps{
-		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: stateRoot, ValidateRemote: cfg.ValidateRemote,
-			ManagedNamespace: cfg.ManagedNamespace},
-		Docker:        attemptDocker,
-		Redeemer:      cfg.Redeemer,
-		ProviderAuth:  cfg.ProviderAuth,
-		ImageVerifier: cfg.ImageVerifier,
-		Volumes:       volumes,
-		ImageRefs:     imagegc.NewRefs(),
-	}
-	var gc *actor.Props
-	if cfg.ImageGC != nil {
-		gc = collector.Props(collector.Config{
-			API: engine, Refs: deps.ImageRefs, Policy: cfg.ImageGC.Policy, Interval: cfg.ImageGC.Interval,
-			StateRoot: stateRoot, Clock: cfg.Clock,
-			DiskLow: func(ctx context.Context) (bool, error) {
-				report, _ := cache.Current(ctx)
-				return report.Disk.Low, nil
-			},
-		})
-	}
-	logger := cfg.Logger
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "actor") }))
-	stopDead := cfg.Metrics.WatchDeadLetters(system)
-	root, err := system.Root.SpawnNamed(cfg.Metrics.Instrument(supervisor.Props(supervisor.Config{
-		Slots:      cfg.Slots,
-		QueueLimit: cfg.QueueLimit,
-		Cleaner:    docker,
-		Ledgers:    ledgers,
-		Capacity:   cache,
-		RunnerID:   cfg.RunnerID,
-		Clock:      cfg.Clock,
-		ManagedNS:  cfg.ManagedNamespace,
-		Collector:  gc,
-		Reaper: &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval, Images: imageSweeper(store),
-			OnRound: cfg.Metrics.ReaperRound},
-		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
-			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
-		},
-	}), "supervisor"), "supervisor")
-	if err != nil {
-		stopDead()
-		system.Shutdown()
-		docker.Close()
-		lock.Release()
-		engine.Close()
-		return nil, fmt.Errorf("runner: spawn supervisor: %w", err)
-	}
-	r := &Runner{system: system, root: root, docker: docker, engine: engine, lock: lock, preflight: cache, logs: NewLogs(0),
-		metrics: cfg.Metrics, stopDead: stopDead, store: ledgers, runnerID: cfg.RunnerID, Restart: restart, images: engine, imageRefs: deps.ImageRefs}
-	for _, id := range restart.Reaped {
-		if out, ok := r.logs.recordRestarted(id); ok {
-			r.metrics.Finished(out)
-		}
-	}
-	r.metrics.WatchSnapshot(r.Snapshot)
-	return r, nil
 }
 
 // Metrics returns the runner's instrumentation.
@@ -370,7 +171,7 @@ func (r *Runner) Logs() *Logs { return r.logs }
 
 // Submit admits a dispatch. Its events and outcome are recorded in Logs.
 func (r *Runner) Submit(d *messages.Dispatch) (messages.SubmitReply, error) {
-	log, ok := r.logs.open(d.AttemptID())
+	log, ok := r.logs.Open(d.AttemptID())
 	if !ok {
 		reply := messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(failure.AttemptDuplicate),
 			Message: fmt.Sprintf("attempt %s is running or finished within the last %s; an attempt id is never reused", d.AttemptID(), RetainFor)}
@@ -497,15 +298,6 @@ func (r *Runner) Inspect() []messages.InspectReply {
 		}
 	}
 	return out
-}
-
-// Close stops the actor system and the Docker client. Running attempts are
-// not torn down by Close; cancel them first.
-func (r *Runner) Close() error {
-	r.system.Root.Stop(r.root)
-	r.stopDead()
-	r.system.Shutdown()
-	return errors.Join(r.docker.Close(), r.engine.Close(), r.lock.Release())
 }
 
 // Preflight returns the latest preflight report, checking when stale.

@@ -53,7 +53,9 @@ func newE2E(t *testing.T, cfg runner.Config) *e2e {
 	if cfg.StateRoot == "" {
 		cfg.StateRoot = t.TempDir()
 	}
-	cfg.LockRoot = t.TempDir()
+	if cfg.LockRoot == "" {
+		cfg.LockRoot = t.TempDir()
+	}
 	cfg.AllowRootful = true // the test engine runs rootful
 	reserve := cfg.Capacity.HostReserveBytes
 	cfg.Capacity = example.SmallHostCapacity()

@@ -25,11 +25,19 @@ func (p Panic) Error() string { return fmt.Sprintf("%s panicked: %v", p.Step, p.
 // mailbox, so the actor never blocks on I/O. The goroutine is owned by the
 // actor: work must honour runCtx (which the actor cancels when it stops)
 // and give every call inside it a deadline, so the goroutine always ends. A
-// panic in work is recovered and delivered as Panic.
+// panic in work is recovered and delivered as Panic. When the system
+// tracks its work (TrackWork), the goroutine is counted until it returns.
 func Go(ctx actor.Context, runCtx context.Context, step string, work func(context.Context) any) {
 	system := ctx.ActorSystem()
 	self := ctx.Self()
+	tracked := workOf(system)
+	if tracked != nil {
+		tracked.enter(step) // before the goroutine starts: Idle never misses it
+	}
 	go func() {
+		if tracked != nil {
+			defer tracked.exit(step)
+		}
 		var msg any
 		func() {
 			defer func() {

@@ -1,0 +1,73 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/forgedev/forged/internal/daemon/metrics"
+	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/kit/ids"
+	"github.com/forgedev/forged/messages"
+)
+
+// resolve fills in the defaults, checks what must be given, prepares the
+// state root and finds the worker binary: everything New needs before it
+// opens anything. It returns the worker binary's digest.
+func (cfg Config) resolve() (Config, string, error) {
+	if cfg.Slots <= 0 {
+		cfg.Slots = 1
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
+	}
+	if cfg.QueueLimit < 0 {
+		cfg.QueueLimit = 0
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.CloseTimeout <= 0 {
+		cfg.CloseTimeout = DefaultCloseTimeout
+	}
+	if cfg.StateRoot == "" {
+		return cfg, "", errors.New("runner: a state root is required")
+	}
+	if cfg.ManagedNamespace == "" {
+		cfg.ManagedNamespace = messages.DefaultManagedNamespace
+	}
+	if !messages.ValidManagedNamespace(cfg.ManagedNamespace) {
+		return cfg, "", fmt.Errorf("runner: managed namespace %q is not a refs/heads/…/ prefix", cfg.ManagedNamespace)
+	}
+	stateRoot, err := filepath.Abs(cfg.StateRoot)
+	if err != nil {
+		return cfg, "", fmt.Errorf("runner: state root: %w", err)
+	}
+	if err := prepareStateRoot(stateRoot); err != nil {
+		return cfg, "", err
+	}
+	cfg.StateRoot = stateRoot
+	worker, digest, err := resolveWorkerBinary(cfg.WorkerBinary)
+	if err != nil {
+		return cfg, "", err
+	}
+	cfg.WorkerBinary = worker
+	if cfg.RunnerID == "" {
+		if cfg.RunnerID, err = LoadRunnerID(stateRoot); err != nil {
+			return cfg, "", err
+		}
+	}
+	if cfg.RunnerInstanceID == "" {
+		cfg.RunnerInstanceID = ids.NewUUID()
+	}
+	if cfg.LockRoot == "" {
+		cfg.LockRoot = filepath.Join(os.TempDir(), "forged")
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
+	}
+	return cfg, digest, nil
+}

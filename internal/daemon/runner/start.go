@@ -1,0 +1,241 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/forgedev/forged/actors"
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/internal/host/preflight"
+	"github.com/forgedev/forged/internal/host/quota"
+	"github.com/forgedev/forged/internal/images/collector"
+	"github.com/forgedev/forged/internal/images/imagegc"
+	"github.com/forgedev/forged/internal/kit/actorkit"
+	"github.com/forgedev/forged/internal/state/ledger"
+	"github.com/forgedev/forged/internal/state/reaper"
+	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/supervisor"
+)
+
+// New connects to Docker and starts the actor system, in two steps: build
+// opens the engine clients and the context lock and wires the tree
+// (nothing runs yet), start recovers what a previous process left behind
+// and starts the tree. Whatever a failed New opened is released by the
+// same path as Close.
+func New(ctx context.Context, cfg Config) (*Runner, error) {
+	cfg, workerDigest, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{logs: NewLogs(0), metrics: cfg.Metrics, runnerID: cfg.RunnerID, logger: cfg.Logger, closeTimeout: cfg.CloseTimeout}
+	plan, err := r.build(ctx, cfg, workerDigest)
+	if err == nil {
+		err = r.start(ctx, plan)
+	}
+	if err != nil {
+		if releaseErr := r.release(); releaseErr != nil {
+			err = errors.Join(err, releaseErr)
+		}
+		return nil, err // as it came, when the release went well
+	}
+	return r, nil
+}
+
+// startPlan is what build wires for start.
+type startPlan struct {
+	// reap is the start-up reaper round's configuration; skip leaves the
+	// previous process's ledgers, temporary files and volume images alone.
+	reap    reaper.Config
+	skip    bool
+	volumes *quota.Store // nil: attempt volumes are not bounded
+	// supervisor is the root of the tree.
+	supervisor *actor.Props
+}
+
+// build opens the engine clients and the context lock (each pushed on the
+// closers as it is opened), takes the first preflight report, and wires
+// the attempt factory and the supervisor. Nothing runs yet.
+func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (startPlan, error) {
+	engine, err := preflight.NewEngineClient("")
+	if err != nil {
+		return startPlan{}, fmt.Errorf("runner: docker client: %w", err)
+	}
+	r.closers.push(engine.Close)
+	lock, err := preflight.AcquireContextLock(cfg.LockRoot, engine.DaemonHost())
+	if err != nil {
+		return startPlan{}, err
+	}
+	r.closers.push(lock.Release)
+	docker, err := dockerops.Connect(ctx, dockerops.Options{})
+	if err != nil {
+		return startPlan{}, err
+	}
+	r.closers.push(docker.Close)
+	r.images = engine
+
+	policy := cfg.Capacity
+	policy.MaxSlots = cfg.Slots
+	cache := preflight.NewCacheWithClock(preflight.NewChecker(engine, nil, preflight.Options{
+		AllowRootful: cfg.AllowRootful,
+		Endpoint:     engine.DaemonHost(),
+		StateRoot:    cfg.StateRoot,
+		Capacity:     policy,
+		Services:     ServiceCheck(cfg.Services, docker),
+		Disk:         cfg.Disk,
+		Isolation:    docker,
+		Clock:        cfg.Clock,
+	}), 0, cfg.Clock)
+	r.preflight = cache
+	// The first report is taken now, so that admission starts from it.
+	first, _ := cache.Current(ctx)
+
+	// Attempt volumes are bounded by the mechanism preflight found.
+	var volumes actors.VolumeStore
+	store := quota.NewStore(cfg.StateRoot, first.Storage, messages.WorkerUID, messages.WorkerGID)
+	if store != nil {
+		volumes = store
+		docker = docker.WithVolumeImages(store)
+	} else {
+		cfg.Logger.Warn("attempt volumes are not bounded", "reason", first.Storage.Reason)
+	}
+	r.docker = docker
+
+	ledgers := ledger.Store{Root: cfg.StateRoot}
+	r.store = ledgers
+	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace, Now: cfg.Clock.Now}
+	attemptCfg := actors.AttemptConfig{
+		StateRoot:           cfg.StateRoot,
+		WorkerBinary:        cfg.WorkerBinary,
+		WorkerDigest:        workerDigest,
+		Platform:            runtime.GOOS + "/" + runtime.GOARCH,
+		SeccompProfile:      cfg.SeccompProfile,
+		LSMOption:           cfg.LSMOption,
+		Clock:               cfg.Clock,
+		SampleInterval:      cfg.SampleInterval,
+		Limits:              cfg.Limits,
+		Services:            cfg.Services,
+		ServiceReadyWithin:  cfg.ServiceReadyWithin,
+		ServicesReadyWithin: cfg.ServicesReadyWithin,
+		Egress:              cfg.Egress,
+		AllowOpenPublic:     cfg.AllowOpenPublic,
+		Caches:              cfg.Caches,
+		CacheBytes:          cfg.CacheBytes,
+		Confinement:         func() actors.Confinement { return confinementOf(cache) },
+	}
+	var attemptDocker actors.Docker = docker
+	if cfg.WrapDocker != nil {
+		attemptDocker = cfg.WrapDocker(docker)
+	}
+	r.imageRefs = imagegc.NewRefs()
+	deps := actors.Deps{
+		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: cfg.StateRoot, ValidateRemote: cfg.ValidateRemote,
+			ManagedNamespace: cfg.ManagedNamespace},
+		Docker:        attemptDocker,
+		Redeemer:      cfg.Redeemer,
+		ProviderAuth:  cfg.ProviderAuth,
+		ImageVerifier: cfg.ImageVerifier,
+		Volumes:       volumes,
+		ImageRefs:     r.imageRefs,
+	}
+	var gc *actor.Props
+	if cfg.ImageGC != nil {
+		gc = collector.Props(collector.Config{
+			API: engine, Refs: deps.ImageRefs, Policy: cfg.ImageGC.Policy, Interval: cfg.ImageGC.Interval,
+			StateRoot: cfg.StateRoot, Clock: cfg.Clock,
+			DiskLow: func(ctx context.Context) (bool, error) {
+				report, _ := cache.Current(ctx)
+				return report.Disk.Low, nil
+			},
+		})
+	}
+	sup := cfg.Metrics.Instrument(supervisor.Props(supervisor.Config{
+		Slots:      cfg.Slots,
+		QueueLimit: cfg.QueueLimit,
+		Cleaner:    docker,
+		Ledgers:    ledgers,
+		Capacity:   cache,
+		RunnerID:   cfg.RunnerID,
+		Clock:      cfg.Clock,
+		ManagedNS:  cfg.ManagedNamespace,
+		Collector:  gc,
+		Reaper: &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval, Images: imageSweeper(store),
+			OnRound: cfg.Metrics.ReaperRound},
+		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
+			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
+		},
+	}), "supervisor")
+	return startPlan{reap: round, skip: cfg.SkipStartupReap, volumes: store, supervisor: sup}, nil
+}
+
+// start recovers what a previous process left behind and starts the tree.
+// Nothing of this process runs yet, and the context lock keeps other
+// forged processes off this engine: every ledger left in the state root
+// belongs to an attempt a previous process was running when it died. The
+// start-up reaper round tears those attempts down (they are reported
+// sandbox_runner_restarted), and the volume images left are released.
+func (r *Runner) start(ctx context.Context, plan startPlan) error {
+	startup := plan.reap
+	startup.SnapshotAvailable = true // an empty snapshot: nothing is live
+	startup.DryRun = plan.skip
+	if !plan.skip {
+		if _, err := r.store.RemoveTemporaryFiles(); err != nil {
+			r.logger.Warn("could not remove temporary ledger files", "err", err)
+		}
+	}
+	restart, err := reaper.Run(ctx, startup, r.store, r.docker)
+	if err != nil {
+		r.logger.Error("start-up reaper round failed; the periodic reaper retries", "err", err)
+	}
+	if !plan.skip {
+		r.metrics.ReaperRound(restart, err)
+	}
+	if plan.volumes != nil && !plan.skip {
+		// Nothing is live yet: every image left is a dead process's.
+		if released, err := plan.volumes.Sweep(ctx, nil); err != nil {
+			r.logger.Error("start-up release of volume images failed", "err", err, "released", released)
+		} else if len(released) > 0 {
+			r.logger.Info("released leftover volume images", "images", released)
+		}
+	}
+	r.Restart = restart
+
+	if err := r.startTree(plan.supervisor); err != nil {
+		return err
+	}
+	for _, id := range restart.Reaped {
+		if out, ok := r.logs.recordRestarted(id); ok {
+			r.metrics.Finished(out)
+		}
+	}
+	r.metrics.WatchSnapshot(r.Snapshot)
+	return nil
+}
+
+// startTree starts the actor system, with its work tracked, and spawns the
+// root supervisor. From here on release stops the tree first.
+func (r *Runner) startTree(sup *actor.Props) error {
+	logger := r.logger
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger.With("component", "actor") }))
+	t := &tree{system: system, work: actorkit.TrackWork(system), stopDead: r.metrics.WatchDeadLetters(system)}
+	r.system, r.tree = system, t
+	root, err := system.Root.SpawnNamed(sup, "supervisor")
+	if err != nil {
+		return fmt.Errorf("runner: spawn supervisor: %w", err)
+	}
+	r.root, t.root = root, root
+	return nil
+}
+
+// imageSweeper is the store as the reaper's sweeper, nil without a store.
+func imageSweeper(store *quota.Store) supervisor.ImageSweeper {
+	if store == nil {
+		return nil
+	}
+	return store
+}

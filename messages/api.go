@@ -1,0 +1,128 @@
+package messages
+
+import "time"
+
+// The bodies of the daemon's HTTP API (internal/daemon/httpapi serves
+// them on the daemon's unix socket; package client reads them). Requests
+// and replies the API shares with the actor protocol (Dispatch, Snapshot,
+// InspectReply, RenewLeaseReply, CleanupReport, Event, AttemptOutcome) are
+// in protocol.go and beside it.
+
+// APIError is the body of every refusal and failure the API answers: the
+// failure code (package failure's registry gives its HTTP status) and a
+// message for a person.
+type APIError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// SubmitAccepted is the body of an admitted POST /v1/attempts (202).
+type SubmitAccepted struct {
+	AttemptID string `json:"attemptId"`
+	Queued    bool   `json:"queued"`
+}
+
+// CancelAccepted is the body of an accepted DELETE /v1/attempts/{id} (202).
+type CancelAccepted struct {
+	AttemptID string `json:"attemptId"`
+}
+
+// Attempt states a listing (GET /v1/attempts?state=) selects.
+const (
+	AttemptStateRunning  = "running"  // admitted or queued, no outcome yet
+	AttemptStateFinished = "finished" // an outcome, and still retained
+	AttemptStateAll      = "all"
+)
+
+// Listing limits: the default and the largest limit of GET /v1/attempts.
+const (
+	DefaultAttemptListLimit = 50
+	MaxAttemptListLimit     = 1000
+)
+
+// AttemptSummary is one attempt in a listing.
+type AttemptSummary struct {
+	AttemptID   string    `json:"attemptId"`
+	State       string    `json:"state"`
+	SubmittedAt time.Time `json:"submittedAt"`
+	// Events counts the events recorded (dropped ones included).
+	Events int `json:"events"`
+	// Outcome is set once finished.
+	Outcome *AttemptOutcome `json:"outcome,omitempty"`
+}
+
+// AttemptList is the body of GET /v1/attempts.
+type AttemptList struct {
+	Attempts []AttemptSummary `json:"attempts"`
+}
+
+// The types of the events stream's lines.
+const (
+	StreamLineEvent    = "event"
+	StreamLineFinished = "finished"
+)
+
+// StreamLine is one NDJSON line of GET /v1/attempts/{id}/events: an event
+// (Type StreamLineEvent), or the outcome that ends the stream (Type
+// StreamLineFinished).
+type StreamLine struct {
+	Type    string          `json:"type"`
+	Event   *Event          `json:"event,omitempty"`
+	Outcome *AttemptOutcome `json:"outcome,omitempty"`
+}
+
+// RenewRequest is the body of POST /v1/attempts/{id}/lease: the attempt's
+// fencing token and the new, strictly later, expiry. The answer is a
+// RenewLeaseReply.
+type RenewRequest struct {
+	FencingToken string    `json:"fencingToken"`
+	ExpiresAt    time.Time `json:"expiresAt"`
+}
+
+// ConsoleConfig is the body of GET /v1/console/config: whether the
+// console may cancel attempts.
+type ConsoleConfig struct {
+	Manage bool `json:"manage"`
+}
+
+// ConsoleFrame is one picture of the daemon for the live console: one
+// "frame" Server-Sent Event of GET /v1/inspect/stream.
+type ConsoleFrame struct {
+	At       time.Time     `json:"at"`
+	Actors   []ActorView   `json:"actors"`
+	Snapshot *Snapshot     `json:"snapshot,omitempty"`
+	Attempts []AttemptView `json:"attempts"`
+}
+
+// ActorView is one live actor as the console shows it: its InspectReply
+// and, when instrumented, its counters.
+type ActorView struct {
+	InspectReply
+	Stats *ActorStats `json:"stats,omitempty"`
+}
+
+// ActorStats is one live actor's counters.
+type ActorStats struct {
+	MailboxDepth int64  `json:"mailboxDepth"`
+	MessagesIn   uint64 `json:"messagesIn"`
+	MessagesOut  uint64 `json:"messagesOut"`
+	Restarts     uint64 `json:"restarts"`
+	// RecentMessages are the types of the last messages it received,
+	// oldest first.
+	RecentMessages []string `json:"recentMessages"`
+}
+
+// AttemptView is one attempt in the console: its summary and its phase
+// timeline.
+type AttemptView struct {
+	AttemptSummary
+	Timeline []PhaseSpan `json:"timeline"`
+}
+
+// PhaseSpan is one phase of an attempt's timeline; Seconds is 0 while the
+// phase lasts.
+type PhaseSpan struct {
+	Phase   string    `json:"phase"`
+	Start   time.Time `json:"start"`
+	Seconds float64   `json:"seconds"`
+}
