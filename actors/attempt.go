@@ -356,7 +356,7 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		secrets:        []string{a.d.Lease.FencingToken},
 	}
 	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary, stateRoot: a.cfg.StateRoot, limits: a.cfg.BuildLimits}
-	a.build = a.children.spawn(ctx, newBuildProps(builder, job, a.supervisor, a.deps.ImageRefs), kindBuild)
+	a.build = a.children.spawn(ctx, newBuildProps(a.runCtx, builder, job, a.supervisor, a.deps.ImageRefs), kindBuild)
 }
 
 func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
