@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"time"
 
@@ -30,7 +29,8 @@ func (a *attemptActor) teardown(ctx actor.Context) {
 	a.setPhase(ctx, messages.PhaseTearingDown)
 	a.emit(ctx, messages.RunnerEvent("sandbox_teardown_started", fmt.Sprintf("Removing Docker resources for attempt %s.", a.d.AttemptID()), nil))
 	in := teardownInput{docker: a.deps.Docker, ledger: a.ledger,
-		req: teardown.Request{Owner: dockerops.OwnershipOf(a.d), Source: ledger.SourceTeardown}}
+		req:     teardown.Request{Owner: dockerops.OwnershipOf(a.d), Source: ledger.SourceTeardown},
+		workDir: a.workDir, removeAll: a.cfg.removeAll}
 	if a.ledgerWritten {
 		e := a.ledgerEntry(a.ledgerState)
 		in.req.Ledger = &e
@@ -50,9 +50,6 @@ func (a *attemptActor) onTornDown(ctx actor.Context, msg teardownDone) {
 		a.emit(ctx, messages.FailureEvent("teardown_failed", fmt.Sprintf("Docker resources for attempt %s require reaping: %v", a.d.AttemptID(), errors.Join(res.Err, res.LedgerErr)), report))
 	} else {
 		a.emit(ctx, messages.RunnerEvent("sandbox_teardown_completed", fmt.Sprintf("Removed Docker resources for attempt %s.", a.d.AttemptID()), report))
-		if a.workDir != "" {
-			_ = os.RemoveAll(a.workDir) // the attempt's private copies; nothing else refers to them
-		}
 	}
 	outcome := a.outcome(report, degraded)
 	if outcome.Status != messages.StatusSucceeded {
