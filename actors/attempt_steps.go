@@ -247,9 +247,9 @@ func (a *attemptActor) storageFull() func(ctx context.Context) string {
 	if a.deps.Volumes == nil {
 		return nil
 	}
-	store, volumes := a.deps.Volumes, []string{a.names.WorkspaceVolume, a.names.ControlVolume}
+	store, volumes := a.deps.Volumes, []string{a.in.names.WorkspaceVolume, a.in.names.ControlVolume}
 	for _, c := range a.perAttemptCaches() {
-		volumes = append(volumes, a.names.CacheVolume(c))
+		volumes = append(volumes, a.in.names.CacheVolume(c))
 	}
 	return func(ctx context.Context) string {
 		var full []string

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/kit/clock"
 	"github.com/forgedev/forged/internal/sandbox/egress"
@@ -57,8 +58,8 @@ func TestEgressProxyStartsBeforeTheWorkerAndItsLogBecomesEvents(t *testing.T) {
 	assert.Less(t, host.index("routed"), host.index("egress"))
 	assert.Less(t, host.index("probe"), host.index("create"), "the worker waits for the proxy's readiness")
 	host.mu.Lock()
-	require.Len(t, host.egressSpecs, 1)
-	spec := host.egressSpecs[0]
+	require.Len(t, sidecarsOf[dockerops.EgressSpec](host), 1)
+	spec := sidecarsOf[dockerops.EgressSpec](host)[0]
 	worker := host.workerSpec
 	host.mu.Unlock()
 
@@ -248,7 +249,7 @@ func TestOpenPublicRunsOnARoutedNetworkWhenTheOperatorAllowsIt(t *testing.T) {
 	assert.True(t, host.workerSpec.OpenNetwork)
 	require.Len(t, host.routed, 1)
 	assert.Equal(t, host.workerSpec.Network+"/shared=true", host.routed[0], "the worker and its services share the open network")
-	assert.Empty(t, host.egressSpecs, "no proxy")
+	assert.Empty(t, sidecarsOf[dockerops.EgressSpec](host), "no proxy")
 	for _, v := range host.workerSpec.Env {
 		assert.NotContains(t, v, "PROXY")
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/kit/clock"
 	"github.com/forgedev/forged/internal/sandbox/services"
@@ -79,8 +80,8 @@ func TestServicesStartBeforeTheWorkerAndReachItOnlyByFile(t *testing.T) {
 
 	// Hardened, split memory, on the attempt network under their aliases,
 	// from the pinned id.
-	require.Len(t, host.serviceSpecs, 2)
-	for _, spec := range host.serviceSpecs {
+	require.Len(t, sidecarsOf[dockerops.ServiceSpec](host), 2)
+	for _, spec := range sidecarsOf[dockerops.ServiceSpec](host) {
 		assert.Equal(t, pinnedID, spec.Image)
 		assert.Equal(t, int64(1<<30), spec.MemoryBytes, "2 GiB split between two services")
 		assert.NotEqual(t, "0:0", spec.User)
@@ -99,7 +100,7 @@ func TestServicesStartBeforeTheWorkerAndReachItOnlyByFile(t *testing.T) {
 	assert.Contains(t, host.workerSpec.Env, "FORGE_REDIS_PASSWORD_FILE=/run/forge-secrets/redis-password")
 
 	everything := string(host.stdin) + strings.Join(host.workerSpec.Env, "\n")
-	for _, spec := range host.serviceSpecs {
+	for _, spec := range sidecarsOf[dockerops.ServiceSpec](host) {
 		everything += strings.Join(spec.Env, "\n") + strings.Join(spec.Cmd, " ") + strings.Join(mapValues(spec.Labels), " ")
 	}
 	raw, _ := json.Marshal(actortest.All[messages.AttemptEvent](probe))
