@@ -17,7 +17,7 @@ import (
 
 // The attempt's network policy. none: network mode none, unless services
 // need the isolated attempt network. public_allowlist: the isolated
-// attempt network, and the egress proxy (a child actor, egress.go) as the
+// attempt network, and the egress proxy (a sidecar actor, sidecar.go) as the
 // only member of both it and the attempt's egress network; the worker
 // starts once the proxy (and every service) is ready, with the proxy
 // variables in its environment, and the proxy's death fails the attempt

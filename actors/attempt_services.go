@@ -16,10 +16,9 @@ import (
 )
 
 // The attempt's services: after the network and volumes exist, the
-// attempt writes fresh credentials into the secrets volume, spawns one
-// service actor per declared service (they start together) and starts the
-// worker only once every service answered its readiness probe. The total
-// cap runs on the attempt's clock from the spawn to the last ready.
+// attempt writes fresh credentials into the secrets volume and spawns one
+// sidecar actor per declared service (they start together, with the
+// egress proxy; attempt_sidecars.go).
 
 // secretsDone is the network step's result: the attempt network (and the
 // egress network with public_allowlist) and the services' credentials.
