@@ -60,7 +60,7 @@ func TestEgressProxyStartsBeforeTheWorkerAndItsLogBecomesEvents(t *testing.T) {
 	host.mu.Lock()
 	require.Len(t, sidecarsOf[dockerops.EgressSpec](host), 1)
 	spec := sidecarsOf[dockerops.EgressSpec](host)[0]
-	worker := host.workerSpec
+	worker := host.workerSpec()
 	host.mu.Unlock()
 
 	// The proxy: pinned image, both networks plus the operator's upstream,
@@ -246,11 +246,11 @@ func TestOpenPublicRunsOnARoutedNetworkWhenTheOperatorAllowsIt(t *testing.T) {
 	assert.Zero(t, host.called("network"), "no isolated network")
 	host.mu.Lock()
 	defer host.mu.Unlock()
-	assert.True(t, host.workerSpec.OpenNetwork)
+	assert.True(t, host.workerSpec().OpenNetwork)
 	require.Len(t, host.routed, 1)
-	assert.Equal(t, host.workerSpec.Network+"/shared=true", host.routed[0], "the worker and its services share the open network")
+	assert.Equal(t, host.workerSpec().Network+"/shared=true", host.routed[0], "the worker and its services share the open network")
 	assert.Empty(t, sidecarsOf[dockerops.EgressSpec](host), "no proxy")
-	for _, v := range host.workerSpec.Env {
+	for _, v := range host.workerSpec().Env {
 		assert.NotContains(t, v, "PROXY")
 	}
 }

@@ -57,8 +57,7 @@ type fakeHost struct {
 	// are in flight at once (or the call's context ends).
 	volumesTogether *sync.WaitGroup
 
-	workerSpec dockerops.WorkerSpec
-	stdin      []byte
+	stdin []byte
 
 	// Sidecars: catalogueID is the image id ImageID reports for service
 	// catalogue refs (forged-services/...); probeCode each sidecar's probe
@@ -78,6 +77,15 @@ type fakeHost struct {
 	routed       []string
 	stopped      []string
 	egressStop   chan struct{}
+}
+
+// workerSpec is the last worker asked for. The caller holds f.mu, or the
+// attempts are over.
+func (f *fakeHost) workerSpec() dockerops.WorkerSpec {
+	if len(f.specs) == 0 {
+		return dockerops.WorkerSpec{}
+	}
+	return f.specs[len(f.specs)-1]
 }
 
 // sidecarsOf returns the sidecars of type T asked for (ServiceSpec,
@@ -256,7 +264,6 @@ func (f *fakeHost) VolumeLabels(_ context.Context, name string) (map[string]stri
 func (f *fakeHost) CreateWorker(_ context.Context, spec dockerops.WorkerSpec) (string, error) {
 	f.mu.Lock()
 	f.specs = append(f.specs, spec)
-	f.workerSpec = spec
 	f.mu.Unlock()
 	return fakeContainerID, f.record("create")
 }

@@ -86,7 +86,7 @@ func TestServicesStartBeforeTheWorkerAndReachItOnlyByFile(t *testing.T) {
 		assert.Equal(t, int64(1<<30), spec.MemoryBytes, "2 GiB split between two services")
 		assert.NotEqual(t, "0:0", spec.User)
 		assert.Empty(t, spec.CapAdd)
-		assert.Equal(t, host.workerSpec.Network, spec.Network)
+		assert.Equal(t, host.workerSpec().Network, spec.Network)
 		assert.Contains(t, []string{"postgres", "redis"}, spec.Alias)
 	}
 
@@ -96,10 +96,10 @@ func TestServicesStartBeforeTheWorkerAndReachItOnlyByFile(t *testing.T) {
 	require.Len(t, packet.Services, 2)
 	assert.Equal(t, messages.ServiceEndpoint{Type: "postgres", Host: "postgres", Port: 5432, User: "forge", Database: "forge",
 		PasswordFile: "/run/forge-secrets/postgres-password"}, packet.Services[0])
-	assert.Contains(t, host.workerSpec.Env, "PGHOST=postgres")
-	assert.Contains(t, host.workerSpec.Env, "FORGE_REDIS_PASSWORD_FILE=/run/forge-secrets/redis-password")
+	assert.Contains(t, host.workerSpec().Env, "PGHOST=postgres")
+	assert.Contains(t, host.workerSpec().Env, "FORGE_REDIS_PASSWORD_FILE=/run/forge-secrets/redis-password")
 
-	everything := string(host.stdin) + strings.Join(host.workerSpec.Env, "\n")
+	everything := string(host.stdin) + strings.Join(host.workerSpec().Env, "\n")
 	for _, spec := range sidecarsOf[dockerops.ServiceSpec](host) {
 		everything += strings.Join(spec.Env, "\n") + strings.Join(spec.Cmd, " ") + strings.Join(mapValues(spec.Labels), " ")
 	}
