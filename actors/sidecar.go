@@ -181,8 +181,8 @@ func (s *sidecarActor) Receive(ctx actor.Context) {
 	s.maybeStop(ctx)
 }
 
-// call runs work off the mailbox, counting it: on the actor's run context,
-// or on ctx's own when given.
+// call runs work off the mailbox on the actor's run context, counting it;
+// callOn runs it on runCtx.
 func (s *sidecarActor) call(ctx actor.Context, step string, work func(context.Context) any) {
 	s.callOn(ctx, s.runCtx, step, work)
 }

@@ -11,7 +11,6 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/forgedev/forged/failure"
@@ -151,13 +150,21 @@ func (c *Client) RunProbe(ctx context.Context, spec ProbeSpec) (int, string, err
 	if err != nil {
 		return -1, "", err
 	}
-	defer func() {
-		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Timeouts.Remove)
-		defer cancel()
-		_ = c.cleaner.ContainerRemove(rmCtx, id, container.RemoveOptions{Force: true})
-	}()
+	defer func() { _ = c.removeHelper(ctx, id) }()
 	res, err := c.RunAttached(ctx, id, nil, nil, RunLimits{MaxDuration: spec.Timeout + probeMargin, MaxStdoutBytes: 64 << 10, MaxStderrBytes: 64 << 10, StderrTailBytes: 1024, StopGrace: time.Second})
 	return res.ExitCode, res.Stderr, err
+}
+
+// removeHelper force-removes a short-lived helper container (a probe, a
+// loader) on a context that survives ctx; one already gone is success. The
+// teardown removes it by its labels if this fails.
+func (c *Client) removeHelper(ctx context.Context, id string) error {
+	rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Timeouts.Remove)
+	defer cancel()
+	if err := c.cleaner.ContainerRemove(rmCtx, id, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return err
+	}
+	return nil
 }
 
 // WriteSecrets writes files (name → content) into the secrets volume,
@@ -166,23 +173,12 @@ func (c *Client) RunProbe(ctx context.Context, spec ProbeSpec) (int, string, err
 // content travels only in the archive sent to the engine.
 func (c *Client) WriteSecrets(ctx context.Context, name, image, volume string, labels map[string]string, files map[string][]byte) error {
 	cfg := &container.Config{Image: image, User: "0:0", Labels: maps.Clone(labels), Entrypoint: []string{"/nonexistent"}}
-	host := &container.HostConfig{
-		NetworkMode:    "none",
-		ReadonlyRootfs: true,
-		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
-		LogConfig:      container.LogConfig{Type: "none"},
-		Mounts:         []mount.Mount{{Type: mount.TypeVolume, Source: volume, Target: SecretsDir}},
-	}
+	host := loaderHostConfig(volume, SecretsDir)
 	id, err := c.createContainer(ctx, name, labels, cfg, host, &network.NetworkingConfig{})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Timeouts.Remove)
-		defer cancel()
-		_ = c.cleaner.ContainerRemove(rmCtx, id, container.RemoveOptions{Force: true})
-	}()
+	defer func() { _ = c.removeHelper(ctx, id) }()
 	for _, file := range slices.Sorted(maps.Keys(files)) {
 		content := files[file]
 		if err := c.CopyFileInto(ctx, id, SecretsDir, file, bytes.NewReader(content), int64(len(content)), 0, 0, 0o444); err != nil {
