@@ -123,11 +123,7 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		if a.deps.ImageRefs != nil {
 			a.deps.ImageRefs.Release(a.d.AttemptID())
 		}
-		if a.ledger.writer != nil {
-			// A step still in flight may post to it: it answers
-			// errLedgerClosed, it never panics.
-			a.ledger.writer.close()
-		}
+		a.ledger.close()
 
 	// Control.
 	case messages.CancelAttempt:
@@ -342,8 +338,7 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
 	a.setPhase(ctx, messages.PhaseProvisioning)
 	// Posted here, on the mailbox, so that every later ledger write (a
 	// renewal's) is ordered after it; the step waits until it is durable.
-	a.ledger.state, a.ledger.written = ledger.Starting, true
-	planned := a.ledger.writer.post(a.ledgerEntry(ledger.Starting))
+	planned := a.ledger.post(ledger.Starting, a.ledgerEntry(ledger.Starting))
 	in := provisionInput{docker: a.deps.Docker, planned: planned, names: a.in.names, labels: a.in.labels, credentials: a.credentialsInput(),
 		volumes: a.deps.Volumes, workspaceBytes: a.d.Sandbox.RequestedResources.Workspace(), bundlePath: a.in.prepared.BundlePath,
 		caches: a.in.contract.Contract.Caches, project: a.d.Repo.Name, cacheBytes: a.cfg.CacheBytes}

@@ -42,7 +42,7 @@ func (a *attemptActor) teardown(ctx actor.Context) {
 func (a *attemptActor) onTornDown(ctx actor.Context, msg teardownDone) {
 	// The teardown's own ledger writes were the last: the writer has
 	// nothing left to do.
-	a.ledger.writer.close()
+	a.ledger.close()
 	res := msg.result
 	report := res.Report
 	degraded := res.Degraded()

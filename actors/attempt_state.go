@@ -58,6 +58,21 @@ type attemptLedger struct {
 	state   ledger.State // the state last posted
 }
 
+// post posts e (the attempt's ledger in state) without waiting, and
+// remembers the state; the returned channel says when it is durable.
+func (l *attemptLedger) post(state ledger.State, e ledger.Entry) <-chan error {
+	l.state, l.written = state, true
+	return l.writer.post(e)
+}
+
+// close closes the writer, once it exists: a step still in flight may post
+// to it, and is answered errLedgerClosed.
+func (l *attemptLedger) close() {
+	if l.writer != nil {
+		l.writer.close()
+	}
+}
+
 // verdict is what decides the attempt's outcome: its first failure, the
 // host's facts behind it, and what the pipeline delivered.
 type verdict struct {

@@ -158,6 +158,5 @@ func (a *attemptActor) ledgerEntry(state ledger.State) ledger.Entry {
 // write that must precede resource creation is awaited in the provision
 // step instead.
 func (a *attemptActor) writeLedger(state ledger.State) {
-	a.ledger.state = state
-	a.ledger.writer.post(a.ledgerEntry(state))
+	a.ledger.post(state, a.ledgerEntry(state))
 }
