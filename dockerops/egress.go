@@ -85,6 +85,10 @@ func (s EgressSpec) Sidecar() (SidecarSpec, error) {
 	if err := s.validate(); err != nil {
 		return SidecarSpec{}, failure.Wrap(failure.SandboxEgressFailed, err, "egress proxy create")
 	}
+	return s.sidecar(), nil
+}
+
+func (s EgressSpec) sidecar() SidecarSpec {
 	joins := []NetworkJoin{{Network: s.AttemptNetwork, Aliases: []string{s.Alias}}}
 	for _, u := range s.Upstreams {
 		joins = append(joins, NetworkJoin{Network: u})
@@ -109,15 +113,14 @@ func (s EgressSpec) Sidecar() (SidecarSpec, error) {
 		MemoryBytes: s.MemoryBytes, NanoCPUs: egressNanoCPUs, PIDs: egressPIDs, SecurityOpts: s.SecurityOpts,
 		Log:  container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": egressLogMaxSize, "max-file": "1"}},
 		Code: failure.SandboxEgressFailed, What: "egress proxy",
-	}, nil
+	}
 }
 
 // EgressContainerConfig returns the hardened create configuration of the
-// egress proxy (of a valid spec), on its egress network (the other
-// networks are joined before it starts).
+// egress proxy, on its egress network (the other networks are joined
+// before it starts).
 func EgressContainerConfig(spec EgressSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
-	sidecar, _ := spec.Sidecar()
-	return SidecarContainerConfig(sidecar)
+	return SidecarContainerConfig(spec.sidecar())
 }
 
 // CreateRoutedNetwork creates a labelled bridge with a route out and IPv6

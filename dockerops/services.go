@@ -66,19 +66,22 @@ func (s ServiceSpec) Sidecar() (SidecarSpec, error) {
 	if err := s.validate(); err != nil {
 		return SidecarSpec{}, failure.Wrap(failure.SandboxCreateFailed, err, "service create")
 	}
+	return s.sidecar(), nil
+}
+
+func (s ServiceSpec) sidecar() SidecarSpec {
 	return SidecarSpec{
 		Name: s.Name, Image: s.Image, User: s.User, Cmd: s.Cmd, Env: s.Env, Labels: s.Labels, Tmpfs: s.Tmpfs,
 		Network: s.Network, Aliases: []string{s.Alias}, SecretsVolume: s.SecretsVolume, DNS: []string{SandboxNameserver},
 		MemoryBytes: s.MemoryBytes, NanoCPUs: s.NanoCPUs, PIDs: s.PIDs, CapAdd: s.CapAdd, SecurityOpts: s.SecurityOpts,
 		Code: failure.SandboxCreateFailed, What: "service",
-	}, nil
+	}
 }
 
 // ServiceContainerConfig returns the hardened create configuration of a
-// service container (of a valid spec).
+// service container.
 func ServiceContainerConfig(spec ServiceSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
-	sidecar, _ := spec.Sidecar()
-	return SidecarContainerConfig(sidecar)
+	return SidecarContainerConfig(spec.sidecar())
 }
 
 // WaitStopped blocks until the container is not running (or ctx ends) and
