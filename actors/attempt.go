@@ -12,7 +12,6 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
-	"github.com/forgedev/forged/internal/kit/clock"
 	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/internal/sandbox/contract"
 	"github.com/forgedev/forged/internal/sandbox/lease"
@@ -43,7 +42,10 @@ func AttemptProps(d *messages.Dispatch, subscriber, supervisor *actor.PID, cfg A
 // attemptActor drives one attempt from admission to teardown. Its state is
 // touched only in Receive. At most one host step runs at a time (inflight):
 // each is a plain function of an input built here (attempt_steps.go), and
-// its result comes back as a message. Children report with messages.
+// its result comes back as a message. Children report with messages. What
+// the attempt learns is kept in named parts (attempt_state.go): its input,
+// its image, its sidecars, its worker, its time limits, its ledger and its
+// verdict.
 type attemptActor struct {
 	cfg        AttemptConfig
 	deps       Deps
@@ -56,59 +58,18 @@ type attemptActor struct {
 	runCtx   context.Context
 	cancel   context.CancelFunc
 	fence    *fence
-	workDir  string
 	inflight string // the host step in flight, "" when none
 
-	// What the pipeline learned, step by step.
-	prepared *gitops.Prepared
-	contract *contract.Parsed
-	// serviceImages are the declared services' verified catalogue entries;
-	// services their actors and state (attempt_services.go).
-	serviceImages map[string]services.Entry
-	services      map[string]*serviceRun
-	servicesTimer clock.Timer
-	security      []string // resolved worker security options
-	imageID       string
-	names         dockerops.Names
-	labels        map[string]string
-	network       string // the attempt network's name, when services or the network policy need one
-	networkID     string
-	// egressImage is the verified egress proxy image (public_allowlist);
-	// egress its actor and state, egressNetworkID the egress network's id
-	// (attempt_egress.go).
-	egressImage     services.Entry
-	egress          *egressRun
-	egressNetworkID string
-	// provisioned: the volumes were (at least partly) created.
-	provisioned bool
-	// cacheMounts are the contract's caches the worker mounts.
-	cacheMounts []dockerops.CacheMount
+	in       attemptInput
+	image    attemptImage
+	sidecars sidecarSet // attempt_sidecars.go
+	worker   attemptWorker
+	timers   limitTimers // timelimit.go
+	ledger   attemptLedger
+	verdict  verdict
 
-	watchdog, build, worker, sampler, pusher *actor.PID
-	containerID                              string
-	workerExit                               *WorkerExited
-	telemetry                                SamplerReport
-	trusted                                  error // a resource failure from host facts (resourceFailure)
-	timeLimit                                error // the host saw a time limit pass (timelimit.go)
-	timers                                   limitTimers
-	causes                                   []messages.FailureCause // the worker's account behind a trusted failure
-	result                                   string
-	imported                                 gitops.ImportReport // the host's account of the result
-	published                                string              // the commit pushed to the remote (bridge_push)
+	watchdog, sampler, pusher *actor.PID
 
-	ledger        *ledgerWriter
-	ledgerWritten bool         // the planned ledger was posted
-	ledgerState   ledger.State // the state last posted
-
-	controlKey    string    // the worker's lease-update key
-	packetExpiry  time.Time // the lease expiry in the worker's start packet
-	workerRunning bool      // the worker reported it started
-
-	pipelineDone bool // every step succeeded: only teardown remains
-
-	failure     error
-	failedPhase string // the phase the attempt was in at its first failure
-	cancelled   bool
 	tearingDown bool
 	finished    bool
 }
@@ -162,11 +123,7 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		if a.deps.ImageRefs != nil {
 			a.deps.ImageRefs.Release(a.d.AttemptID())
 		}
-		if a.ledger != nil {
-			// A step still in flight may post to it: it answers
-			// errLedgerClosed, it never panics.
-			a.ledger.close()
-		}
+		a.ledger.close()
 
 	// Control.
 	case messages.CancelAttempt:
@@ -174,8 +131,8 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		if reason == "" {
 			reason = "cancelled by request"
 		}
-		if a.failure == nil && !a.tearingDown {
-			a.cancelled = true // a cancel after another failure does not rename it
+		if a.verdict.failure == nil && !a.tearingDown {
+			a.verdict.cancelled = true // a cancel after another failure does not rename it
 		}
 		a.abort(ctx, failure.New(failure.SandboxCancelled, "%s", reason))
 	case messages.RenewLease:
@@ -232,20 +189,14 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 	case secretsDone:
 		a.inflight = ""
 		a.onSecretsWritten(ctx, msg)
-	case ServiceStarted:
-		a.onServiceStarted(ctx, msg)
-	case ServiceReady:
-		a.onServiceReady(ctx, msg)
-	case ServiceFailed:
-		a.onServiceFailed(ctx, msg)
+	case SidecarStarted:
+		a.onSidecarStarted(msg)
+	case SidecarReady:
+		a.onSidecarReady(ctx, msg)
+	case SidecarFailed:
+		a.onSidecarFailed(ctx, msg)
 	case servicesTimedOut:
 		a.onServicesTimedOut(ctx)
-	case EgressStarted:
-		a.onEgressStarted(msg)
-	case EgressReady:
-		a.onEgressReady(ctx, msg)
-	case EgressFailed:
-		a.onEgressFailed(ctx, msg)
 	case EgressAccess:
 		a.onEgressAccess(ctx, msg)
 	case EgressLogSummary:
@@ -277,7 +228,7 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 func (a *attemptActor) start(ctx actor.Context) {
 	a.runCtx, a.cancel = context.WithCancel(context.Background())
 	a.fence = newFence(a.cfg.Clock, a.d.Lease.FencingToken, a.d.Lease.ExpiresAt)
-	a.ledger = startLedgerWriter(ledger.Store{Root: a.cfg.StateRoot})
+	a.ledger.writer = startLedgerWriter(ledger.Store{Root: a.cfg.StateRoot})
 	a.setPhase(ctx, messages.PhasePreparing)
 	key, err := lease.NewControlKey()
 	if err != nil {
@@ -285,7 +236,7 @@ func (a *attemptActor) start(ctx actor.Context) {
 		a.advance(ctx)
 		return
 	}
-	a.controlKey = key
+	a.worker.controlKey = key
 	a.watchdog = a.children.spawn(ctx, newLeaseWatchdogProps(a.d.Lease.ExpiresAt, a.cfg.Clock), kindWatchdog)
 	a.emit(ctx, messages.RunnerEvent("sandbox_preparing", fmt.Sprintf("Preparing Docker sandbox attempt %s.", a.d.AttemptID()), nil))
 	if err := checkDispatchSupported(a.d, a.deps.Redeemer != nil, a.cfg.Confinement(),
@@ -305,9 +256,9 @@ func (a *attemptActor) start(ctx actor.Context) {
 		a.advance(ctx)
 		return
 	}
-	a.names = names
-	a.workDir = attemptWorkDir(a.cfg.StateRoot, names.AttemptHex)
-	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption, confinement: a.cfg.Confinement(), cachePolicy: a.cfg.Caches,
+	a.in.names = names
+	a.in.workDir = attemptWorkDir(a.cfg.StateRoot, names.AttemptHex)
+	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.in.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption, confinement: a.cfg.Confinement(), cachePolicy: a.cfg.Caches,
 		verifier: a.deps.ImageVerifier, catalogue: a.cfg.Services, images: a.deps.Docker}
 	a.step(ctx, "prepare", func(stepCtx context.Context) any { return prepareStep(stepCtx, in) })
 }
@@ -323,11 +274,11 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 	if msg.err != nil {
 		a.fail(msg.err)
 	}
-	if a.failure != nil {
+	if a.verdict.failure != nil {
 		a.advance(ctx)
 		return
 	}
-	a.prepared, a.contract, a.security, a.serviceImages, a.egressImage = msg.prepared, msg.contract, msg.security, msg.serviceImages, msg.egressImage
+	a.in.prepared, a.in.contract, a.in.security, a.sidecars.serviceImages, a.sidecars.egressImage = msg.prepared, msg.contract, msg.security, msg.serviceImages, msg.egressImage
 	for _, w := range msg.signatureWarnings {
 		a.emit(ctx, messages.RunnerEvent("sandbox_image_signature_warning",
 			fmt.Sprintf("The image %s is not verified (%s); adoption carries on.", w.image, w.reason),
@@ -356,14 +307,14 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		secrets:        []string{a.d.Lease.FencingToken},
 	}
 	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary, stateRoot: a.cfg.StateRoot, limits: a.cfg.BuildLimits}
-	a.build = a.children.spawn(ctx, newBuildProps(builder, job, a.supervisor, a.deps.ImageRefs), kindBuild)
+	a.image.build = a.children.spawn(ctx, newBuildProps(a.runCtx, builder, job, a.supervisor, a.deps.ImageRefs), kindBuild)
 }
 
 func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
-	if a.failure != nil {
+	if a.verdict.failure != nil {
 		return // teardown proceeds once the build actor terminates
 	}
-	a.imageID = msg.ImageID
+	a.image.id = msg.ImageID
 	eventType := "sandbox_image_built"
 	if msg.CacheHit {
 		eventType = "sandbox_image_cache_hit"
@@ -374,38 +325,37 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
 	// The immutable inputs of the sandbox, as the seed announces them once
 	// the image is resolved.
 	a.emit(ctx, messages.RunnerEvent("sandbox_metadata", "Resolved immutable sandbox inputs.", map[string]string{
-		"inputCommitSha": a.prepared.InputCommitSHA, "sandboxConfigCommitSha": a.prepared.ConfigCommitSHA,
-		"contractDigest": a.contract.Digest, "imageDigest": a.imageID,
+		"inputCommitSha": a.in.prepared.InputCommitSHA, "sandboxConfigCommitSha": a.in.prepared.ConfigCommitSHA,
+		"contractDigest": a.in.contract.Digest, "imageDigest": a.image.id,
 	}))
-	labels, err := dockerops.Labels(a.d, a.imageID, a.contract.Digest)
+	labels, err := dockerops.Labels(a.d, a.image.id, a.in.contract.Digest)
 	if err != nil {
 		a.fail(err)
 		a.advance(ctx)
 		return
 	}
-	a.labels = labels
+	a.in.labels = labels
 	a.setPhase(ctx, messages.PhaseProvisioning)
 	// Posted here, on the mailbox, so that every later ledger write (a
 	// renewal's) is ordered after it; the step waits until it is durable.
-	a.ledgerState, a.ledgerWritten = ledger.Starting, true
-	planned := a.ledger.post(a.ledgerEntry(ledger.Starting))
-	in := provisionInput{docker: a.deps.Docker, planned: planned, names: a.names, labels: a.labels, credentials: a.credentialsInput(),
-		volumes: a.deps.Volumes, workspaceBytes: a.d.Sandbox.RequestedResources.Workspace(), bundlePath: a.prepared.BundlePath,
-		caches: a.contract.Contract.Caches, project: a.d.Repo.Name, cacheBytes: a.cfg.CacheBytes}
+	planned := a.ledger.post(ledger.Starting, a.ledgerEntry(ledger.Starting))
+	in := provisionInput{docker: a.deps.Docker, planned: planned, names: a.in.names, labels: a.in.labels, credentials: a.credentialsInput(),
+		volumes: a.deps.Volumes, workspaceBytes: a.d.Sandbox.RequestedResources.Workspace(), bundlePath: a.in.prepared.BundlePath,
+		caches: a.in.contract.Contract.Caches, project: a.d.Repo.Name, cacheBytes: a.cfg.CacheBytes}
 	a.step(ctx, "provision", func(stepCtx context.Context) any { return provisionStep(stepCtx, in) })
 }
 
 func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
-	a.provisioned = true
+	a.in.provisioned = true
 	if msg.err != nil {
 		a.fail(msg.err)
 	}
-	if a.failure != nil {
+	if a.verdict.failure != nil {
 		a.advance(ctx)
 		return
 	}
-	a.cacheMounts = msg.cacheMounts
-	if len(a.contract.Contract.Caches) > 0 {
+	a.in.cacheMounts = msg.cacheMounts
+	if len(a.in.contract.Contract.Caches) > 0 {
 		a.emitCachePolicy(ctx, msg.cachesMissing)
 	}
 	if a.needsNetwork() {
@@ -424,49 +374,49 @@ func (a *attemptActor) startWorker(ctx actor.Context) {
 		return
 	}
 	a.setPhase(ctx, messages.PhaseRunning)
-	a.worker = a.children.spawn(ctx, newWorkerProps(a.deps.Docker, job), kindWorker)
+	a.worker.pid = a.children.spawn(ctx, newWorkerProps(a.deps.Docker, job), kindWorker)
 }
 
 func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
-	a.containerID = msg.ContainerID
+	a.worker.containerID = msg.ContainerID
 	a.armTimeLimits(ctx)
 	a.writeLedger(ledger.Active)
 	networkMode, networks := "none", []map[string]string{}
-	if a.network != "" {
-		networkMode = a.network
-		networks = append(networks, map[string]string{"id": a.networkID, "name": a.network, "role": a.networkRole()})
+	if a.sidecars.network != "" {
+		networkMode = a.sidecars.network
+		networks = append(networks, map[string]string{"id": a.sidecars.networkID, "name": a.sidecars.network, "role": a.networkRole()})
 	}
-	if a.egressNetworkID != "" {
-		networks = append(networks, map[string]string{"id": a.egressNetworkID, "name": egressNetworkName(a.names), "role": "egress"})
+	if a.sidecars.egressNetworkID != "" {
+		networks = append(networks, map[string]string{"id": a.sidecars.egressNetworkID, "name": egressNetworkName(a.in.names), "role": "egress"})
 	}
-	sampled := []SampledContainer{{ID: msg.ContainerID, Name: a.names.Container, Role: roleAgent}}
+	sampled := []SampledContainer{{ID: msg.ContainerID, Name: a.in.names.Container, Role: roleAgent}}
 	var sidecars []map[string]string
-	for _, s := range a.contract.Contract.ServiceTypes() {
-		if r, ok := a.services[s]; ok && r.containerID != "" {
-			name := services.ContainerName(a.names.Prefix, s)
-			sidecars = append(sidecars, map[string]string{"id": r.containerID, "name": name, "role": "service:" + s})
-			sampled = append(sampled, SampledContainer{ID: r.containerID, Name: name, Role: "service:" + s})
+	for _, s := range a.in.contract.Contract.ServiceTypes() {
+		if id := a.sidecars.containerID(serviceRole(s)); id != "" {
+			name := services.ContainerName(a.in.names.Prefix, s)
+			sidecars = append(sidecars, map[string]string{"id": id, "name": name, "role": serviceRole(s)})
+			sampled = append(sampled, SampledContainer{ID: id, Name: name, Role: serviceRole(s)})
 		}
 	}
-	if a.egress != nil && a.egress.containerID != "" {
-		name := egressContainerName(a.names)
-		sidecars = append(sidecars, map[string]string{"id": a.egress.containerID, "name": name, "role": roleEgressProxy})
-		sampled = append(sampled, SampledContainer{ID: a.egress.containerID, Name: name, Role: roleEgressProxy})
+	if id := a.sidecars.containerID(roleEgressProxy); id != "" {
+		name := egressContainerName(a.in.names)
+		sidecars = append(sidecars, map[string]string{"id": id, "name": name, "role": roleEgressProxy})
+		sampled = append(sampled, SampledContainer{ID: id, Name: name, Role: roleEgressProxy})
 	}
-	a.emit(ctx, messages.RunnerEvent("sandbox_started", fmt.Sprintf("Docker sandbox %s started.", a.names.AttemptHex), map[string]any{
-		"agentContainer":    map[string]string{"id": msg.ContainerID, "name": a.names.Container, "role": "agent"},
+	a.emit(ctx, messages.RunnerEvent("sandbox_started", fmt.Sprintf("Docker sandbox %s started.", a.in.names.AttemptHex), map[string]any{
+		"agentContainer":    map[string]string{"id": msg.ContainerID, "name": a.in.names.Container, "role": "agent"},
 		"sidecarContainers": sidecars,
 		"networkMode":       networkMode,
 		"networks":          networks,
-		"volumes":           append([]string{a.names.WorkspaceVolume, a.names.ControlVolume, a.names.SecretsVolume}, a.cacheVolumes()...),
+		"volumes":           append([]string{a.in.names.WorkspaceVolume, a.in.names.ControlVolume, a.in.names.SecretsVolume}, a.cacheVolumes()...),
 	}))
-	if a.failure == nil {
+	if a.verdict.failure == nil {
 		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval, sampled), kindSampler)
 	}
 }
 
 func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
-	a.workerExit = &msg
+	a.worker.exit = &msg
 	a.stopTimeLimits()
 	if msg.Err != nil {
 		a.fail(msg.Err)
@@ -474,18 +424,18 @@ func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
 		return
 	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_agent_exited", fmt.Sprintf("Sandbox worker exited with code %d.", msg.ExitCode), map[string]int{"workerExitCode": msg.ExitCode}))
-	if a.failure != nil {
+	if a.verdict.failure != nil {
 		a.advance(ctx)
 		return
 	}
 	a.setPhase(ctx, messages.PhaseCollecting)
 	a.collectPeak(ctx, func() {
-		a.trusted = a.resourceFailure()
-		if a.failure != nil {
+		a.verdict.trusted = a.resourceFailure()
+		if a.verdict.failure != nil {
 			a.advance(ctx)
 			return
 		}
-		in := collectInput{docker: a.deps.Docker, git: a.deps.Git, workDir: a.workDir, containerID: a.containerID, identity: a.identity()}
+		in := collectInput{docker: a.deps.Docker, git: a.deps.Git, workDir: a.in.workDir, containerID: a.worker.containerID, identity: a.identity()}
 		a.step(ctx, "collect", func(stepCtx context.Context) any { return collectStep(stepCtx, in) })
 	})
 }
@@ -512,21 +462,21 @@ func (a *attemptActor) collectPeak(ctx actor.Context, then func()) {
 }
 
 func (a *attemptActor) recordPeak(ctx actor.Context, report SamplerReport) {
-	a.telemetry = report
+	a.worker.telemetry = report
 	if report.Telemetry == nil {
 		return
 	}
-	if a.ledgerWritten {
-		a.writeLedger(a.ledgerState)
+	if a.ledger.written {
+		a.writeLedger(a.ledger.state)
 	}
 	a.emit(ctx, peakMemoryEvent(report.Telemetry))
 }
 
 func (a *attemptActor) onCollected(ctx actor.Context, msg collectDone) {
-	exit := a.workerExit
+	exit := a.worker.exit
 	host := a.hostFailure()
 	switch {
-	case a.failure != nil:
+	case a.verdict.failure != nil:
 	case host != nil && msg.err != nil:
 		// The host's fact decides; the output could not be kept.
 		a.failIn(messages.PhaseRunning, failure.Wrap(failure.CodeOf(host), msg.err, "%s; its output was not imported", failureMessage(host)))
@@ -538,7 +488,7 @@ func (a *attemptActor) onCollected(ctx actor.Context, msg collectDone) {
 	case msg.err != nil:
 		a.fail(msg.err)
 	}
-	if a.failure != nil {
+	if a.verdict.failure != nil {
 		a.advance(ctx)
 		return
 	}
@@ -548,20 +498,20 @@ func (a *attemptActor) onCollected(ctx actor.Context, msg collectDone) {
 }
 
 func (a *attemptActor) onImported(ctx actor.Context, msg importDone) {
-	a.result, a.imported = msg.result, msg.report
-	if host := a.hostFailure(); host != nil && a.failure == nil {
+	a.verdict.result, a.verdict.imported = msg.result, msg.report
+	if host := a.hostFailure(); host != nil && a.verdict.failure == nil {
 		// The seed's rule (applyTrustedHostFailure): the outcome is failed
 		// with the host's code, the validated result still lands on the
 		// managed branch, and the outcome says both; the worker's own
 		// account is kept as the cause.
 		a.failIn(messages.PhaseRunning, trustedOutcome(host, msg, a.d.Lease.WorktreeKey))
-		a.causes = childCauses(a.workerExit, msg.summary)
+		a.verdict.causes = childCauses(a.worker.exit, msg.summary)
 	}
 	if msg.err != nil {
 		a.fail(msg.err)
-	} else if a.result != "" {
+	} else if a.verdict.result != "" {
 		data := map[string]any{
-			"resultCommitSha": a.result, "branch": a.d.Lease.WorktreeKey,
+			"resultCommitSha": a.verdict.result, "branch": a.d.Lease.WorktreeKey,
 			"commitCount": msg.report.Commits, "commits": msg.report.Newest,
 		}
 		content := fmt.Sprintf("Validated and imported sandbox output: %d commit(s).", msg.report.Commits)
@@ -573,18 +523,18 @@ func (a *attemptActor) onImported(ctx actor.Context, msg importDone) {
 	} else {
 		a.emit(ctx, messages.RunnerEvent("sandbox_output_unchanged", "The task changed nothing; the managed branch is unchanged.", nil))
 	}
-	if a.failure == nil && a.workerExit.ExitCode != 0 {
+	if a.verdict.failure == nil && a.worker.exit.ExitCode != 0 {
 		// The task failed while it ran; its output was still worth keeping.
 		a.failIn(messages.PhaseRunning, failure.New(failure.SandboxWorkerFailed, "%s", strings.TrimSpace(fmt.Sprintf(
 			"Sandbox worker exited with code %d; its output was validated and imported. %s %s",
-			a.workerExit.ExitCode, text.OneLine(msg.summary, 500), diagnostic(a.workerExit)))))
+			a.worker.exit.ExitCode, text.OneLine(msg.summary, 500), diagnostic(a.worker.exit)))))
 	}
 	// A failed task's result is kept on the host branch but never published.
-	if a.failure == nil && a.result != "" && a.d.Sandbox.PublicationMode == messages.PublicationBridgePush {
+	if a.verdict.failure == nil && a.verdict.result != "" && a.d.Sandbox.PublicationMode == messages.PublicationBridgePush {
 		a.startPublish(ctx)
 		return
 	}
-	a.pipelineDone = true
+	a.verdict.pipelineDone = true
 	a.advance(ctx)
 }
 
@@ -601,12 +551,7 @@ func diagnostic(exit *WorkerExited) string {
 func (a *attemptActor) fail(err error) { a.failIn(a.phase, err) }
 
 // failIn records the attempt's first failure as having happened in phase.
-func (a *attemptActor) failIn(phase string, err error) {
-	if a.failure == nil && err != nil {
-		a.failure = err
-		a.failedPhase = phase
-	}
-}
+func (a *attemptActor) failIn(phase string, err error) { a.verdict.failIn(phase, err) }
 
 // abort cancels whatever runs and leads to teardown as soon as the step in
 // flight and the active children have reported.
@@ -617,13 +562,13 @@ func (a *attemptActor) abort(ctx actor.Context, err error) {
 	a.fail(err)
 	a.fence.cancel()
 	a.cancel()
-	if a.build != nil {
-		ctx.Send(a.build, CancelBuild{})
+	if a.image.build != nil {
+		ctx.Send(a.image.build, CancelBuild{})
 	}
-	if a.worker != nil {
-		ctx.Send(a.worker, CancelWorker{})
+	if a.worker.pid != nil {
+		ctx.Send(a.worker.pid, CancelWorker{})
 	}
-	a.cancelServices(ctx)
+	a.cancelSidecars(ctx)
 	a.advance(ctx)
 }
 
@@ -631,16 +576,16 @@ func (a *attemptActor) abort(ctx actor.Context, err error) {
 // successful attempt goes to teardown after its import. Teardown starts
 // exactly once.
 func (a *attemptActor) advance(ctx actor.Context) {
-	if a.tearingDown || a.inflight != "" || a.build != nil || a.worker != nil {
+	if a.tearingDown || a.inflight != "" || a.image.build != nil || a.worker.pid != nil {
 		return
 	}
-	if a.failure == nil && !a.pipelineDone {
+	if a.verdict.failure == nil && !a.verdict.pipelineDone {
 		return
 	}
-	if a.servicesAlive() {
-		// Teardown waits for every service actor's calls to return, so
+	if a.sidecars.alive() {
+		// Teardown waits for every sidecar actor's calls to return, so
 		// that no create races it; they stop once cancelled.
-		a.cancelServices(ctx)
+		a.cancelSidecars(ctx)
 		return
 	}
 	a.beginTeardown(ctx)
@@ -649,15 +594,15 @@ func (a *attemptActor) advance(ctx actor.Context) {
 func (a *attemptActor) onChildTerminated(ctx actor.Context, who *actor.PID) {
 	a.children.forget(who)
 	switch {
-	case who.Equal(a.build):
-		a.build = nil
-		if a.imageID == "" {
+	case who.Equal(a.image.build):
+		a.image.build = nil
+		if a.image.id == "" {
 			a.fail(failure.New(failure.SandboxBuildFailed, "the build actor stopped before the image was ready"))
 		}
 		a.advance(ctx)
-	case who.Equal(a.worker):
-		a.worker = nil
-		if a.workerExit == nil {
+	case who.Equal(a.worker.pid):
+		a.worker.pid = nil
+		if a.worker.exit == nil {
 			a.fail(failure.New(failure.SandboxRuntimeFailed, "the worker actor stopped before the worker exited"))
 		}
 		a.advance(ctx)
@@ -671,7 +616,7 @@ func (a *attemptActor) onChildTerminated(ctx actor.Context, who *actor.PID) {
 	case who.Equal(a.pusher):
 		a.pusher = nil // renewals are no longer pushed; the watchdog still holds them
 	default:
-		a.onServiceTerminated(ctx, who)
+		a.onSidecarTerminated(ctx, who)
 	}
 }
 

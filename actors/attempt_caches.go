@@ -19,16 +19,16 @@ import (
 // perAttemptCaches are the names of the contract's per-attempt caches
 // (none before the contract is known).
 func (a *attemptActor) perAttemptCaches() []string {
-	if a.contract == nil {
+	if a.in.contract == nil {
 		return nil
 	}
-	return a.contract.Contract.PerAttemptCaches()
+	return a.in.contract.Contract.PerAttemptCaches()
 }
 
 // cacheVolumes are the names of the cache volumes the worker mounts.
 func (a *attemptActor) cacheVolumes() []string {
-	out := make([]string, 0, len(a.cacheMounts))
-	for _, m := range a.cacheMounts {
+	out := make([]string, 0, len(a.in.cacheMounts))
+	for _, m := range a.in.cacheMounts {
 		out = append(out, m.Volume)
 	}
 	return out
@@ -39,7 +39,7 @@ func (a *attemptActor) cacheVolumes() []string {
 // not had warmed.
 func (a *attemptActor) emitCachePolicy(ctx actor.Context, missing []string) {
 	perAttempt, readonly := []string{}, []string{}
-	for _, c := range a.contract.Contract.Caches {
+	for _, c := range a.in.contract.Contract.Caches {
 		switch c.Mode {
 		case contract.CachePerAttempt:
 			perAttempt = append(perAttempt, c.Name)

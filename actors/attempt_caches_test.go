@@ -32,7 +32,7 @@ func TestAttemptMountsItsCachesAndSaysWhichAreMissing(t *testing.T) {
 
 	names, err := dockerops.NamesFor(d.AttemptID())
 	require.NoError(t, err)
-	spec := host.workerSpec
+	spec := host.workerSpec()
 	assert.Equal(t, []dockerops.CacheMount{
 		{Volume: names.CacheVolume("npm"), Target: "/home/forge/.npm"},
 		{Volume: caches.ProjectVolume(d.Repo.Name, "pip"), Target: "/home/forge/.pip-cache", ReadOnly: true},

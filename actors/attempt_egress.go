@@ -2,6 +2,8 @@ package actors
 
 import (
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -15,7 +17,7 @@ import (
 
 // The attempt's network policy. none: network mode none, unless services
 // need the isolated attempt network. public_allowlist: the isolated
-// attempt network, and the egress proxy (a child actor, egress.go) as the
+// attempt network, and the egress proxy (a sidecar actor, sidecar.go) as the
 // only member of both it and the attempt's egress network; the worker
 // starts once the proxy (and every service) is ready, with the proxy
 // variables in its environment, and the proxy's death fails the attempt
@@ -26,13 +28,9 @@ import (
 // sampler and the sandbox_started event.
 const roleEgressProxy = "egress_proxy"
 
-// egressRun is the proxy's state as the attempt knows it.
-type egressRun struct {
-	pid         *actor.PID
-	containerID string
-	ready       bool
-	done        bool // failed or cancelled: its actor stops once its calls returned
-}
+// egressStopGrace is squid's time to close before SIGKILL (its own
+// shutdown_lifetime is 1 s).
+const egressStopGrace = 3 * time.Second
 
 func egressNetworkName(n dockerops.Names) string   { return n.Network + "-egress" }
 func egressContainerName(n dockerops.Names) string { return n.Prefix + "-egress" }
@@ -40,7 +38,7 @@ func egressProbeName(n dockerops.Names) string     { return services.ProbeName(n
 
 // needsNetwork reports whether the attempt gets an attempt network.
 func (a *attemptActor) needsNetwork() bool {
-	return (a.contract != nil && len(a.contract.Contract.Services) > 0) || a.d.Sandbox.NetworkPolicy.Mode != messages.NetworkNone
+	return (a.in.contract != nil && len(a.in.contract.Contract.Services) > 0) || a.d.Sandbox.NetworkPolicy.Mode != messages.NetworkNone
 }
 
 // networkRole is the attempt network's role: "open" for open_public, else
@@ -63,58 +61,40 @@ func (a *attemptActor) startEgress(ctx actor.Context) {
 	}
 	opts := a.cfg.Egress
 	within := a.cfg.ServiceReadyWithin
-	job := egressJob{
-		spec: dockerops.EgressSpec{
-			Name: egressContainerName(a.names), Image: a.egressImage.ImageID,
-			EgressNetwork: egressNetworkName(a.names), AttemptNetwork: a.network, Alias: egress.Alias,
-			Upstreams: opts.Upstreams, UID: egress.UID, RunDir: egress.RunDir,
-			Config: egress.SquidConfig(domains, opts), Hosts: egress.HostsFile(opts),
-			Labels: a.labels, SecurityOpts: a.security, MemoryBytes: egressProxyMemory,
-		},
-		probe: dockerops.ProbeSpec{
-			Name: egressProbeName(a.names), Image: a.imageID, Network: a.network,
-			Labels: a.labels, SecretsVolume: a.names.SecretsVolume, SecurityOpts: a.security,
-			Cmd: []string{messages.WorkerBinaryPath, "worker", "probe", "--service", services.Egress,
-				"--host", egress.Alias, "--port", fmt.Sprint(egress.ProxyPort), "--within", within.String()},
-			Timeout: within,
-		},
-		readyWithin: within,
+	spec := dockerops.EgressSpec{
+		Name: egressContainerName(a.in.names), Image: a.sidecars.egressImage.ImageID,
+		EgressNetwork: egressNetworkName(a.in.names), AttemptNetwork: a.sidecars.network, Alias: egress.Alias,
+		Upstreams: opts.Upstreams, UID: egress.UID, RunDir: egress.RunDir,
+		Config: egress.SquidConfig(domains, opts), Hosts: egress.HostsFile(opts),
+		Labels: a.in.labels, SecurityOpts: a.in.security, MemoryBytes: egressProxyMemory,
 	}
-	a.egress = &egressRun{pid: a.children.spawn(ctx, newEgressProps(a.deps.Docker, job), kindEgress)}
+	probe := dockerops.ProbeSpec{
+		Name: egressProbeName(a.in.names), Image: a.image.id, Network: a.sidecars.network,
+		Labels: a.in.labels, SecretsVolume: a.in.names.SecretsVolume, SecurityOpts: a.in.security,
+		Cmd: []string{messages.WorkerBinaryPath, "worker", "probe", "--service", services.Egress,
+			"--host", egress.Alias, "--port", fmt.Sprint(egress.ProxyPort), "--within", within.String()},
+		Timeout: within,
+	}
+	a.spawnSidecar(ctx, egressJob(spec, probe, within), "")
 	a.emit(ctx, messages.RunnerEvent("sandbox_egress_starting", "Starting the egress proxy.", map[string]any{
-		"image": a.egressImage.ImageID, "container": job.spec.Name, "alias": egress.Alias,
+		"image": a.sidecars.egressImage.ImageID, "container": spec.Name, "alias": egress.Alias,
 		"allowedHosts": a.d.Sandbox.NetworkPolicy.AllowedHosts, "ports": opts.AllowedPorts(),
 	}))
 }
 
-func (a *attemptActor) onEgressStarted(msg EgressStarted) {
-	if a.egress == nil {
-		return
+// egressJob is the egress proxy's sidecar job: every failure is
+// sandbox_egress_failed, and its access log becomes bounded events.
+func egressJob(spec dockerops.EgressSpec, probe dockerops.ProbeSpec, within time.Duration) sidecarJob {
+	return sidecarJob{
+		kind: kindEgress, role: roleEgressProxy, what: "egress proxy", subject: "the egress proxy",
+		container: spec, probe: probe, readyWithin: within,
+		createCode: failure.SandboxEgressFailed, healthCode: failure.SandboxEgressFailed, stoppedCode: failure.SandboxEgressFailed,
+		accessLog: true, stopGrace: egressStopGrace,
+		facts: map[string]string{
+			"container": spec.Name, "image": spec.Image, "alias": spec.Alias, "egressNetwork": spec.EgressNetwork,
+			"memoryBytes": strconv.FormatInt(spec.MemoryBytes, 10),
+		},
 	}
-	a.egress.containerID = msg.ContainerID
-	if a.ledgerWritten && !a.tearingDown {
-		a.writeLedger(a.ledgerState)
-	}
-}
-
-func (a *attemptActor) onEgressReady(ctx actor.Context, msg EgressReady) {
-	if a.egress == nil || a.failure != nil {
-		return
-	}
-	a.egress.ready = true
-	a.emit(ctx, messages.RunnerEvent("sandbox_egress_ready", "The egress proxy is ready.", map[string]string{"containerId": msg.ContainerID}))
-	a.startWorkerWhenReady(ctx)
-}
-
-func (a *attemptActor) onEgressFailed(ctx actor.Context, msg EgressFailed) {
-	if a.egress != nil {
-		a.egress.done = true
-	}
-	if a.tearingDown || a.workerExit != nil {
-		return // the worker is done with the proxy
-	}
-	a.emit(ctx, messages.FailureEvent(string(failureCode(msg.Err)), msg.Err.Error(), nil))
-	a.abort(ctx, msg.Err)
 }
 
 // onEgressAccess turns one access record into an attempt event: what the
@@ -136,44 +116,21 @@ func (a *attemptActor) onEgressLogSummary(ctx actor.Context, msg EgressLogSummar
 		map[string]int{"reported": msg.Reported, "dropped": msg.Dropped, "unparsed": msg.Unparsed}))
 }
 
-// cancelEgress asks the proxy actor to stop.
-func (a *attemptActor) cancelEgress(ctx actor.Context) {
-	if a.egress != nil && !a.egress.done && a.egress.pid != nil {
-		a.egress.done = true
-		ctx.Send(a.egress.pid, CancelEgress{})
-	}
-}
-
-// onEgressTerminated forgets the stopped proxy actor (reporting whether
-// who was it); one that stopped without reporting fails the attempt.
-func (a *attemptActor) onEgressTerminated(ctx actor.Context, who *actor.PID) bool {
-	if a.egress == nil || a.egress.pid == nil || !who.Equal(a.egress.pid) {
-		return false
-	}
-	a.egress.pid = nil
-	if !a.egress.done && !a.tearingDown && a.workerExit == nil {
-		a.abort(ctx, failure.New(failure.SandboxRuntimeFailed, "the egress proxy actor stopped unexpectedly"))
-		return true
-	}
-	a.advance(ctx)
-	return true
-}
-
 // egressLedger lists the planned and created egress network and proxy.
 func (a *attemptActor) egressLedger() (planned, created []ledger.Resource) {
 	if a.d.Sandbox.NetworkPolicy.Mode != messages.NetworkPublicAllowlist {
 		return nil, nil
 	}
-	network, proxy := egressNetworkName(a.names), egressContainerName(a.names)
+	network, proxy := egressNetworkName(a.in.names), egressContainerName(a.in.names)
 	planned = []ledger.Resource{
 		{Type: ledger.ResourceNetwork, Name: network, Role: "egress"},
 		{Type: ledger.ResourceContainer, Name: proxy, Role: roleEgressProxy},
 	}
-	if a.egressNetworkID != "" {
-		created = append(created, ledger.Resource{Type: ledger.ResourceNetwork, Name: network, ID: a.egressNetworkID, Role: "egress"})
+	if a.sidecars.egressNetworkID != "" {
+		created = append(created, ledger.Resource{Type: ledger.ResourceNetwork, Name: network, ID: a.sidecars.egressNetworkID, Role: "egress"})
 	}
-	if a.egress != nil && a.egress.containerID != "" {
-		created = append(created, ledger.Resource{Type: ledger.ResourceContainer, Name: proxy, ID: a.egress.containerID, Role: roleEgressProxy})
+	if id := a.sidecars.containerID(roleEgressProxy); id != "" {
+		created = append(created, ledger.Resource{Type: ledger.ResourceContainer, Name: proxy, ID: id, Role: roleEgressProxy})
 	}
 	return planned, created
 }
@@ -184,5 +141,5 @@ func (a *attemptActor) workerNetworkEnv() []string {
 	if a.d.Sandbox.NetworkPolicy.Mode != messages.NetworkPublicAllowlist {
 		return nil
 	}
-	return egress.WorkerEnv(a.contract.Contract.ServiceTypes())
+	return egress.WorkerEnv(a.in.contract.Contract.ServiceTypes())
 }

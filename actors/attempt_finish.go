@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"time"
 
@@ -29,10 +28,11 @@ func (a *attemptActor) beginTeardown(ctx actor.Context) {
 func (a *attemptActor) teardown(ctx actor.Context) {
 	a.setPhase(ctx, messages.PhaseTearingDown)
 	a.emit(ctx, messages.RunnerEvent("sandbox_teardown_started", fmt.Sprintf("Removing Docker resources for attempt %s.", a.d.AttemptID()), nil))
-	in := teardownInput{docker: a.deps.Docker, ledger: a.ledger,
-		req: teardown.Request{Owner: dockerops.OwnershipOf(a.d), Source: ledger.SourceTeardown}}
-	if a.ledgerWritten {
-		e := a.ledgerEntry(a.ledgerState)
+	in := teardownInput{docker: a.deps.Docker, ledger: a.ledger.writer,
+		req:     teardown.Request{Owner: dockerops.OwnershipOf(a.d), Source: ledger.SourceTeardown},
+		workDir: a.in.workDir, removeAll: a.cfg.removeAll}
+	if a.ledger.written {
+		e := a.ledgerEntry(a.ledger.state)
 		in.req.Ledger = &e
 	}
 	a.inflight = "teardown"
@@ -50,9 +50,6 @@ func (a *attemptActor) onTornDown(ctx actor.Context, msg teardownDone) {
 		a.emit(ctx, messages.FailureEvent("teardown_failed", fmt.Sprintf("Docker resources for attempt %s require reaping: %v", a.d.AttemptID(), errors.Join(res.Err, res.LedgerErr)), report))
 	} else {
 		a.emit(ctx, messages.RunnerEvent("sandbox_teardown_completed", fmt.Sprintf("Removed Docker resources for attempt %s.", a.d.AttemptID()), report))
-		if a.workDir != "" {
-			_ = os.RemoveAll(a.workDir) // the attempt's private copies; nothing else refers to them
-		}
 	}
 	outcome := a.outcome(report, degraded)
 	if outcome.Status != messages.StatusSucceeded {
@@ -74,34 +71,34 @@ func (a *attemptActor) outcome(report messages.CleanupReport, degraded bool) mes
 	out := messages.AttemptOutcome{
 		AttemptID:          a.d.AttemptID(),
 		Status:             messages.StatusSucceeded,
-		ResultCommitSHA:    a.result,
-		ResultCommitCount:  a.imported.Commits,
-		ResultCommits:      a.imported.Newest,
-		PublishedCommitSHA: a.published,
-		Telemetry:          a.telemetry.Telemetry,
+		ResultCommitSHA:    a.verdict.result,
+		ResultCommitCount:  a.verdict.imported.Commits,
+		ResultCommits:      a.verdict.imported.Newest,
+		PublishedCommitSHA: a.verdict.published,
+		Telemetry:          a.worker.telemetry.Telemetry,
 		Degraded:           degraded,
 		Cleanup:            &report,
 		FinishedAt:         a.cfg.Clock.Now().UTC(),
 	}
-	if a.imported.WorktreeLeft != "" {
-		out.WorktreeLeft = &messages.WorktreeLeft{Path: a.imported.WorktreeLeft, Reason: a.imported.WorktreeLeftReason}
+	if a.verdict.imported.WorktreeLeft != "" {
+		out.WorktreeLeft = &messages.WorktreeLeft{Path: a.verdict.imported.WorktreeLeft, Reason: a.verdict.imported.WorktreeLeftReason}
 	}
-	if a.workerExit != nil && a.workerExit.Err == nil {
-		code := a.workerExit.ExitCode
+	if a.worker.exit != nil && a.worker.exit.Err == nil {
+		code := a.worker.exit.ExitCode
 		out.WorkerExitCode = &code
 	}
-	if a.telemetry.Telemetry != nil {
-		out.PeakMemoryBytes = a.telemetry.Telemetry.PeakMemoryBytes
+	if a.worker.telemetry.Telemetry != nil {
+		out.PeakMemoryBytes = a.worker.telemetry.Telemetry.PeakMemoryBytes
 	}
-	if a.failure != nil {
+	if a.verdict.failure != nil {
 		out.Status = messages.StatusFailed
-		if a.cancelled {
+		if a.verdict.cancelled {
 			out.Status = messages.StatusCancelled
 		}
-		out.Code = string(failureCode(a.failure))
-		out.Message = a.failure.Error()
-		out.Phase = a.failedPhase
-		out.Causes = a.causes
+		out.Code = string(failureCode(a.verdict.failure))
+		out.Message = a.verdict.failure.Error()
+		out.Phase = a.verdict.failedPhase
+		out.Causes = a.verdict.causes
 	}
 	return out
 }
@@ -112,17 +109,17 @@ func (a *attemptActor) inspect(ctx actor.Context) messages.InspectReply {
 		"branch":      a.d.Lease.WorktreeKey,
 		"expiresAt":   a.d.Lease.ExpiresAt.Format(time.RFC3339),
 		"inflight":    a.inflight,
-		"image":       a.imageID,
-		"container":   a.containerID,
-		"network":     cmp.Or(a.network, "none"),
+		"image":       a.image.id,
+		"container":   a.worker.containerID,
+		"network":     cmp.Or(a.sidecars.network, "none"),
 		"tearingDown": strconv.FormatBool(a.tearingDown),
 	}
-	if a.egressNetworkID != "" {
-		facts["egressNetwork"] = egressNetworkName(a.names)
+	if a.sidecars.egressNetworkID != "" {
+		facts["egressNetwork"] = egressNetworkName(a.in.names)
 	}
-	if a.failure != nil {
-		facts["failure"] = string(failureCode(a.failure))
-		facts["failedPhase"] = a.failedPhase
+	if a.verdict.failure != nil {
+		facts["failure"] = string(failureCode(a.verdict.failure))
+		facts["failedPhase"] = a.verdict.failedPhase
 	}
 	var children []string
 	for _, pid := range ctx.Children() {

@@ -14,14 +14,14 @@ import (
 // workerJob assembles the hardened worker container and its start packet.
 func (a *attemptActor) workerJob() (workerJob, error) {
 	limits := a.limits()
-	a.packetExpiry = a.fence.expiry()
+	a.worker.packetExpiry = a.fence.expiry()
 	packet := messages.StartPacket{
 		SchemaVersion:      messages.StartPacketSchema,
 		Identity:           a.identity(),
 		Task:               a.d.Task,
-		WorkingDirectory:   a.contract.Contract.WorkingDirectory,
-		LeaseExpiresAt:     a.packetExpiry,
-		LeaseControlKey:    a.controlKey,
+		WorkingDirectory:   a.in.contract.Contract.WorkingDirectory,
+		LeaseExpiresAt:     a.worker.packetExpiry,
+		LeaseControlKey:    a.worker.controlKey,
 		TaskTimeoutSeconds: int(limits.HardWall / time.Second),
 		IdleTimeoutSeconds: int(workerIdle(limits) / time.Second),
 		Services:           a.serviceEndpoints(),
@@ -33,25 +33,25 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 	}
 	return workerJob{
 		spec: dockerops.WorkerSpec{
-			Name:        a.names.Container,
-			Image:       a.imageID,
-			Network:     a.network, // the attempt network with services or a network policy; "" (none) without
+			Name:        a.in.names.Container,
+			Image:       a.image.id,
+			Network:     a.sidecars.network, // the attempt network with services or a network policy; "" (none) without
 			OpenNetwork: a.d.Sandbox.NetworkPolicy.Mode == messages.NetworkOpenPublic,
-			WorkingDir:  a.contract.Contract.WorkingDirectory,
-			Labels:      a.labels,
+			WorkingDir:  a.in.contract.Contract.WorkingDirectory,
+			Labels:      a.in.labels,
 			Resources:   a.d.Sandbox.RequestedResources,
-			Env: slices.Concat(dockerops.WorkerEnv(a.d, a.prepared.InputCommitSHA), messages.ServiceEnv(packet.Services),
-				caches.Env(a.contract.Contract.Caches), a.workerNetworkEnv()),
-			SecurityOpts:    a.security,
-			WorkspaceVolume: a.names.WorkspaceVolume,
-			ControlVolume:   a.names.ControlVolume,
-			SecretsVolume:   a.names.SecretsVolume,
-			Caches:          a.cacheMounts,
+			Env: slices.Concat(dockerops.WorkerEnv(a.d, a.in.prepared.InputCommitSHA), messages.ServiceEnv(packet.Services),
+				caches.Env(a.in.contract.Contract.Caches), a.workerNetworkEnv()),
+			SecurityOpts:    a.in.security,
+			WorkspaceVolume: a.in.names.WorkspaceVolume,
+			ControlVolume:   a.in.names.ControlVolume,
+			SecretsVolume:   a.in.names.SecretsVolume,
+			Caches:          a.in.cacheMounts,
 			Entrypoint:      []string{messages.WorkerBinaryPath, "worker"},
 		},
-		bundlePath:  a.prepared.BundlePath,
+		bundlePath:  a.in.prepared.BundlePath,
 		startPacket: append(raw, '\n'),
-		eventKey:    messages.EventKey(a.controlKey),
+		eventKey:    messages.EventKey(a.worker.controlKey),
 		storageFull: a.storageFull(),
 		runTimeout:  limits.HardWall + a.cfg.LimitGrace + runMargin,
 		limits:      dockerops.RunLimits{},
@@ -65,9 +65,9 @@ func (a *attemptActor) identity() messages.SandboxIdentity {
 		ExecutionLeaseID:  a.d.Sandbox.ExecutionLeaseID,
 		FencingToken:      a.d.Lease.FencingToken,
 		RunnerInstanceID:  a.d.Sandbox.RunnerInstanceID,
-		InputCommitSHA:    a.prepared.InputCommitSHA,
+		InputCommitSHA:    a.in.prepared.InputCommitSHA,
 		Branch:            a.d.Lease.WorktreeKey,
-		ContractDigest:    a.contract.Digest,
-		ImageDigest:       a.imageID,
+		ContractDigest:    a.in.contract.Digest,
+		ImageDigest:       a.image.id,
 	}
 }

@@ -3,8 +3,8 @@ package actors
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
+	"strconv"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -16,18 +16,9 @@ import (
 )
 
 // The attempt's services: after the network and volumes exist, the
-// attempt writes fresh credentials into the secrets volume, spawns one
-// service actor per declared service (they start together) and starts the
-// worker only once every service answered its readiness probe. The total
-// cap runs on the attempt's clock from the spawn to the last ready.
-
-// serviceRun is one service's state as the attempt knows it.
-type serviceRun struct {
-	pid         *actor.PID
-	containerID string
-	ready       bool
-	done        bool // failed or cancelled: its actor stops once its calls returned
-}
+// attempt writes fresh credentials into the secrets volume and spawns one
+// sidecar actor per declared service (they start together, with the
+// egress proxy; attempt_sidecars.go).
 
 // secretsDone is the network step's result: the attempt network (and the
 // egress network with public_allowlist) and the services' credentials.
@@ -37,9 +28,6 @@ type secretsDone struct {
 	err             error
 }
 
-// servicesTimedOut is the total readiness cap's timer firing.
-type servicesTimedOut struct{}
-
 // startServices creates the isolated attempt network the services and the
 // worker share (dockerops.CreateIsolatedNetwork: no host address on the
 // bridge, internal, IPv6 off, DNS to the container's loopback), generates
@@ -48,7 +36,7 @@ type servicesTimedOut struct{}
 // passwords live only in this step's closure: the attempt keeps none.
 func (a *attemptActor) startServices(ctx actor.Context) {
 	files := map[string][]byte{}
-	for _, s := range a.contract.Contract.ServiceTypes() {
+	for _, s := range a.in.contract.Contract.ServiceTypes() {
 		def, _ := services.DefinitionFor(s)
 		if def.SecretFile == "" {
 			continue // the browser has no credentials
@@ -61,8 +49,8 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 		}
 		files[def.SecretFile] = []byte(pw)
 	}
-	docker, name, image, volume, labels, netName := a.deps.Docker, services.SecretsHelperName(a.names.Prefix), a.imageID, a.names.SecretsVolume, a.labels, a.names.Network
-	mode, egressNet := a.d.Sandbox.NetworkPolicy.Mode, egressNetworkName(a.names)
+	docker, name, image, volume, labels, netName := a.deps.Docker, services.SecretsHelperName(a.in.names.Prefix), a.image.id, a.in.names.SecretsVolume, a.in.labels, a.in.names.Network
+	mode, egressNet := a.d.Sandbox.NetworkPolicy.Mode, egressNetworkName(a.in.names)
 	a.step(ctx, "secrets", func(stepCtx context.Context) any {
 		var done secretsDone
 		var err error
@@ -92,178 +80,72 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 
 func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
 	if msg.network.ID != "" || msg.egressNetworkID != "" {
-		a.network, a.networkID, a.egressNetworkID = msg.network.Name, msg.network.ID, msg.egressNetworkID
-		a.writeLedger(a.ledgerState)
+		a.sidecars.network, a.sidecars.networkID, a.sidecars.egressNetworkID = msg.network.Name, msg.network.ID, msg.egressNetworkID
+		a.writeLedger(a.ledger.state)
 	}
 	if msg.err != nil {
 		a.fail(failure.Wrap(failure.SandboxCreateFailed, msg.err, "create the attempt network or write service credentials"))
 	}
-	if a.failure != nil {
+	if a.verdict.failure != nil {
 		a.advance(ctx)
 		return
 	}
-	declared := a.contract.Contract.ServiceTypes()
+	declared := a.in.contract.Contract.ServiceTypes()
 	shared := services.Attempt{
-		Prefix: a.names.Prefix, Network: a.network, SecretsVolume: a.names.SecretsVolume,
-		Labels: a.labels, SecurityOpts: a.security,
+		Prefix: a.in.names.Prefix, Network: a.sidecars.network, SecretsVolume: a.in.names.SecretsVolume,
+		Labels: a.in.labels, SecurityOpts: a.in.security,
 		ServiceMemoryBytes: a.d.Sandbox.RequestedResources.ServiceMemoryLimitBytes, Count: len(declared),
 	}
-	a.services = map[string]*serviceRun{}
+	a.sidecars.runs = map[string]*sidecarRun{}
 	for _, s := range declared {
 		def, _ := services.DefinitionFor(s)
 		within := a.cfg.ServiceReadyWithin
-		job := serviceJob{
-			service: s,
-			spec:    def.ContainerSpec(shared, a.serviceImages[s].ImageID),
-			probe: dockerops.ProbeSpec{
-				Name: services.ProbeName(a.names.Prefix, s), Image: a.imageID, Network: a.network,
-				Labels: a.labels, SecretsVolume: a.names.SecretsVolume, SecurityOpts: a.security,
-				Cmd:     def.ProbeArgs(messages.WorkerBinaryPath, within.String()),
-				Timeout: within,
-			},
-			readyWithin: within,
+		spec := def.ContainerSpec(shared, a.sidecars.serviceImages[s].ImageID)
+		probe := dockerops.ProbeSpec{
+			Name: services.ProbeName(a.in.names.Prefix, s), Image: a.image.id, Network: a.sidecars.network,
+			Labels: a.in.labels, SecretsVolume: a.in.names.SecretsVolume, SecurityOpts: a.in.security,
+			Cmd:     def.ProbeArgs(messages.WorkerBinaryPath, within.String()),
+			Timeout: within,
 		}
-		pid := a.children.spawn(ctx, newServiceProps(a.deps.Docker, job), kindService)
-		a.services[s] = &serviceRun{pid: pid}
+		a.spawnSidecar(ctx, serviceJob(s, spec, probe, within), s)
 		a.emit(ctx, messages.RunnerEvent("sandbox_service_starting", fmt.Sprintf("Starting service %s.", s), map[string]string{
-			"service": s, "image": a.serviceImages[s].ImageID, "container": job.spec.Name, "alias": job.spec.Alias,
+			"service": s, "image": a.sidecars.serviceImages[s].ImageID, "container": spec.Name, "alias": spec.Alias,
 		}))
 	}
 	if a.d.Sandbox.NetworkPolicy.Mode == messages.NetworkPublicAllowlist {
 		a.startEgress(ctx)
 	}
-	if len(a.services) == 0 && a.egress == nil {
+	if len(a.sidecars.runs) == 0 {
 		a.startWorker(ctx) // open_public without services: nothing to wait for
 		return
 	}
 	self := ctx.Self()
 	system := ctx.ActorSystem()
-	a.servicesTimer = a.cfg.Clock.AfterFunc(a.cfg.ServicesReadyWithin, func() { system.Root.Send(self, servicesTimedOut{}) })
+	a.sidecars.timer = a.cfg.Clock.AfterFunc(a.cfg.ServicesReadyWithin, func() { system.Root.Send(self, servicesTimedOut{}) })
 }
 
-func (a *attemptActor) onServiceStarted(ctx actor.Context, msg ServiceStarted) {
-	run, ok := a.services[msg.Service]
-	if !ok {
-		return
-	}
-	run.containerID = msg.ContainerID
-	if a.ledgerWritten && !a.tearingDown {
-		a.writeLedger(a.ledgerState)
-	}
-}
-
-func (a *attemptActor) onServiceReady(ctx actor.Context, msg ServiceReady) {
-	run, ok := a.services[msg.Service]
-	if !ok || a.failure != nil {
-		return
-	}
-	run.ready = true
-	a.emit(ctx, messages.RunnerEvent("sandbox_service_ready", fmt.Sprintf("Service %s is ready.", msg.Service), map[string]string{
-		"service": msg.Service, "containerId": msg.ContainerID,
-	}))
-	a.startWorkerWhenReady(ctx)
-}
-
-// startWorkerWhenReady starts the worker once every service and the egress
-// proxy (when there is one) are ready.
-func (a *attemptActor) startWorkerWhenReady(ctx actor.Context) {
-	for _, r := range a.services {
-		if !r.ready {
-			return
-		}
-	}
-	if a.egress != nil && !a.egress.ready {
-		return
-	}
-	if a.servicesTimer != nil {
-		a.servicesTimer.Stop()
-	}
-	if a.worker == nil && a.workerExit == nil {
-		a.startWorker(ctx)
+// serviceJob is the sidecar job of service s.
+func serviceJob(s string, spec dockerops.ServiceSpec, probe dockerops.ProbeSpec, within time.Duration) sidecarJob {
+	return sidecarJob{
+		kind: kindService, role: serviceRole(s), what: "service " + s, subject: "service " + s,
+		container: spec, probe: probe, readyWithin: within,
+		createCode: failure.SandboxCreateFailed, healthCode: failure.SandboxServiceHealthTimeout, stoppedCode: failure.SandboxServiceFailed,
+		facts: map[string]string{
+			"service": s, "container": spec.Name, "image": spec.Image, "alias": spec.Alias,
+			"memoryBytes": strconv.FormatInt(spec.MemoryBytes, 10),
+		},
 	}
 }
 
-func (a *attemptActor) onServiceFailed(ctx actor.Context, msg ServiceFailed) {
-	if run, ok := a.services[msg.Service]; ok {
-		run.done = true
-	}
-	if a.tearingDown || a.workerExit != nil {
-		return // the worker is done with its services
-	}
-	a.emit(ctx, messages.FailureEvent(string(failureCode(msg.Err)), msg.Err.Error(), map[string]string{"service": msg.Service}))
-	a.abort(ctx, msg.Err)
-}
-
-func (a *attemptActor) onServicesTimedOut(ctx actor.Context) {
-	var pending []string
-	for s, r := range a.services {
-		if !r.ready {
-			pending = append(pending, s)
-		}
-	}
-	if a.failure != nil {
-		return
-	}
-	if len(pending) == 0 {
-		if a.egress != nil && !a.egress.ready {
-			a.abort(ctx, failure.New(failure.SandboxEgressFailed, "the egress proxy was not ready within the attempt's total cap of %s", a.cfg.ServicesReadyWithin))
-		}
-		return
-	}
-	slices.Sort(pending)
-	a.abort(ctx, failure.New(failure.SandboxServiceHealthTimeout, "services %s were not ready within the attempt's total cap of %s",
-		strings.Join(pending, ", "), a.cfg.ServicesReadyWithin))
-}
-
-// cancelServices asks every service actor to stop.
-func (a *attemptActor) cancelServices(ctx actor.Context) {
-	if a.servicesTimer != nil {
-		a.servicesTimer.Stop()
-	}
-	for _, r := range a.services {
-		if !r.done && r.pid != nil {
-			r.done = true
-			ctx.Send(r.pid, CancelService{})
-		}
-	}
-	a.cancelEgress(ctx)
-}
-
-// servicesAlive reports whether a service actor still runs.
-func (a *attemptActor) servicesAlive() bool {
-	for _, r := range a.services {
-		if r.pid != nil {
-			return true
-		}
-	}
-	return a.egress != nil && a.egress.pid != nil
-}
-
-// onServiceTerminated forgets a stopped service actor; one that stopped
-// without reporting (it crashed) fails the attempt.
-func (a *attemptActor) onServiceTerminated(ctx actor.Context, who *actor.PID) {
-	if a.onEgressTerminated(ctx, who) {
-		return
-	}
-	for s, r := range a.services {
-		if r.pid == nil || !who.Equal(r.pid) {
-			continue
-		}
-		r.pid = nil
-		if !r.done && !a.tearingDown && a.workerExit == nil {
-			a.abort(ctx, failure.New(failure.SandboxRuntimeFailed, "the %s service actor stopped unexpectedly", s))
-			return
-		}
-		a.advance(ctx)
-		return
-	}
-}
+// serviceRole is service s's role in the ledger, the sampler and the
+// sandbox_started event.
+func serviceRole(s string) string { return "service:" + s }
 
 // serviceEndpoints are the worker's connection details, in declaration
 // order.
 func (a *attemptActor) serviceEndpoints() []messages.ServiceEndpoint {
 	var out []messages.ServiceEndpoint
-	for _, s := range a.contract.Contract.ServiceTypes() {
+	for _, s := range a.in.contract.Contract.ServiceTypes() {
 		def, _ := services.DefinitionFor(s)
 		out = append(out, def.Endpoint())
 	}
@@ -272,22 +154,22 @@ func (a *attemptActor) serviceEndpoints() []messages.ServiceEndpoint {
 
 // serviceLedger lists the planned and created service containers.
 func (a *attemptActor) serviceLedger() (planned, created []ledger.Resource) {
-	if a.contract == nil {
+	if a.in.contract == nil {
 		return nil, nil
 	}
 	if a.needsNetwork() {
-		planned = append(planned, ledger.Resource{Type: ledger.ResourceNetwork, Name: a.names.Network, Role: a.networkRole()})
-		if a.networkID != "" {
-			created = append(created, ledger.Resource{Type: ledger.ResourceNetwork, Name: a.names.Network, ID: a.networkID, Role: a.networkRole()})
+		planned = append(planned, ledger.Resource{Type: ledger.ResourceNetwork, Name: a.in.names.Network, Role: a.networkRole()})
+		if a.sidecars.networkID != "" {
+			created = append(created, ledger.Resource{Type: ledger.ResourceNetwork, Name: a.in.names.Network, ID: a.sidecars.networkID, Role: a.networkRole()})
 		}
 	}
 	ep, ec := a.egressLedger()
 	planned, created = append(planned, ep...), append(created, ec...)
-	for _, s := range a.contract.Contract.ServiceTypes() {
-		name := services.ContainerName(a.names.Prefix, s)
-		planned = append(planned, ledger.Resource{Type: ledger.ResourceContainer, Name: name, Role: "service:" + s})
-		if r, ok := a.services[s]; ok && r.containerID != "" {
-			created = append(created, ledger.Resource{Type: ledger.ResourceContainer, Name: name, ID: r.containerID, Role: "service:" + s})
+	for _, s := range a.in.contract.Contract.ServiceTypes() {
+		name := services.ContainerName(a.in.names.Prefix, s)
+		planned = append(planned, ledger.Resource{Type: ledger.ResourceContainer, Name: name, Role: serviceRole(s)})
+		if id := a.sidecars.containerID(serviceRole(s)); id != "" {
+			created = append(created, ledger.Resource{Type: ledger.ResourceContainer, Name: name, ID: id, Role: serviceRole(s)})
 		}
 	}
 	return planned, created

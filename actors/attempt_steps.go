@@ -247,9 +247,9 @@ func (a *attemptActor) storageFull() func(ctx context.Context) string {
 	if a.deps.Volumes == nil {
 		return nil
 	}
-	store, volumes := a.deps.Volumes, []string{a.names.WorkspaceVolume, a.names.ControlVolume}
+	store, volumes := a.deps.Volumes, []string{a.in.names.WorkspaceVolume, a.in.names.ControlVolume}
 	for _, c := range a.perAttemptCaches() {
-		volumes = append(volumes, a.names.CacheVolume(c))
+		volumes = append(volumes, a.in.names.CacheVolume(c))
 	}
 	return func(ctx context.Context) string {
 		var full []string
@@ -315,14 +315,25 @@ type teardownInput struct {
 	docker teardown.Docker
 	ledger *ledgerWriter
 	req    teardown.Request
+	// workDir is the attempt's private copies ("" when it has none),
+	// removed with removeAll after a clean teardown only: nothing else
+	// refers to them.
+	workDir   string
+	removeAll func(string) error
 }
 
 // teardownStep releases the attempt through the one teardown operation
 // (internal/teardown): by ownership labels, report persisted, ledger moved
 // through its table. Its writes queue behind every ledger write the
 // attempt posted before it.
+// Once the release is clean it removes the attempt's work directory, here
+// off the mailbox like every other filesystem call.
 func teardownStep(ctx context.Context, in teardownInput) teardownDone {
-	return teardownDone{result: teardown.Release(ctx, in.docker, in.ledger, in.req)}
+	result := teardown.Release(ctx, in.docker, in.ledger, in.req)
+	if !result.Degraded() && in.workDir != "" {
+		_ = in.removeAll(in.workDir)
+	}
+	return teardownDone{result: result}
 }
 
 // readSummary returns the summary of the worker's validated result.json,

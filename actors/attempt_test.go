@@ -3,6 +3,7 @@ package actors
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -467,4 +468,37 @@ func TestEveryActorAnswersInspect(t *testing.T) {
 	}
 	h.cancel(t, d)
 	actortest.Expect[messages.AttemptFinished](t, probe, within)
+}
+
+// The attempt removes its private work directory off its mailbox: while
+// the removal runs, the attempt still answers (issue 25).
+func TestWorkDirRemovalLeavesTheMailboxFree(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	removing, removed := make(chan string, 1), make(chan struct{})
+	h := newHarnessWith(t, host, nil, func(c *AttemptConfig) {
+		c.removeAll = func(dir string) error {
+			removing <- dir
+			<-removed
+			return os.RemoveAll(dir)
+		}
+	})
+	d := testDispatch(time.Now().Add(time.Hour))
+	probe := h.submit(t, d)
+	var dir string
+	select {
+	case dir = <-removing:
+	case <-time.After(within):
+		t.Fatal("the work directory was never removed")
+	}
+	assert.DirExists(t, dir)
+	root := actortest.Request[messages.InspectReply](t, h.sys, h.root, messages.Inspect{})
+	require.Len(t, root.Children, 1)
+	attempt := actor.NewPID(h.system.Address(), root.Children[0])
+	res, err := h.system.Root.RequestFuture(attempt, messages.Inspect{}, within).Result()
+	close(removed)
+	require.NoError(t, err, "the attempt answers while its work directory is removed")
+	assert.Equal(t, kindAttempt, res.(messages.InspectReply).Kind)
+	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+	assert.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+	assert.NoDirExists(t, dir)
 }

@@ -63,6 +63,10 @@ type buildActor struct {
 	builder    *imageBuilder
 	supervisor *actor.PID
 	refs       *imagegc.Refs // nil: no image collection to guard against
+	// parent is the attempt's run context: the build's own derives from
+	// it, so that the attempt's end (it cancels it before it releases its
+	// image key) also ends a lookup still waiting to acquire the key.
+	parent context.Context
 
 	runCtx context.Context
 	cancel context.CancelFunc
@@ -70,16 +74,16 @@ type buildActor struct {
 	permit bool
 }
 
-func newBuildProps(builder *imageBuilder, job sandboxImageJob, supervisor *actor.PID, refs *imagegc.Refs) *actor.Props {
+func newBuildProps(parent context.Context, builder *imageBuilder, job sandboxImageJob, supervisor *actor.PID, refs *imagegc.Refs) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &buildActor{builder: builder, job: job, supervisor: supervisor, refs: refs}
+		return &buildActor{parent: parent, builder: builder, job: job, supervisor: supervisor, refs: refs}
 	})
 }
 
 func (b *buildActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		b.runCtx, b.cancel = context.WithCancel(context.Background())
+		b.runCtx, b.cancel = context.WithCancel(b.parent)
 		b.phase = "cache_lookup"
 		b.lookup(ctx)
 	case lookupResult:
@@ -189,7 +193,10 @@ func (b *buildActor) lookup(ctx actor.Context) {
 		if refs != nil {
 			// Held until the attempt stops; waits while a collection is
 			// removing this key's images, which the lookup then misses.
-			refs.Acquire(job.attemptID, job.key)
+			// Once the build or its attempt ended, it takes nothing.
+			if err := refs.Acquire(runCtx, job.attemptID, job.key); err != nil {
+				return lookupResult{err: failure.Wrap(failure.SandboxCancelled, err, "image cache lookup")}
+			}
 		}
 		id, found, err := builder.lookup(runCtx, job.key)
 		return lookupResult{imageID: id, found: found, err: err}

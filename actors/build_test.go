@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,4 +99,48 @@ func TestAttemptHoldsItsImageKey(t *testing.T) {
 	require.NoError(t, err)
 	actortest.Expect[messages.AttemptFinished](t, probe, within)
 	require.Eventually(t, func() bool { return len(h.refs.InUse()) == 0 }, within, 5*time.Millisecond, "released when the attempt stops")
+}
+
+// An attempt stopped while its cache lookup waits for an image collection
+// of its key leaves no lookup behind: the wait ends with the attempt, and
+// no reference is taken after the attempt released its own, so the next
+// collection may remove the image (issue 25).
+func TestStoppedAttemptTakesNoImageReferenceAfterItsRelease(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	h := newHarness(t, host, nil)
+	first := h.submit(t, testDispatch(time.Now().Add(time.Hour)))
+	key := eventData(t, expectEvent(t, first, "sandbox_image_cache_hit"))["cacheKey"].(string)
+	actortest.Expect[messages.AttemptFinished](t, first, within)
+	require.Eventually(t, func() bool { return len(h.refs.InUse()) == 0 }, within, 5*time.Millisecond)
+
+	// A collection of the key, removing until the test ends it.
+	removing, endRemoval, collected := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(collected)
+		ran, err := h.refs.IfUnused(key, func() error { close(removing); <-endRemoval; return nil })
+		assert.True(t, ran)
+		assert.NoError(t, err)
+	}()
+	<-removing
+	var once sync.Once
+	endCollection := func() { once.Do(func() { close(endRemoval); <-collected }) }
+	t.Cleanup(endCollection)
+
+	d := testDispatch(time.Now().Add(time.Hour))
+	probe := h.submit(t, d)
+	expectEvent(t, probe, "sandbox_input_prepared") // the build actor is spawned: its lookup waits for the collection
+	h.cancel(t, d)
+	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+	assert.Equal(t, messages.StatusCancelled, out.Status, out.Message)
+	require.Eventually(t, func() bool { return !goroutineIn("imagegc.(*Refs).Acquire") }, within, 5*time.Millisecond,
+		"a lookup of a stopped attempt still waits to take the key")
+
+	endCollection()
+	assert.Empty(t, h.refs.InUse(), "nothing holds the key once its attempts stopped")
+}
+
+// goroutineIn reports whether a goroutine runs fn now.
+func goroutineIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
 }

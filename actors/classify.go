@@ -14,7 +14,7 @@ import (
 // has no fact (dockerops.ClassifyHostFailure). The task's output never
 // chooses a code. It returns nil when no resource was exhausted.
 func (a *attemptActor) resourceFailure() error {
-	exit := a.workerExit
+	exit := a.worker.exit
 	if exit == nil || exit.Err != nil {
 		return nil
 	}
@@ -24,8 +24,8 @@ func (a *attemptActor) resourceFailure() error {
 		State:            exit.State,
 		MemoryLimitBytes: res.WorkerMemoryLimitBytes,
 		PidsLimit:        int64(res.PIDs),
-		Kernel:           a.telemetry.Kernel,
-		Worker:           a.telemetry.Worker,
+		Kernel:           a.worker.telemetry.Kernel,
+		Worker:           a.worker.telemetry.Worker,
 	})
 	if err != nil {
 		return err // a *failure.Error: never returned as a typed nil

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"os"
 	"time"
 
 	"github.com/forgedev/forged/dockerops"
@@ -70,6 +71,10 @@ type AttemptConfig struct {
 	// the latest preflight report; nil means unknown, which refuses
 	// sandbox_required and every attempt that needs a network.
 	Confinement func() Confinement
+
+	// removeAll removes an attempt's private work directory; nil means
+	// os.RemoveAll (tests slow it down).
+	removeAll func(string) error
 }
 
 func (c AttemptConfig) withDefaults() AttemptConfig {
@@ -96,6 +101,9 @@ func (c AttemptConfig) withDefaults() AttemptConfig {
 	}
 	if c.Platform == "" {
 		c.Platform = "linux/amd64"
+	}
+	if c.removeAll == nil {
+		c.removeAll = os.RemoveAll
 	}
 	return c
 }

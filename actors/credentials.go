@@ -57,8 +57,8 @@ func (a *attemptActor) credentialsInput() *credentialsInput {
 	}
 	return &credentialsInput{
 		auth:  a.deps.ProviderAuth,
-		dir:   filepath.Join(a.workDir, "credentials"),
-		image: a.imageID,
+		dir:   filepath.Join(a.in.workDir, "credentials"),
+		image: a.image.id,
 		req: providerauth.Request{Provider: e.Provider, AuthKind: e.AuthKind,
 			DispatchAttemptID: a.d.AttemptID(), RunnerInstanceID: a.d.Sandbox.RunnerInstanceID},
 	}

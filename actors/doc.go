@@ -40,8 +40,9 @@
 // the prepare step, before any Docker object exists (package services).
 // After the network and volumes, the attempt writes fresh per-attempt
 // passwords into the secrets volume (0444, read-only for the worker and the
-// services; attempt_services.go), spawns one service actor per service and
-// starts the worker only when every service answered its protocol probe,
+// services; attempt_services.go), spawns one sidecar actor per service
+// (sidecar.go, attempt_sidecars.go) and starts the worker only when every
+// service answered its protocol probe,
 // which runs in a short-lived probe container on the attempt network
 // (`forged worker probe`). The total cap is a timer on the attempt's clock.
 // The worker gets each service's host, port, user, database and password
@@ -49,9 +50,10 @@
 //
 // # Network policy
 //
-// public_allowlist (attempt_egress.go, egress.go): the attempt network is
-// the isolated one, and the egress network (routed, labelled, owned like
-// every other object) is created with it. The egress actor runs squid from
+// public_allowlist (attempt_egress.go): the attempt network is the
+// isolated one, and the egress network (routed, labelled, owned like every
+// other object) is created with it. A sidecar actor of kind egress (the
+// same lifecycle as a service's, sidecar.go) runs squid from
 // the catalogue's pinned `egress` image as the only member of both, with a
 // configuration generated from the validated allowlist and the operator's
 // options (package egress), probes it from the attempt network, and turns

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/kit/clock"
 	"github.com/forgedev/forged/internal/sandbox/egress"
@@ -57,9 +58,9 @@ func TestEgressProxyStartsBeforeTheWorkerAndItsLogBecomesEvents(t *testing.T) {
 	assert.Less(t, host.index("routed"), host.index("egress"))
 	assert.Less(t, host.index("probe"), host.index("create"), "the worker waits for the proxy's readiness")
 	host.mu.Lock()
-	require.Len(t, host.egressSpecs, 1)
-	spec := host.egressSpecs[0]
-	worker := host.workerSpec
+	require.Len(t, sidecarsOf[dockerops.EgressSpec](host), 1)
+	spec := sidecarsOf[dockerops.EgressSpec](host)[0]
+	worker := host.workerSpec()
 	host.mu.Unlock()
 
 	// The proxy: pinned image, both networks plus the operator's upstream,
@@ -245,11 +246,11 @@ func TestOpenPublicRunsOnARoutedNetworkWhenTheOperatorAllowsIt(t *testing.T) {
 	assert.Zero(t, host.called("network"), "no isolated network")
 	host.mu.Lock()
 	defer host.mu.Unlock()
-	assert.True(t, host.workerSpec.OpenNetwork)
+	assert.True(t, host.workerSpec().OpenNetwork)
 	require.Len(t, host.routed, 1)
-	assert.Equal(t, host.workerSpec.Network+"/shared=true", host.routed[0], "the worker and its services share the open network")
-	assert.Empty(t, host.egressSpecs, "no proxy")
-	for _, v := range host.workerSpec.Env {
+	assert.Equal(t, host.workerSpec().Network+"/shared=true", host.routed[0], "the worker and its services share the open network")
+	assert.Empty(t, sidecarsOf[dockerops.EgressSpec](host), "no proxy")
+	for _, v := range host.workerSpec().Env {
 		assert.NotContains(t, v, "PROXY")
 	}
 }

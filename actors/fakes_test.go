@@ -57,27 +57,47 @@ type fakeHost struct {
 	// are in flight at once (or the call's context ends).
 	volumesTogether *sync.WaitGroup
 
-	// Services: catalogueID is the image id ImageID reports for service
-	// catalogue refs (forged-services/...); probeCode each service's probe
-	// exit code; killService, once closed, ends the service's container
-	// (its WaitStopped returns exit code 137); secrets what WriteSecrets got.
+	stdin []byte
+
+	// Sidecars: catalogueID is the image id ImageID reports for service
+	// catalogue refs (forged-services/...); probeCode each sidecar's probe
+	// exit code; killService, once closed, ends the sidecar's container
+	// (its WaitStopped returns exit code 137, the egress log ends);
+	// secrets what WriteSecrets got; sidecarSpecs the sidecars asked for
+	// (sidecarsOf); egressLog the access log lines the proxy writes (then
+	// its log follows until it stops); routed the routed networks created,
+	// stopped the containers stopped.
 	catalogueID  string
 	probeCode    map[string]int
 	probeBlock   bool
 	killService  map[string]chan struct{}
 	secrets      map[string][]byte
-	serviceSpecs []dockerops.ServiceSpec
-	workerSpec   dockerops.WorkerSpec
-	stdin        []byte
+	sidecarSpecs []dockerops.Sidecar
+	egressLog    []string
+	routed       []string
+	stopped      []string
+	egressStop   chan struct{}
+}
 
-	// Egress: egressSpecs the proxies asked for, egressLog the access log
-	// lines the proxy writes (then its log follows until it stops),
-	// routed the routed networks created, stopped the containers stopped.
-	egressSpecs []dockerops.EgressSpec
-	egressLog   []string
-	routed      []string
-	stopped     []string
-	egressStop  chan struct{}
+// workerSpec is the last worker asked for. The caller holds f.mu, or the
+// attempts are over.
+func (f *fakeHost) workerSpec() dockerops.WorkerSpec {
+	if len(f.specs) == 0 {
+		return dockerops.WorkerSpec{}
+	}
+	return f.specs[len(f.specs)-1]
+}
+
+// sidecarsOf returns the sidecars of type T asked for (ServiceSpec,
+// EgressSpec). The caller holds f.mu, or the attempts are over.
+func sidecarsOf[T dockerops.Sidecar](f *fakeHost) []T {
+	var out []T
+	for _, s := range f.sidecarSpecs {
+		if t, ok := s.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // confinementFacts is an engine enforcing seccomp and AppArmor whose
@@ -244,7 +264,6 @@ func (f *fakeHost) VolumeLabels(_ context.Context, name string) (map[string]stri
 func (f *fakeHost) CreateWorker(_ context.Context, spec dockerops.WorkerSpec) (string, error) {
 	f.mu.Lock()
 	f.specs = append(f.specs, spec)
-	f.workerSpec = spec
 	f.mu.Unlock()
 	return fakeContainerID, f.record("create")
 }
@@ -407,15 +426,21 @@ func (f *fakeHost) Redeem(_ context.Context, req PublicationRequest) (gitops.Cre
 
 // Services.
 
-func (f *fakeHost) CreateService(_ context.Context, spec dockerops.ServiceSpec) (string, error) {
+// CreateSidecar records a service as "service:<alias>" (container
+// svc-<alias>), the egress proxy as "egress" (container svc-egress).
+func (f *fakeHost) CreateSidecar(_ context.Context, spec dockerops.Sidecar) (string, error) {
 	f.mu.Lock()
-	f.serviceSpecs = append(f.serviceSpecs, spec)
+	f.sidecarSpecs = append(f.sidecarSpecs, spec)
 	f.mu.Unlock()
-	err := f.record("service:" + spec.Alias)
-	if errors.Is(err, errPanic) {
-		panic("injected panic in service create")
+	step, id := "egress", "svc-egress"
+	if s, ok := spec.(dockerops.ServiceSpec); ok {
+		step, id = "service:"+s.Alias, "svc-"+s.Alias
 	}
-	return "svc-" + spec.Alias, err
+	err := f.record(step)
+	if errors.Is(err, errPanic) {
+		panic("injected panic in " + step + " create")
+	}
+	return id, err
 }
 
 // errPanic makes a fake call panic instead of failing.
@@ -463,13 +488,6 @@ func (f *fakeHost) CreateRoutedNetwork(_ context.Context, name string, _ map[str
 	f.routed = append(f.routed, name+"/shared="+strconv.FormatBool(shared))
 	f.mu.Unlock()
 	return "net-" + name, f.record("routed")
-}
-
-func (f *fakeHost) CreateEgressProxy(_ context.Context, spec dockerops.EgressSpec) (string, error) {
-	f.mu.Lock()
-	f.egressSpecs = append(f.egressSpecs, spec)
-	f.mu.Unlock()
-	return "svc-egress", f.record("egress")
 }
 
 // FollowLogLines hands out egressLog, then follows until ctx ends or the

@@ -17,3 +17,8 @@ func (leaseRenewed) IgnoreDeadLetterLogging() {}
 // firing): the tick then reaches no one, which is what stopping means.
 func (sampleTick) IgnoreDeadLetterLogging()      {}
 func (leaseTimerFired) IgnoreDeadLetterLogging() {}
+
+// A build cancelled during its cache lookup reports at once and stops;
+// its lookup, cancelled with it, then returns to no one (having taken no
+// image reference: imagegc.Refs.Acquire ends with the build's context).
+func (lookupResult) IgnoreDeadLetterLogging() {}

@@ -124,33 +124,33 @@ func (a *attemptActor) ledgerEntry(state ledger.State) ledger.Entry {
 		ExpiresAt:        a.fence.expiry(),
 		State:            state,
 		Planned: []ledger.Resource{
-			{Type: ledger.ResourceContainer, Name: a.names.Container, Role: "agent"},
-			{Type: ledger.ResourceVolume, Name: a.names.WorkspaceVolume, Role: "workspace"},
-			{Type: ledger.ResourceVolume, Name: a.names.ControlVolume, Role: "control"},
-			{Type: ledger.ResourceVolume, Name: a.names.SecretsVolume, Role: "secrets"},
+			{Type: ledger.ResourceContainer, Name: a.in.names.Container, Role: "agent"},
+			{Type: ledger.ResourceVolume, Name: a.in.names.WorkspaceVolume, Role: "workspace"},
+			{Type: ledger.ResourceVolume, Name: a.in.names.ControlVolume, Role: "control"},
+			{Type: ledger.ResourceVolume, Name: a.in.names.SecretsVolume, Role: "secrets"},
 		},
 		Created: []ledger.Resource{},
 	}
-	if a.provisioned {
+	if a.in.provisioned {
 		e.Created = append(e.Created,
-			ledger.Resource{Type: ledger.ResourceVolume, Name: a.names.WorkspaceVolume, Role: "workspace"},
-			ledger.Resource{Type: ledger.ResourceVolume, Name: a.names.ControlVolume, Role: "control"},
-			ledger.Resource{Type: ledger.ResourceVolume, Name: a.names.SecretsVolume, Role: "secrets"})
+			ledger.Resource{Type: ledger.ResourceVolume, Name: a.in.names.WorkspaceVolume, Role: "workspace"},
+			ledger.Resource{Type: ledger.ResourceVolume, Name: a.in.names.ControlVolume, Role: "control"},
+			ledger.Resource{Type: ledger.ResourceVolume, Name: a.in.names.SecretsVolume, Role: "secrets"})
 	}
-	if a.containerID != "" {
-		e.Created = append(e.Created, ledger.Resource{Type: ledger.ResourceContainer, Name: a.names.Container, ID: a.containerID, Role: "agent"})
+	if a.worker.containerID != "" {
+		e.Created = append(e.Created, ledger.Resource{Type: ledger.ResourceContainer, Name: a.in.names.Container, ID: a.worker.containerID, Role: "agent"})
 	}
 	for _, c := range a.perAttemptCaches() {
-		r := ledger.Resource{Type: ledger.ResourceVolume, Name: a.names.CacheVolume(c), Role: "cache:" + c}
+		r := ledger.Resource{Type: ledger.ResourceVolume, Name: a.in.names.CacheVolume(c), Role: "cache:" + c}
 		e.Planned = append(e.Planned, r)
-		if a.provisioned {
+		if a.in.provisioned {
 			e.Created = append(e.Created, r)
 		}
 	}
 	planned, created := a.serviceLedger()
 	e.Planned = append(e.Planned, planned...)
 	e.Created = append(e.Created, created...)
-	e.PeakMemory = a.telemetry.Telemetry
+	e.PeakMemory = a.worker.telemetry.Telemetry
 	return e
 }
 
@@ -158,6 +158,5 @@ func (a *attemptActor) ledgerEntry(state ledger.State) ledger.Entry {
 // write that must precede resource creation is awaited in the provision
 // step instead.
 func (a *attemptActor) writeLedger(state ledger.State) {
-	a.ledgerState = state
-	a.ledger.post(a.ledgerEntry(state))
+	a.ledger.post(state, a.ledgerEntry(state))
 }

@@ -62,27 +62,20 @@ type SamplerDocker interface {
 	ReleaseWorker(ctx context.Context, containerID string) error
 }
 
-// ServiceDocker is what a service actor needs, and the attempt for its
-// services: the isolated attempt network they share with the worker, and
-// the service credentials in the secrets volume.
-type ServiceDocker interface {
+// SidecarDocker is what a sidecar actor needs (a service, the egress
+// proxy: the container, its watch, its readiness probe, its log and its
+// stop), and the attempt for its sidecars: the isolated attempt network
+// they share with the worker, the routed egress network (or an
+// open_public attempt network), and the service credentials in the
+// secrets volume.
+type SidecarDocker interface {
 	CreateIsolatedNetwork(ctx context.Context, name string, labels map[string]string) (dockerops.IsolatedNetwork, error)
-	CreateService(ctx context.Context, spec dockerops.ServiceSpec) (string, error)
-	WaitStopped(ctx context.Context, id string) (dockerops.ContainerState, error)
-	RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int, string, error)
-	WriteSecrets(ctx context.Context, name, image, volume string, labels map[string]string, files map[string][]byte) error
-}
-
-// EgressDocker is what the egress proxy actor needs, and the attempt for
-// its networks: the routed egress network (or an open_public attempt
-// network), the proxy container, its access log, its watch and its
-// readiness probe.
-type EgressDocker interface {
 	CreateRoutedNetwork(ctx context.Context, name string, labels map[string]string, shared bool) (string, error)
-	CreateEgressProxy(ctx context.Context, spec dockerops.EgressSpec) (string, error)
-	FollowLogLines(ctx context.Context, id string, maxLine int, onLine func([]byte)) (int, error)
+	WriteSecrets(ctx context.Context, name, image, volume string, labels map[string]string, files map[string][]byte) error
+	CreateSidecar(ctx context.Context, spec dockerops.Sidecar) (string, error)
 	WaitStopped(ctx context.Context, id string) (dockerops.ContainerState, error)
 	RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int, string, error)
+	FollowLogLines(ctx context.Context, id string, maxLine int, onLine func([]byte)) (int, error)
 	StopContainer(ctx context.Context, id string, grace time.Duration) error
 }
 
@@ -121,8 +114,7 @@ type Docker interface {
 	SamplerDocker
 	SandboxDocker
 	LeaseDocker
-	ServiceDocker
-	EgressDocker
+	SidecarDocker
 }
 
 // VolumeStore bounds the attempt's workspace and control volumes with

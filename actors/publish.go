@@ -26,9 +26,9 @@ func (a *attemptActor) startPublish(ctx actor.Context) {
 		RunnerInstanceID:  a.d.Sandbox.RunnerInstanceID,
 		GrantID:           a.d.Sandbox.PublishGrant.GrantID,
 		Branch:            a.d.Sandbox.PublishGrant.Branch,
-		ResultCommitSHA:   a.result,
+		ResultCommitSHA:   a.verdict.result,
 	}
-	in := publishInput{redeemer: a.deps.Redeemer, git: a.deps.Git, d: a.d, input: a.prepared.InputCommitSHA, req: req, fence: a.fence}
+	in := publishInput{redeemer: a.deps.Redeemer, git: a.deps.Git, d: a.d, input: a.in.prepared.InputCommitSHA, req: req, fence: a.fence}
 	a.step(ctx, "publish", func(stepCtx context.Context) any { return publishStep(stepCtx, in) })
 }
 
@@ -64,15 +64,15 @@ func (a *attemptActor) onPublished(ctx actor.Context, msg publishDone) {
 		a.advance(ctx)
 		return
 	}
-	a.published = a.result
+	a.verdict.published = a.verdict.result
 	content := "Published the exact fenced result commit."
 	if !msg.pushed {
 		content = "The remote branch already held the result commit."
 	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_remote_published", content, map[string]any{
 		"grantId": a.d.Sandbox.PublishGrant.GrantID, "branch": a.d.Sandbox.PublishGrant.Branch,
-		"resultCommitSha": a.result, "pushed": msg.pushed,
+		"resultCommitSha": a.verdict.result, "pushed": msg.pushed,
 	}))
-	a.pipelineDone = true
+	a.verdict.pipelineDone = true
 	a.advance(ctx)
 }

@@ -29,10 +29,10 @@ func (a *attemptActor) onRenewLease(ctx actor.Context, msg messages.RenewLease) 
 	}
 	reply.Accepted, reply.ExpiresAt = true, msg.ExpiresAt
 	ctx.Respond(reply)
-	if a.ledgerWritten {
+	if a.ledger.written {
 		// The ledger always holds the current expiry: the reaper judges a
 		// dead process's attempt by it.
-		a.writeLedger(a.ledgerState)
+		a.writeLedger(a.ledger.state)
 	}
 	if a.watchdog != nil {
 		ctx.Send(a.watchdog, leaseRenewed{expiresAt: msg.ExpiresAt})
@@ -46,27 +46,27 @@ func (a *attemptActor) onRenewLease(ctx actor.Context, msg messages.RenewLease) 
 // pushLease hands the current lease, signed, to the lease pusher, which
 // sends it into the worker one push at a time, newest last.
 func (a *attemptActor) pushLease(ctx actor.Context) {
-	if !a.workerRunning || a.workerExit != nil || a.tearingDown || a.pusher == nil {
+	if !a.worker.running || a.worker.exit != nil || a.tearingDown || a.pusher == nil {
 		return // not started yet (onWorkerRunning catches up), or gone
 	}
-	update, err := lease.Sign(a.d.AttemptID(), a.d.Lease.FencingToken, a.fence.expiry(), a.controlKey)
+	update, err := lease.Sign(a.d.AttemptID(), a.d.Lease.FencingToken, a.fence.expiry(), a.worker.controlKey)
 	if err != nil {
 		a.emit(ctx, messages.FailureEvent("sandbox_lease_push_failed", err.Error(), nil))
 		return
 	}
-	ctx.Send(a.pusher, pushLease{containerID: a.containerID, update: update})
+	ctx.Send(a.pusher, pushLease{containerID: a.worker.containerID, update: update})
 }
 
 // onWorkerRunning is called when the worker reports it started: the lease
 // pusher starts, and a renewal that arrived after the start packet was
 // built is pushed now.
 func (a *attemptActor) onWorkerRunning(ctx actor.Context) {
-	if a.workerRunning {
+	if a.worker.running {
 		return
 	}
-	a.workerRunning = true
+	a.worker.running = true
 	a.pusher = a.children.spawn(ctx, newLeasePusherProps(a.deps.Docker), kindLeasePusher)
-	if a.fence.expiry().After(a.packetExpiry) {
+	if a.fence.expiry().After(a.worker.packetExpiry) {
 		a.pushLease(ctx)
 	}
 }

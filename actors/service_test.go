@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/kit/clock"
 	"github.com/forgedev/forged/internal/sandbox/services"
@@ -79,13 +80,13 @@ func TestServicesStartBeforeTheWorkerAndReachItOnlyByFile(t *testing.T) {
 
 	// Hardened, split memory, on the attempt network under their aliases,
 	// from the pinned id.
-	require.Len(t, host.serviceSpecs, 2)
-	for _, spec := range host.serviceSpecs {
+	require.Len(t, sidecarsOf[dockerops.ServiceSpec](host), 2)
+	for _, spec := range sidecarsOf[dockerops.ServiceSpec](host) {
 		assert.Equal(t, pinnedID, spec.Image)
 		assert.Equal(t, int64(1<<30), spec.MemoryBytes, "2 GiB split between two services")
 		assert.NotEqual(t, "0:0", spec.User)
 		assert.Empty(t, spec.CapAdd)
-		assert.Equal(t, host.workerSpec.Network, spec.Network)
+		assert.Equal(t, host.workerSpec().Network, spec.Network)
 		assert.Contains(t, []string{"postgres", "redis"}, spec.Alias)
 	}
 
@@ -95,11 +96,11 @@ func TestServicesStartBeforeTheWorkerAndReachItOnlyByFile(t *testing.T) {
 	require.Len(t, packet.Services, 2)
 	assert.Equal(t, messages.ServiceEndpoint{Type: "postgres", Host: "postgres", Port: 5432, User: "forge", Database: "forge",
 		PasswordFile: "/run/forge-secrets/postgres-password"}, packet.Services[0])
-	assert.Contains(t, host.workerSpec.Env, "PGHOST=postgres")
-	assert.Contains(t, host.workerSpec.Env, "FORGE_REDIS_PASSWORD_FILE=/run/forge-secrets/redis-password")
+	assert.Contains(t, host.workerSpec().Env, "PGHOST=postgres")
+	assert.Contains(t, host.workerSpec().Env, "FORGE_REDIS_PASSWORD_FILE=/run/forge-secrets/redis-password")
 
-	everything := string(host.stdin) + strings.Join(host.workerSpec.Env, "\n")
-	for _, spec := range host.serviceSpecs {
+	everything := string(host.stdin) + strings.Join(host.workerSpec().Env, "\n")
+	for _, spec := range sidecarsOf[dockerops.ServiceSpec](host) {
 		everything += strings.Join(spec.Env, "\n") + strings.Join(spec.Cmd, " ") + strings.Join(mapValues(spec.Labels), " ")
 	}
 	raw, _ := json.Marshal(actortest.All[messages.AttemptEvent](probe))

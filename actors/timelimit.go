@@ -61,6 +61,8 @@ type limitTimers struct {
 	grace          clock.Timer
 	idleGen        uint64
 	armed, stopped bool
+	// fired is the time limit the host saw pass.
+	fired error
 }
 
 // limits are this attempt's time limits: the operator's, shortened by the
@@ -110,14 +112,14 @@ func (a *attemptActor) stopTimeLimits() {
 
 func (a *attemptActor) onTimeLimit(ctx actor.Context, msg timeLimitFired) {
 	t := &a.timers
-	if t.stopped || a.workerExit != nil || a.tearingDown || a.timeLimit != nil || (msg.idle && msg.gen != t.idleGen) {
+	if t.stopped || a.worker.exit != nil || a.tearingDown || a.timers.fired != nil || (msg.idle && msg.gen != t.idleGen) {
 		return
 	}
 	code, why := failure.SandboxHardWallExceeded, fmt.Sprintf("the worker ran for %s (the hard wall)", t.limits.HardWall)
 	if msg.idle {
 		code, why = failure.SandboxIdleTimeout, fmt.Sprintf("the worker wrote no output for %s (the idle limit)", t.limits.Idle)
 	}
-	a.timeLimit = failure.New(code, "%s", why)
+	a.timers.fired = failure.New(code, "%s", why)
 	a.emit(ctx, messages.FailureEvent(string(code),
 		fmt.Sprintf("%s; the worker has %s to stop its task and write its output.", why, a.cfg.LimitGrace), nil))
 	system, self := ctx.ActorSystem(), ctx.Self()
@@ -125,8 +127,8 @@ func (a *attemptActor) onTimeLimit(ctx actor.Context, msg timeLimitFired) {
 }
 
 func (a *attemptActor) onTimeLimitGraceOver(ctx actor.Context) {
-	if a.timers.stopped || a.workerExit != nil || a.tearingDown {
+	if a.timers.stopped || a.worker.exit != nil || a.tearingDown {
 		return
 	}
-	a.abort(ctx, a.timeLimit)
+	a.abort(ctx, a.timers.fired)
 }

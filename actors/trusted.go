@@ -32,10 +32,10 @@ import (
 // first, and the kill it led to may look like anything), then what the
 // inspected state says.
 func (a *attemptActor) hostFailure() error {
-	if a.timeLimit != nil {
-		return a.timeLimit
+	if a.timers.fired != nil {
+		return a.timers.fired
 	}
-	return a.trusted
+	return a.verdict.trusted
 }
 
 // trustedOutcome is the attempt's failure when a trusted host failure

@@ -117,7 +117,7 @@ type Client struct {
 	cleaner     teardownAPI
 	images      imageAPI
 	execs       execAPI
-	egress      egressAPI
+	sidecars    sidecarAPI
 	signaller   signalAPI
 
 	// hostInterfaces lists the host's interfaces for the isolation probe;
@@ -136,7 +136,7 @@ var (
 	_ teardownAPI  = (*client.Client)(nil)
 	_ imageAPI     = (*client.Client)(nil)
 	_ execAPI      = (*client.Client)(nil)
-	_ egressAPI    = (*client.Client)(nil)
+	_ sidecarAPI   = (*client.Client)(nil)
 	_ signalAPI    = (*client.Client)(nil)
 )
 
@@ -153,7 +153,7 @@ func newClient(opts Options, api any) *Client {
 	c.cleaner, _ = api.(teardownAPI)
 	c.images, _ = api.(imageAPI)
 	c.execs, _ = api.(execAPI)
-	c.egress, _ = api.(egressAPI)
+	c.sidecars, _ = api.(sidecarAPI)
 	c.signaller, _ = api.(signalAPI)
 	return c
 }

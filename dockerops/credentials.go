@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 
@@ -44,14 +43,7 @@ func (c *Client) LoadVolume(ctx context.Context, image, name, volume string, lab
 		Labels:          labels,
 		NetworkDisabled: true,
 	}
-	host := &container.HostConfig{
-		NetworkMode:    "none",
-		ReadonlyRootfs: true,
-		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
-		LogConfig:      container.LogConfig{Type: "none"},
-		Mounts:         []mount.Mount{{Type: mount.TypeVolume, Source: volume, Target: loaderMount}},
-	}
+	host := loaderHostConfig(volume, loaderMount)
 	id, err := call(ctx, c, c.opts.Timeouts.Create, onceCall, func(ctx context.Context) (string, error) {
 		resp, err := c.creator.ContainerCreate(ctx, cfg, host, nil, nil, name)
 		return resp.ID, err
@@ -60,11 +52,7 @@ func (c *Client) LoadVolume(ctx context.Context, image, name, volume string, lab
 		return opError(ctx, failure.SandboxCreateFailed, err, "create volume loader %s", name)
 	}
 	defer func() {
-		// Removed on a context that survives the caller's cancellation;
-		// the teardown removes it by label if this fails.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Timeouts.Remove)
-		defer cancel()
-		if rerr := c.cleaner.ContainerRemove(rctx, id, container.RemoveOptions{Force: true}); rerr != nil && !cerrdefs.IsNotFound(rerr) {
+		if rerr := c.removeHelper(ctx, id); rerr != nil {
 			err = errors.Join(err, failure.Wrap(failure.SandboxCreateFailed, rerr, "remove volume loader %s", name))
 		}
 	}()
@@ -117,3 +105,16 @@ func validVolumeFileName(name string) bool {
 
 // ValidVolumeFileName reports whether name may be a VolumeFile's name.
 func ValidVolumeFileName(name string) bool { return validVolumeFileName(name) }
+
+// loaderHostConfig is the host configuration of a helper container that is
+// created, never started, to copy files into volume (mounted at target).
+func loaderHostConfig(volume, target string) *container.HostConfig {
+	return &container.HostConfig{
+		NetworkMode:    "none",
+		ReadonlyRootfs: true,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		LogConfig:      container.LogConfig{Type: "none"},
+		Mounts:         []mount.Mount{{Type: mount.TypeVolume, Source: volume, Target: target}},
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"slices"
 	"strconv"
 	"time"
 
@@ -19,23 +18,20 @@ import (
 )
 
 // The egress proxy (networkPolicy.mode public_allowlist; see the egress
-// package for its policy) is the only container on both the attempt's
-// isolated network and the attempt's egress network, a plain bridge with a
-// route out (no other member, inter-container traffic off, IPv6 off). It
-// runs squid hardened like a service container: read-only root
-// filesystem, every capability dropped, no-new-privileges plus the
-// operator's options, Debian's proxy user (uid 13), docker-init, memory
-// with swap disabled, CPU and PIDs limits, IPv6 off, and tmpfs for what
-// squid writes. Its entrypoint writes the configuration and the hosts file
+// package for its policy) is a sidecar (sidecar.go), the only container on
+// both the attempt's isolated network and the attempt's egress network, a
+// plain bridge with a route out (no other member, inter-container traffic
+// off, IPv6 off). It runs squid hardened like a service container, as
+// Debian's proxy user (uid 13), with tmpfs for what squid writes. Its entrypoint writes the configuration and the hosts file
 // from its environment into its tmpfs and execs squid. Unlike the other
 // containers it keeps a log (json-file, bounded at 1 MiB): squid writes its
 // access log to stdout, which forged follows (FollowLogLines). It resolves
 // names through the engine's embedded resolver, which forwards to the
 // host's resolvers from the egress network.
 
-// egressAPI is what the egress proxy needs beyond creating and starting a
-// container.
-type egressAPI interface {
+// sidecarAPI is what sidecars need beyond creating and starting a
+// container: the egress proxy's networks and joins, and its log.
+type sidecarAPI interface {
 	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
 	NetworkInspect(ctx context.Context, network string, options network.InspectOptions) (network.Inspect, error)
 	NetworkConnect(ctx context.Context, network, container string, config *network.EndpointSettings) error
@@ -82,134 +78,64 @@ func (s EgressSpec) validate() error {
 	return nil
 }
 
-// EgressContainerConfig returns the hardened create configuration of the
-// egress proxy, on its egress network (the other networks are joined
-// before it starts).
-func EgressContainerConfig(spec EgressSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
-	initProcess := true
-	stopTimeout := workerStopTimeoutSeconds
-	pids := int64(egressPIDs)
-	user := fmt.Sprintf("%d:%d", spec.UID, spec.UID)
-	cfg := &container.Config{
-		Image: spec.Image,
-		User:  user,
+// Sidecar returns the proxy's container spec: created on its egress
+// network, then joined to the attempt network (under its alias) and the
+// upstream networks before it starts.
+func (s EgressSpec) Sidecar() (SidecarSpec, error) {
+	if err := s.validate(); err != nil {
+		return SidecarSpec{}, failure.Wrap(failure.SandboxEgressFailed, err, "egress proxy create")
+	}
+	return s.sidecar(), nil
+}
+
+func (s EgressSpec) sidecar() SidecarSpec {
+	joins := []NetworkJoin{{Network: s.AttemptNetwork, Aliases: []string{s.Alias}}}
+	for _, u := range s.Upstreams {
+		joins = append(joins, NetworkJoin{Network: u})
+	}
+	return SidecarSpec{
+		Name: s.Name, Image: s.Image, User: fmt.Sprintf("%d:%d", s.UID, s.UID),
 		Env: []string{
 			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C",
-			"FORGE_EGRESS_DIR=" + spec.RunDir, "FORGE_EGRESS_CONF=" + spec.Config, "FORGE_EGRESS_HOSTS=" + spec.Hosts,
+			"FORGE_EGRESS_DIR=" + s.RunDir, "FORGE_EGRESS_CONF=" + s.Config, "FORGE_EGRESS_HOSTS=" + s.Hosts,
 		},
-		Labels:      maps.Clone(spec.Labels),
-		Entrypoint:  []string{"/bin/sh", "-c", egressStartScript},
-		Cmd:         []string{},
-		StopTimeout: &stopTimeout,
-	}
-	host := &container.HostConfig{
-		NetworkMode:    container.NetworkMode(spec.EgressNetwork),
-		ReadonlyRootfs: true,
-		CapDrop:        []string{"ALL"},
-		SecurityOpt:    append([]string{"no-new-privileges"}, spec.SecurityOpts...),
-		Init:           &initProcess,
-		LogConfig:      container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": egressLogMaxSize, "max-file": "1"}},
+		Labels:     s.Labels,
+		Entrypoint: []string{"/bin/sh", "-c", egressStartScript},
+		Cmd:        []string{},
 		Tmpfs: map[string]string{
-			spec.RunDir:        egressRunTmpfs,
+			s.RunDir:           egressRunTmpfs,
 			"/tmp":             egressSquidTmpfs,
 			"/var/spool/squid": egressSquidTmpfs,
 			"/var/log/squid":   egressRunTmpfs,
 			"/run/squid":       egressRunTmpfs,
 		},
-		Sysctls: maps.Clone(isolatedSysctls),
-		Resources: container.Resources{
-			Memory:     spec.MemoryBytes,
-			MemorySwap: spec.MemoryBytes,
-			NanoCPUs:   egressNanoCPUs,
-			PidsLimit:  &pids,
-			Ulimits: []*container.Ulimit{
-				{Name: "nofile", Soft: workerNoFile, Hard: workerNoFile},
-				{Name: "core", Soft: 0, Hard: 0},
-			},
-		},
+		Network: s.EgressNetwork, Joins: joins,
+		MemoryBytes: s.MemoryBytes, NanoCPUs: egressNanoCPUs, PIDs: egressPIDs, SecurityOpts: s.SecurityOpts,
+		Log:  container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": egressLogMaxSize, "max-file": "1"}},
+		Code: failure.SandboxEgressFailed, What: "egress proxy",
 	}
-	net := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{spec.EgressNetwork: {}}}
-	return cfg, host, net
+}
+
+// EgressContainerConfig returns the hardened create configuration of the
+// egress proxy, on its egress network (the other networks are joined
+// before it starts).
+func EgressContainerConfig(spec EgressSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
+	return SidecarContainerConfig(spec.sidecar())
 }
 
 // CreateRoutedNetwork creates a labelled bridge with a route out and IPv6
 // off: the attempt's egress network (the proxy is its only member, and
 // inter-container traffic is off: shared is false), or the attempt network
-// of an open_public attempt (shared: the worker and its services talk). An existing network of that name is adopted
-// only when its labels are exactly these. Failures carry
-// failure.SandboxCreateFailed.
+// of an open_public attempt (shared: the worker and its services talk). An
+// existing network of that name is adopted only when its labels are
+// exactly these. Failures carry failure.SandboxCreateFailed.
 func (c *Client) CreateRoutedNetwork(ctx context.Context, name string, labels map[string]string, shared bool) (string, error) {
-	attempt := 0
-	id, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (string, error) {
-		attempt++
-		resp, err := c.egress.NetworkCreate(ctx, name, network.CreateOptions{
-			Driver:     "bridge",
-			EnableIPv6: new(false),
-			Options:    map[string]string{"com.docker.network.bridge.enable_icc": strconv.FormatBool(shared)},
-			Labels:     maps.Clone(labels),
-		})
-		if err == nil {
-			return resp.ID, nil
-		}
-		if attempt > 1 && cerrdefs.IsConflict(err) {
-			if existing, ierr := c.egress.NetworkInspect(ctx, name, network.InspectOptions{}); ierr == nil && maps.Equal(existing.Labels, labels) {
-				return existing.ID, nil
-			}
-		}
-		return "", err
+	return c.createNetwork(ctx, c.sidecars, name, network.CreateOptions{
+		Driver:     "bridge",
+		EnableIPv6: new(false),
+		Options:    map[string]string{"com.docker.network.bridge.enable_icc": strconv.FormatBool(shared)},
+		Labels:     maps.Clone(labels),
 	})
-	if err != nil {
-		return "", opError(ctx, failure.SandboxCreateFailed, err, "network create %s", name)
-	}
-	return id, nil
-}
-
-// CreateEgressProxy creates the egress proxy on its egress network, joins
-// it to the attempt network (under its alias) and the upstream networks,
-// starts it and returns its id (also with an error, once created).
-// Failures carry failure.SandboxEgressFailed.
-func (c *Client) CreateEgressProxy(ctx context.Context, spec EgressSpec) (string, error) {
-	if err := spec.validate(); err != nil {
-		return "", failure.Wrap(failure.SandboxEgressFailed, err, "egress proxy create")
-	}
-	cfg, host, net := EgressContainerConfig(spec)
-	id, err := c.createContainer(ctx, spec.Name, spec.Labels, cfg, host, net)
-	if err != nil {
-		return "", failure.Wrap(failure.SandboxEgressFailed, err, "egress proxy create")
-	}
-	joins := []struct {
-		network string
-		aliases []string
-	}{{spec.AttemptNetwork, []string{spec.Alias}}}
-	for _, u := range spec.Upstreams {
-		joins = append(joins, struct {
-			network string
-			aliases []string
-		}{u, nil})
-	}
-	for _, j := range joins {
-		err := callErr(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) error {
-			err := c.egress.NetworkConnect(ctx, j.network, id, &network.EndpointSettings{Aliases: slices.Clone(j.aliases)})
-			if err != nil && cerrdefs.IsConflict(err) {
-				return nil // an earlier try joined it
-			}
-			return err
-		})
-		if err != nil {
-			return id, opError(ctx, failure.SandboxEgressFailed, err, "egress proxy join %s", j.network)
-		}
-	}
-	err = callErr(ctx, c, c.opts.Timeouts.Start, writeCall, func(ctx context.Context) error {
-		err := c.runner.ContainerStart(ctx, id, container.StartOptions{})
-		if cerrdefs.IsNotModified(err) {
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		return id, opError(ctx, failure.SandboxEgressFailed, err, "egress proxy start %s", spec.Name)
-	}
-	return id, nil
 }
 
 // FollowLogLines follows a container's stdout from its start until the
@@ -217,7 +143,7 @@ func (c *Client) CreateEgressProxy(ctx context.Context, spec EgressSpec) (string
 // to onLine; longer lines are skipped and counted. Its stderr is read and
 // discarded. It returns the number of lines skipped.
 func (c *Client) FollowLogLines(ctx context.Context, id string, maxLine int, onLine func([]byte)) (int, error) {
-	rc, err := c.egress.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true})
+	rc, err := c.sidecars.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true})
 	if err != nil {
 		return 0, fmt.Errorf("container logs %s: %w", shortID(id), err)
 	}

@@ -67,7 +67,7 @@ func startEgress(t *testing.T, s *sandbox, standIn egresstest.StandIn, image str
 	require.NoError(t, err)
 	_, err = c.CreateRoutedNetwork(ctx, s.names.Network+"-egress", s.labels, false)
 	require.NoError(t, err)
-	id, err := c.CreateEgressProxy(ctx, EgressSpec{
+	id, err := c.CreateSidecar(ctx, EgressSpec{
 		Name: s.names.Prefix + "-egress", Image: image,
 		EgressNetwork: s.names.Network + "-egress", AttemptNetwork: s.names.Network, Alias: egress.Alias,
 		Upstreams: opts.Upstreams, UID: egress.UID, RunDir: egress.RunDir,

@@ -98,34 +98,18 @@ type IsolatedNetwork struct {
 // failure.SandboxCreateFailed; a network the engine created is left to the
 // label-driven teardown.
 func (c *Client) CreateIsolatedNetwork(ctx context.Context, name string, labels map[string]string) (IsolatedNetwork, error) {
-	attempt := 0
-	id, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (string, error) {
-		attempt++
-		resp, err := c.provisioner.NetworkCreate(ctx, name, network.CreateOptions{
-			Driver:     "bridge",
-			Internal:   true,
-			EnableIPv6: new(false),
-			Options: map[string]string{
-				bridgeInhibitIPv4: "true",
-				bridgeMasquerade:  "false",
-			},
-			Labels: maps.Clone(labels),
-		})
-		if err == nil {
-			return resp.ID, nil
-		}
-		if attempt > 1 && cerrdefs.IsConflict(err) {
-			// An earlier attempt may have succeeded without us hearing the
-			// answer: adopt the network only if it is exactly ours.
-			if existing, ierr := c.provisioner.NetworkInspect(ctx, name, network.InspectOptions{}); ierr == nil &&
-				maps.Equal(existing.Labels, labels) {
-				return existing.ID, nil
-			}
-		}
-		return "", err
+	id, err := c.createNetwork(ctx, c.provisioner, name, network.CreateOptions{
+		Driver:     "bridge",
+		Internal:   true,
+		EnableIPv6: new(false),
+		Options: map[string]string{
+			bridgeInhibitIPv4: "true",
+			bridgeMasquerade:  "false",
+		},
+		Labels: maps.Clone(labels),
 	})
 	if err != nil {
-		return IsolatedNetwork{}, opError(ctx, failure.SandboxCreateFailed, err, "network create %s", name)
+		return IsolatedNetwork{}, err
 	}
 	inspected, err := call(ctx, c, c.opts.Timeouts.Inspect, readCall, func(ctx context.Context) (network.Inspect, error) {
 		return c.provisioner.NetworkInspect(ctx, id, network.InspectOptions{})

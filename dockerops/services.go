@@ -11,22 +11,19 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/forgedev/forged/failure"
 )
 
-// Service containers run beside the worker on the attempt's network (see
-// the services package for what each one runs). They are hardened like the
-// worker: read-only root filesystem, every capability dropped (no service
-// forged runs needs one: each runs as its own unprivileged user on data
-// directories it owns), no-new-privileges plus the operator's options, an
-// unprivileged numeric user, docker-init, no log driver, memory with swap
-// disabled, CPU and PIDs limits, tmpfs data directories, and the secrets
-// volume read-only. Each joins only the attempt's isolated network
+// Service containers are sidecars (sidecar.go) on the attempt's network
+// (see the services package for what each one runs). They are hardened
+// like the worker: every capability dropped (no service forged runs needs
+// one: each runs as its own unprivileged user on data directories it
+// owns), no log driver, tmpfs data directories, and the secrets volume
+// read-only. Each joins only the attempt's isolated network
 // (CreateIsolatedNetwork), under its alias, with IPv6 off and DNS to its
-// own loopback like the worker.
+// own loopback like the worker. CreateSidecar creates them.
 
 // ServiceSpec describes one service container.
 type ServiceSpec struct {
@@ -62,101 +59,29 @@ func (s ServiceSpec) validate() error {
 	return nil
 }
 
+// Sidecar returns the service's container spec: only on the attempt's
+// isolated network, under its alias, with DNS to its own loopback like the
+// worker, and the secrets volume read-only.
+func (s ServiceSpec) Sidecar() (SidecarSpec, error) {
+	if err := s.validate(); err != nil {
+		return SidecarSpec{}, failure.Wrap(failure.SandboxCreateFailed, err, "service create")
+	}
+	return s.sidecar(), nil
+}
+
+func (s ServiceSpec) sidecar() SidecarSpec {
+	return SidecarSpec{
+		Name: s.Name, Image: s.Image, User: s.User, Cmd: s.Cmd, Env: s.Env, Labels: s.Labels, Tmpfs: s.Tmpfs,
+		Network: s.Network, Aliases: []string{s.Alias}, SecretsVolume: s.SecretsVolume, DNS: []string{SandboxNameserver},
+		MemoryBytes: s.MemoryBytes, NanoCPUs: s.NanoCPUs, PIDs: s.PIDs, CapAdd: s.CapAdd, SecurityOpts: s.SecurityOpts,
+		Code: failure.SandboxCreateFailed, What: "service",
+	}
+}
+
 // ServiceContainerConfig returns the hardened create configuration of a
 // service container.
 func ServiceContainerConfig(spec ServiceSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
-	initProcess := true
-	stopTimeout := workerStopTimeoutSeconds
-	pids := spec.PIDs
-	cfg := &container.Config{
-		Image:       spec.Image,
-		User:        spec.User,
-		Env:         slices.Clone(spec.Env),
-		Labels:      maps.Clone(spec.Labels),
-		Cmd:         slices.Clone(spec.Cmd),
-		Entrypoint:  []string{},
-		StopTimeout: &stopTimeout,
-	}
-	host := &container.HostConfig{
-		NetworkMode:    container.NetworkMode(spec.Network),
-		ReadonlyRootfs: true,
-		CapDrop:        []string{"ALL"},
-		CapAdd:         slices.Clone(spec.CapAdd),
-		SecurityOpt:    append([]string{"no-new-privileges"}, spec.SecurityOpts...),
-		Init:           &initProcess,
-		LogConfig:      container.LogConfig{Type: "none"},
-		Tmpfs:          maps.Clone(spec.Tmpfs),
-		// The isolated network's container side (see network.go): IPv6
-		// off, and the only DNS server the container's own loopback (the
-		// engine's embedded resolver still answers the attempt's aliases).
-		Sysctls: maps.Clone(isolatedSysctls),
-		DNS:     []string{SandboxNameserver},
-		Mounts: []mount.Mount{
-			{Type: mount.TypeVolume, Source: spec.SecretsVolume, Target: SecretsDir, ReadOnly: true},
-		},
-		Resources: container.Resources{
-			Memory:     spec.MemoryBytes,
-			MemorySwap: spec.MemoryBytes,
-			NanoCPUs:   spec.NanoCPUs,
-			PidsLimit:  &pids,
-			Ulimits: []*container.Ulimit{
-				{Name: "nofile", Soft: workerNoFile, Hard: workerNoFile},
-				{Name: "core", Soft: 0, Hard: 0},
-			},
-		},
-	}
-	net := &network.NetworkingConfig{
-		EndpointsConfig: map[string]*network.EndpointSettings{spec.Network: {Aliases: []string{spec.Alias}}},
-	}
-	return cfg, host, net
-}
-
-// CreateService creates and starts a service container and returns its id.
-// Failures carry failure.SandboxCreateFailed.
-func (c *Client) CreateService(ctx context.Context, spec ServiceSpec) (string, error) {
-	if err := spec.validate(); err != nil {
-		return "", failure.Wrap(failure.SandboxCreateFailed, err, "service create")
-	}
-	cfg, host, net := ServiceContainerConfig(spec)
-	id, err := c.createContainer(ctx, spec.Name, spec.Labels, cfg, host, net)
-	if err != nil {
-		return "", err
-	}
-	err = callErr(ctx, c, c.opts.Timeouts.Start, writeCall, func(ctx context.Context) error {
-		err := c.runner.ContainerStart(ctx, id, container.StartOptions{})
-		if cerrdefs.IsNotModified(err) {
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		return id, opError(ctx, failure.SandboxCreateFailed, err, "service start %s", spec.Name)
-	}
-	return id, nil
-}
-
-// createContainer creates a container, adopting one an earlier unheard
-// attempt created only when it carries all the labels.
-func (c *Client) createContainer(ctx context.Context, name string, labels map[string]string, cfg *container.Config, host *container.HostConfig, net *network.NetworkingConfig) (string, error) {
-	attempt := 0
-	id, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (string, error) {
-		attempt++
-		resp, err := c.creator.ContainerCreate(ctx, cfg, host, net, nil, name)
-		if err == nil {
-			return resp.ID, nil
-		}
-		if attempt > 1 && cerrdefs.IsConflict(err) {
-			if existing, ierr := c.creator.ContainerInspect(ctx, name); ierr == nil &&
-				existing.Config != nil && hasLabels(existing.Config.Labels, labels) {
-				return existing.ID, nil
-			}
-		}
-		return "", err
-	})
-	if err != nil {
-		return "", opError(ctx, failure.SandboxCreateFailed, err, "container create %s", name)
-	}
-	return id, nil
+	return SidecarContainerConfig(spec.sidecar())
 }
 
 // WaitStopped blocks until the container is not running (or ctx ends) and
@@ -207,19 +132,15 @@ const (
 )
 
 // ProbeContainerConfig returns the hardened create configuration of a probe
-// container.
+// container: a sidecar without an alias, attached, running cmd.
 func ProbeContainerConfig(spec ProbeSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
-	svc := ServiceSpec{
-		Name: spec.Name, Image: spec.Image, Network: spec.Network, Alias: spec.Name,
-		User: fmt.Sprintf("%d:%d", probeUID, probeUID), Labels: spec.Labels,
+	cfg, host, net := SidecarContainerConfig(SidecarSpec{
+		Name: spec.Name, Image: spec.Image, Network: spec.Network, Entrypoint: spec.Cmd,
+		User: fmt.Sprintf("%d:%d", probeUID, probeUID), Labels: spec.Labels, DNS: []string{SandboxNameserver},
 		SecretsVolume: spec.SecretsVolume, MemoryBytes: probeMemoryBytes, NanoCPUs: probeNanoCPUs, PIDs: probePIDs,
 		SecurityOpts: spec.SecurityOpts,
-	}
-	cfg, host, net := ServiceContainerConfig(svc)
-	cfg.Entrypoint = slices.Clone(spec.Cmd)
-	cfg.Cmd = nil
+	})
 	cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr, cfg.OpenStdin, cfg.StdinOnce = true, true, true, true, true
-	net.EndpointsConfig[spec.Network].Aliases = nil
 	return cfg, host, net
 }
 
@@ -232,13 +153,21 @@ func (c *Client) RunProbe(ctx context.Context, spec ProbeSpec) (int, string, err
 	if err != nil {
 		return -1, "", err
 	}
-	defer func() {
-		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Timeouts.Remove)
-		defer cancel()
-		_ = c.cleaner.ContainerRemove(rmCtx, id, container.RemoveOptions{Force: true})
-	}()
+	defer func() { _ = c.removeHelper(ctx, id) }()
 	res, err := c.RunAttached(ctx, id, nil, nil, RunLimits{MaxDuration: spec.Timeout + probeMargin, MaxStdoutBytes: 64 << 10, MaxStderrBytes: 64 << 10, StderrTailBytes: 1024, StopGrace: time.Second})
 	return res.ExitCode, res.Stderr, err
+}
+
+// removeHelper force-removes a short-lived helper container (a probe, a
+// loader) on a context that survives ctx; one already gone is success. The
+// teardown removes it by its labels if this fails.
+func (c *Client) removeHelper(ctx context.Context, id string) error {
+	rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Timeouts.Remove)
+	defer cancel()
+	if err := c.cleaner.ContainerRemove(rmCtx, id, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return err
+	}
+	return nil
 }
 
 // WriteSecrets writes files (name → content) into the secrets volume,
@@ -247,23 +176,12 @@ func (c *Client) RunProbe(ctx context.Context, spec ProbeSpec) (int, string, err
 // content travels only in the archive sent to the engine.
 func (c *Client) WriteSecrets(ctx context.Context, name, image, volume string, labels map[string]string, files map[string][]byte) error {
 	cfg := &container.Config{Image: image, User: "0:0", Labels: maps.Clone(labels), Entrypoint: []string{"/nonexistent"}}
-	host := &container.HostConfig{
-		NetworkMode:    "none",
-		ReadonlyRootfs: true,
-		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
-		LogConfig:      container.LogConfig{Type: "none"},
-		Mounts:         []mount.Mount{{Type: mount.TypeVolume, Source: volume, Target: SecretsDir}},
-	}
+	host := loaderHostConfig(volume, SecretsDir)
 	id, err := c.createContainer(ctx, name, labels, cfg, host, &network.NetworkingConfig{})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Timeouts.Remove)
-		defer cancel()
-		_ = c.cleaner.ContainerRemove(rmCtx, id, container.RemoveOptions{Force: true})
-	}()
+	defer func() { _ = c.removeHelper(ctx, id) }()
 	for _, file := range slices.Sorted(maps.Keys(files)) {
 		content := files[file]
 		if err := c.CopyFileInto(ctx, id, SecretsDir, file, bytes.NewReader(content), int64(len(content)), 0, 0, 0o444); err != nil {

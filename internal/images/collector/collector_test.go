@@ -136,7 +136,7 @@ func TestCollectsWhenTheDiskTurnsLow(t *testing.T) {
 
 func TestCollectNowAndTheReferenceCount(t *testing.T) {
 	refs := imagegc.NewRefs()
-	refs.Acquire("attempt", "old")
+	require.NoError(t, refs.Acquire(t.Context(), "attempt", "old"))
 	f := start(t, refs, nil)
 	res, err := f.system.Root.RequestFuture(f.pid, CollectNow{}, within).Result()
 	require.NoError(t, err)

@@ -59,7 +59,7 @@ func TestPurgeAuditRemovesOnlyItsOwnDirectories(t *testing.T) {
 	require.NoError(t, os.Symlink(victim, link))
 
 	refs := NewRefs()
-	refs.Acquire("attempt", key('2'))
+	require.NoError(t, refs.Acquire(t.Context(), "attempt", key('2')))
 	req := Request{Now: time.Now(), Refs: refs, DryRun: true}
 
 	report, err := PurgeAudit(state, req)

@@ -1,6 +1,9 @@
 package imagegc
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // Refs counts the attempts that use each image key, so that a collection
 // never removes an image under an attempt about to start. An attempt
@@ -27,25 +30,38 @@ func NewRefs() *Refs {
 // Acquire records that attempt uses key, waiting while key's images are
 // being removed. An attempt holds at most one key: acquiring another one
 // releases the first.
-func (r *Refs) Acquire(attempt, key string) {
+//
+// Acquire takes nothing once ctx has ended, and stops waiting then (it
+// returns ctx's error). An attempt cancels ctx before it releases its key:
+// an Acquire still waiting or not yet begun then never takes a reference
+// after the Release, which nothing would ever drop.
+func (r *Refs) Acquire(ctx context.Context, attempt, key string) error {
 	for {
 		r.mu.Lock()
+		if err := ctx.Err(); err != nil {
+			r.mu.Unlock()
+			return err
+		}
 		if done, busy := r.collecting[key]; busy {
 			r.mu.Unlock()
-			<-done
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 			continue
 		}
 		if old, ok := r.byAttempt[attempt]; ok {
 			if old == key {
 				r.mu.Unlock()
-				return
+				return nil
 			}
 			r.drop(old)
 		}
 		r.byAttempt[attempt] = key
 		r.count[key]++
 		r.mu.Unlock()
-		return
+		return nil
 	}
 }
 

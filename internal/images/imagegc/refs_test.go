@@ -1,6 +1,7 @@
 package imagegc
 
 import (
+	"context"
 	"sync"
 	"testing"
 
@@ -10,9 +11,9 @@ import (
 
 func TestRefsCount(t *testing.T) {
 	r := NewRefs()
-	r.Acquire("a1", "k")
-	r.Acquire("a1", "k") // idempotent
-	r.Acquire("a2", "k")
+	require.NoError(t, r.Acquire(t.Context(), "a1", "k"))
+	require.NoError(t, r.Acquire(t.Context(), "a1", "k")) // idempotent
+	require.NoError(t, r.Acquire(t.Context(), "a2", "k"))
 	assert.Equal(t, map[string]bool{"k": true}, r.InUse())
 	ran, err := r.IfUnused("k", func() error { t.Fatal("removed a referenced key"); return nil })
 	require.NoError(t, err)
@@ -20,7 +21,7 @@ func TestRefsCount(t *testing.T) {
 
 	r.Release("a1")
 	assert.Equal(t, map[string]bool{"k": true}, r.InUse(), "a2 still holds k")
-	r.Acquire("a2", "other") // moves a2's reference
+	require.NoError(t, r.Acquire(t.Context(), "a2", "other")) // moves a2's reference
 	assert.Equal(t, map[string]bool{"other": true}, r.InUse())
 	r.Release("a2")
 	r.Release("a2")
@@ -36,7 +37,7 @@ func TestRefsCount(t *testing.T) {
 // the removal; one releasing another key never waits.
 func TestRefsAcquireWaitsForRemoval(t *testing.T) {
 	r := NewRefs()
-	r.Acquire("holder", "other")
+	require.NoError(t, r.Acquire(t.Context(), "holder", "other"))
 	removing, finish := make(chan struct{}), make(chan struct{})
 	var removed sync.WaitGroup
 	removed.Add(1)
@@ -54,7 +55,7 @@ func TestRefsAcquireWaitsForRemoval(t *testing.T) {
 	r.Release("holder") // must not wait for the removal of k
 	acquired := make(chan struct{})
 	go func() {
-		r.Acquire("late", "k")
+		assert.NoError(t, r.Acquire(t.Context(), "late", "k"))
 		close(acquired)
 	}()
 	select {
@@ -69,4 +70,28 @@ func TestRefsAcquireWaitsForRemoval(t *testing.T) {
 	<-acquired
 	removed.Wait()
 	assert.Equal(t, map[string]bool{"k": true}, r.InUse())
+}
+
+// An Acquire waiting for a removal stops waiting when its context ends, and
+// one on an ended context takes nothing: a reference is never taken after
+// the attempt that would release it has released.
+func TestRefsAcquireEndsWithItsContext(t *testing.T) {
+	r := NewRefs()
+	removing, finish, removed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(removed)
+		ran, err := r.IfUnused("k", func() error { close(removing); <-finish; return nil })
+		assert.True(t, ran)
+		assert.NoError(t, err)
+	}()
+	<-removing
+	ctx, cancel := context.WithCancel(t.Context())
+	waited := make(chan error)
+	go func() { waited <- r.Acquire(ctx, "a", "k") }()
+	cancel()
+	require.ErrorIs(t, <-waited, context.Canceled)
+	close(finish)
+	<-removed
+	require.ErrorIs(t, r.Acquire(ctx, "a", "k"), context.Canceled)
+	assert.Empty(t, r.InUse(), "no reference on an ended context")
 }
