@@ -181,9 +181,9 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 	// Children.
 	case BuildEvent:
 		a.emit(ctx, msg.Event)
-	case BuildDone:
+	case messages.BuildDone:
 		a.onBuilt(ctx, msg)
-	case BuildFailed:
+	case messages.BuildFailed:
 		a.fail(msg.Err)
 		a.advance(ctx)
 	case secretsDone:
@@ -310,7 +310,7 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 	a.image.build = a.children.spawn(ctx, newBuildProps(a.runCtx, builder, job, a.supervisor, a.deps.ImageRefs), kindBuild)
 }
 
-func (a *attemptActor) onBuilt(ctx actor.Context, msg BuildDone) {
+func (a *attemptActor) onBuilt(ctx actor.Context, msg messages.BuildDone) {
 	if a.verdict.failure != nil {
 		return // teardown proceeds once the build actor terminates
 	}

@@ -15,13 +15,6 @@ import (
 
 const kindBuild = "build"
 
-// BuildDone and BuildFailed are the build actor's answers to the attempt
-// (messages.BuildDone, messages.BuildFailed).
-type (
-	BuildDone   = messages.BuildDone
-	BuildFailed = messages.BuildFailed
-)
-
 // CancelBuild asks the build actor to give up.
 type CancelBuild struct{}
 
@@ -89,11 +82,11 @@ func (b *buildActor) Receive(ctx actor.Context) {
 	case lookupResult:
 		switch {
 		case msg.err != nil && failure.CodeOf(msg.err) != "":
-			b.finish(ctx, BuildFailed{Err: msg.err})
+			b.finish(ctx, messages.BuildFailed{Err: msg.err})
 		case msg.err != nil:
-			b.finish(ctx, BuildFailed{Err: failure.Wrap(failure.SandboxBuildFailed, msg.err, "look up cached sandbox image")})
+			b.finish(ctx, messages.BuildFailed{Err: failure.Wrap(failure.SandboxBuildFailed, msg.err, "look up cached sandbox image")})
 		case msg.found:
-			b.finish(ctx, BuildDone{ImageID: msg.imageID, Key: b.job.key, CacheHit: true})
+			b.finish(ctx, messages.BuildDone{ImageID: msg.imageID, Key: b.job.key, CacheHit: true})
 		default:
 			b.phase = "waiting_permit"
 			b.event(ctx, "sandbox_image_cache_miss", fmt.Sprintf("Sandbox image %s requires a build.", shortKey(b.job.key)),
@@ -119,11 +112,11 @@ func (b *buildActor) Receive(ctx actor.Context) {
 	case buildResult:
 		b.onBuilt(ctx, msg)
 	case asyncPanic:
-		b.finish(ctx, BuildFailed{Err: failure.New(failure.SandboxBuildFailed, "%s", msg.Error())})
+		b.finish(ctx, messages.BuildFailed{Err: failure.New(failure.SandboxBuildFailed, "%s", msg.Error())})
 	case CancelBuild:
 		b.cancel()
 		if b.phase == "waiting_permit" || b.phase == "cache_lookup" {
-			b.finish(ctx, BuildFailed{Err: failure.New(failure.SandboxCancelled, "build cancelled")})
+			b.finish(ctx, messages.BuildFailed{Err: failure.New(failure.SandboxCancelled, "build cancelled")})
 		}
 	case *actor.Stopping:
 		if b.cancel != nil {
@@ -152,10 +145,10 @@ func (b *buildActor) onBuilt(ctx actor.Context, msg buildResult) {
 		}
 	}
 	if msg.err != nil {
-		b.finish(ctx, BuildFailed{Err: msg.err})
+		b.finish(ctx, messages.BuildFailed{Err: msg.err})
 		return
 	}
-	b.finish(ctx, BuildDone{ImageID: msg.imageID, Key: b.job.key, CacheHit: msg.cacheHit})
+	b.finish(ctx, messages.BuildDone{ImageID: msg.imageID, Key: b.job.key, CacheHit: msg.cacheHit})
 }
 
 func (b *buildActor) event(ctx actor.Context, eventType, content string, data any) {

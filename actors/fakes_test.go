@@ -414,7 +414,7 @@ func (f *fakeHost) Publish(_ context.Context, _ *messages.Dispatch, _, _ string,
 }
 
 // Redeem is the fake's publication grant redeemer.
-func (f *fakeHost) Redeem(_ context.Context, req PublicationRequest) (gitops.Credential, error) {
+func (f *fakeHost) Redeem(_ context.Context, req messages.PublicationRequest) (gitops.Credential, error) {
 	if err := f.record("redeem"); err != nil {
 		return gitops.Credential{}, err
 	}

@@ -25,13 +25,10 @@ type Git interface {
 	Publish(ctx context.Context, d *messages.Dispatch, inputSHA, resultSHA string, credential gitops.Credential, assertCurrent func() error) (gitops.PublishResult, error)
 }
 
-// PublicationRequest is what a redeemer needs (messages.PublicationRequest).
-type PublicationRequest = messages.PublicationRequest
-
 // CredentialRedeemer redeems a publication grant for a short-lived
 // credential (the server's grant API in production).
 type CredentialRedeemer interface {
-	Redeem(ctx context.Context, req PublicationRequest) (gitops.Credential, error)
+	Redeem(ctx context.Context, req messages.PublicationRequest) (gitops.Credential, error)
 }
 
 // ImageDocker is what the build actor needs.

@@ -19,7 +19,7 @@ type publishDone struct {
 // the push exactly as the branch move is.
 func (a *attemptActor) startPublish(ctx actor.Context) {
 	a.setPhase(ctx, messages.PhasePublishing)
-	req := PublicationRequest{
+	req := messages.PublicationRequest{
 		DispatchAttemptID: a.d.AttemptID(),
 		ExecutionLeaseID:  a.d.Sandbox.ExecutionLeaseID,
 		FencingToken:      a.d.Lease.FencingToken,
@@ -38,7 +38,7 @@ type publishInput struct {
 	git      Git
 	d        *messages.Dispatch
 	input    string // the input commit: the remote branch must still be there
-	req      PublicationRequest
+	req      messages.PublicationRequest
 	fence    *fence
 }
 

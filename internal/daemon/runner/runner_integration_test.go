@@ -349,7 +349,7 @@ func TestTwoRunnersOnOneEngineNeverTouchEachOther(t *testing.T) {
 // in for the server's grant API.
 type localRedeemer struct{ remote string }
 
-func (l localRedeemer) Redeem(_ context.Context, req actors.PublicationRequest) (gitops.Credential, error) {
+func (l localRedeemer) Redeem(_ context.Context, req messages.PublicationRequest) (gitops.Credential, error) {
 	if req.GrantID == "" || req.ResultCommitSHA == "" {
 		return gitops.Credential{}, fmt.Errorf("incomplete publication request %+v", req)
 	}
