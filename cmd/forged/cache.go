@@ -3,9 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -35,7 +32,7 @@ func cacheWarmCommand() *cobra.Command {
 			"stderr; the report, as JSON, to stdout.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := interruptible(cmd, 0)
 			defer stop()
 			engine, err := preflight.NewEngineClient("")
 			if err != nil {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -214,4 +217,16 @@ func (f *runnerFlags) logLevel() slog.Level {
 		return slog.LevelDebug
 	}
 	return slog.LevelWarn
+}
+
+// interruptible is the command's context: cancelled by the first SIGINT or
+// SIGTERM and, when limit is positive, after limit. Call the returned stop
+// when the command ends.
+func interruptible(cmd *cobra.Command, limit time.Duration) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	if limit <= 0 {
+		return ctx, stop
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	return ctx, func() { cancel(); stop() }
 }

@@ -7,9 +7,7 @@ import (
 	"math"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,7 +30,7 @@ func daemonCommand() *cobra.Command {
 		Short: "Serve the forged HTTP API on a unix socket",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger := newLogger(flags.logLevel())
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := interruptible(cmd, 0)
 			defer stop()
 			cfg, err := flags.config(logger)
 			if err != nil {

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,10 +43,8 @@ func gcCommand() *cobra.Command {
 			"what would be removed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := interruptible(cmd, 10*time.Minute)
 			defer stop()
-			ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-			defer cancel()
 			engine, err := preflight.NewEngineClient("")
 			if err != nil {
 				return fmt.Errorf("docker client: %w", err)

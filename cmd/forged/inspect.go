@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,7 +29,7 @@ func inspectCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			daemon := client.New(socket)
 			if watch {
-				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+				ctx, stop := interruptible(cmd, 0)
 				defer stop()
 				return watchInspect(ctx, daemon, interval, cmd.OutOrStdout(), asJSON, isTerminal(os.Stdout))
 			}

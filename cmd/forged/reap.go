@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,10 +22,8 @@ func reapCommand() *cobra.Command {
 			"It takes the Docker context lock, so it refuses to run beside a live forged.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := interruptible(cmd, 10*time.Minute)
 			defer stop()
-			ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-			defer cancel()
 			cfg, err := flags.config(newLogger(flags.logLevel()))
 			if err != nil {
 				return err

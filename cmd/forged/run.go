@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,7 +40,7 @@ func runCommand() *cobra.Command {
 				fmt.Fprintln(os.Stderr, "forged:", termsafe.String(err.Error()))
 				return exitError{exitInvalid}
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := interruptible(cmd, 0)
 			defer stop()
 			cfg, err := flags.config(newLogger(flags.logLevel()))
 			if err != nil {
