@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/client"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
@@ -82,7 +83,7 @@ func startPublishDaemon(t *testing.T, args, env []string) *publishRig {
 	output := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = output, output
 	require.NoError(t, cmd.Start())
-	d := &daemon{t: t, cmd: cmd, socket: socket, client: &http.Client{Transport: &http.Transport{
+	d := &daemon{t: t, cmd: cmd, socket: socket, api: client.New(socket), client: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
 		}}}}
