@@ -11,11 +11,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 
-bash scripts/ensure-docker.sh
+# The engine's set-up (apt, dockerd) waits on the network and the disk, the
+# build on the CPU: on a fresh machine they overlap.
+bash scripts/ensure-docker.sh &
+docker_setup=$!
 
 mkdir -p bin
-CGO_ENABLED=0 go build -trimpath -o bin/forged ./cmd/forged
+CGO_ENABLED=0 go build -trimpath -buildvcs=false -o bin/forged ./cmd/forged
 CGO_ENABLED=0 go build -trimpath -buildvcs=false -o bin/forged-worker ./cmd/forged-worker
+
+if ! wait "$docker_setup"; then
+  echo "example: no Docker engine (scripts/ensure-docker.sh failed)" >&2
+  exit 1
+fi
 
 work="${FORGED_EXAMPLE_DIR:-$(mktemp -d /tmp/forged-example.XXXXXX)}"
 bin/forged example --dir "$work" --state-root "$work/state"
