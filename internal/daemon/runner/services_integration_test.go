@@ -27,6 +27,7 @@ import (
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/internal/sandbox/services"
+	"github.com/forgedev/forged/internal/testkit/testbin"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -69,7 +70,7 @@ var (
 func svcclientBinary(t *testing.T) string {
 	t.Helper()
 	clientOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "svcclient-")
+		dir, err := testbin.Dir()
 		if err != nil {
 			clientErr = err
 			return

@@ -22,6 +22,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/internal/testkit/testbin"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -40,7 +41,7 @@ var (
 func stressBinary(tb testing.TB) string {
 	tb.Helper()
 	stressOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "forged-stress-")
+		dir, err := testbin.Dir()
 		if err != nil {
 			stressErr = err
 			return

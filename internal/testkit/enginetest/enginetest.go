@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
+	"github.com/forgedev/forged/internal/testkit/testbin"
 	"github.com/forgedev/forged/internal/testkit/workerbin"
 )
 
@@ -89,13 +90,14 @@ var (
 )
 
 // ForgedBinary builds the static forged binary once per test process
-// (CGO_ENABLED=0, as the sandbox image needs it) and returns its path. The
+// (CGO_ENABLED=0), into the process's binaries directory (package testbin),
+// and returns its path. The
 // forged-worker binary (workerbin.Path) lies beside it, where forged looks
 // for the worker to put into sandbox images.
 func ForgedBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "forged-bin-")
+		dir, err := testbin.Dir()
 		if err != nil {
 			buildErr = err
 			return

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/forgedev/forged/internal/testkit/testbin"
 )
 
 // Package is the worker's main package.
@@ -43,12 +45,12 @@ var (
 )
 
 // Path builds the worker once per test process and returns its path. The
-// binary lives in a temporary directory of its own, left for the system's
-// temporary files cleaner like the test binary's own build.
+// binary lives in the test process's binaries directory (package testbin:
+// removed once the process has ended).
 func Path(t testing.TB) string {
 	t.Helper()
 	once.Do(func() {
-		dir, err := os.MkdirTemp("", "forged-worker-bin-")
+		dir, err := testbin.Dir()
 		if err != nil {
 			buildErr = err
 			return

@@ -1,0 +1,73 @@
+// Package testbin gives the binaries that tests build (forged,
+// forged-worker) one directory per test process, and removes the
+// directories of test processes that have ended. A test process has no
+// exit hook outside TestMain, so the sweep runs when the next one starts
+// building: the directories of the processes still running (packages the
+// suite tests in parallel) are kept, every other one goes.
+package testbin
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+)
+
+// parent holds one directory per test process, named by its pid.
+const parent = "forged-test-bin"
+
+var (
+	once   sync.Once
+	dir    string
+	dirErr error
+)
+
+// Dir returns this test process's directory for built binaries, made on
+// the first call, after the directories of ended test processes were
+// removed.
+func Dir() (string, error) {
+	once.Do(func() {
+		root := filepath.Join(os.TempDir(), parent)
+		if err := os.MkdirAll(root, 0o700); err != nil {
+			dirErr = fmt.Errorf("test binaries: %w", err)
+			return
+		}
+		Sweep(root, alive)
+		dir = filepath.Join(root, strconv.Itoa(os.Getpid()))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			dirErr = fmt.Errorf("test binaries: %w", err)
+		}
+	})
+	return dir, dirErr
+}
+
+// Sweep removes every directory of root named by the pid of a process
+// that isRunning says has ended, and returns the names removed. Entries
+// not named by a pid are left alone.
+func Sweep(root string, isRunning func(pid int) bool) []string {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 0 || !e.IsDir() || isRunning(pid) {
+			continue
+		}
+		if os.RemoveAll(filepath.Join(root, e.Name())) == nil {
+			removed = append(removed, e.Name())
+		}
+	}
+	return removed
+}
+
+// alive reports whether a process with pid exists (a pid reused by
+// another process keeps a stale directory until that one ends: harmless).
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
