@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -60,32 +59,10 @@ func serviceCatalogue(t *testing.T) (*services.Catalogue, string) {
 	return c, path
 }
 
-var (
-	clientOnce sync.Once
-	clientPath string
-	clientErr  error
-)
-
-// svcclientBinary builds the static test client once.
+// svcclientBinary builds the static test client once per test process.
 func svcclientBinary(t *testing.T) string {
 	t.Helper()
-	clientOnce.Do(func() {
-		dir, err := testbin.Dir()
-		if err != nil {
-			clientErr = err
-			return
-		}
-		clientPath = filepath.Join(dir, "svcclient")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", clientPath, "./testdata/svcclient")
-		cmd.Dir = filepath.Join("..", "..", "sandbox", "services")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			clientErr = err
-			clientPath = string(out)
-		}
-	})
-	require.NoError(t, clientErr, clientPath)
-	return clientPath
+	return testbin.Build(t, "svcclient", filepath.Join("..", "..", "sandbox", "services"), "-trimpath", "-ldflags=-s -w", "./testdata/svcclient")
 }
 
 // newServicesE2E is an e2e whose repository declares postgres and redis and

@@ -7,9 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,33 +29,10 @@ import (
 // The task is the busybox base plus internal/stressprog, a static helper
 // the test builds.
 
-var (
-	stressOnce sync.Once
-	stressBin  string
-	stressErr  error
-)
-
-// stressBinary builds internal/stressprog once per test process.
+// stressBinary builds internal/testkit/stressprog once per test process.
 func stressBinary(tb testing.TB) string {
 	tb.Helper()
-	stressOnce.Do(func() {
-		dir, err := testbin.Dir()
-		if err != nil {
-			stressErr = err
-			return
-		}
-		stressBin = filepath.Join(dir, "stressprog")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", stressBin, "github.com/forgedev/forged/internal/testkit/stressprog")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			stressErr = err
-			stressBin = string(out)
-		}
-	})
-	if stressErr != nil {
-		tb.Fatalf("build stressprog: %v: %s", stressErr, stressBin)
-	}
-	return stressBin
+	return testbin.Build(tb, "stressprog", "", "-trimpath", "github.com/forgedev/forged/internal/testkit/stressprog")
 }
 
 // newStressE2E is newE2E with a repository whose project image is the

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -83,31 +82,13 @@ func AssertNoneLabelled(t testing.TB, c *client.Client, attemptID string) {
 	}
 }
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-)
-
 // ForgedBinary builds the static forged binary once per test process
 // (CGO_ENABLED=0), into the process's binaries directory (package testbin),
-// and returns its path. The
-// forged-worker binary (workerbin.Path) lies beside it, where forged looks
-// for the worker to put into sandbox images.
+// and returns its path. The forged-worker binary (workerbin.Path) lies
+// beside it, where forged looks for the worker to put into sandbox images.
 func ForgedBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := testbin.Dir()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binary = filepath.Join(dir, "forged")
-		buildErr = buildForged(binary, "")
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
+	binary := testbin.Build(t, "forged", "", "-trimpath", forgedPackage)
 	workerbin.Place(t, filepath.Dir(binary))
 	return binary
 }
@@ -126,6 +107,9 @@ func ForgedBinaryVersion(t testing.TB, version string) string {
 	return path
 }
 
+// forgedPackage is the daemon's main package.
+const forgedPackage = "github.com/forgedev/forged/cmd/forged"
+
 // buildForged builds cmd/forged into out, stamped with version unless it
 // is empty.
 func buildForged(out, version string) error {
@@ -133,7 +117,7 @@ func buildForged(out, version string) error {
 	if version != "" {
 		args = append(args, "-ldflags", "-X main.version="+version)
 	}
-	cmd := exec.Command("go", append(args, "github.com/forgedev/forged/cmd/forged")...)
+	cmd := exec.Command("go", append(args, forgedPackage)...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if output, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build forged: %w: %s", err, output)

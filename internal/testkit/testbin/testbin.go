@@ -1,5 +1,6 @@
-// Package testbin gives the binaries that tests build (forged,
-// forged-worker) one directory per test process, and removes the
+// Package testbin builds the binaries that tests run (forged,
+// forged-worker, test clients) once per test process, into one directory
+// per test process, and removes the
 // directories of test processes that have ended. A test process has no
 // exit hook outside TestMain, so the sweep runs when the next one starts
 // building: the directories of the processes still running (packages the
@@ -10,10 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
+	"testing"
 )
 
 // parent holds one directory per test process, named by its pid.
@@ -70,4 +73,50 @@ func Sweep(root string, isRunning func(pid int) bool) []string {
 func alive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// built is one binary's build, once per test process.
+type built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var (
+	buildsMu sync.Mutex
+	builds   = map[string]*built{}
+)
+
+// Build builds the static Go binary name once per test process, with
+// `go build -o DIR/name ARGS` run in workdir ("" for the test's own
+// directory) and CGO_ENABLED=0, and returns its path. ARGS are the build
+// flags followed by the package. A failed build fails the test, and every
+// later one of the process.
+func Build(t testing.TB, name, workdir string, args ...string) string {
+	t.Helper()
+	buildsMu.Lock()
+	b, ok := builds[name]
+	if !ok {
+		b = &built{}
+		builds[name] = b
+	}
+	buildsMu.Unlock()
+	b.once.Do(func() {
+		dir, err := Dir()
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, name)
+		cmd := exec.Command("go", append([]string{"build", "-o", b.path}, args...)...)
+		cmd.Dir = workdir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("build %s: %w: %s", name, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
 }

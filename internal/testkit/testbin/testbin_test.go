@@ -50,3 +50,17 @@ func TestAliveIsFalseForAnEndedProcess(t *testing.T) {
 	require.NoError(t, cmd.Run())
 	assert.False(t, alive(cmd.Process.Pid), "pid %d has ended", cmd.Process.Pid)
 }
+
+func TestBuildBuildsOncePerProcessIntoItsDirectory(t *testing.T) {
+	first := Build(t, "stressprog", "", "-trimpath", "github.com/forgedev/forged/internal/testkit/stressprog")
+	info, err := os.Stat(first)
+	require.NoError(t, err)
+	second := Build(t, "stressprog", "", "this would not build")
+	assert.Equal(t, first, second, "the second call reuses the first build")
+	dir, err := Dir()
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(dir, "stressprog"), first)
+	again, err := os.Stat(second)
+	require.NoError(t, err)
+	assert.Equal(t, info.ModTime(), again.ModTime(), "built once")
+}

@@ -8,7 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
+	"slices"
 	"testing"
 
 	"github.com/forgedev/forged/internal/testkit/testbin"
@@ -38,30 +38,12 @@ func Build(dir, out string) error {
 	return nil
 }
 
-var (
-	once     sync.Once
-	path     string
-	buildErr error
-)
-
 // Path builds the worker once per test process and returns its path. The
 // binary lives in the test process's binaries directory (package testbin:
 // removed once the process has ended).
 func Path(t testing.TB) string {
 	t.Helper()
-	once.Do(func() {
-		dir, err := testbin.Dir()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		path = filepath.Join(dir, Name)
-		buildErr = Build("", path)
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return path
+	return testbin.Build(t, Name, "", append(slices.Clone(BuildFlags), Package)...)
 }
 
 // Place puts the worker beside a forged binary in dir, where the daemon
