@@ -50,15 +50,17 @@ func (h *heldTeardown) Teardown(ctx context.Context, owner dockerops.Ownership, 
 }
 
 // logSignal closes a channel the first time the runner logs a message
-// containing its text.
+// containing its text. The channel stays in place once closed, so a test
+// that asks for it after the message was logged still sees it closed.
 type logSignal struct {
 	slog.Handler
 	mu      sync.Mutex
 	signals map[string]chan struct{}
+	fired   map[string]bool
 }
 
 func newLogSignal(texts ...string) *logSignal {
-	l := &logSignal{Handler: slog.DiscardHandler, signals: map[string]chan struct{}{}}
+	l := &logSignal{Handler: slog.DiscardHandler, signals: map[string]chan struct{}{}, fired: map[string]bool{}}
 	for _, text := range texts {
 		l.signals[text] = make(chan struct{})
 	}
@@ -71,9 +73,9 @@ func (l *logSignal) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for text, ch := range l.signals {
-		if ch != nil && strings.Contains(r.Message, text) {
+		if !l.fired[text] && strings.Contains(r.Message, text) {
 			close(ch)
-			l.signals[text] = nil
+			l.fired[text] = true
 		}
 	}
 	return nil
