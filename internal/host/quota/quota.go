@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/messages"
 )
@@ -308,6 +310,10 @@ type Usage struct {
 	FreeInodes  int64  `json:"freeInodes"`
 	TotalInodes int64  `json:"totalInodes"`
 	Source      string `json:"source"` // "statfs" or "superblock"
+	// Stale marks a superblock reading of a filesystem that is still
+	// mounted somewhere this process cannot statfs: its counts are the
+	// ones of its last write-back, not final.
+	Stale bool `json:"stale,omitempty"`
 }
 
 // Full reports whether the filesystem has no room left: less than
@@ -315,12 +321,41 @@ type Usage struct {
 func (u Usage) Full() bool { return u.FreeBytes < FullSlackBytes || u.FreeInodes == 0 }
 
 // Usage measures the volume's filesystem from the host (see the package
-// doc).
-func (s *Store) Usage(_ context.Context, volume string) (Usage, error) {
+// doc). A superblock that is not yet cleanly unmounted is read again until
+// it is, for at most settleTimeout: an unmount is final only once the
+// last mount namespace holding a copy of the mount has let it go.
+func (s *Store) Usage(ctx context.Context, volume string) (Usage, error) {
 	path, err := s.imagePath(volume)
 	if err != nil {
 		return Usage{}, err
 	}
+	var u Usage
+	read := func() error {
+		var err error
+		if u, err = s.usageOnce(path); err != nil {
+			return backoff.Permanent(err)
+		}
+		if u.Stale {
+			return errSuperblockLive
+		}
+		return nil
+	}
+	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(10*time.Millisecond),
+		backoff.WithMaxInterval(200*time.Millisecond), backoff.WithMaxElapsedTime(settleTimeout))
+	err = backoff.Retry(read, backoff.WithContext(b, ctx))
+	if err != nil && u.Stale {
+		return u, nil // the best reading there is, marked Stale
+	}
+	return u, err
+}
+
+// settleTimeout bounds how long Usage waits for a filesystem that another
+// mount namespace still holds to be released.
+const settleTimeout = 3 * time.Second
+
+var errSuperblockLive = errors.New("the filesystem is still mounted somewhere")
+
+func (s *Store) usageOnce(path string) (Usage, error) {
 	if u, ok := mountedUsage(path); ok {
 		return u, nil
 	}

@@ -19,11 +19,14 @@ const (
 	offFreeInodes      = 0x10
 	offLogBlockSize    = 0x18
 	offMagic           = 0x38
+	offState           = 0x3A
 	offFeatureIncompat = 0x60
 	offBlocksHi        = 0x150
 	offFreeBlocksHi    = 0x158
 	incompat64Bit      = 0x80
-	maxLogBlockSize    = 6 // 64 KiB blocks
+	maxLogBlockSize    = 6      // 64 KiB blocks
+	stateValid         = 0x0001 // EXT4_VALID_FS: cleanly unmounted
+	stateError         = 0x0002 // EXT4_ERROR_FS
 )
 
 // Superblock is what Usage needs from an ext2/3/4 superblock.
@@ -33,6 +36,13 @@ type Superblock struct {
 	FreeBlocks int64
 	Inodes     int64
 	FreeInodes int64
+	// Unmounted reports that the filesystem was cleanly unmounted: the
+	// kernel clears the valid bit when it mounts the filesystem read-write
+	// and writes it back, with the final counts, at unmount. A superblock
+	// without it belongs to a filesystem still mounted somewhere (another
+	// mount namespace may hold a copy of the mount for a moment, as a
+	// container being created does), and its counts are not final.
+	Unmounted bool
 }
 
 // ReadSuperblock reads and checks the superblock of the filesystem in r.
@@ -74,9 +84,11 @@ func ParseSuperblock(buf []byte) (Superblock, error) {
 	if freeInodes > inodes {
 		return Superblock{}, fmt.Errorf("implausible inode counts %d free of %d", freeInodes, inodes)
 	}
+	state := le.Uint16(buf[offState:])
 	return Superblock{
 		BlockSize: 1024 << logBlock, Blocks: int64(blocks), FreeBlocks: int64(free),
 		Inodes: inodes, FreeInodes: freeInodes,
+		Unmounted: state&stateValid != 0 && state&stateError == 0,
 	}, nil
 }
 
@@ -88,5 +100,6 @@ func (s Superblock) Usage() Usage {
 	return Usage{
 		TotalBytes: s.Blocks * s.BlockSize, FreeBytes: avail * s.BlockSize,
 		TotalInodes: s.Inodes, FreeInodes: s.FreeInodes, Source: "superblock",
+		Stale: !s.Unmounted,
 	}
 }

@@ -12,6 +12,7 @@ func superblockBytes(logBlock, blocks, free, inodes, freeInodes uint32) []byte {
 	buf := make([]byte, superblockSize)
 	le := binary.LittleEndian
 	le.PutUint16(buf[offMagic:], ext4Magic)
+	le.PutUint16(buf[offState:], stateValid)
 	le.PutUint32(buf[offLogBlockSize:], logBlock)
 	le.PutUint32(buf[offBlocksLo:], blocks)
 	le.PutUint32(buf[offFreeBlocksLo:], free)
@@ -23,8 +24,9 @@ func superblockBytes(logBlock, blocks, free, inodes, freeInodes uint32) []byte {
 func TestParseSuperblock(t *testing.T) {
 	sb, err := ParseSuperblock(superblockBytes(2, 65536, 10000, 16384, 100))
 	require.NoError(t, err)
-	assert.Equal(t, Superblock{BlockSize: 4096, Blocks: 65536, FreeBlocks: 10000, Inodes: 16384, FreeInodes: 100}, sb)
+	assert.Equal(t, Superblock{BlockSize: 4096, Blocks: 65536, FreeBlocks: 10000, Inodes: 16384, FreeInodes: 100, Unmounted: true}, sb)
 	u := sb.Usage()
+	assert.False(t, u.Stale)
 	assert.Equal(t, int64(65536*4096), u.TotalBytes)
 	assert.Equal(t, int64(10000-1310)*4096, u.FreeBytes, "less the kernel's reserved clusters")
 	assert.False(t, u.Full())
@@ -35,6 +37,15 @@ func TestParseSuperblock(t *testing.T) {
 	noInodes, err := ParseSuperblock(superblockBytes(2, 65536, 10000, 16384, 0))
 	require.NoError(t, err)
 	assert.True(t, noInodes.Usage().Full())
+
+	for state, unmounted := range map[uint16]bool{0: false, stateValid: true, stateValid | stateError: false, stateError: false} {
+		buf := superblockBytes(2, 65536, 10000, 16384, 100)
+		binary.LittleEndian.PutUint16(buf[offState:], state)
+		sb, err := ParseSuperblock(buf)
+		require.NoError(t, err)
+		assert.Equal(t, unmounted, sb.Unmounted, "state %#x", state)
+		assert.Equal(t, !unmounted, sb.Usage().Stale, "state %#x", state)
+	}
 
 	for name, buf := range map[string][]byte{
 		"short":          make([]byte, 10),
