@@ -10,8 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 
-# Headless chromium loads the live console in httpapi's browser test.
-bash scripts/ensure-docker.sh chromium
+# Headless chromium loads the live console in httpapi's browser test;
+# promtool (package prometheus) checks contrib/'s alert rules and dashboard.
+bash scripts/ensure-docker.sh chromium prometheus
 # The service images (postgres, redis, browser, the egress proxy) and their
 # catalogue, bin/services.tsv:
 # cached, only the first run on a machine builds them.

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/internal/state/reaper"
 	"github.com/forgedev/forged/messages"
 )
@@ -44,7 +45,12 @@ type Metrics struct {
 	buildTime    *prometheus.HistogramVec
 	reaperRounds *prometheus.CounterVec
 	reaperItems  *prometheus.CounterVec
+	reaperLast   *prometheus.GaugeVec
+	reaperLeft   prometheus.Gauge
 	peakMemory   prometheus.Histogram
+	gcRuns       *prometheus.CounterVec
+	gcRemoved    prometheus.Counter
+	gcFreed      prometheus.Counter
 
 	actorsLive  *prometheus.GaugeVec
 	mailbox     *prometheus.GaugeVec
@@ -104,6 +110,16 @@ func New(opts ...Option) *Metrics {
 		Help: "Reaper rounds by result (ok, failed)."}, []string{"result"})
 	m.reaperItems = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "reaper_removals_total",
 		Help: "What reaper rounds removed: reaped attempt ledgers, objects removed by label, degraded attempts."}, []string{"kind"})
+	m.reaperLast = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "reaper_last_round_timestamp_seconds",
+		Help: "When the last reaper round of each result (ok, failed) ended, in Unix seconds."}, []string{"result"})
+	m.reaperLeft = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "reaper_degraded_attempts",
+		Help: "Attempts whose resources the last reaper round could not remove (retried next round): leaks left on the host."})
+	m.gcRuns = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "image_gc_runs_total",
+		Help: "Image collections by reason (timer, disk_low, request) and result (ok, failed); dry runs are not counted."}, []string{"reason", "result"})
+	m.gcRemoved = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "image_gc_removed_images_total",
+		Help: "Images the image collector removed (tagged and dangling)."})
+	m.gcFreed = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "image_gc_freed_bytes_total",
+		Help: "Bytes the removed images held (an upper bound: shared layers count once per image)."})
 	m.peakMemory = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "attempt_peak_memory_bytes",
 		Help: "Peak memory of finished attempts' workers.", Buckets: prometheus.ExponentialBuckets(8<<20, 2, 12)}) // 8 MiB … 16 GiB
 	m.actorsLive = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "actors",
@@ -119,7 +135,7 @@ func New(opts ...Option) *Metrics {
 	m.deadLetters = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "actor_dead_letters_total",
 		Help: "Messages that reached no actor, by the kind of the actor they were sent to."}, []string{"kind"})
 	m.registry.MustRegister(m.submissions, m.finished, m.phases, m.permitWait, m.buildCache, m.buildTime,
-		m.reaperRounds, m.reaperItems, m.peakMemory, m.actorsLive, m.mailbox, m.messagesIn, m.messagesOut, m.restarts, m.deadLetters,
+		m.reaperRounds, m.reaperItems, m.reaperLast, m.reaperLeft, m.peakMemory, m.gcRuns, m.gcRemoved, m.gcFreed, m.actorsLive, m.mailbox, m.messagesIn, m.messagesOut, m.restarts, m.deadLetters,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: Namespace}))
 	return m
 }
@@ -150,14 +166,31 @@ func (m *Metrics) Finished(out messages.AttemptOutcome) {
 
 // ReaperRound counts one reaper round (a dry run is not counted).
 func (m *Metrics) ReaperRound(round reaper.Round, err error) {
+	result := "ok"
 	if err != nil {
-		m.reaperRounds.WithLabelValues("failed").Inc()
+		result = "failed"
 	} else {
-		m.reaperRounds.WithLabelValues("ok").Inc()
+		m.reaperLeft.Set(float64(len(round.Degraded)))
 	}
+	m.reaperRounds.WithLabelValues(result).Inc()
+	m.reaperLast.WithLabelValues(result).Set(float64(m.now().UnixNano()) / 1e9)
 	m.reaperItems.WithLabelValues("attempt").Add(float64(len(round.Reaped)))
 	m.reaperItems.WithLabelValues("object").Add(float64(len(round.Removed)))
 	m.reaperItems.WithLabelValues("degraded").Add(float64(len(round.Degraded)))
+}
+
+// ImageCollection counts one image collection (a dry run is not counted).
+func (m *Metrics) ImageCollection(reason string, report imagegc.Report, err error) {
+	if report.DryRun {
+		return
+	}
+	result := "ok"
+	if err != nil {
+		result = "failed"
+	}
+	m.gcRuns.WithLabelValues(reason, result).Inc()
+	m.gcRemoved.Add(float64(len(report.Removed) + len(report.Dangling)))
+	m.gcFreed.Add(float64(report.FreedBytes))
 }
 
 // phaseChanged ends the attempt's current phase (observing its duration)

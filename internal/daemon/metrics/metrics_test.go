@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/internal/state/reaper"
 	"github.com/forgedev/forged/messages"
 )
@@ -56,13 +57,15 @@ func TestKindsAreBounded(t *testing.T) {
 }
 
 func TestOutcomesSubmissionsAndReaperRounds(t *testing.T) {
-	m := New()
+	clock := &manualNow{t: time.Unix(1_800_000_000, 0)}
+	m := New(WithNow(clock.now))
 	m.Submitted(messages.SubmitReply{Accepted: true})
 	m.Submitted(messages.SubmitReply{Accepted: true, Queued: true})
 	m.Submitted(messages.SubmitReply{Code: "capacity_exhausted"})
 	m.Finished(messages.AttemptOutcome{AttemptID: "a", Status: messages.StatusSucceeded, PeakMemoryBytes: 64 << 20})
 	m.Finished(messages.AttemptOutcome{AttemptID: "b", Status: messages.StatusFailed, Code: "sandbox_task_failed"})
-	m.ReaperRound(reaper.Round{Reaped: []string{"x"}, Removed: make([]reaper.Object, 3)}, nil)
+	m.ReaperRound(reaper.Round{Reaped: []string{"x"}, Removed: make([]reaper.Object, 3), Degraded: []string{"d1", "d2"}}, nil)
+	clock.advance(time.Minute)
 	m.ReaperRound(reaper.Round{}, assert.AnError)
 
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.submissions.WithLabelValues("accepted", "")))
@@ -75,6 +78,53 @@ func TestOutcomesSubmissionsAndReaperRounds(t *testing.T) {
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.reaperRounds.WithLabelValues("failed")))
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.reaperItems.WithLabelValues("attempt")))
 	assert.Equal(t, 3.0, testutil.ToFloat64(m.reaperItems.WithLabelValues("object")))
+	assert.Equal(t, 1_800_000_000.0, testutil.ToFloat64(m.reaperLast.WithLabelValues("ok")))
+	assert.Equal(t, 1_800_000_060.0, testutil.ToFloat64(m.reaperLast.WithLabelValues("failed")))
+	assert.Equal(t, 2.0, testutil.ToFloat64(m.reaperLeft), "a failed round keeps the last count of leaks left")
+	m.ReaperRound(reaper.Round{}, nil)
+	assert.Equal(t, 0.0, testutil.ToFloat64(m.reaperLeft))
+}
+
+func TestImageCollections(t *testing.T) {
+	m := New()
+	m.ImageCollection("timer", imagegc.Report{Removed: make([]imagegc.Decision, 2), Dangling: make([]imagegc.Image, 1), FreedBytes: 3 << 20}, nil)
+	m.ImageCollection("request", imagegc.Report{DryRun: true, Removed: make([]imagegc.Decision, 5)}, nil)
+	m.ImageCollection("disk_low", imagegc.Report{}, assert.AnError)
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.gcRuns.WithLabelValues("timer", "ok")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.gcRuns.WithLabelValues("disk_low", "failed")))
+	assert.Equal(t, 0.0, testutil.ToFloat64(m.gcRuns.WithLabelValues("request", "ok")), "a dry run removes nothing")
+	assert.Equal(t, 3.0, testutil.ToFloat64(m.gcRemoved))
+	assert.Equal(t, float64(3<<20), testutil.ToFloat64(m.gcFreed))
+}
+
+func TestSnapshotGaugesIncludeTheHostsAvailability(t *testing.T) {
+	m := New()
+	snap := messages.Snapshot{Slots: 3, Queued: 1, Attempts: []string{"a"}}
+	var mu sync.Mutex
+	m.WatchSnapshot(func() (messages.Snapshot, error) { mu.Lock(); defer mu.Unlock(); return snap, nil })
+	expo := func() string {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Body.String()
+	}
+	body := expo()
+	assert.Contains(t, body, "forged_slots_total 3")
+	assert.Contains(t, body, "forged_slots_used 1")
+	assert.NotContains(t, body, "forged_host_available", "no preflight, no availability claimed")
+
+	mu.Lock()
+	snap.Preflight = &messages.HostReport{Available: false, Code: "docker_disk_low", Capacity: 0}
+	mu.Unlock()
+	body = expo()
+	assert.Contains(t, body, `forged_host_available{code="docker_disk_low"} 0`)
+	assert.Contains(t, body, "forged_host_capacity 0")
+
+	mu.Lock()
+	snap.Preflight = &messages.HostReport{Available: true, Capacity: 2}
+	mu.Unlock()
+	body = expo()
+	assert.Contains(t, body, `forged_host_available{code=""} 1`)
+	assert.Contains(t, body, "forged_host_capacity 2")
 }
 
 func TestPhaseDurationsAreTimedBetweenChanges(t *testing.T) {

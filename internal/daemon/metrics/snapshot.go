@@ -21,12 +21,14 @@ var (
 	queueDesc      = prometheus.NewDesc(Namespace+"_queue_length", "Admitted attempts waiting for a slot.", nil, nil)
 	buildQueueDesc = prometheus.NewDesc(Namespace+"_build_permit_queue_length", "Builds waiting for the global build permit.", nil, nil)
 	degradedDesc   = prometheus.NewDesc(Namespace+"_attempts_degraded_total", "Attempts whose teardown left resources behind, since the start.", nil, nil)
+	availableDesc  = prometheus.NewDesc(Namespace+"_host_available", "1 when the last preflight found the host able to run attempts, else 0 (its code is the label).", []string{"code"}, nil)
+	capacityDesc   = prometheus.NewDesc(Namespace+"_host_capacity", "Attempts the last preflight allows at once (0 when the host is unavailable).", nil, nil)
 )
 
 type snapshotCollector struct{ read SnapshotFunc }
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{slotsTotalDesc, slotsUsedDesc, queueDesc, buildQueueDesc, degradedDesc} {
+	for _, d := range []*prometheus.Desc{slotsTotalDesc, slotsUsedDesc, queueDesc, buildQueueDesc, degradedDesc, availableDesc, capacityDesc} {
 		ch <- d
 	}
 }
@@ -42,4 +44,12 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(snap.Queued))
 	ch <- prometheus.MustNewConstMetric(buildQueueDesc, prometheus.GaugeValue, float64(snap.BuildQueue))
 	ch <- prometheus.MustNewConstMetric(degradedDesc, prometheus.CounterValue, float64(snap.Degraded))
+	if host := snap.Preflight; host != nil {
+		available := 0.0
+		if host.Available {
+			available = 1
+		}
+		ch <- prometheus.MustNewConstMetric(availableDesc, prometheus.GaugeValue, available, string(host.Code))
+		ch <- prometheus.MustNewConstMetric(capacityDesc, prometheus.GaugeValue, float64(host.Capacity))
+	}
 }

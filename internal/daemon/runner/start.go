@@ -147,7 +147,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 	if cfg.ImageGC != nil {
 		gc = collector.Props(collector.Config{
 			API: engine, Refs: deps.ImageRefs, Policy: cfg.ImageGC.Policy, Interval: cfg.ImageGC.Interval,
-			StateRoot: cfg.StateRoot, Clock: cfg.Clock,
+			StateRoot: cfg.StateRoot, Clock: cfg.Clock, OnCollection: cfg.Metrics.ImageCollection,
 			DiskLow: func(ctx context.Context) (bool, error) {
 				report, _ := cache.Current(ctx)
 				return report.Disk.Low, nil

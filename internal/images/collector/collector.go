@@ -37,6 +37,9 @@ type Config struct {
 	DiskLow   func(ctx context.Context) (bool, error)
 	DiskCheck time.Duration
 	Clock     clock.Clock // default the wall clock
+	// OnCollection, when set, is told every collection's report (a dry
+	// run's too, with Report.DryRun set), from the collector's Receive.
+	OnCollection func(reason string, report imagegc.Report, err error)
 }
 
 func (c Config) withDefaults() Config {
@@ -159,6 +162,9 @@ func (c *collectorActor) Receive(ctx actor.Context) {
 			ctx.Logger().Warn("image collection failed", "reason", msg.reason, "err", msg.err)
 		}
 		c.lastFreed, c.lastCount = msg.report.FreedBytes, len(msg.report.Removed)+len(msg.report.Dangling)
+		if c.cfg.OnCollection != nil {
+			c.cfg.OnCollection(msg.reason, msg.report, msg.err)
+		}
 		if msg.replyTo != nil {
 			ctx.Send(msg.replyTo, CollectReply{Report: msg.report, Err: msg.err})
 		}

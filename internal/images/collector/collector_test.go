@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,6 +63,15 @@ type fixture struct {
 	pid    *actor.PID
 	clock  *clock.Manual
 	engine *fakeEngine
+
+	mu      sync.Mutex
+	reports []string // "reason removed err" per OnCollection call
+}
+
+func (f *fixture) told() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.reports...)
 }
 
 func start(t *testing.T, refs *imagegc.Refs, diskLow func(context.Context) (bool, error)) *fixture {
@@ -69,8 +79,13 @@ func start(t *testing.T, refs *imagegc.Refs, diskLow func(context.Context) (bool
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	f := &fixture{system: actor.NewActorSystem(), clock: clock.NewManual(now), engine: &fakeEngine{now: now, listed: make(chan struct{}, 16)}}
 	t.Cleanup(f.system.Shutdown)
+	onCollection := func(reason string, report imagegc.Report, err error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.reports = append(f.reports, fmt.Sprintf("%s %d %v", reason, len(report.Removed)+len(report.Dangling), err))
+	}
 	f.pid = f.system.Root.Spawn(Props(Config{API: f.engine, Refs: refs, Clock: f.clock, Interval: time.Hour, DiskCheck: time.Minute, DiskLow: diskLow,
-		Policy: imagegc.Policy{KeepPerProject: 1, MaxAge: 24 * time.Hour}}))
+		Policy: imagegc.Policy{KeepPerProject: 1, MaxAge: 24 * time.Hour}, OnCollection: onCollection}))
 	f.inspect(t) // started: its first tick is armed
 	return f
 }
@@ -118,6 +133,7 @@ func TestCollectsOnItsTimer(t *testing.T) {
 	assert.Equal(t, "timer", facts["lastReason"])
 	assert.Equal(t, "1", facts["lastRemoved"])
 	assert.Equal(t, []string{"forge/agent:old"}, f.engine.removals())
+	assert.Equal(t, []string{"timer 1 <nil>"}, f.told(), "the collection's report reaches OnCollection")
 }
 
 func TestCollectsWhenTheDiskTurnsLow(t *testing.T) {
