@@ -18,6 +18,8 @@ bash scripts/ensure-docker.sh chromium prometheus
 # cached, only the first run on a machine builds them.
 bash scripts/service-images.sh
 bash scripts/images.sh
+# The Debian root filesystem the package test installs the .deb into.
+bash scripts/package-root.sh
 
 unformatted=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)
 if [ -n "$unformatted" ]; then
