@@ -41,6 +41,9 @@ type Config struct {
 	Slots int
 	// QueueLimit is how many admitted-but-waiting attempts may queue.
 	QueueLimit int
+	// BuildPermits is how many image builds may run at once (at most one
+	// per image key); 0 means 1.
+	BuildPermits int
 	// NewAttempt builds an attempt's props.
 	NewAttempt AttemptFactory
 	// Cleaner tears down crashed attempts, through the one teardown
@@ -134,7 +137,7 @@ type crashCleanupDone struct {
 }
 
 func newRoot(cfg Config, strategy *rootStrategy) *root {
-	return &root{cfg: cfg, strategy: strategy, running: map[string]*running{}, inQueue: map[string]struct{}{}, byPID: map[string]string{}, permit: &permit{}, live: newLiveSet(),
+	return &root{cfg: cfg, strategy: strategy, running: map[string]*running{}, inQueue: map[string]struct{}{}, byPID: map[string]string{}, permit: newPermit(cfg.BuildPermits), live: newLiveSet(),
 		capacity: &capacity{clock: cfg.Clock, source: cfg.Capacity, interval: cfg.RefreshInterval, ttl: cfg.CapacityTTL}}
 }
 
@@ -195,7 +198,7 @@ func (r *root) Receive(ctx actor.Context) {
 		}
 		ctx.Forward(r.gc)
 	case messages.AcquireBuildPermit:
-		r.permit.acquire(ctx, ctx.Sender())
+		r.permit.acquire(ctx, ctx.Sender(), msg.Key)
 	case messages.ReleaseBuildPermit:
 		r.permit.release(ctx, ctx.Sender())
 	case *actor.Terminated:
@@ -508,8 +511,9 @@ func (r *root) inspect(ctx actor.Context) messages.InspectReply {
 		"slots": strconv.Itoa(s.Slots), "queued": strconv.Itoa(s.Queued), "starting": strconv.Itoa(s.Starting),
 		"active": strconv.Itoa(s.Active), "degraded": strconv.Itoa(s.Degraded), "buildQueue": strconv.Itoa(s.BuildQueue),
 	}
-	if h := r.permit.holder; h != nil {
-		facts["buildPermitHolder"] = h.String()
+	facts["buildPermits"] = strconv.Itoa(r.permit.size)
+	if holders := r.permit.holderIDs(); len(holders) > 0 {
+		facts["buildPermitHolders"] = strings.Join(holders, ",")
 	}
 	var held need
 	for _, att := range r.running {

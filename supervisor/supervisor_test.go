@@ -89,9 +89,14 @@ type fixture struct {
 
 func newFixture(t *testing.T, slots, queue int) *fixture {
 	t.Helper()
+	return newFixtureWithPermits(t, slots, queue, 0)
+}
+
+func newFixtureWithPermits(t *testing.T, slots, queue, permits int) *fixture {
+	t.Helper()
 	f := &fixture{system: actortest.NewSystem(t), cleaner: &fakeCleaner{}, ledgers: ledger.Store{Root: t.TempDir()}}
 	f.root = f.system.Spawn(Props(Config{
-		Slots: slots, QueueLimit: queue, Cleaner: f.cleaner, Ledgers: f.ledgers,
+		Slots: slots, QueueLimit: queue, Cleaner: f.cleaner, Ledgers: f.ledgers, BuildPermits: permits,
 		NewAttempt: func(d *messages.Dispatch, subscriber, _ *actor.PID) *actor.Props {
 			return actor.PropsFromProducer(func() actor.Actor { return &fakeAttempt{d: d, subscriber: subscriber} })
 		},
@@ -114,6 +119,13 @@ func (f *fixture) snapshot(t *testing.T) messages.Snapshot {
 	res, err := f.system.Root.RequestFuture(f.root, messages.SnapshotRequest{}, within).Result()
 	require.NoError(t, err)
 	return res.(messages.Snapshot)
+}
+
+func (f *fixture) inspect(t *testing.T) messages.InspectReply {
+	t.Helper()
+	res, err := f.system.Root.RequestFuture(f.root, messages.Inspect{}, within).Result()
+	require.NoError(t, err)
+	return res.(messages.InspectReply)
 }
 
 // attemptPID finds the attempt actor the supervisor spawned for d.
@@ -301,6 +313,44 @@ func TestBuildPermitIsFIFOAndReleasedWhenItsHolderCrashes(t *testing.T) {
 	granted(t, grants, "third")
 	f.system.Root.Stop(third)
 	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 0 }, within, time.Millisecond)
+}
+
+// A pool of two permits: builds of different keys run side by side, a
+// second build of a key being built waits (and lets a later key pass), and
+// a release hands the permit to the first waiter that may hold one.
+func TestBuildPermitPoolRunsOneBuildPerKey(t *testing.T) {
+	f := newFixtureWithPermits(t, 1, 1, 2)
+	grants := f.system.NewProbe()
+	grantedTo := func(user string) {
+		t.Helper()
+		got := actortest.Expect[actortest.PermitGranted](t, grants, within)
+		assert.Equal(t, user, got.User, "granted out of order")
+	}
+	a1 := f.system.Spawn(actortest.PermitUserOf(f.root, "a1", "key-a", grants))
+	grantedTo("a1")
+	a2 := f.system.Spawn(actortest.PermitUserOf(f.root, "a2", "key-a", grants))
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 1 }, within, time.Millisecond)
+	actortest.ExpectNoMessage[actortest.PermitGranted](t, grants, time.Minute)
+
+	// key-b passes a2, which waits for key-a's build, not for a permit.
+	b := f.system.Spawn(actortest.PermitUserOf(f.root, "b", "key-b", grants))
+	grantedTo("b")
+	c := f.system.Spawn(actortest.PermitUserOf(f.root, "c", "key-c", grants))
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 2 }, within, time.Millisecond)
+	assert.Equal(t, "2", f.inspect(t).Facts["buildPermits"])
+
+	// b's permit goes to c: a2 still may not build key-a beside a1.
+	f.system.Root.Send(b, actortest.ReleasePermit{})
+	grantedTo("c")
+	actortest.ExpectNoMessage[actortest.PermitGranted](t, grants, time.Minute)
+	// a1 ends: a2 builds key-a (and finds a1's image in the cache).
+	f.system.Root.Stop(a1)
+	grantedTo("a2")
+	f.system.Root.Send(a2, actortest.ReleasePermit{})
+	f.system.Root.Send(c, actortest.ReleasePermit{})
+	require.Eventually(t, func() bool {
+		return f.snapshot(t).BuildQueue == 0 && f.inspect(t).Facts["buildPermitHolders"] == ""
+	}, within, time.Millisecond)
 }
 
 func TestWaiterThatStopsLeavesTheQueue(t *testing.T) {

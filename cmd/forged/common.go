@@ -31,6 +31,7 @@ type runnerFlags struct {
 	workerBinary   string
 	slots          int
 	queue          int
+	buildPermits   int
 	seccompProfile string
 	lsmOption      string
 	managedNS      string
@@ -120,6 +121,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.workerBinary, "worker-binary", "", "static forged-worker binary to put into sandbox images (default: forged-worker beside this executable)")
 	cmd.Flags().IntVar(&f.slots, "slots", 2, "attempts that may run at once")
 	cmd.Flags().IntVar(&f.queue, "queue", 16, "attempts that may wait for a slot")
+	cmd.Flags().IntVar(&f.buildPermits, "build-permits", 0, "image builds that may run at once, one per image key (0: one per 2 cores and 4 GiB of memory, 1 to 4)")
 	cmd.Flags().StringVar(&f.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")
 	cmd.Flags().StringVar(&f.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
 	cmd.Flags().StringVar(&f.managedNS, "managed-namespace", messages.DefaultManagedNamespace, "ref prefix every dispatch's worktreeKey must lie below (refs/heads/…/)")
@@ -141,6 +143,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	config.SetMin(cmd.Flags(), "cache-bytes", 64<<20)
 	config.SetMin(cmd.Flags(), "slots", 1)
 	config.SetMin(cmd.Flags(), "queue", 0)
+	config.SetMin(cmd.Flags(), "build-permits", 0)
 }
 
 // config returns the runner's configuration, or an error naming the flag
@@ -189,6 +192,7 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 	return runner.Config{
 		Slots:            f.slots,
 		QueueLimit:       f.queue,
+		BuildPermits:     f.buildPermits,
 		StateRoot:        f.stateRoot,
 		LockRoot:         f.lockRoot,
 		WorkerBinary:     f.workerBinary,

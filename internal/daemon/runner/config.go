@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/forgedev/forged/internal/daemon/metrics"
 	"github.com/forgedev/forged/internal/kit/clock"
@@ -26,6 +29,9 @@ func (cfg Config) resolve() (Config, string, error) {
 	}
 	if cfg.QueueLimit < 0 {
 		cfg.QueueLimit = 0
+	}
+	if cfg.BuildPermits <= 0 {
+		cfg.BuildPermits = DefaultBuildPermits(runtime.NumCPU(), hostMemoryBytes())
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -70,4 +76,24 @@ func (cfg Config) resolve() (Config, string, error) {
 		cfg.Metrics = metrics.New()
 	}
 	return cfg, digest, nil
+}
+
+// DefaultBuildPermits is the build permit pool's size when the operator
+// gives none: one build per two cores and per 4 GiB of memory (a build's
+// own limit is 3 GiB, plus room for the attempts beside it), at least 1
+// and at most 4. A 2-core host builds one image at a time, as before the
+// pool existed.
+func DefaultBuildPermits(cpus int, memoryBytes uint64) int {
+	const perBuild = 4 << 30
+	n := min(cpus/2, int(min(memoryBytes/perBuild, 64)))
+	return max(1, min(n, 4))
+}
+
+// hostMemoryBytes is the host's physical memory (0 if unknown).
+func hostMemoryBytes() uint64 {
+	var info unix.Sysinfo_t
+	if err := unix.Sysinfo(&info); err != nil {
+		return 0
+	}
+	return uint64(info.Totalram) * uint64(info.Unit)
 }

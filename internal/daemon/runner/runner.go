@@ -40,6 +40,9 @@ type Config struct {
 	// Slots and QueueLimit size admission.
 	Slots      int
 	QueueLimit int
+	// BuildPermits is how many image builds may run at once, at most one
+	// per image key; 0 derives it from the host (DefaultBuildPermits).
+	BuildPermits int
 	// StateRoot is forged's private state directory (created 0700).
 	StateRoot string
 	// WorkerBinary is the static forged-worker binary put into sandbox

@@ -155,15 +155,16 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		})
 	}
 	sup := cfg.Metrics.Instrument(supervisor.Props(supervisor.Config{
-		Slots:      cfg.Slots,
-		QueueLimit: cfg.QueueLimit,
-		Cleaner:    docker,
-		Ledgers:    ledgers,
-		Capacity:   cache,
-		RunnerID:   cfg.RunnerID,
-		Clock:      cfg.Clock,
-		ManagedNS:  cfg.ManagedNamespace,
-		Collector:  gc,
+		Slots:        cfg.Slots,
+		QueueLimit:   cfg.QueueLimit,
+		BuildPermits: cfg.BuildPermits,
+		Cleaner:      docker,
+		Ledgers:      ledgers,
+		Capacity:     cache,
+		RunnerID:     cfg.RunnerID,
+		Clock:        cfg.Clock,
+		ManagedNS:    cfg.ManagedNamespace,
+		Collector:    gc,
 		Reaper: &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval, Images: imageSweeper(store),
 			OnRound: cfg.Metrics.ReaperRound},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
