@@ -52,7 +52,7 @@ type AttemptConfig struct {
 	// Egress is the operator's egress proxy configuration for
 	// networkPolicy.mode public_allowlist (its image is the catalogue's
 	// `egress` entry); Egress.Enabled false refuses public_allowlist with
-	// sandbox_egress_unsupported.
+	// sandbox_egress_proxy_unavailable.
 	Egress egress.Options
 	// AllowOpenPublic lets open_public attempts run, on a routed attempt
 	// network; never under sandbox_required (policy_mismatch).

@@ -158,7 +158,7 @@ func (c *Catalogue) Verify(ctx context.Context, docker ImageInspector, services 
 
 // VerifyEgress checks the egress proxy's entry against the engine and
 // returns it: no entry, or an image the engine does not hold, is
-// sandbox_egress_unsupported; an image whose id is not the pinned one
+// sandbox_egress_proxy_unavailable; an image whose id is not the pinned one
 // sandbox_service_image_mismatch. Nothing is pulled.
 func (c *Catalogue) VerifyEgress(ctx context.Context, docker ImageInspector) (Entry, error) {
 	e, ok := c.Lookup(Egress)
