@@ -65,6 +65,10 @@ type buildActor struct {
 	cancel context.CancelFunc
 	phase  string
 	permit bool
+	// queuedAt is when the build was told to wait for a permit (zero when
+	// it got one at once): a cache hit after that wait is the seed's
+	// single-flight wait, on another attempt's build of the same key.
+	queuedAt time.Time
 }
 
 func newBuildProps(parent context.Context, builder *imageBuilder, job sandboxImageJob, supervisor *actor.PID, refs *imagegc.Refs) *actor.Props {
@@ -95,6 +99,9 @@ func (b *buildActor) Receive(ctx actor.Context) {
 		}
 	case messages.BuildPermitQueued:
 		if b.phase == "waiting_permit" {
+			if b.queuedAt.IsZero() {
+				b.queuedAt = time.Now()
+			}
 			b.event(ctx, "sandbox_build_waiting", fmt.Sprintf("Waiting for the build permit, position %d in the queue.", msg.Position),
 				map[string]any{"cacheKey": b.job.key, "queuePosition": msg.Position})
 		}
@@ -132,6 +139,11 @@ func (b *buildActor) Receive(ctx actor.Context) {
 // onBuilt reports the build's end. A build that ran (not a second cache
 // hit) reports its duration and its stored log: digest, size and tail.
 func (b *buildActor) onBuilt(ctx actor.Context, msg buildResult) {
+	if msg.cacheHit && msg.err == nil && !b.queuedAt.IsZero() {
+		waited := time.Since(b.queuedAt)
+		b.event(ctx, "sandbox_build_singleflight_wait", fmt.Sprintf("Waited %s for the build of sandbox image %s.", waited.Round(time.Millisecond), shortKey(b.job.key)),
+			map[string]any{"cacheKey": b.job.key, "durationMs": waited.Milliseconds(), "imageDigest": msg.imageID})
+	}
 	if !msg.cacheHit && msg.log.Digest != "" {
 		data := map[string]any{
 			"cacheKey": b.job.key, "durationMs": msg.duration.Milliseconds(),
