@@ -25,6 +25,7 @@ func daemonCommand() *cobra.Command {
 	var manageTokenFile string
 	var allowUIDs []uint
 	var gc runner.ImageGCConfig
+	imageGC := true
 	cmd := &cobra.Command{
 		Use:   "daemon",
 		Short: "Serve the forged HTTP API on a unix socket",
@@ -39,7 +40,7 @@ func daemonCommand() *cobra.Command {
 			if err := flags.publish.apply(&cfg); err != nil {
 				return err
 			}
-			if gc.Interval > 0 {
+			if imageGC {
 				cfg.ImageGC = &gc
 			}
 			if cfg.Services, err = flags.preflight.services(); err != nil {
@@ -112,7 +113,8 @@ func daemonCommand() *cobra.Command {
 		},
 	}
 	flags.register(cmd)
-	cmd.Flags().DurationVar(&gc.Interval, "image-gc-interval", 0, "run the image collector this often, and when the disk turns low (0: off)")
+	cmd.Flags().BoolVar(&imageGC, "image-gc", true, "run the image collector when the disk turns low (and every --image-gc-interval); false: never collect images")
+	cmd.Flags().DurationVar(&gc.Interval, "image-gc-interval", 0, "also run the image collector this often (0: only when the disk turns low, or on `forged gc`)")
 	cmd.Flags().IntVar(&gc.Policy.KeepPerProject, "image-gc-keep", 3, "image keys the collector keeps per project, newest first")
 	cmd.Flags().DurationVar(&gc.Policy.MaxAge, "image-gc-max-age", 7*24*time.Hour, "older keys beyond the newest are collected")
 	cmd.Flags().IntVar(&gc.Policy.AuditKeep, "image-gc-audit-keep", imagegc.DefaultAuditKeep, "image keys whose stored build logs the collector keeps, newest first")

@@ -29,7 +29,9 @@ type Config struct {
 	// StateRoot, when set, has the stored build logs collected too
 	// (imagegc.PurgeAudit).
 	StateRoot string
-	// Interval is the time between scheduled collections (default 1 h).
+	// Interval is the time between scheduled collections; 0 schedules
+	// none (the collector then runs when the disk turns low, and on
+	// request).
 	Interval time.Duration
 	// DiskLow says whether the preflight disk is low now (default: never);
 	// it is asked every DiskCheck (default 1 min), off the mailbox, and a
@@ -43,8 +45,8 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Interval <= 0 {
-		c.Interval = time.Hour
+	if c.Interval < 0 {
+		c.Interval = 0
 	}
 	if c.DiskCheck <= 0 {
 		c.DiskCheck = time.Minute
@@ -114,7 +116,9 @@ func (c *collectorActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		c.runCtx, c.cancel = context.WithCancel(context.Background())
-		c.next = c.cfg.Clock.Now().Add(c.cfg.Interval)
+		if c.cfg.Interval > 0 {
+			c.next = c.cfg.Clock.Now().Add(c.cfg.Interval)
+		}
 		c.arm(ctx)
 	case *actor.Stopping:
 		if c.timer != nil {
@@ -125,7 +129,7 @@ func (c *collectorActor) Receive(ctx actor.Context) {
 		}
 	case tick:
 		c.arm(ctx)
-		if !c.cfg.Clock.Now().Before(c.next) {
+		if c.cfg.Interval > 0 && !c.cfg.Clock.Now().Before(c.next) {
 			c.next = c.cfg.Clock.Now().Add(c.cfg.Interval)
 			c.collect(ctx, "timer", false, nil)
 			return
@@ -177,8 +181,11 @@ func (c *collectorActor) Receive(ctx actor.Context) {
 			phase = "collecting"
 		}
 		facts := map[string]string{
-			"runs": strconv.Itoa(c.runs), "nextScheduled": c.next.UTC().Format(time.RFC3339),
+			"runs": strconv.Itoa(c.runs), "nextScheduled": "never (only when the disk turns low, or on request)",
 			"diskLow": strconv.FormatBool(c.diskLow),
+		}
+		if c.cfg.Interval > 0 {
+			facts["nextScheduled"] = c.next.UTC().Format(time.RFC3339)
 		}
 		if c.runs > 0 {
 			facts["lastReason"], facts["lastAt"] = c.lastReason, c.lastAt.UTC().Format(time.RFC3339)
