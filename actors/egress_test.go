@@ -81,7 +81,7 @@ func TestEgressProxyStartsBeforeTheWorkerAndItsLogBecomesEvents(t *testing.T) {
 
 	// The worker: on the isolated network only, with the proxy variables.
 	assert.False(t, worker.OpenNetwork)
-	for _, v := range []string{"HTTP_PROXY=http://egress:3128", "HTTPS_PROXY=http://egress:3128", "NO_PROXY=localhost,127.0.0.1,::1",
+	for _, v := range []string{"HTTP_PROXY=http://egress:3128", "HTTPS_PROXY=http://egress:3128", "ALL_PROXY=http://egress:3128", "all_proxy=http://egress:3128", "NO_PROXY=localhost,127.0.0.1,::1",
 		"http_proxy=http://egress:3128", "https_proxy=http://egress:3128", "no_proxy=localhost,127.0.0.1,::1"} {
 		assert.Contains(t, worker.Env, v)
 	}
