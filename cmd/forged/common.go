@@ -132,7 +132,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.verifyCommand, "image-verify-command", "", "absolute path of a cosign-compatible verification command (image reference in, exit status out) for upstream images; required by sandbox_required")
 	cmd.Flags().DurationVar(&f.verifyTimeout, "image-verify-timeout", imagesig.DefaultTimeout, "deadline of one image verification")
 	cmd.Flags().DurationVar(&f.providerTTL, "provider-auth-timeout", providerauth.DefaultTimeout, "deadline of one provider auth helper run")
-	cmd.Flags().DurationVar(&f.sampleInterval, "sample-interval", 250*time.Millisecond, "period of the memory sampler")
+	cmd.Flags().DurationVar(&f.sampleInterval, "sample-interval", 250*time.Millisecond, "period of the memory sampler (10ms to 30s)")
 	cmd.Flags().DurationVar(&f.reapInterval, "reaper-interval", time.Minute, "period of the reaper's rounds")
 	cmd.Flags().DurationVar(&f.reapGrace, "reaper-grace", 2*time.Minute, "labelled resources younger than this are never reaped")
 	cmd.Flags().StringVar(&f.cacheModes, "cache-modes", caches.Policy{}.String(), "contract cache modes allowed: per_attempt, readonly, both (comma-separated) or none; a contract declaring another is refused with sandbox_caches_unsupported")
@@ -188,6 +188,9 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		if d.value < d.min {
 			return runner.Config{}, fmt.Errorf("%s %s is below %s", d.name, d.value, d.min)
 		}
+	}
+	if f.sampleInterval > runner.MaxSampleInterval {
+		return runner.Config{}, fmt.Errorf("--sample-interval %s is above %s: the memory telemetry's samples must be at most %s apart", f.sampleInterval, runner.MaxSampleInterval, runner.MaxSampleInterval)
 	}
 	return runner.Config{
 		Slots:            f.slots,

@@ -89,6 +89,8 @@ func TestInvalidConfigRefusesToStartNamingTheKey(t *testing.T) {
 		{"no slots", "slots: 0\n", nil, "config: slots ("},
 		{"negative queue from env", "", map[string]string{"FORGED_QUEUE": "-1"}, "config: queue (env FORGED_QUEUE)"},
 		{"a list for a number", "hostReservedCores: [1]\n", nil, "config: hostReservedCores ("},
+		{"negative build permits", "buildPermits: -1\n", nil, "config: buildPermits ("},
+		{"sample interval past the telemetry's bound", "sampleInterval: 31s\n", nil, "--sample-interval 31s is above 30s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -29,6 +30,9 @@ func (cfg Config) resolve() (Config, string, error) {
 	}
 	if cfg.QueueLimit < 0 {
 		cfg.QueueLimit = 0
+	}
+	if cfg.SampleInterval > MaxSampleInterval {
+		return cfg, "", fmt.Errorf("runner: the sample interval %s is above %s (the telemetry's bound)", cfg.SampleInterval, MaxSampleInterval)
 	}
 	if cfg.BuildPermits <= 0 {
 		cfg.BuildPermits = DefaultBuildPermits(runtime.NumCPU(), hostMemoryBytes())
@@ -97,3 +101,8 @@ func hostMemoryBytes() uint64 {
 	}
 	return uint64(info.Totalram) * uint64(info.Unit)
 }
+
+// MaxSampleInterval is the longest memory sampling period: the seed's
+// telemetry bound (sampleIntervalMs at most 30,000). A longer one would
+// make every attempt's telemetry invalid, so it is refused at start.
+const MaxSampleInterval = 30 * time.Second

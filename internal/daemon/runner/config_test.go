@@ -2,8 +2,10 @@ package runner
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestDefaultBuildPermits(t *testing.T) {
@@ -23,4 +25,10 @@ func TestDefaultBuildPermits(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, DefaultBuildPermits(c.cpus, c.memory), "%d cores, %d GiB", c.cpus, c.memory/gib)
 	}
+}
+
+func TestASampleIntervalPastTheTelemetrysBoundIsRefused(t *testing.T) {
+	_, _, err := Config{StateRoot: t.TempDir(), SampleInterval: 31 * time.Second}.resolve()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "above 30s")
 }
