@@ -68,13 +68,17 @@ type SnapshotRequest struct{}
 
 // Snapshot is the supervisor's view of its attempts.
 type Snapshot struct {
-	Slots      int      `json:"slots"`
-	Queued     int      `json:"queued"`
-	Starting   int      `json:"starting"`
-	Active     int      `json:"active"`
-	Degraded   int      `json:"degraded"`
-	BuildQueue int      `json:"buildQueue"`
-	Attempts   []string `json:"attempts"`
+	Slots    int `json:"slots"`
+	Queued   int `json:"queued"`
+	Starting int `json:"starting"`
+	Active   int `json:"active"`
+	// Degraded counts the attempts whose teardown left resources behind
+	// that no reaper round has cleared yet; DegradedTotal counts every
+	// such attempt since the start.
+	Degraded      int      `json:"degraded"`
+	DegradedTotal int      `json:"degradedTotal"`
+	BuildQueue    int      `json:"buildQueue"`
+	Attempts      []string `json:"attempts"`
 	// Preflight is the host report the slots come from (nil when the
 	// supervisor runs with a fixed number of slots).
 	Preflight *HostReport `json:"preflight,omitempty"`

@@ -89,6 +89,10 @@ type roundDone struct {
 
 // reaperActor runs reaper rounds on its own timer (re-armed after each
 // round, so rounds never overlap) and on request.
+// reaped tells the supervisor which attempts' ledgers a round reaped: a
+// degraded attempt among them is degraded no more.
+type reaped struct{ attemptIDs []string }
+
 type reaperActor struct {
 	cfg   ReaperConfig
 	live  *liveSet
@@ -152,6 +156,9 @@ func (r *reaperActor) Receive(ctx actor.Context) {
 		}
 		if r.cfg.OnRound != nil && !msg.dryRun {
 			r.cfg.OnRound(msg.result.Round, msg.result.Err)
+		}
+		if !msg.dryRun && len(msg.result.Round.Reaped) > 0 && ctx.Parent() != nil {
+			ctx.Send(ctx.Parent(), reaped{attemptIDs: msg.result.Round.Reaped})
 		}
 		if msg.requester != nil {
 			ctx.Send(msg.requester, msg.result)

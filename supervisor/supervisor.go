@@ -113,10 +113,13 @@ type root struct {
 	queue    []pending
 	// inQueue holds the queued attempt ids: the duplicate check at
 	// admission is a lookup, not a scan of the queue.
-	inQueue  map[string]struct{}
-	running  map[string]*running // by attempt id
-	byPID    map[string]string   // attempt actor id → attempt id
-	degraded int
+	inQueue map[string]struct{}
+	running map[string]*running // by attempt id
+	byPID   map[string]string   // attempt actor id → attempt id
+	// degraded holds the attempts that finished degraded and that no
+	// reaper round has reaped since; degradedTotal counts them all.
+	degraded      map[string]bool
+	degradedTotal int
 
 	permit   *permit
 	capacity *capacity
@@ -137,7 +140,7 @@ type crashCleanupDone struct {
 }
 
 func newRoot(cfg Config, strategy *rootStrategy) *root {
-	return &root{cfg: cfg, strategy: strategy, running: map[string]*running{}, inQueue: map[string]struct{}{}, byPID: map[string]string{}, permit: newPermit(cfg.BuildPermits), live: newLiveSet(),
+	return &root{cfg: cfg, strategy: strategy, running: map[string]*running{}, degraded: map[string]bool{}, inQueue: map[string]struct{}{}, byPID: map[string]string{}, permit: newPermit(cfg.BuildPermits), live: newLiveSet(),
 		capacity: &capacity{clock: cfg.Clock, source: cfg.Capacity, interval: cfg.RefreshInterval, ttl: cfg.CapacityTTL}}
 }
 
@@ -220,6 +223,10 @@ func (r *root) Receive(ctx actor.Context) {
 			return
 		}
 		r.onAttemptGone(ctx, msg.who)
+	case reaped:
+		for _, id := range msg.attemptIDs {
+			delete(r.degraded, id)
+		}
 	case respawnReaper:
 		r.spawnReaper(ctx)
 	case crashCleanupDone:
@@ -365,7 +372,8 @@ func (r *root) finish(ctx actor.Context, attemptID string, degraded bool) {
 	delete(r.byPID, att.pid.GetId())
 	r.live.remove(attemptID)
 	if degraded {
-		r.degraded++
+		r.degraded[attemptID] = true
+		r.degradedTotal++
 	}
 	r.admit(ctx)
 }
@@ -489,7 +497,7 @@ func notify(ctx actor.Context, subscriber *actor.PID, out messages.AttemptOutcom
 }
 
 func (r *root) snapshot() messages.Snapshot {
-	s := messages.Snapshot{Slots: r.slots(), Queued: len(r.queue), Degraded: r.degraded, BuildQueue: r.permit.queueLength(), Attempts: []string{}}
+	s := messages.Snapshot{Slots: r.slots(), Queued: len(r.queue), Degraded: len(r.degraded), DegradedTotal: r.degradedTotal, BuildQueue: r.permit.queueLength(), Attempts: []string{}}
 	if rep := r.capacity.report; rep != nil {
 		copied := *rep
 		s.Preflight = &copied

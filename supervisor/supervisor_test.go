@@ -271,6 +271,16 @@ func TestCrashedAttemptWhoseTeardownFailsKeepsItsLedgerDegraded(t *testing.T) {
 	reports, err := f.ledgers.PendingReports()
 	require.NoError(t, err)
 	assert.Len(t, reports, 1)
+
+	// The snapshot counts it degraded until a reaper round reaps its
+	// ledger; the total since the start stays.
+	require.Eventually(t, func() bool { s := f.snapshot(t); return s.Degraded == 1 && s.DegradedTotal == 1 }, within, time.Millisecond)
+	f.system.Root.Send(f.root, reaped{attemptIDs: []string{"some-other-attempt"}})
+	assert.Equal(t, 1, f.snapshot(t).Degraded, "another attempt's reaping clears nothing")
+	f.system.Root.Send(f.root, reaped{attemptIDs: []string{a.AttemptID()}})
+	s := f.snapshot(t)
+	assert.Equal(t, 0, s.Degraded, "the reaper cleared it")
+	assert.Equal(t, 1, s.DegradedTotal)
 }
 
 // spawnStopSupervised spawns props under a parent that stops (never
