@@ -78,6 +78,9 @@ func Prepare(ctx context.Context, git *Runner, req PrepareRequest) (*Prepared, e
 		return nil, err
 	}
 	repo := req.RepoPath
+	if err := checkObjectFormat(ctx, git, repo); err != nil {
+		return nil, err
+	}
 	if err := fetchOrigin(ctx, git, repo); err != nil {
 		return nil, err
 	}
