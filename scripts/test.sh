@@ -12,6 +12,9 @@ export PATH="$PATH:/usr/local/go/bin"
 
 # Headless chromium loads the live console in httpapi's browser test.
 bash scripts/ensure-docker.sh chromium
+# The unit's user and loop devices it may open (cmd/forged's
+# TestUnitDeploymentBoundsAWriter runs forged as that user).
+bash scripts/ensure-forged-user.sh
 # The service images (postgres, redis, browser, the egress proxy) and their
 # catalogue, bin/services.tsv:
 # cached, only the first run on a machine builds them.
