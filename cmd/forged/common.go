@@ -63,7 +63,7 @@ type preflightFlags struct {
 }
 
 func (p *preflightFlags) register(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&p.allowRootful, "allow-rootful", false, "accept a Docker engine that does not run rootless")
+	cmd.Flags().BoolVar(&p.allowRootful, "allow-rootful", true, "accept a Docker engine that does not run rootless (the recommended set-up: attempt volumes are bounded); false demands a rootless engine, whose volumes are unbounded")
 	cmd.Flags().IntVar(&p.hostReservedCores, "host-reserved-cores", 1, "CPU cores kept for the host (0 keeps none)")
 	cmd.Flags().Int64Var(&p.hostReserveBytes, "host-reserve-bytes", 2<<30, "memory kept for the host, in bytes")
 	cmd.Flags().Int64Var(&p.minWorkspaceBytes, "min-workspace-bytes", 10<<30, "free bytes of the Docker root directory below which the disk is low")

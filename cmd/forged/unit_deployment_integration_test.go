@@ -39,7 +39,8 @@ const (
 )
 
 // TestUnitDeploymentBoundsAWriter runs forged the way the shipped unit
-// does, beside the rootful engine: as the unprivileged user forged, in the
+// does, beside the rootful engine, with the default settings (a rootful
+// engine is accepted by default): as the unprivileged user forged, in the
 // groups docker and disk, with no capability (setpriv drops the inherited
 // and bounding sets; systemd's sandboxing itself, ProtectSystem and the
 // rest, is not emulated). Preflight must report filesystem images, and a
@@ -76,7 +77,7 @@ func TestUnitDeploymentBoundsAWriter(t *testing.T) {
 			"--inh-caps=-all", "--bounding-set=-all", "--", filepath.Join(bin, "forged")}, args...)
 		cmd := exec.Command(setpriv, argv...)
 		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + work, "TMPDIR=" + filepath.Join(work, "tmp"),
-			"LC_ALL=C", "FORGED_HOST_RESERVED_CORES=0", "FORGED_ALLOW_ROOTFUL=true"}
+			"LC_ALL=C", "FORGED_HOST_RESERVED_CORES=0"}
 		cmd.Dir = work
 		return cmd
 	}
