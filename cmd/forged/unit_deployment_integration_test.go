@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/internal/host/preflight"
 	"github.com/forgedev/forged/internal/host/quota"
 	"github.com/forgedev/forged/internal/testkit/enginetest"
@@ -50,62 +51,18 @@ const (
 // never exceeds the quota plus the control image.
 func TestUnitDeploymentBoundsAWriter(t *testing.T) {
 	engine := enginetest.Client(t)
-	setpriv := requireUnitUser(t)
-	forged := enginetest.ForgedBinary(t)
-
-	// A tree the unit's user can reach: the binaries (root's, 0755) and its
-	// own work directory (the state root, the sample repository).
-	top, err := os.MkdirTemp("", "forged-unit-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(top) })
-	require.NoError(t, os.Chmod(top, 0o755))
-	bin := filepath.Join(top, "bin")
-	require.NoError(t, os.Mkdir(bin, 0o755))
-	for _, name := range []string{"forged", "forged-worker"} {
-		copyExecutable(t, filepath.Join(filepath.Dir(forged), name), filepath.Join(bin, name))
-	}
-	uid, gid := lookupUnitUser(t)
-	work := filepath.Join(top, "work")
-	require.NoError(t, os.Mkdir(work, 0o700))
-	require.NoError(t, os.Mkdir(filepath.Join(work, "tmp"), 0o700))
-	require.NoError(t, os.Chown(work, uid, gid))
-	require.NoError(t, os.Chown(filepath.Join(work, "tmp"), uid, gid))
-	stateRoot := filepath.Join(work, "state")
-
-	asUnit := func(args ...string) *exec.Cmd {
-		argv := append([]string{"--reuid", unitUser, "--regid", unitUser, "--groups", unitGroups,
-			"--inh-caps=-all", "--bounding-set=-all", "--", filepath.Join(bin, "forged")}, args...)
-		cmd := exec.Command(setpriv, argv...)
-		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + work, "TMPDIR=" + filepath.Join(work, "tmp"),
-			"LC_ALL=C", "FORGED_HOST_RESERVED_CORES=0"}
-		cmd.Dir = work
-		return cmd
-	}
-
-	out, err := asUnit("example", "--project", testProject, "--dir", filepath.Join(work, "example"), "--state-root", stateRoot).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-
-	var report preflight.Report
-	cmd := asUnit("preflight", "--json", "--state-root", stateRoot)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	raw, _ := cmd.Output() // exit 1 (unavailable) still prints the report
-	require.NoError(t, json.Unmarshal(raw, &report), "preflight: %s %s", raw, stderr.String())
+	u := newUnitDeployment(t, unitGroups)
+	stateRoot := u.stateRoot
+	u.example(t)
+	report := u.preflight(t)
 	assert.Equal(t, quota.MechanismImage, report.Storage.Mechanism, "preflight as the unit's user: %s", report.Storage.Reason)
 
 	// The task writes 2 GiB into a 256 MiB workspace.
 	const quotaBytes = 256 << 20
-	dispatchPath := filepath.Join(work, "example", "dispatch.json")
-	var d messages.Dispatch
-	raw, err = os.ReadFile(dispatchPath)
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(raw, &d))
-	d.Task.Argv = []string{"/bin/sh", "-c", "dd if=/dev/zero of=/workspace/big bs=1M count=2048; exit 1"}
-	d.Sandbox.RequestedResources.WorkspaceBytes = quotaBytes
-	raw, err = json.Marshal(&d)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(dispatchPath, raw, 0o600))
-	require.NoError(t, os.Chown(dispatchPath, uid, gid))
+	d, dispatchPath := u.dispatch(t, func(d *messages.Dispatch) {
+		d.Task.Argv = []string{"/bin/sh", "-c", "dd if=/dev/zero of=/workspace/big bs=1M count=2048; exit 1"}
+		d.Sandbox.RequestedResources.WorkspaceBytes = quotaBytes
+	})
 	defer enginetest.AssertNoneLabelled(t, engine, d.AttemptID())
 
 	info, err := engine.Info(t.Context())
@@ -114,15 +71,8 @@ func TestUnitDeploymentBoundsAWriter(t *testing.T) {
 	footprint := attemptFootprint{images: filepath.Join(stateRoot, quota.ImageDir), dockerRoot: info.DockerRootDir, prefix: "forge-" + hex}
 	stop := footprint.sample()
 
-	run := asUnit("run", "--json", "--state-root", stateRoot, dispatchPath)
-	var stdout bytes.Buffer
-	stderr.Reset()
-	run.Stdout, run.Stderr = &stdout, &stderr
-	runErr := run.Run()
+	outcome, _ := u.run(t, nil, dispatchPath)
 	peak := stop()
-
-	outcome := finishedOutcome(t, &stdout)
-	require.NotNil(t, outcome, "forged run: %v: %s", runErr, stderr.String())
 	slack := quota.ControlBytes(1<<20, quotaBytes)
 	t.Logf("outcome %s %s: %s; peak host storage of the attempt: %d MiB (quota %d MiB + slack %d MiB)",
 		outcome.Status, outcome.Code, outcome.Message, peak>>20, quotaBytes>>20, slack>>20)
@@ -141,6 +91,150 @@ func TestUnitDeploymentBoundsAWriter(t *testing.T) {
 		raw, _ := os.ReadFile(b)
 		assert.NotContains(t, string(raw), stateRoot, "a loop device is still bound to an image: %s", b)
 	}
+}
+
+// TestUnitDeploymentWithoutDiskGroupIsUnbounded runs forged as the unit's
+// user without the disk group (as the unit shipped before it had one):
+// preflight reports unbounded volumes and why, a sandbox_required dispatch
+// is refused with sandbox_storage_unbounded before anything is created,
+// so is an adoption dispatch when the operator requires bounded storage
+// (FORGED_REQUIRE_BOUNDED_STORAGE), and an adoption dispatch otherwise
+// runs with an event saying its workspaceBytes is not enforced.
+func TestUnitDeploymentWithoutDiskGroupIsUnbounded(t *testing.T) {
+	engine := enginetest.Client(t)
+	u := newUnitDeployment(t, "docker")
+	u.example(t)
+	report := u.preflight(t)
+	assert.Equal(t, quota.MechanismNone, report.Storage.Mechanism)
+	assert.Contains(t, report.Storage.Reason, "disk group", "the reason says what to do")
+
+	for _, tc := range []struct {
+		name   string
+		policy string
+		env    []string
+	}{
+		{"sandbox_required", messages.PolicySandboxRequired, nil},
+		{"adoption with --require-bounded-storage", messages.PolicyAdoption, []string{"FORGED_REQUIRE_BOUNDED_STORAGE=true"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, path := u.dispatch(t, func(d *messages.Dispatch) { d.Sandbox.ExecutionPolicy = tc.policy })
+			defer enginetest.AssertNoneLabelled(t, engine, d.AttemptID())
+			outcome, _ := u.run(t, tc.env, path)
+			assert.Equal(t, messages.StatusFailed, outcome.Status)
+			assert.Equal(t, string(failure.SandboxStorageUnbounded), outcome.Code, outcome.Message)
+			assert.Equal(t, messages.PhasePreparing, outcome.Phase, "refused before anything is created")
+		})
+	}
+	t.Run("adoption", func(t *testing.T) {
+		d, path := u.dispatch(t, func(d *messages.Dispatch) { d.Sandbox.RequestedResources.WorkspaceBytes = 256 << 20 })
+		defer enginetest.AssertNoneLabelled(t, engine, d.AttemptID())
+		outcome, events := u.run(t, nil, path)
+		assert.Equal(t, messages.StatusSucceeded, outcome.Status, outcome.Message)
+		var warning string
+		for _, ev := range events {
+			if ev.EventType == "sandbox_storage_unbounded" {
+				warning = ev.Content
+			}
+		}
+		assert.Contains(t, warning, "workspaceBytes (268435456) is not enforced")
+	})
+}
+
+// unitDeployment is forged run as the unit's user, with the given
+// supplementary groups and no capability: the binaries in a directory that
+// user can read, its work directory (state root, sample repository) its
+// own.
+type unitDeployment struct {
+	setpriv, groups      string
+	bin, work, stateRoot string
+	uid, gid             int
+}
+
+func newUnitDeployment(t *testing.T, groups string) *unitDeployment {
+	t.Helper()
+	setpriv := requireUnitUser(t)
+	forged := enginetest.ForgedBinary(t)
+	top, err := os.MkdirTemp("", "forged-unit-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(top) })
+	require.NoError(t, os.Chmod(top, 0o755))
+	u := &unitDeployment{setpriv: setpriv, groups: groups, bin: filepath.Join(top, "bin"), work: filepath.Join(top, "work")}
+	u.stateRoot = filepath.Join(u.work, "state")
+	require.NoError(t, os.Mkdir(u.bin, 0o755))
+	for _, name := range []string{"forged", "forged-worker"} {
+		copyExecutable(t, filepath.Join(filepath.Dir(forged), name), filepath.Join(u.bin, name))
+	}
+	u.uid, u.gid = lookupUnitUser(t)
+	for _, dir := range []string{u.work, filepath.Join(u.work, "tmp")} {
+		require.NoError(t, os.Mkdir(dir, 0o700))
+		require.NoError(t, os.Chown(dir, u.uid, u.gid))
+	}
+	return u
+}
+
+// command is forged with args, run as the unit's user, with the default
+// settings but for FORGED_HOST_RESERVED_CORES=0 (a two-core test machine)
+// and env.
+func (u *unitDeployment) command(env []string, args ...string) *exec.Cmd {
+	argv := append([]string{"--reuid", unitUser, "--regid", unitUser, "--groups", u.groups,
+		"--inh-caps=-all", "--bounding-set=-all", "--", filepath.Join(u.bin, "forged")}, args...)
+	cmd := exec.Command(u.setpriv, argv...)
+	cmd.Env = append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.work, "TMPDIR=" + filepath.Join(u.work, "tmp"),
+		"LC_ALL=C", "FORGED_HOST_RESERVED_CORES=0"}, env...)
+	cmd.Dir = u.work
+	return cmd
+}
+
+// example makes the sample repository and its base image.
+func (u *unitDeployment) example(t *testing.T) {
+	t.Helper()
+	out, err := u.command(nil, "example", "--project", testProject, "--dir", filepath.Join(u.work, "example"), "--state-root", u.stateRoot).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}
+
+func (u *unitDeployment) preflight(t *testing.T) preflight.Report {
+	t.Helper()
+	var report preflight.Report
+	cmd := u.command(nil, "preflight", "--json", "--state-root", u.stateRoot)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	raw, _ := cmd.Output() // exit 1 (unavailable) still prints the report
+	require.NoError(t, json.Unmarshal(raw, &report), "preflight: %s %s", raw, stderr.String())
+	return report
+}
+
+// dispatch writes a new dispatch for the sample repository, changed by
+// edit, and returns it and its path.
+func (u *unitDeployment) dispatch(t *testing.T, edit func(*messages.Dispatch)) (*messages.Dispatch, string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(u.work, "example", "dispatch.json"))
+	require.NoError(t, err)
+	var d messages.Dispatch
+	require.NoError(t, json.Unmarshal(raw, &d))
+	d.Session.ID = example.NewUUID()
+	d.Sandbox.DispatchAttemptID = example.NewUUID()
+	d.Sandbox.ExecutionLeaseID = example.NewUUID()
+	d.Lease.FencingToken = example.NewUUID()
+	edit(&d)
+	raw, err = json.Marshal(&d)
+	require.NoError(t, err)
+	path := filepath.Join(u.work, "dispatch-"+d.Sandbox.DispatchAttemptID+".json")
+	require.NoError(t, os.WriteFile(path, raw, 0o600))
+	require.NoError(t, os.Chown(path, u.uid, u.gid))
+	return &d, path
+}
+
+// run runs `forged run --json` on the dispatch and returns its outcome and
+// events.
+func (u *unitDeployment) run(t *testing.T, env []string, path string) (*messages.AttemptOutcome, []messages.Event) {
+	t.Helper()
+	cmd := u.command(env, "run", "--json", "--state-root", u.stateRoot, path)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	outcome, events := runOutput(t, &stdout)
+	require.NotNil(t, outcome, "forged run: %v: %s", err, stderr.String())
+	return outcome, events
 }
 
 // requireUnitUser returns setpriv's path once this test can run as the
@@ -200,23 +294,29 @@ func copyExecutable(t *testing.T, from, to string) {
 	require.NoError(t, dst.Close())
 }
 
-// finishedOutcome is the outcome of `forged run --json`'s finished line.
-func finishedOutcome(t *testing.T, stdout io.Reader) *messages.AttemptOutcome {
+// runOutput is the outcome of `forged run --json`'s finished line, and its
+// events.
+func runOutput(t *testing.T, stdout io.Reader) (*messages.AttemptOutcome, []messages.Event) {
 	t.Helper()
 	var outcome *messages.AttemptOutcome
+	var events []messages.Event
 	scanner := bufio.NewScanner(stdout)
 	scanner.Buffer(make([]byte, 1<<20), 1<<20)
 	for scanner.Scan() {
 		var line struct {
 			Type    string                   `json:"type"`
+			Event   *messages.Event          `json:"event"`
 			Outcome *messages.AttemptOutcome `json:"outcome"`
 		}
 		require.NoError(t, json.Unmarshal(scanner.Bytes(), &line), scanner.Text())
-		if line.Type == "finished" {
+		switch {
+		case line.Type == "finished":
 			outcome = line.Outcome
+		case line.Type == "event" && line.Event != nil:
+			events = append(events, *line.Event)
 		}
 	}
-	return outcome
+	return outcome, events
 }
 
 // attemptFootprint measures how much of the host an attempt's storage
