@@ -71,13 +71,18 @@ func TestUnitDeploymentBoundsAWriter(t *testing.T) {
 	footprint := attemptFootprint{images: filepath.Join(stateRoot, quota.ImageDir), dockerRoot: info.DockerRootDir, prefix: "forge-" + hex}
 	stop := footprint.sample()
 
-	outcome, _ := u.run(t, nil, dispatchPath)
+	outcome, events := u.run(t, nil, dispatchPath)
 	peak := stop()
 	slack := quota.ControlBytes(1<<20, quotaBytes)
 	t.Logf("outcome %s %s: %s; peak host storage of the attempt: %d MiB (quota %d MiB + slack %d MiB)",
 		outcome.Status, outcome.Code, outcome.Message, peak>>20, quotaBytes>>20, slack>>20)
 	assert.Equal(t, messages.StatusFailed, outcome.Status)
 	assert.Equal(t, string(failure.SandboxStorageExhausted), outcome.Code, outcome.Message)
+	var output strings.Builder
+	for _, ev := range events {
+		output.WriteString(ev.Content + "\n")
+	}
+	assert.Contains(t, output.String(), "No space left on device", "the kernel refused the writes past the quota (ENOSPC)")
 	assert.Greater(t, peak, int64(quotaBytes)/2, "the sampler saw the task's writes (else the test proves nothing)")
 	assert.LessOrEqual(t, peak, int64(quotaBytes)+slack, "the attempt took at most its images' size from the host")
 
