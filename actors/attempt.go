@@ -245,6 +245,11 @@ func (a *attemptActor) start(ctx actor.Context) {
 		a.advance(ctx)
 		return
 	}
+	if err := a.checkStorage(ctx); err != nil {
+		a.fail(err)
+		a.advance(ctx)
+		return
+	}
 	if err := a.checkProviderAuth(); err != nil {
 		a.fail(err)
 		a.advance(ctx)

@@ -71,6 +71,9 @@ type AttemptConfig struct {
 	// the latest preflight report; nil means unknown, which refuses
 	// sandbox_required and every attempt that needs a network.
 	Confinement func() Confinement
+	// RequireBoundedStorage refuses every attempt, adoption too, when
+	// attempt volumes are not bounded (sandbox_required always is).
+	RequireBoundedStorage bool
 
 	// removeAll removes an attempt's private work directory; nil means
 	// os.RemoveAll (tests slow it down).

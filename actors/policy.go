@@ -33,12 +33,17 @@ type Confinement struct {
 	// network (dockerops.CreateIsolatedNetwork); otherwise it is the
 	// refusal, with code failure.SandboxNetworkIsolation.
 	NetworkIsolation error
+	// Storage is nil when attempt volumes are bounded (package quota);
+	// otherwise it is why not, with code failure.SandboxStorageUnbounded
+	// (see checkStorage).
+	Storage error
 }
 
 // unknownConfinement is assumed without preflight facts: nothing that
 // needs them is admitted.
 func unknownConfinement() Confinement {
-	return Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report says whether attempt networks can be isolated from the host")}
+	return Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report says whether attempt networks can be isolated from the host"),
+		Storage: failure.New(failure.SandboxStorageUnbounded, "no preflight report says whether attempt volumes are bounded")}
 }
 
 // checkDispatchSupported refuses, before anything is created, what this

@@ -47,6 +47,7 @@ type runnerFlags struct {
 	verifyTimeout  time.Duration
 	cacheModes     string
 	cacheBytes     int64
+	requireBounded bool
 	preflight      preflightFlags
 	publish        publishFlags
 	network        networkFlags
@@ -64,7 +65,7 @@ type preflightFlags struct {
 }
 
 func (p *preflightFlags) register(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&p.allowRootful, "allow-rootful", false, "accept a Docker engine that does not run rootless")
+	cmd.Flags().BoolVar(&p.allowRootful, "allow-rootful", true, "accept a Docker engine that does not run rootless (the recommended set-up: attempt volumes are bounded); false demands a rootless engine, whose volumes are unbounded")
 	cmd.Flags().IntVar(&p.hostReservedCores, "host-reserved-cores", 1, "CPU cores kept for the host (0 keeps none)")
 	cmd.Flags().Int64Var(&p.hostReserveBytes, "host-reserve-bytes", 2<<30, "memory kept for the host, in bytes")
 	cmd.Flags().Int64Var(&p.minWorkspaceBytes, "min-workspace-bytes", 10<<30, "free bytes of the Docker root directory below which the disk is low")
@@ -137,6 +138,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.reapGrace, "reaper-grace", 2*time.Minute, "labelled resources younger than this are never reaped")
 	cmd.Flags().StringVar(&f.cacheModes, "cache-modes", caches.Policy{}.String(), "contract cache modes allowed: per_attempt, readonly, both (comma-separated) or none; a contract declaring another is refused with sandbox_caches_unsupported")
 	cmd.Flags().Int64Var(&f.cacheBytes, "cache-bytes", caches.DefaultPerAttemptBytes, "size of each per-attempt cache volume, in bytes, when volumes are bounded")
+	cmd.Flags().BoolVar(&f.requireBounded, "require-bounded-storage", false, "refuse every attempt (adoption too) with sandbox_storage_unbounded when attempt volumes are not bounded; sandbox_required attempts always are")
 	f.preflight.register(cmd)
 	f.publish.register(cmd)
 	f.network.register(cmd)
@@ -216,6 +218,8 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		AllowOpenPublic:  f.network.allowOpenPublic,
 		Caches:           cachePolicy,
 		CacheBytes:       f.cacheBytes,
+
+		RequireBoundedStorage: f.requireBounded,
 	}, nil
 }
 

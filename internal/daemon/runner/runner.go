@@ -102,6 +102,10 @@ type Config struct {
 	// egress entry). AllowOpenPublic lets open_public attempts run.
 	Egress          egress.Options
 	AllowOpenPublic bool
+	// RequireBoundedStorage refuses adoption attempts too, with
+	// sandbox_storage_unbounded, when attempt volumes are not bounded
+	// (sandbox_required attempts always are refused then).
+	RequireBoundedStorage bool
 	// Caches is which contract cache modes are allowed (zero: both);
 	// CacheBytes bounds each per-attempt cache volume when volumes are
 	// bounded (zero: caches.DefaultPerAttemptBytes). See package caches.
@@ -363,15 +367,31 @@ func ServiceCheck(c *services.Catalogue, docker services.ImageInspector) func(co
 
 // confinementOf turns the latest preflight report into the attempts'
 // confinement facts; without a report nothing is known.
-func confinementOf(cache *preflight.Cache) actors.Confinement {
+// storage is the runner's own verdict on its volumes (unboundedStorage),
+// fixed at start: the volume store is chosen once.
+func confinementOf(cache *preflight.Cache, storage error) actors.Confinement {
 	r, _, ok := cache.Last()
 	if !ok {
-		return actors.Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report yet")}
+		return actors.Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report yet"), Storage: storage}
 	}
 	return actors.Confinement{
 		Security:         dockerops.EngineSecurity{Known: r.Engine.Reachable, Seccomp: r.Features.Seccomp, LSM: slices.Clone(r.Features.LSM)},
 		NetworkIsolation: r.Network.NetworkErr(),
+		Storage:          storage,
 	}
+}
+
+// unboundedStorage is nil when the runner bounds attempt volumes (it has a
+// volume store), otherwise the refusal sandbox_required dispatches get.
+func unboundedStorage(bounded bool, facts messages.StorageFacts) error {
+	if bounded {
+		return nil
+	}
+	reason := facts.Reason
+	if reason == "" {
+		reason = "preflight could not tell how to bound them"
+	}
+	return failure.New(failure.SandboxStorageUnbounded, "attempt volumes are not bounded on this runner (%s); see forged preflight", reason)
 }
 
 // prepareStateRoot creates the state root, or tightens an existing one, to

@@ -105,6 +105,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		cfg.Logger.Warn("attempt volumes are not bounded", "reason", first.Storage.Reason)
 	}
 	r.docker = docker
+	storage := unboundedStorage(store != nil, first.Storage)
 
 	ledgers := ledger.Store{Root: cfg.StateRoot}
 	r.store = ledgers
@@ -126,8 +127,9 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		AllowOpenPublic:     cfg.AllowOpenPublic,
 		Caches:              cfg.Caches,
 		CacheBytes:          cfg.CacheBytes,
-		Confinement:         func() actors.Confinement { return confinementOf(cache) },
+		Confinement:         func() actors.Confinement { return confinementOf(cache, storage) },
 	}
+	attemptCfg.RequireBoundedStorage = cfg.RequireBoundedStorage
 	var attemptDocker actors.Docker = docker
 	if cfg.WrapDocker != nil {
 		attemptDocker = cfg.WrapDocker(docker)
