@@ -13,6 +13,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/images/buildlog"
 	"github.com/forgedev/forged/internal/images/dockerfile"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/internal/sandbox/contract"
 	"github.com/forgedev/forged/messages"
 )
@@ -39,25 +40,40 @@ type imageBuilder struct {
 	workerBinary string
 	stateRoot    string
 	limits       dockerops.BuildLimits
+	// allowPulls lets a build start with an upstream image absent, which
+	// the engine then pulls (PullParent false only prefers local images);
+	// never under sandbox_required.
+	allowPulls bool
 }
 
 // checkPolicy applies the Dockerfile policy before anything is built:
 // under every policy no ADD fetches a URL; under sandbox_required every
-// upstream image is pinned by digest and present locally, since builds
-// never pull. Violations are failure.SandboxBuildPolicy naming the line.
+// upstream image is pinned by digest. Every upstream image must be present
+// locally, since the engine pulls a missing one (PullParent false only
+// prefers local images): unless the operator allows pulls, and always
+// under sandbox_required, an absent image (or one named through a build
+// argument, which cannot be looked up) refuses the build before it starts.
+// Violations are failure.SandboxBuildPolicy naming the line.
 func (b *imageBuilder) checkPolicy(ctx context.Context, job sandboxImageJob) error {
 	required := job.policy == messages.PolicySandboxRequired
 	file, err := dockerfile.CheckSource(job.dockerfile, required)
-	if err != nil || !required {
+	if err != nil || (b.allowPulls && !required) {
 		return err
 	}
 	for _, img := range file.UpstreamImages() {
+		if strings.Contains(img.Ref, "$") {
+			return failure.New(failure.SandboxBuildPolicy, "Dockerfile line %d: the image %q depends on a build argument, so forged cannot check that it is present locally; name the image literally, or let builds pull with --allow-build-pulls",
+				img.Line, text.Ellipsis(img.Ref, 120))
+		}
 		_, found, err := b.docker.ImageID(ctx, img.Ref)
 		if err != nil {
 			return failure.Wrap(failure.SandboxBuildFailed, err, "look up upstream image %s", img.Ref)
 		}
-		if !found {
+		switch {
+		case !found && required:
 			return failure.New(failure.SandboxBuildPolicy, "Dockerfile line %d: the image %q is not present locally; sandbox_required builds never pull", img.Line, img.Ref)
+		case !found:
+			return failure.New(failure.SandboxBuildPolicy, "Dockerfile line %d: the image %q is not present locally and builds do not pull; load it into the engine, or let builds pull with --allow-build-pulls", img.Line, text.Ellipsis(img.Ref, 120))
 		}
 	}
 	return nil

@@ -99,6 +99,10 @@ type Config struct {
 	// egress entry). AllowOpenPublic lets open_public attempts run.
 	Egress          egress.Options
 	AllowOpenPublic bool
+	// AllowBuildPulls lets image builds pull an upstream image that is not
+	// present locally (never under sandbox_required); false refuses such a
+	// build with sandbox_build_policy_failed before it starts.
+	AllowBuildPulls bool
 	// Caches is which contract cache modes are allowed (zero: both);
 	// CacheBytes bounds each per-attempt cache volume when volumes are
 	// bounded (zero: caches.DefaultPerAttemptBytes). See package caches.
