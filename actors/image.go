@@ -13,6 +13,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/images/buildlog"
 	"github.com/forgedev/forged/internal/images/dockerfile"
+	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/internal/sandbox/contract"
 	"github.com/forgedev/forged/messages"
@@ -112,9 +113,20 @@ func logName(attemptID string) string {
 	return name
 }
 
-func (b *imageBuilder) lookup(ctx context.Context, key string) (string, bool, error) {
+// lookup finds the agent image of key: a cache hit needs the tag and, under
+// every policy, the image's own labels naming it forged's agent image of
+// that key. A tag on any other image is foreign: the attempt builds, and
+// the build moves the tag to the image it built.
+func (b *imageBuilder) lookup(ctx context.Context, key string) (id string, found, foreign bool, err error) {
 	_, agent := dockerops.SandboxImageTags(key)
-	return b.docker.ImageID(ctx, agent)
+	id, labels, found, err := b.docker.ImageLabels(ctx, agent)
+	if err != nil || !found {
+		return "", false, false, err
+	}
+	if labels[imagegc.LabelManaged] != "true" || labels[imagegc.LabelKey] != key || labels[imagegc.LabelKind] != "agent" {
+		return "", false, true, nil
+	}
+	return id, true, false, nil
 }
 
 func (b *imageBuilder) build(ctx context.Context, job sandboxImageJob, log *buildlog.Log) (string, error) {
