@@ -311,7 +311,7 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		dockerfile:     msg.prepared.Dockerfile,
 		secrets:        []string{a.d.Lease.FencingToken},
 	}
-	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary, stateRoot: a.cfg.StateRoot, limits: a.cfg.BuildLimits}
+	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary, stateRoot: a.cfg.StateRoot, limits: a.cfg.BuildLimits, allowPulls: a.cfg.AllowBuildPulls}
 	a.image.build = a.children.spawn(ctx, newBuildProps(a.runCtx, builder, job, a.supervisor, a.deps.ImageRefs), kindBuild)
 }
 

@@ -33,6 +33,7 @@ type buildStarted struct{}
 type lookupResult struct {
 	imageID string
 	found   bool
+	foreign bool // the key's tag is on an image that is not forged's agent image of the key
 	err     error
 }
 
@@ -93,8 +94,13 @@ func (b *buildActor) Receive(ctx actor.Context) {
 			b.finish(ctx, messages.BuildDone{ImageID: msg.imageID, Key: b.job.key, CacheHit: true})
 		default:
 			b.phase = "waiting_permit"
-			b.event(ctx, "sandbox_image_cache_miss", fmt.Sprintf("Sandbox image %s requires a build.", shortKey(b.job.key)),
-				map[string]any{"cacheKey": b.job.key})
+			data := map[string]any{"cacheKey": b.job.key}
+			content := fmt.Sprintf("Sandbox image %s requires a build.", shortKey(b.job.key))
+			if msg.foreign {
+				data["foreignImage"] = true
+				content = fmt.Sprintf("Sandbox image %s requires a build: its tag is on an image forged did not build for that key, which the build replaces.", shortKey(b.job.key))
+			}
+			b.event(ctx, "sandbox_image_cache_miss", content, data)
 			ctx.Request(b.supervisor, messages.AcquireBuildPermit{AttemptID: b.job.attemptID, Key: b.job.key})
 		}
 	case messages.BuildPermitQueued:
@@ -203,8 +209,8 @@ func (b *buildActor) lookup(ctx actor.Context) {
 				return lookupResult{err: failure.Wrap(failure.SandboxCancelled, err, "image cache lookup")}
 			}
 		}
-		id, found, err := builder.lookup(runCtx, job.key)
-		return lookupResult{imageID: id, found: found, err: err}
+		id, found, foreign, err := builder.lookup(runCtx, job.key)
+		return lookupResult{imageID: id, found: found, foreign: foreign, err: err}
 	})
 }
 
@@ -212,7 +218,7 @@ func (b *buildActor) build(ctx actor.Context) {
 	system, self := ctx.ActorSystem(), ctx.Self()
 	builder, job := b.builder, b.job // dockerops bounds the inspect and the build
 	runAsync(ctx, b.runCtx, "image build", func(runCtx context.Context) any {
-		id, found, err := builder.lookup(runCtx, job.key)
+		id, found, _, err := builder.lookup(runCtx, job.key)
 		if err == nil && found {
 			return buildResult{imageID: id, cacheHit: true}
 		}

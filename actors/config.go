@@ -39,6 +39,9 @@ type AttemptConfig struct {
 	// BuildLimits confine image builds (zero: no network, the dockerops
 	// defaults).
 	BuildLimits dockerops.BuildLimits
+	// AllowBuildPulls lets a build start while an upstream image is absent
+	// (the engine then pulls it); never under sandbox_required.
+	AllowBuildPulls bool
 	// SampleInterval is the memory sampler's period.
 	SampleInterval time.Duration
 	// Services is the operator's catalogue of digest-pinned service

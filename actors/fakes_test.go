@@ -15,6 +15,7 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/internal/publish/providerauth"
 	"github.com/forgedev/forged/messages"
 )
@@ -195,6 +196,17 @@ func (f *fakeHost) ImportResult(_ context.Context, _ *messages.Dispatch, _ *gito
 }
 
 // Docker.
+
+// ImageLabels answers as ImageID, with the labels of forged's agent image
+// of the key its tag names.
+func (f *fakeHost) ImageLabels(ctx context.Context, ref string) (string, map[string]string, bool, error) {
+	id, found, err := f.ImageID(ctx, ref)
+	if !found || err != nil {
+		return id, nil, found, err
+	}
+	_, key, _ := strings.Cut(ref, ":")
+	return id, map[string]string{imagegc.LabelManaged: "true", imagegc.LabelKey: key, imagegc.LabelKind: "agent"}, true, nil
+}
 
 func (f *fakeHost) ImageID(_ context.Context, ref string) (string, bool, error) {
 	if strings.HasPrefix(ref, "forged-services/") {

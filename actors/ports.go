@@ -34,6 +34,7 @@ type CredentialRedeemer interface {
 // ImageDocker is what the build actor needs.
 type ImageDocker interface {
 	ImageID(ctx context.Context, ref string) (string, bool, error)
+	ImageLabels(ctx context.Context, ref string) (id string, labels map[string]string, found bool, err error)
 	BuildImage(ctx context.Context, req dockerops.BuildRequest) (string, error)
 }
 

@@ -10,19 +10,23 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/messages"
 )
 
-// workerAPI is the part of the engine API that creates the worker.
+// workerAPI is the part of the engine API that creates the worker (and
+// the other containers made from the agent image, whose VOLUMEs it reads).
 type workerAPI interface {
 	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig,
 		networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
 	ContainerInspect(ctx context.Context, container string) (container.InspectResponse, error)
+	ImageInspect(ctx context.Context, image string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
 }
 
 // Mount points and limits of the worker container.
@@ -212,10 +216,15 @@ func (c *Client) CreateWorker(ctx context.Context, spec WorkerSpec) (string, err
 	if err := spec.validate(); err != nil {
 		return "", failure.Wrap(failure.SandboxCreateFailed, err, "container create")
 	}
+	volumes, err := c.imageVolumes(ctx, spec.Image)
+	if err != nil {
+		return "", err
+	}
 	attempt := 0
 	id, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (string, error) {
 		attempt++
 		cfg, host, net := WorkerContainerConfig(spec)
+		coverVolumes(host, volumes, workerVolumeTmpfsOptions(spec.Resources.WorkerMemoryLimitBytes))
 		resp, err := c.creator.ContainerCreate(ctx, cfg, host, net, nil, spec.Name)
 		if err == nil {
 			return resp.ID, nil

@@ -7,8 +7,11 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -166,14 +169,24 @@ type fakeCreator struct {
 	creates  int
 	errs     []error // returned by successive creates; nil means success
 	existing container.InspectResponse
+	volumes  map[string]struct{} // the image's VOLUMEs
+	host     *container.HostConfig
 }
 
-func (f *fakeCreator) ContainerCreate(_ context.Context, cfg *container.Config, _ *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
+func (f *fakeCreator) ContainerCreate(_ context.Context, cfg *container.Config, host *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
 	f.creates++
+	f.host = host
 	if f.creates <= len(f.errs) && f.errs[f.creates-1] != nil {
 		return container.CreateResponse{}, f.errs[f.creates-1]
 	}
 	return container.CreateResponse{ID: "created-id"}, nil
+}
+
+func (f *fakeCreator) ImageInspect(context.Context, string, ...client.ImageInspectOption) (image.InspectResponse, error) {
+	if f.volumes == nil {
+		return image.InspectResponse{ID: "sha256:image"}, nil
+	}
+	return image.InspectResponse{ID: "sha256:image", Config: &dockerspec.DockerOCIImageConfig{ImageConfig: ocispec.ImageConfig{Volumes: f.volumes}}}, nil
 }
 
 func (f *fakeCreator) ContainerInspect(context.Context, string) (container.InspectResponse, error) {
@@ -280,4 +293,22 @@ func TestEgressContainerConfigIsHardened(t *testing.T) {
 	}
 	spec.UID = 0
 	assert.Error(t, spec.validate())
+}
+
+// The image's VOLUME paths get a tmpfs of the worker's scratch size unless
+// a mount of the worker covers them; a VOLUME / is refused.
+func TestCreateWorkerCoversImageVolumes(t *testing.T) {
+	f := &fakeCreator{volumes: map[string]struct{}{"/data/": {}, "/workspace": {}, "/tmp": {}, "/var/lib/db": {}}}
+	_, err := newClient(fastOptions(), f).CreateWorker(context.Background(), testSpec())
+	require.NoError(t, err)
+	want := scratchTmpfsOptions(ScratchTmpfsBytes(512<<20), "0755")
+	assert.Equal(t, want, f.host.Tmpfs["/data"])
+	assert.Equal(t, want, f.host.Tmpfs["/var/lib/db"])
+	assert.Contains(t, f.host.Tmpfs["/tmp"], "mode=1777", "the scratch /tmp stays as it is")
+	assert.NotContains(t, f.host.Tmpfs, "/workspace", "the workspace volume covers it")
+
+	f = &fakeCreator{volumes: map[string]struct{}{"/": {}}}
+	_, err = newClient(fastOptions(), f).CreateWorker(context.Background(), testSpec())
+	assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err))
+	assert.Zero(t, f.creates)
 }

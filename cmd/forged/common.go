@@ -45,6 +45,7 @@ type runnerFlags struct {
 	providerTTL    time.Duration
 	verifyCommand  string
 	verifyTimeout  time.Duration
+	allowPulls     bool
 	cacheModes     string
 	cacheBytes     int64
 	requireBounded bool
@@ -130,6 +131,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.hardWall, "hard-wall", timelimit.DefaultHardWall, "longest a worker may run (60s to 8h); a dispatch's task timeout can only shorten it")
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", timelimit.DefaultIdle, "longest a worker may go without output (60s up to the hard wall)")
 	cmd.Flags().StringArrayVar(&f.providerAuth, "provider-auth", nil, "PROVIDER=/abs/helper: the helper that writes PROVIDER's credentials for one attempt into its working directory (repeatable)")
+	cmd.Flags().BoolVar(&f.allowPulls, "allow-build-pulls", false, "let image builds pull an upstream image that is not present locally (never under sandbox_required)")
 	cmd.Flags().StringVar(&f.verifyCommand, "image-verify-command", "", "absolute path of a cosign-compatible verification command (image reference in, exit status out) for upstream images; required by sandbox_required")
 	cmd.Flags().DurationVar(&f.verifyTimeout, "image-verify-timeout", imagesig.DefaultTimeout, "deadline of one image verification")
 	cmd.Flags().DurationVar(&f.providerTTL, "provider-auth-timeout", providerauth.DefaultTimeout, "deadline of one provider auth helper run")
@@ -216,6 +218,7 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		ImageVerifier:    verifier,
 		Egress:           egressOptions,
 		AllowOpenPublic:  f.network.allowOpenPublic,
+		AllowBuildPulls:  f.allowPulls,
 		Caches:           cachePolicy,
 		CacheBytes:       f.cacheBytes,
 

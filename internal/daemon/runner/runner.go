@@ -106,6 +106,10 @@ type Config struct {
 	// sandbox_storage_unbounded, when attempt volumes are not bounded
 	// (sandbox_required attempts always are refused then).
 	RequireBoundedStorage bool
+	// AllowBuildPulls lets image builds pull an upstream image that is not
+	// present locally (never under sandbox_required); false refuses such a
+	// build with sandbox_build_policy_failed before it starts.
+	AllowBuildPulls bool
 	// Caches is which contract cache modes are allowed (zero: both);
 	// CacheBytes bounds each per-attempt cache volume when volumes are
 	// bounded (zero: caches.DefaultPerAttemptBytes). See package caches.

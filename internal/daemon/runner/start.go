@@ -125,6 +125,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		ServicesReadyWithin: cfg.ServicesReadyWithin,
 		Egress:              cfg.Egress,
 		AllowOpenPublic:     cfg.AllowOpenPublic,
+		AllowBuildPulls:     cfg.AllowBuildPulls,
 		Caches:              cfg.Caches,
 		CacheBytes:          cfg.CacheBytes,
 		Confinement:         func() actors.Confinement { return confinementOf(cache, storage) },
