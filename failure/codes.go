@@ -20,6 +20,10 @@ var (
 	SupervisorShuttingDown = define("supervisor_shutting_down", Retryable, http.StatusServiceUnavailable, "forged is stopping and admits nothing more")
 	QueryInvalid           = define("query_invalid", Permanent, http.StatusBadRequest, "a query parameter of the daemon API is invalid; the message names it")
 	ConsoleReadOnly        = define("console_read_only", Permanent, http.StatusForbidden, "the console's cancel action is off: the daemon runs without --console-manage-token-file")
+	APIHostRefused         = define("api_host_refused", Permanent, http.StatusMisdirectedRequest, "the request's `Host` is not a name the daemon answers to (`localhost`, a loopback address, `forged`, or one of `--api-allowed-host`): a DNS-rebinding page or a misrouted forward")
+	APIOriginRefused       = define("api_origin_refused", Permanent, http.StatusForbidden, "the request's `Origin` (or `Sec-Fetch-Site`) says it comes from a page of another origin than the daemon's own")
+	APIClientRequired      = define("api_client_required", Permanent, http.StatusForbidden, "a state-changing request (POST, DELETE) lacks `Content-Type: application/json` or the `X-Forged-Client` header that the CLI, package client and the console send")
+	RepoOutsideRoots       = define("dispatch_repo_outside_roots", Permanent, http.StatusForbidden, "the dispatch's `repo.localPath`, symlinks resolved, lies outside every `--repo-root` the operator allows")
 )
 
 // Host preflight and the Docker context lock.

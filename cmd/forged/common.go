@@ -46,6 +46,7 @@ type runnerFlags struct {
 	verifyTimeout  time.Duration
 	cacheModes     string
 	cacheBytes     int64
+	repoRoots      []string
 	preflight      preflightFlags
 	publish        publishFlags
 	network        networkFlags
@@ -135,6 +136,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.reapGrace, "reaper-grace", 2*time.Minute, "labelled resources younger than this are never reaped")
 	cmd.Flags().StringVar(&f.cacheModes, "cache-modes", caches.Policy{}.String(), "contract cache modes allowed: per_attempt, readonly, both (comma-separated) or none; a contract declaring another is refused with sandbox_caches_unsupported")
 	cmd.Flags().Int64Var(&f.cacheBytes, "cache-bytes", caches.DefaultPerAttemptBytes, "size of each per-attempt cache volume, in bytes, when volumes are bounded")
+	cmd.Flags().StringArrayVar(&f.repoRoots, "repo-root", nil, "directory under which every dispatch's repo.localPath must lie, symlinks resolved (repeatable; default: any repository forged can read)")
 	f.preflight.register(cmd)
 	f.publish.register(cmd)
 	f.network.register(cmd)
@@ -209,6 +211,7 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		AllowOpenPublic:  f.network.allowOpenPublic,
 		Caches:           cachePolicy,
 		CacheBytes:       f.cacheBytes,
+		RepoRoots:        f.repoRoots,
 	}, nil
 }
 

@@ -33,7 +33,11 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{logs: NewLogs(0), metrics: cfg.Metrics, runnerID: cfg.RunnerID, logger: cfg.Logger, closeTimeout: cfg.CloseTimeout}
+	roots, err := resolveRepoRoots(cfg.RepoRoots)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{logs: NewLogs(0), metrics: cfg.Metrics, runnerID: cfg.RunnerID, repoRoots: roots, logger: cfg.Logger, closeTimeout: cfg.CloseTimeout}
 	plan, err := r.build(ctx, cfg, workerDigest)
 	if err == nil {
 		err = r.start(ctx, plan)
