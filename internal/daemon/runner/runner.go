@@ -87,6 +87,11 @@ type Config struct {
 	// and the allowed hosts), as `forged run` and `forged daemon` do.
 	Redeemer       actors.CredentialRedeemer
 	ValidateRemote gitops.RemoteValidator
+	// PublishPolicy is what a publication may carry (protected paths,
+	// required author); nil means gitops.DefaultPublishPolicy (CI
+	// configuration protected, authors as written). Refusals are
+	// sandbox_output_publish_policy, before anything is pushed.
+	PublishPolicy *gitops.PublishPolicy
 	// Services is the operator's service catalogue (nil: contracts that
 	// declare services are refused). ServiceReadyWithin and
 	// ServicesReadyWithin override the readiness caps (defaults 60s per

@@ -373,3 +373,26 @@ func TestEndToEndBridgePushPublishesTheResult(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, out.ResultCommitSHA, strings.TrimSpace(string(published)))
 }
+
+// A task that writes a CI workflow under bridge_push: the result is
+// imported (the managed branch is the operator's own), but the default
+// publish policy refuses to push it, and the remote stays untouched.
+func TestEndToEndBridgePushRefusesAWorkflowResult(t *testing.T) {
+	remote := filepath.Join(t.TempDir(), "remote.git")
+	require.NoError(t, exec.Command("git", "init", "-q", "--bare", remote).Run())
+	e := newE2E(t, runner.Config{
+		Redeemer:       localRedeemer{remote: remote},
+		ValidateRemote: func(url string) error { return nil }, // a local bare repository stands in for GitHub
+	})
+	d := e.dispatch([]string{"/bin/sh", "-c", "mkdir -p .github/workflows && printf 'on: push\\njobs: {}\\n' > .github/workflows/x.yml"}, 0)
+	d.Sandbox.PublicationMode = messages.PublicationBridgePush
+	d.Sandbox.PublishGrant = &messages.PublishGrant{GrantID: "0123456789abcdef0123456789abcdef", Branch: d.Lease.WorktreeKey}
+	out := e.wait(e.submit(d))
+	assert.Equal(t, messages.StatusFailed, out.Status)
+	assert.Equal(t, string(failure.SandboxOutputPublishPolicy), out.Code, out.Message)
+	assert.Contains(t, out.Message, ".github/workflows/x.yml")
+	assert.Empty(t, out.PublishedCommitSHA)
+	refs, err := exec.Command("git", "-C", remote, "for-each-ref").Output()
+	require.NoError(t, err)
+	assert.Empty(t, strings.TrimSpace(string(refs)), "the remote is untouched")
+}

@@ -139,7 +139,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 	r.imageRefs = imagegc.NewRefs()
 	deps := actors.Deps{
 		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: cfg.StateRoot, ValidateRemote: cfg.ValidateRemote,
-			ManagedNamespace: cfg.ManagedNamespace},
+			ManagedNamespace: cfg.ManagedNamespace, PublishPolicy: *cfg.PublishPolicy},
 		Docker:        attemptDocker,
 		Redeemer:      cfg.Redeemer,
 		ProviderAuth:  cfg.ProviderAuth,
