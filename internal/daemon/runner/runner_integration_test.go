@@ -396,3 +396,19 @@ func TestEndToEndBridgePushRefusesAWorkflowResult(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, strings.TrimSpace(string(refs)), "the remote is untouched")
 }
+
+// A hostile task looks for the attempt's fencing token (a credential of
+// the lease renewal and of the publication grant) in its environment and
+// in every environment it can read under /proc, and commits what it
+// found: the token is nowhere.
+func TestEndToEndTheTaskCannotReadTheFencingToken(t *testing.T) {
+	e := newE2E(t, runner.Config{})
+	d := e.dispatch([]string{"/bin/sh", "-c",
+		`env > found.txt; for f in /proc/[0-9]*/environ; do tr '\000' '\n' < "$f" >> found.txt 2>/dev/null; done; true`}, 0)
+	out := e.wait(e.submit(d))
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s", out.Code, out.Message)
+	found := e.git("show", out.ResultCommitSHA+":found.txt")
+	assert.Contains(t, found, "FORGE_DISPATCH_ATTEMPT_ID="+d.Sandbox.DispatchAttemptID, "the probe read the environment")
+	assert.NotContains(t, found, d.Lease.FencingToken)
+	assert.NotContains(t, found, "FORGE_FENCING_TOKEN")
+}
