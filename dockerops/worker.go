@@ -247,7 +247,10 @@ func (c *Client) CreateWorker(ctx context.Context, spec WorkerSpec) (string, err
 }
 
 // WorkerEnv returns the worker's environment for the dispatch (the seed's
-// list without proxy variables).
+// list without proxy variables, and without FORGE_FENCING_TOKEN: the
+// environment is the task's too, readable in /proc/1/environ, and the
+// fencing token is a credential of the lease renewal and the publication
+// grant; the worker has it from its start packet).
 func WorkerEnv(d *messages.Dispatch, inputCommitSHA string) []string {
 	attempt := d.Sandbox.DispatchAttemptID
 	lease := d.Sandbox.ExecutionLeaseID
@@ -256,7 +259,6 @@ func WorkerEnv(d *messages.Dispatch, inputCommitSHA string) []string {
 		"FORGE_DISPATCH_ATTEMPT_ID=" + attempt,
 		"FORGE_RESOURCE_LEASE_ID=" + lease,
 		"FORGE_EXECUTION_LEASE_ID=" + lease,
-		"FORGE_FENCING_TOKEN=" + d.Lease.FencingToken,
 		"FORGE_RUNTIME_MODE=docker",
 		"FORGE_SANDBOX_ID=" + attempt,
 		"FORGE_WORKSPACE=" + messages.WorkspaceDir,

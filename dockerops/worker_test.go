@@ -149,7 +149,6 @@ func TestWorkerEnv(t *testing.T) {
 		"FORGE_DISPATCH_ATTEMPT_ID=0123abcd-0000-4000-8000-00000000abcd",
 		"FORGE_RESOURCE_LEASE_ID=00000000-0000-4000-8000-000000000005",
 		"FORGE_EXECUTION_LEASE_ID=00000000-0000-4000-8000-000000000005",
-		"FORGE_FENCING_TOKEN=00000000-0000-4000-8000-000000000003",
 		"FORGE_RUNTIME_MODE=docker",
 		"FORGE_SANDBOX_ID=0123abcd-0000-4000-8000-00000000abcd",
 		"FORGE_WORKSPACE=/workspace",
@@ -162,6 +161,9 @@ func TestWorkerEnv(t *testing.T) {
 		"HOME=/home/forge",
 		"TMPDIR=/tmp",
 	}, WorkerEnv(d, sha))
+	for _, kv := range WorkerEnv(d, sha) {
+		assert.NotContains(t, kv, d.Lease.FencingToken, "the fencing token is a credential: never in the task's environment")
+	}
 }
 
 // fakeCreator is a workerAPI whose answers are scripted per call.

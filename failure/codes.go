@@ -20,6 +20,10 @@ var (
 	SupervisorShuttingDown = define("supervisor_shutting_down", Retryable, http.StatusServiceUnavailable, "forged is stopping and admits nothing more")
 	QueryInvalid           = define("query_invalid", Permanent, http.StatusBadRequest, "a query parameter of the daemon API is invalid; the message names it")
 	ConsoleReadOnly        = define("console_read_only", Permanent, http.StatusForbidden, "the console's cancel action is off: the daemon runs without --console-manage-token-file")
+	APIHostRefused         = define("api_host_refused", Permanent, http.StatusMisdirectedRequest, "the request's `Host` is not a name the daemon answers to (`localhost`, a loopback address, `forged`, or one of `--api-allowed-host`): a DNS-rebinding page or a misrouted forward")
+	APIOriginRefused       = define("api_origin_refused", Permanent, http.StatusForbidden, "the request's `Origin` (or `Sec-Fetch-Site`) says it comes from a page of another origin than the daemon's own")
+	APIClientRequired      = define("api_client_required", Permanent, http.StatusForbidden, "a state-changing request (POST, DELETE) lacks `Content-Type: application/json` or the `X-Forged-Client` header that the CLI, package client and the console send")
+	RepoOutsideRoots       = define("dispatch_repo_outside_roots", Permanent, http.StatusForbidden, "the dispatch's `repo.localPath`, symlinks resolved, lies outside every `--repo-root` the operator allows")
 )
 
 // Host preflight and the Docker context lock.
@@ -74,6 +78,7 @@ var (
 	SandboxOutputPublishForbid  = define("sandbox_output_publish_forbidden", Permanent, http.StatusForbidden, "no grant redeemer configured; the helper or endpoint failed, timed out or answered malformed; or the credential breaks the rules (expired, remote outside the allowed hosts, …)")
 	SandboxOutputPublishReject  = define("sandbox_output_publish_rejected", Permanent, http.StatusConflict, "the push was rejected")
 	SandboxOutputPublishStale   = define("sandbox_output_publish_stale", Permanent, http.StatusConflict, "the remote branch moved away from the input")
+	SandboxOutputPublishPolicy  = define("sandbox_output_publish_policy", Permanent, http.StatusForbidden, "the operator's publish policy refused the result before anything was pushed: a commit changes a protected path (`--publish-forbidden-paths`, CI configuration by default), or its author or committer is not the required identity (`--publish-author-policy require`); the message names the path or commit")
 	SandboxImageSignature       = define("sandbox_image_signature_invalid", Permanent, http.StatusUnprocessableEntity, "`sandbox_required` with an upstream image the verification command (`--image-verify-command`) did not verify, or without such a command")
 	SandboxAuthUnavailable      = define("sandbox_auth_unavailable", Permanent, http.StatusUnprocessableEntity, "the dispatch names a provider no auth adapter serves, or the adapter's helper could not prepare the credentials")
 	SandboxHardWallExceeded     = define("sandbox_hard_wall_exceeded", Permanent, http.StatusInternalServerError, "the worker ran past its hard wall (`--hard-wall`, shortened by the task timeout), measured on the host")

@@ -8,6 +8,17 @@ import "time"
 // InspectReply, RenewLeaseReply, CleanupReport, Event, AttemptOutcome) are
 // in protocol.go and beside it.
 
+// The daemon API's request guard (internal/daemon/httpapi): the Host name
+// package client and the CLI send over the unix socket, and the header
+// every state-changing request (POST, DELETE) carries with
+// `Content-Type: application/json`. A browser page of another origin can
+// set neither without a CORS preflight, which the daemon never grants.
+const (
+	APISocketHost   = "forged"
+	APIClientHeader = "X-Forged-Client"
+	APIClientValue  = "1"
+)
+
 // APIError is the body of every refusal and failure the API answers: the
 // failure code (package failure's registry gives its HTTP status) and a
 // message for a person.

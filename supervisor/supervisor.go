@@ -253,7 +253,10 @@ func (r *root) submit(ctx actor.Context, msg messages.SubmitAttempt) messages.Su
 		}
 	}
 	if r.cfg.RunnerID != "" && d.Execution.RunnerID != r.cfg.RunnerID {
-		return refuse(id, failure.DispatchWrongRunner, fmt.Sprintf("the dispatch is for runner %s; this is runner %s", d.Execution.RunnerID, r.cfg.RunnerID))
+		// The ids go to the operator's log only: the refusal reaches whoever
+		// submitted, and this runner's id is what a forged dispatch needs.
+		ctx.Logger().Warn("refused a dispatch for another runner", "attempt", id, "dispatchRunner", d.Execution.RunnerID, "runner", r.cfg.RunnerID)
+		return refuse(id, failure.DispatchWrongRunner, "the dispatch names another runner than this one (execution.runnerId)")
 	}
 	if r.stopped {
 		return refuse(id, failure.SupervisorShuttingDown, "the supervisor is stopping")

@@ -177,6 +177,29 @@ func TestAdmissionQueueAndRefusal(t *testing.T) {
 	}, within, 10*time.Millisecond)
 }
 
+// A dispatch for another runner is refused without naming this runner's
+// id: the refusal goes back to whoever submitted, and the id is what a
+// forged dispatch for this runner would need.
+func TestWrongRunnerRefusalNamesNoRunnerID(t *testing.T) {
+	const ours = "00000000-0000-4000-8000-00000000a11d"
+	system := actortest.NewSystem(t)
+	root := system.Spawn(Props(Config{Slots: 1, QueueLimit: 1, RunnerID: ours,
+		NewAttempt: func(d *messages.Dispatch, subscriber, _ *actor.PID) *actor.Props {
+			return actor.PropsFromProducer(func() actor.Actor { return &fakeAttempt{d: d, subscriber: subscriber} })
+		},
+	}))
+	d := dispatch()
+	require.NotEqual(t, ours, d.Execution.RunnerID)
+	res, err := system.Root.RequestFuture(root, messages.SubmitAttempt{Dispatch: d, Subscriber: system.NewProbe().PID()}, within).Result()
+	require.NoError(t, err)
+	reply := res.(messages.SubmitReply)
+	assert.False(t, reply.Accepted)
+	assert.Equal(t, string(failure.DispatchWrongRunner), reply.Code)
+	assert.NotContains(t, reply.Message, ours)
+	assert.NotContains(t, reply.Message, d.Execution.RunnerID)
+	assert.Contains(t, reply.Message, "execution.runnerId")
+}
+
 func TestCancelQueuedAndRunning(t *testing.T) {
 	f := newFixture(t, 1, 4)
 	probe := f.system.NewProbe()

@@ -49,6 +49,7 @@ type runnerFlags struct {
 	cacheModes     string
 	cacheBytes     int64
 	requireBounded bool
+	repoRoots      []string
 	preflight      preflightFlags
 	publish        publishFlags
 	network        networkFlags
@@ -141,6 +142,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.cacheModes, "cache-modes", caches.Policy{}.String(), "contract cache modes allowed: per_attempt, readonly, both (comma-separated) or none; a contract declaring another is refused with sandbox_caches_unsupported")
 	cmd.Flags().Int64Var(&f.cacheBytes, "cache-bytes", caches.DefaultPerAttemptBytes, "size of each per-attempt cache volume, in bytes, when volumes are bounded")
 	cmd.Flags().BoolVar(&f.requireBounded, "require-bounded-storage", false, "refuse every attempt (adoption too) with sandbox_storage_unbounded when attempt volumes are not bounded; sandbox_required attempts always are")
+	cmd.Flags().StringArrayVar(&f.repoRoots, "repo-root", nil, "directory under which every dispatch's repo.localPath must lie, symlinks resolved (repeatable; default: any repository forged can read)")
 	f.preflight.register(cmd)
 	f.publish.register(cmd)
 	f.network.register(cmd)
@@ -197,32 +199,32 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		return runner.Config{}, fmt.Errorf("--sample-interval %s is above %s: the memory telemetry's samples must be at most %s apart", f.sampleInterval, runner.MaxSampleInterval, runner.MaxSampleInterval)
 	}
 	return runner.Config{
-		Slots:            f.slots,
-		QueueLimit:       f.queue,
-		BuildPermits:     f.buildPermits,
-		StateRoot:        f.stateRoot,
-		LockRoot:         f.lockRoot,
-		WorkerBinary:     f.workerBinary,
-		SeccompProfile:   f.seccompProfile,
-		LSMOption:        f.lsmOption,
-		ManagedNamespace: f.managedNS,
-		Logger:           logger,
-		AllowRootful:     f.preflight.allowRootful,
-		Capacity:         f.preflight.policy(f.slots),
-		Disk:             f.preflight.disk(),
-		SampleInterval:   f.sampleInterval,
-		Limits:           limits,
-		ReapInterval:     f.reapInterval,
-		ReapGrace:        f.reapGrace,
-		ProviderAuth:     auth,
-		ImageVerifier:    verifier,
-		Egress:           egressOptions,
-		AllowOpenPublic:  f.network.allowOpenPublic,
-		AllowBuildPulls:  f.allowPulls,
-		Caches:           cachePolicy,
-		CacheBytes:       f.cacheBytes,
-
+		Slots:                 f.slots,
+		QueueLimit:            f.queue,
+		BuildPermits:          f.buildPermits,
+		StateRoot:             f.stateRoot,
+		LockRoot:              f.lockRoot,
+		WorkerBinary:          f.workerBinary,
+		SeccompProfile:        f.seccompProfile,
+		LSMOption:             f.lsmOption,
+		ManagedNamespace:      f.managedNS,
+		Logger:                logger,
+		AllowRootful:          f.preflight.allowRootful,
+		Capacity:              f.preflight.policy(f.slots),
+		Disk:                  f.preflight.disk(),
+		SampleInterval:        f.sampleInterval,
+		Limits:                limits,
+		ReapInterval:          f.reapInterval,
+		ReapGrace:             f.reapGrace,
+		ProviderAuth:          auth,
+		ImageVerifier:         verifier,
+		Egress:                egressOptions,
+		AllowOpenPublic:       f.network.allowOpenPublic,
+		AllowBuildPulls:       f.allowPulls,
+		Caches:                cachePolicy,
+		CacheBytes:            f.cacheBytes,
 		RequireBoundedStorage: f.requireBounded,
+		RepoRoots:             f.repoRoots,
 	}, nil
 }
 

@@ -24,6 +24,7 @@ func daemonCommand() *cobra.Command {
 	var metricsFlags metricsListenFlags
 	var manageTokenFile string
 	var allowUIDs []uint
+	var allowedHosts []string
 	var gc runner.ImageGCConfig
 	imageGC := true
 	cmd := &cobra.Command{
@@ -45,6 +46,14 @@ func daemonCommand() *cobra.Command {
 			}
 			if cfg.Services, err = flags.preflight.services(); err != nil {
 				return err
+			}
+			for _, h := range allowedHosts {
+				if !httpapi.ValidHostName(h) {
+					return fmt.Errorf("config: apiAllowedHost %q: name a host name or an IP address, without a port", h)
+				}
+			}
+			if len(cfg.RepoRoots) == 0 {
+				logger.Warn("no --repo-root: a dispatch may name any repository forged can read; set the roots your repositories live under")
 			}
 			manageToken := ""
 			if manageTokenFile != "" {
@@ -95,7 +104,7 @@ func daemonCommand() *cobra.Command {
 			}
 			logger.Warn("forged daemon listening", "socket", socket)
 			fmt.Fprintf(os.Stderr, "forged: listening on %s\n", socket)
-			serveErr := httpapi.Serve(ctx, l, httpapi.HandlerWith(r, logger, httpapi.Options{ManageToken: manageToken}), 10*time.Second)
+			serveErr := httpapi.Serve(ctx, l, httpapi.HandlerWith(r, logger, httpapi.Options{ManageToken: manageToken, AllowedHosts: allowedHosts}), 10*time.Second)
 			// The first signal stopped admission (the API is closed); a
 			// second one now ends the process at once, leaving the rest to
 			// the next start's reaper. Cancel what runs and let every
@@ -121,6 +130,7 @@ func daemonCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&gc.Policy.AuditMaxAge, "image-gc-audit-max-age", imagegc.DefaultAuditMaxAge, "stored build logs older than this are collected (at least 1h)")
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default STATE_ROOT/forged.sock)")
 	cmd.Flags().UintSliceVar(&allowUIDs, "allow-uid", nil, "uids, besides root and forged's own, whose processes may use the socket (checked with SO_PEERCRED; repeatable)")
+	cmd.Flags().StringArrayVar(&allowedHosts, "api-allowed-host", nil, "a Host name (or address) the API answers to besides localhost, loopback addresses and forged, e.g. the name of a forward (repeatable)")
 	metricsFlags.register(cmd)
 	cmd.Flags().StringVar(&manageTokenFile, "console-manage-token-file", "", "file (mode 0600) holding the bearer token that lets the console cancel attempts (default: the console is read-only)")
 	return cmd

@@ -137,7 +137,7 @@ func TestConsoleIsReadOnlyByDefault(t *testing.T) {
 	res, err := http.Get(srv.URL + "/v1/console/config")
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"manage":false}`, readAll(t, res))
-	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/v1/console/attempts/a1", nil)
+	req := consoleDelete(srv.URL + "/v1/console/attempts/a1")
 	req.Header.Set("Authorization", "Bearer anything-at-all-long")
 	res, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -165,7 +165,7 @@ func TestConsoleCancelNeedsTheFlagAndTheToken(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"manage":true}`, readAll(t, res))
 	for _, auth := range []string{"", "Bearer wrong", token} {
-		req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/v1/console/attempts/a1", nil)
+		req := consoleDelete(srv.URL + "/v1/console/attempts/a1")
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
@@ -175,11 +175,20 @@ func TestConsoleCancelNeedsTheFlagAndTheToken(t *testing.T) {
 		assert.Equal(t, http.StatusUnauthorized, res.StatusCode, auth)
 	}
 	assert.Empty(t, r.cancelled)
-	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/v1/console/attempts/a1", nil)
+	req := consoleDelete(srv.URL + "/v1/console/attempts/a1")
 	req.Header.Set("Authorization", "Bearer "+token)
 	res, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	res.Body.Close()
 	assert.Equal(t, http.StatusAccepted, res.StatusCode)
 	assert.Equal(t, []string{"a1"}, r.cancelled)
+}
+
+// consoleDelete is the console page's cancel request: the JSON content
+// type and the client header it sends, as the API's guard requires.
+func consoleDelete(url string) *http.Request {
+	req, _ := http.NewRequest(http.MethodDelete, url, nil)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(messages.APIClientHeader, messages.APIClientValue)
+	return req
 }

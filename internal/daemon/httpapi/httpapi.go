@@ -21,6 +21,10 @@
 //	GET    /v1/console/config       {manage}: whether the console may cancel
 //	DELETE /v1/console/attempts/{id} cancel from the console: needs --console-manage-token-file and its bearer token (else 403 console_read_only, 401)
 //	GET    /console/                the live console: a read-only page (HTML and JS embedded in the binary)
+//
+// Every request passes the guard first (guard.go): a Host the daemon
+// answers to, no foreign Origin, and for POST and DELETE the JSON content
+// type and the X-Forged-Client header.
 package httpapi
 
 import (
@@ -69,6 +73,10 @@ type Options struct {
 	// carrying "Authorization: Bearer <ManageToken>". Empty keeps the
 	// console read-only (console_read_only).
 	ManageToken string
+	// AllowedHosts are Host names the API answers to besides localhost,
+	// loopback addresses and messages.APISocketHost (--api-allowed-host);
+	// every request is guarded (see guard).
+	AllowedHosts []string
 }
 
 // HandlerWith returns the API's handler with opts.
@@ -99,7 +107,7 @@ func HandlerWith(r Runner, logger *slog.Logger, opts Options) http.Handler {
 		})
 	}
 	mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
-	return mux
+	return guard(mux, opts.AllowedHosts)
 }
 
 type api struct {

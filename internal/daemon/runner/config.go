@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/internal/daemon/metrics"
 	"github.com/forgedev/forged/internal/kit/clock"
 	"github.com/forgedev/forged/internal/kit/ids"
@@ -78,6 +79,13 @@ func (cfg Config) resolve() (Config, string, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New()
+	}
+	if cfg.PublishPolicy == nil {
+		policy := gitops.DefaultPublishPolicy()
+		cfg.PublishPolicy = &policy
+	}
+	if err := cfg.PublishPolicy.Validate(); err != nil {
+		return cfg, "", fmt.Errorf("runner: publish policy: %w", err)
 	}
 	return cfg, digest, nil
 }

@@ -90,6 +90,11 @@ type Config struct {
 	// and the allowed hosts), as `forged run` and `forged daemon` do.
 	Redeemer       actors.CredentialRedeemer
 	ValidateRemote gitops.RemoteValidator
+	// PublishPolicy is what a publication may carry (protected paths,
+	// required author); nil means gitops.DefaultPublishPolicy (CI
+	// configuration protected, authors as written). Refusals are
+	// sandbox_output_publish_policy, before anything is pushed.
+	PublishPolicy *gitops.PublishPolicy
 	// Services is the operator's service catalogue (nil: contracts that
 	// declare services are refused). ServiceReadyWithin and
 	// ServicesReadyWithin override the readiness caps (defaults 60s per
@@ -126,6 +131,11 @@ type Config struct {
 	// verifies nothing: sandbox_required is refused with
 	// sandbox_image_signature_invalid, adoption warns.
 	ImageVerifier actors.ImageVerifier
+	// RepoRoots are the directories under which a dispatch's
+	// repo.localPath must lie, symlinks resolved (--repo-root); other
+	// dispatches are refused with dispatch_repo_outside_roots. Empty
+	// allows any repository forged can read.
+	RepoRoots []string
 	// ManagedNamespace is the ref prefix ("refs/heads/…/") every dispatch's
 	// worktree key must lie below; empty means refs/heads/forge/. Other
 	// dispatches are refused with dispatch_invalid.
@@ -158,6 +168,7 @@ type Runner struct {
 	metrics   *metrics.Metrics
 	store     ledger.Store
 	runnerID  string
+	repoRoots repoRoots
 	images    imagegc.EngineAPI
 	imageRefs *imagegc.Refs
 	logger    *slog.Logger
@@ -181,6 +192,11 @@ func (r *Runner) Logs() *Logs { return r.logs }
 
 // Submit admits a dispatch. Its events and outcome are recorded in Logs.
 func (r *Runner) Submit(d *messages.Dispatch) (messages.SubmitReply, error) {
+	if refused, ok := r.repoRoots.admit(d); !ok {
+		r.logger.Warn("refused a dispatch outside the repository roots", "attempt", d.AttemptID(), "repo", d.Repo.LocalPath)
+		r.metrics.Submitted(refused)
+		return refused, nil
+	}
 	log, ok := r.logs.Open(d.AttemptID())
 	if !ok {
 		reply := messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(failure.AttemptDuplicate),

@@ -33,7 +33,11 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{logs: NewLogs(0), metrics: cfg.Metrics, runnerID: cfg.RunnerID, logger: cfg.Logger, closeTimeout: cfg.CloseTimeout}
+	roots, err := resolveRepoRoots(cfg.RepoRoots)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{logs: NewLogs(0), metrics: cfg.Metrics, runnerID: cfg.RunnerID, repoRoots: roots, logger: cfg.Logger, closeTimeout: cfg.CloseTimeout}
 	plan, err := r.build(ctx, cfg, workerDigest)
 	if err == nil {
 		err = r.start(ctx, plan)
@@ -138,7 +142,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 	r.imageRefs = imagegc.NewRefs()
 	deps := actors.Deps{
 		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: cfg.StateRoot, ValidateRemote: cfg.ValidateRemote,
-			ManagedNamespace: cfg.ManagedNamespace},
+			ManagedNamespace: cfg.ManagedNamespace, PublishPolicy: *cfg.PublishPolicy},
 		Docker:        attemptDocker,
 		Redeemer:      cfg.Redeemer,
 		ProviderAuth:  cfg.ProviderAuth,

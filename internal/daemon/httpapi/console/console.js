@@ -126,13 +126,16 @@ function render(frame) {
 }
 
 // cancelAttempt asks the daemon to cancel an attempt, with the token the
-// operator typed (sent only in the Authorization header).
+// operator typed (sent only in the Authorization header). The JSON content
+// type and X-Forged-Client are the daemon's guard on state-changing
+// requests: a same-origin page may send them, another origin may not.
 async function cancelAttempt(id) {
   const result = document.getElementById("manage-result");
   const token = document.getElementById("token").value.trim();
   try {
     const res = await fetch("/v1/console/attempts/" + encodeURIComponent(id), {
-      method: "DELETE", headers: { Authorization: "Bearer " + token },
+      method: "DELETE",
+      headers: { Authorization: "Bearer " + token, "Content-Type": "application/json", "X-Forged-Client": "1" },
     });
     result.textContent = esc(res.ok ? "cancelling " + id : "refused (" + res.status + ")");
   } catch (err) {
