@@ -10,6 +10,7 @@ import (
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/sandbox/egress"
 	"github.com/forgedev/forged/internal/sandbox/services"
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
@@ -25,7 +26,11 @@ import (
 type secretsDone struct {
 	network         dockerops.IsolatedNetwork
 	egressNetworkID string
-	err             error
+	// guard are the host facts of the netns guards; holderID the guarded
+	// netns holder of an open_public worker (attempt_egress.go).
+	guard    egress.GuardFacts
+	holderID string
+	err      error
 }
 
 // startServices creates the isolated attempt network the services and the
@@ -51,13 +56,23 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 	}
 	docker, name, image, volume, labels, netName := a.deps.Docker, services.SecretsHelperName(a.in.names.Prefix), a.image.id, a.in.names.SecretsVolume, a.in.labels, a.in.names.Network
 	mode, egressNet := a.d.Sandbox.NetworkPolicy.Mode, egressNetworkName(a.in.names)
+	holder := a.openGuard()
 	a.step(ctx, "secrets", func(stepCtx context.Context) any {
 		var done secretsDone
 		var err error
+		if mode != messages.NetworkNone {
+			if done.guard, err = readGuardFacts(); err != nil {
+				done.err = err
+				return done
+			}
+		}
 		if mode == messages.NetworkOpenPublic {
 			var id string
 			id, err = docker.CreateRoutedNetwork(stepCtx, netName, labels, true)
 			done.network = dockerops.IsolatedNetwork{ID: id, Name: netName}
+			if err == nil {
+				done.holderID, err = holder.start(stepCtx, docker, done.guard)
+			}
 		} else {
 			done.network, err = docker.CreateIsolatedNetwork(stepCtx, netName, labels)
 		}
@@ -81,6 +96,7 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
 	if msg.network.ID != "" || msg.egressNetworkID != "" {
 		a.sidecars.network, a.sidecars.networkID, a.sidecars.egressNetworkID = msg.network.Name, msg.network.ID, msg.egressNetworkID
+		a.sidecars.guard, a.sidecars.holderID = msg.guard, msg.holderID
 		a.writeLedger(a.ledger.state)
 	}
 	if msg.err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -73,6 +74,7 @@ type fakeHost struct {
 	killService  map[string]chan struct{}
 	secrets      map[string][]byte
 	sidecarSpecs []dockerops.Sidecar
+	guards       map[string]string // GuardNetns: target → rules
 	egressLog    []string
 	routed       []string
 	stopped      []string
@@ -527,4 +529,20 @@ func (f *fakeHost) StopContainer(_ context.Context, id string, _ time.Duration) 
 	}
 	f.mu.Unlock()
 	return f.record("stop")
+}
+
+// StartNetnsHolder records the open_public holder; its subnet is fixed.
+func (f *fakeHost) StartNetnsHolder(_ context.Context, h dockerops.NetnsHolder) (string, netip.Prefix, error) {
+	return "holder-" + h.Name, netip.MustParsePrefix("172.30.0.0/16"), f.record("netns-holder")
+}
+
+// GuardNetns records the guard's rules by target.
+func (f *fakeHost) GuardNetns(_ context.Context, target string, g dockerops.NetGuard) error {
+	f.mu.Lock()
+	if f.guards == nil {
+		f.guards = map[string]string{}
+	}
+	f.guards[target] = g.Rules
+	f.mu.Unlock()
+	return f.record("guard")
 }
