@@ -246,3 +246,78 @@ func TestIntegrationEgressGuardHoldsAgainstTheProxyItself(t *testing.T) {
 		})
 	}
 }
+
+// TestIntegrationOpenPublicWorkerIsGuarded is the same attack from an
+// open_public worker: the task, in the namespace of its netns holder,
+// dials the open network's gateway, the metadata address and a public
+// address of the host on allowed ports. Unguarded (the control), each is
+// reached; guarded, none is, while its service on the attempt network
+// still answers.
+func TestIntegrationOpenPublicWorkerIsGuarded(t *testing.T) {
+	c := requireEngine(t)
+	image := egresstest.EgressImage(t, "..")
+	traps := hostTraps(t)
+	base := baseImage(t)
+
+	for _, guarded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("guarded=%v", guarded), func(t *testing.T) {
+			var gw *trap
+			var service string
+			var task string
+			s := provisionWith(t, "", false, func(spec *WorkerSpec) {
+				ctx := testCtx(t)
+				openNet := spec.Name + "-open"
+				_, err := c.CreateRoutedNetwork(ctx, openNet, spec.Labels, true)
+				require.NoError(t, err)
+				gw = gatewayTrap(t, c, openNet)
+				// The attempt's service: an HTTP server on the open network.
+				svc, err := c.raw.ContainerCreate(ctx, &container.Config{Image: base, Labels: spec.Labels,
+					Entrypoint: []string{"/bin/busybox", "sh", "-c", "mkdir -p /tmp/w && echo svc-ok >/tmp/w/index.html && exec busybox httpd -f -p 80 -h /tmp/w"}},
+					&container.HostConfig{NetworkMode: container.NetworkMode(openNet)}, nil, nil, spec.Name+"-svc")
+				require.NoError(t, err)
+				require.NoError(t, c.raw.ContainerStart(ctx, svc.ID, container.StartOptions{}))
+				inspected, err := c.raw.ContainerInspect(ctx, svc.ID)
+				require.NoError(t, err)
+				service = inspected.NetworkSettings.Networks[openNet].IPAddress
+
+				start := time.Now()
+				holder, subnet, err := c.StartNetnsHolder(ctx, NetnsHolder{Name: spec.Name + "-netns", Image: image, Network: openNet, Labels: spec.Labels})
+				require.NoError(t, err)
+				assert.True(t, subnet.Contains(netip.MustParseAddr(service)), "%s holds %s", subnet, service)
+				if guarded {
+					facts := guardFacts(t)
+					facts.Local = subnet
+					require.NoError(t, c.GuardNetns(ctx, holder, NetGuard{Name: spec.Name + "-guard-netns", Image: image, Labels: spec.Labels,
+						Rules: egress.GuardRules(egress.Options{}, facts)}))
+				}
+				t.Logf("holder started (guarded=%v) in %s", guarded, time.Since(start))
+				spec.Network, spec.OpenNetwork, spec.NetnsContainer = openNet, true, holder
+
+				var b strings.Builder
+				for _, tr := range append([]*trap{gw}, traps...) {
+					h, p, _ := net.SplitHostPort(tr.addr)
+					fmt.Fprintf(&b, "(if echo x | nc -w 3 %s %s >/dev/null 2>&1; then echo '%s reached'; else echo '%s failed'; fi) &\n", h, p, tr.addr, tr.addr)
+				}
+				fmt.Fprintf(&b, "wait\nfor i in 1 2 3 4 5 6 7 8 9 10; do printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 %s 80 | grep svc-ok && break; sleep 0.5; done\necho open-done\n", service)
+				task = b.String()
+				spec.Entrypoint = []string{"/bin/sh", "-c", task}
+			})
+			lines, res, err := s.run(t, testCtx(t), "", RunLimits{})
+			require.NoError(t, err)
+			require.Equal(t, 0, res.ExitCode, res.Stderr)
+			t.Logf("worker: %q (stderr %s)", lines, res.Stderr)
+			require.Contains(t, lines, "open-done")
+			assert.Contains(t, lines, "svc-ok", "the worker's service on its attempt network")
+			for _, tr := range append([]*trap{gw}, traps...) {
+				if guarded {
+					assert.Contains(t, lines, tr.addr+" failed")
+					assert.Zero(t, tr.accepted.Load(), "%s was reached", tr.addr)
+				} else {
+					assert.Contains(t, lines, tr.addr+" reached")
+					assert.Positive(t, tr.accepted.Load(), "the control must reach %s", tr.addr)
+				}
+				tr.accepted.Store(0)
+			}
+		})
+	}
+}

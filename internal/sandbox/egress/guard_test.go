@@ -37,7 +37,7 @@ func TestGuardRulesOrderTheExemptionsBeforeTheDenies(t *testing.T) {
 	o := Options{Ports: []int{8443, 443}, Hosts: []Mapping{
 		{Name: "mirror.test", Addr: netip.MustParseAddr("10.1.2.3")},
 		{Name: "meta.test", Addr: netip.MustParseAddr("169.254.169.254")}, // exempts nothing
-		{Name: "pub.test", Addr: netip.MustParseAddr("93.184.216.34")},     // public: needs no exemption
+		{Name: "pub.test", Addr: netip.MustParseAddr("93.184.216.34")},    // public: needs no exemption
 	}}
 	script := GuardRules(o, GuardFacts{
 		HostAddrs: addrs("192.0.2.2", "172.17.0.1", "127.0.0.1", "172.17.0.1", "fe80::1", "100.128.0.9"),
