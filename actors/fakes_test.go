@@ -75,10 +75,13 @@ type fakeHost struct {
 	secrets      map[string][]byte
 	sidecarSpecs []dockerops.Sidecar
 	guards       map[string]string // GuardNetns: target → rules
-	egressLog    []string
-	routed       []string
-	stopped      []string
-	egressStop   chan struct{}
+	// secretVolumes are the files WriteSecrets wrote, by volume.
+	secretVolumes map[string]map[string][]byte
+	probes        []dockerops.ProbeSpec // RunProbe's specs
+	egressLog     []string
+	routed        []string
+	stopped       []string
+	egressStop    chan struct{}
 }
 
 // workerSpec is the last worker asked for. The caller holds f.mu, or the
@@ -465,6 +468,7 @@ func (f *fakeHost) RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int,
 		return -1, "", err
 	}
 	f.mu.Lock()
+	f.probes = append(f.probes, spec)
 	code, block := f.probeCode[spec.Cmd[4]], f.probeBlock
 	f.mu.Unlock()
 	if block {
@@ -474,9 +478,15 @@ func (f *fakeHost) RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int,
 	return code, "probe stderr", nil
 }
 
-func (f *fakeHost) WriteSecrets(_ context.Context, _, _, _ string, _ map[string]string, files map[string][]byte) error {
+func (f *fakeHost) WriteSecrets(_ context.Context, _, _, volume string, _ map[string]string, files map[string][]byte) error {
 	f.mu.Lock()
-	f.secrets = files
+	if f.secretVolumes == nil {
+		f.secretVolumes = map[string]map[string][]byte{}
+	}
+	f.secretVolumes[volume] = files
+	if f.secrets == nil {
+		f.secrets = files // the first write: the attempt's secrets volume
+	}
 	f.mu.Unlock()
 	return f.record("secrets")
 }
