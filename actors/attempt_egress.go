@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -85,13 +86,15 @@ func (a *attemptActor) openGuard() openGuard {
 // reach its services on the attempt network's subnet; it returns the
 // holder's id (also with an error, once it exists).
 func (g openGuard) start(ctx context.Context, docker SidecarDocker, facts egress.GuardFacts) (string, error) {
-	id, subnet, err := docker.StartNetnsHolder(ctx, g.holder)
+	held, err := docker.StartNetnsHolder(ctx, g.holder)
 	if err != nil {
-		return id, err
+		return held.ID, err
 	}
-	facts.Local = subnet
+	// The subnet is open to the worker, but for its gateway: the host.
+	facts.Local = held.Subnet
+	facts.HostAddrs = append(slices.Clone(facts.HostAddrs), held.Gateway)
 	g.guard.Rules = egress.GuardRules(g.opts, facts)
-	return id, docker.GuardNetns(ctx, id, g.guard)
+	return held.ID, docker.GuardNetns(ctx, held.ID, g.guard)
 }
 
 // needsNetwork reports whether the attempt gets an attempt network.

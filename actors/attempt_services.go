@@ -68,16 +68,15 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 	a.step(ctx, "secrets", func(stepCtx context.Context) any {
 		var done secretsDone
 		var err error
-		if mode != messages.NetworkNone {
-			if done.guard, err = readGuardFacts(); err != nil {
-				done.err = err
-				return done
-			}
-		}
 		if mode == messages.NetworkOpenPublic {
 			var id string
 			id, err = docker.CreateRoutedNetwork(stepCtx, netName, labels, true)
 			done.network = dockerops.IsolatedNetwork{ID: id, Name: netName}
+			// The host's addresses are read once the attempt's bridge
+			// (and its gateway) exists.
+			if err == nil {
+				done.guard, err = readGuardFacts()
+			}
 			if err == nil {
 				done.holderID, err = holder.start(stepCtx, docker, done.guard)
 			}
@@ -90,6 +89,11 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 		}
 		if mode == messages.NetworkPublicAllowlist {
 			if done.egressNetworkID, err = docker.CreateRoutedNetwork(stepCtx, egressNet, labels, false); err != nil {
+				done.err = err
+				return done
+			}
+			// Once the egress bridge (and its gateway) exists.
+			if done.guard, err = readGuardFacts(); err != nil {
 				done.err = err
 				return done
 			}

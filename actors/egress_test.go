@@ -266,6 +266,8 @@ func TestOpenPublicRunsOnARoutedNetworkWhenTheOperatorAllowsIt(t *testing.T) {
 	holder := host.workerSpec().NetnsContainer
 	require.NotEmpty(t, holder)
 	assert.Contains(t, host.guards[holder], "ip daddr 172.30.0.0/16 meta l4proto tcp accept")
+	rules := host.guards[holder]
+	assert.Less(t, strings.Index(rules, "172.30.0.1"), strings.Index(rules, "ip daddr 172.30.0.0/16"), "its gateway is the host: denied before the subnet is admitted")
 	assert.Contains(t, host.guards[holder], "169.254.0.0/16")
 }
 

@@ -542,8 +542,9 @@ func (f *fakeHost) StopContainer(_ context.Context, id string, _ time.Duration) 
 }
 
 // StartNetnsHolder records the open_public holder; its subnet is fixed.
-func (f *fakeHost) StartNetnsHolder(_ context.Context, h dockerops.NetnsHolder) (string, netip.Prefix, error) {
-	return "holder-" + h.Name, netip.MustParsePrefix("172.30.0.0/16"), f.record("netns-holder")
+func (f *fakeHost) StartNetnsHolder(_ context.Context, h dockerops.NetnsHolder) (dockerops.HeldNetns, error) {
+	return dockerops.HeldNetns{ID: "holder-" + h.Name, Subnet: netip.MustParsePrefix("172.30.0.0/16"), Gateway: netip.MustParseAddr("172.30.0.1")},
+		f.record("netns-holder")
 }
 
 // GuardNetns records the guard's rules by target.

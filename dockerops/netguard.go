@@ -122,30 +122,39 @@ func (h NetnsHolder) Sidecar() (SidecarSpec, error) {
 	}, nil
 }
 
-// StartNetnsHolder creates and starts the holder and returns its id (also
-// with an error, once it was created) and its subnet on h.Network.
-// Failures carry failure.SandboxEgressFailed.
-func (c *Client) StartNetnsHolder(ctx context.Context, h NetnsHolder) (string, netip.Prefix, error) {
+// HeldNetns is a started netns holder: its id, and its subnet and gateway
+// on the holder's network.
+type HeldNetns struct {
+	ID      string
+	Subnet  netip.Prefix
+	Gateway netip.Addr
+}
+
+// StartNetnsHolder creates and starts the holder and returns it (its id
+// also with an error, once it was created). Failures carry
+// failure.SandboxEgressFailed.
+func (c *Client) StartNetnsHolder(ctx context.Context, h NetnsHolder) (HeldNetns, error) {
 	id, err := c.CreateSidecar(ctx, h)
+	held := HeldNetns{ID: id}
 	if err != nil {
-		return id, netip.Prefix{}, err
+		return held, err
 	}
 	inspected, err := call(ctx, c, c.opts.Timeouts.Inspect, readCall, func(ctx context.Context) (container.InspectResponse, error) {
 		return c.creator.ContainerInspect(ctx, id)
 	})
 	if err != nil {
-		return id, netip.Prefix{}, opError(ctx, failure.SandboxEgressFailed, err, "netns holder inspect")
+		return held, opError(ctx, failure.SandboxEgressFailed, err, "netns holder inspect")
 	}
-	var subnet netip.Prefix
 	if inspected.NetworkSettings != nil {
 		if ep := inspected.NetworkSettings.Networks[h.Network]; ep != nil {
 			if a, err := netip.ParseAddr(ep.IPAddress); err == nil {
-				subnet = netip.PrefixFrom(a, ep.IPPrefixLen).Masked()
+				held.Subnet = netip.PrefixFrom(a, ep.IPPrefixLen).Masked()
 			}
+			held.Gateway, _ = netip.ParseAddr(ep.Gateway)
 		}
 	}
-	if !subnet.IsValid() {
-		return id, subnet, failure.New(failure.SandboxEgressFailed, "the netns holder %s has no address on %s", h.Name, h.Network)
+	if !held.Subnet.IsValid() || !held.Gateway.IsValid() {
+		return held, failure.New(failure.SandboxEgressFailed, "the netns holder %s has no address or gateway on %s", h.Name, h.Network)
 	}
-	return id, subnet, nil
+	return held, nil
 }

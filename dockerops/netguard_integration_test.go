@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,99 +15,32 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/internal/sandbox/egress"
 	"github.com/forgedev/forged/internal/testkit/egresstest"
 )
 
-// The stand-ins of the netns guard's tests, all on this host: the cloud
-// metadata address and a public address of the host, both on a bridge
-// interface the test creates (so that what is sent to them stays here),
-// and the attempt's bridge gateway. Each has a listener that counts what
-// reaches it.
-const (
-	trapMetadata = "169.254.169.254"
-	// trapPublic lies outside every range the guard treats as private:
-	// only the host-address deny stops it.
-	trapPublic = "100.128.255.254"
-)
-
-// trap is a listener on one host address and port, counting connections.
-type trap struct {
-	addr     string
-	accepted atomic.Int32
-}
-
-func listenTrap(t *testing.T, addr string) *trap {
+// hostTraps adds the stand-in host addresses (egresstest) and listens on
+// ports 80 and 443 of each.
+func hostTraps(t *testing.T) []*egresstest.Trap {
 	t.Helper()
-	l, err := net.Listen("tcp", addr)
-	require.NoError(t, err)
-	tr := &trap{addr: addr}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			tr.accepted.Add(1)
-			_ = conn.Close()
-		}
-	}()
-	t.Cleanup(func() { _ = l.Close(); <-done })
-	return tr
-}
-
-// hostTraps puts the metadata address and the public stand-in on a bridge
-// interface of their own, checks that the host now delivers both locally
-// (nothing sent to them can leave the machine), and listens on ports 80
-// and 443 of each. The interface goes at the test's cleanup.
-func hostTraps(t *testing.T) []*trap {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but the netns guard tests need root (they add host addresses)")
-		}
-		t.Skip("the netns guard tests need root (they add host addresses)")
-	}
-	name := "fgtrap" + ids.NewUUID()[:6]
-	ip := func(args ...string) {
-		t.Helper()
-		out, err := exec.Command("ip", args...).CombinedOutput()
-		require.NoError(t, err, "ip %s: %s", strings.Join(args, " "), out)
-	}
-	ip("link", "add", name, "type", "bridge")
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "link", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("remove %s: %v %s", name, err, out)
-		}
-	})
-	for _, a := range []string{trapMetadata, trapPublic} {
-		ip("addr", "add", a+"/32", "dev", name)
-	}
-	ip("link", "set", name, "up")
-	var traps []*trap
-	for _, a := range []string{trapMetadata, trapPublic} {
-		out, err := exec.Command("ip", "route", "get", a).CombinedOutput()
-		require.NoError(t, err)
-		require.True(t, strings.HasPrefix(string(out), "local "), "%s must be delivered locally: %s", a, out)
+	var traps []*egresstest.Trap
+	for _, a := range egresstest.AddHostAddresses(t) {
 		for _, p := range []string{"80", "443"} {
-			traps = append(traps, listenTrap(t, net.JoinHostPort(a, p)))
+			traps = append(traps, egresstest.Listen(t, net.JoinHostPort(a, p)))
 		}
 	}
 	return traps
 }
 
 // gatewayTrap listens on port 443 of network's gateway on this host.
-func gatewayTrap(t *testing.T, c *Client, name string) *trap {
+func gatewayTrap(t *testing.T, c *Client, name string) *egresstest.Trap {
 	t.Helper()
 	nw, err := c.raw.NetworkInspect(testCtx(t), name, network.InspectOptions{})
 	require.NoError(t, err)
 	require.NotEmpty(t, nw.IPAM.Config)
 	gw := nw.IPAM.Config[0].Gateway
 	require.NotEmpty(t, gw, "network %s has no gateway", name)
-	return listenTrap(t, net.JoinHostPort(gw, "443"))
+	return egresstest.Listen(t, net.JoinHostPort(gw, "443"))
 }
 
 // guardFacts are the host facts as forged reads them at attempt start.
@@ -208,9 +138,9 @@ func TestIntegrationEgressGuardHoldsAgainstTheProxyItself(t *testing.T) {
 			require.NoError(t, err)
 			t.Logf("proxy created, joined, started (guarded=%v) in %s", guarded, time.Since(start))
 
-			targets := []string{gw.addr}
+			targets := []string{gw.Addr}
 			for _, tr := range traps {
-				targets = append(targets, tr.addr)
+				targets = append(targets, tr.Addr)
 			}
 			for i, tg := range targets {
 				h, p, _ := net.SplitHostPort(tg)
@@ -228,20 +158,20 @@ func TestIntegrationEgressGuardHoldsAgainstTheProxyItself(t *testing.T) {
 			}, 30*time.Second, 200*time.Millisecond, "squid serves www.test: %q", page)
 
 			assert.Contains(t, out, standIn.Addr+":443 reached", "the mapped destination on an allowed port")
-			for _, tr := range append([]*trap{gw}, traps...) {
+			for _, tr := range append([]*egresstest.Trap{gw}, traps...) {
 				if guarded {
-					assert.Contains(t, out, tr.addr+" failed")
-					assert.Zero(t, tr.accepted.Load(), "%s was reached", tr.addr)
+					assert.Contains(t, out, tr.Addr+" failed")
+					assert.Zero(t, tr.Accepted(), "%s was reached", tr.Addr)
 				} else {
-					assert.Contains(t, out, tr.addr+" reached")
-					assert.Positive(t, tr.accepted.Load(), "the control must reach %s", tr.addr)
+					assert.Contains(t, out, tr.Addr+" reached")
+					assert.Positive(t, tr.Accepted(), "the control must reach %s", tr.Addr)
 				}
 			}
 			if guarded {
 				assert.Contains(t, out, standIn.Addr+":22 failed", "a port not allowed")
 			}
-			for _, tr := range append([]*trap{gw}, traps...) {
-				tr.accepted.Store(0)
+			for _, tr := range append([]*egresstest.Trap{gw}, traps...) {
+				tr.Reset()
 			}
 		})
 	}
@@ -261,7 +191,7 @@ func TestIntegrationOpenPublicWorkerIsGuarded(t *testing.T) {
 
 	for _, guarded := range []bool{false, true} {
 		t.Run(fmt.Sprintf("guarded=%v", guarded), func(t *testing.T) {
-			var gw *trap
+			var gw *egresstest.Trap
 			var service string
 			var task string
 			s := provisionWith(t, "", false, func(spec *WorkerSpec) {
@@ -281,9 +211,11 @@ func TestIntegrationOpenPublicWorkerIsGuarded(t *testing.T) {
 				service = inspected.NetworkSettings.Networks[openNet].IPAddress
 
 				start := time.Now()
-				holder, subnet, err := c.StartNetnsHolder(ctx, NetnsHolder{Name: spec.Name + "-netns", Image: image, Network: openNet, Labels: spec.Labels})
+				held, err := c.StartNetnsHolder(ctx, NetnsHolder{Name: spec.Name + "-netns", Image: image, Network: openNet, Labels: spec.Labels})
 				require.NoError(t, err)
+				holder, subnet := held.ID, held.Subnet
 				assert.True(t, subnet.Contains(netip.MustParseAddr(service)), "%s holds %s", subnet, service)
+				assert.Equal(t, gw.Addr, net.JoinHostPort(held.Gateway.String(), "443"))
 				if guarded {
 					facts := guardFacts(t)
 					facts.Local = subnet
@@ -294,9 +226,9 @@ func TestIntegrationOpenPublicWorkerIsGuarded(t *testing.T) {
 				spec.Network, spec.OpenNetwork, spec.NetnsContainer = openNet, true, holder
 
 				var b strings.Builder
-				for _, tr := range append([]*trap{gw}, traps...) {
-					h, p, _ := net.SplitHostPort(tr.addr)
-					fmt.Fprintf(&b, "(if echo x | nc -w 3 %s %s >/dev/null 2>&1; then echo '%s reached'; else echo '%s failed'; fi) &\n", h, p, tr.addr, tr.addr)
+				for _, tr := range append([]*egresstest.Trap{gw}, traps...) {
+					h, p, _ := net.SplitHostPort(tr.Addr)
+					fmt.Fprintf(&b, "(if echo x | nc -w 3 %s %s >/dev/null 2>&1; then echo '%s reached'; else echo '%s failed'; fi) &\n", h, p, tr.Addr, tr.Addr)
 				}
 				fmt.Fprintf(&b, "wait\nfor i in 1 2 3 4 5 6 7 8 9 10; do printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 %s 80 | grep svc-ok && break; sleep 0.5; done\necho open-done\n", service)
 				task = b.String()
@@ -308,15 +240,15 @@ func TestIntegrationOpenPublicWorkerIsGuarded(t *testing.T) {
 			t.Logf("worker: %q (stderr %s)", lines, res.Stderr)
 			require.Contains(t, lines, "open-done")
 			assert.Contains(t, lines, "svc-ok", "the worker's service on its attempt network")
-			for _, tr := range append([]*trap{gw}, traps...) {
+			for _, tr := range append([]*egresstest.Trap{gw}, traps...) {
 				if guarded {
-					assert.Contains(t, lines, tr.addr+" failed")
-					assert.Zero(t, tr.accepted.Load(), "%s was reached", tr.addr)
+					assert.Contains(t, lines, tr.Addr+" failed")
+					assert.Zero(t, tr.Accepted(), "%s was reached", tr.Addr)
 				} else {
-					assert.Contains(t, lines, tr.addr+" reached")
-					assert.Positive(t, tr.accepted.Load(), "the control must reach %s", tr.addr)
+					assert.Contains(t, lines, tr.Addr+" reached")
+					assert.Positive(t, tr.Accepted(), "the control must reach %s", tr.Addr)
 				}
-				tr.accepted.Store(0)
+				tr.Reset()
 			}
 		})
 	}
