@@ -100,7 +100,8 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 	}
 	// The egress proxy's pinned image, by the same rules.
 	var egressImage services.Entry
-	if in.d.Sandbox.NetworkPolicy.Mode == messages.NetworkPublicAllowlist {
+	// open_public needs it too: its netns guard runs from it.
+	if mode := in.d.Sandbox.NetworkPolicy.Mode; mode == messages.NetworkPublicAllowlist || mode == messages.NetworkOpenPublic {
 		if egressImage, err = in.catalogue.VerifyEgress(ctx, in.images); err != nil {
 			return prepareDone{err: err}
 		}

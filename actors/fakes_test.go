@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -74,10 +75,14 @@ type fakeHost struct {
 	killService  map[string]chan struct{}
 	secrets      map[string][]byte
 	sidecarSpecs []dockerops.Sidecar
-	egressLog    []string
-	routed       []string
-	stopped      []string
-	egressStop   chan struct{}
+	guards       map[string]string // GuardNetns: target → rules
+	// secretVolumes are the files WriteSecrets wrote, by volume.
+	secretVolumes map[string]map[string][]byte
+	probes        []dockerops.ProbeSpec // RunProbe's specs
+	egressLog     []string
+	routed        []string
+	stopped       []string
+	egressStop    chan struct{}
 }
 
 // workerSpec is the last worker asked for. The caller holds f.mu, or the
@@ -475,6 +480,7 @@ func (f *fakeHost) RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int,
 		return -1, "", err
 	}
 	f.mu.Lock()
+	f.probes = append(f.probes, spec)
 	code, block := f.probeCode[spec.Cmd[4]], f.probeBlock
 	f.mu.Unlock()
 	if block {
@@ -484,9 +490,15 @@ func (f *fakeHost) RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int,
 	return code, "probe stderr", nil
 }
 
-func (f *fakeHost) WriteSecrets(_ context.Context, _, _, _ string, _ map[string]string, files map[string][]byte) error {
+func (f *fakeHost) WriteSecrets(_ context.Context, _, _, volume string, _ map[string]string, files map[string][]byte) error {
 	f.mu.Lock()
-	f.secrets = files
+	if f.secretVolumes == nil {
+		f.secretVolumes = map[string]map[string][]byte{}
+	}
+	f.secretVolumes[volume] = files
+	if f.secrets == nil {
+		f.secrets = files // the first write: the attempt's secrets volume
+	}
 	f.mu.Unlock()
 	return f.record("secrets")
 }
@@ -539,4 +551,21 @@ func (f *fakeHost) StopContainer(_ context.Context, id string, _ time.Duration) 
 	}
 	f.mu.Unlock()
 	return f.record("stop")
+}
+
+// StartNetnsHolder records the open_public holder; its subnet is fixed.
+func (f *fakeHost) StartNetnsHolder(_ context.Context, h dockerops.NetnsHolder) (dockerops.HeldNetns, error) {
+	return dockerops.HeldNetns{ID: "holder-" + h.Name, Subnet: netip.MustParsePrefix("172.30.0.0/16"), Gateway: netip.MustParseAddr("172.30.0.1")},
+		f.record("netns-holder")
+}
+
+// GuardNetns records the guard's rules by target.
+func (f *fakeHost) GuardNetns(_ context.Context, target string, g dockerops.NetGuard) error {
+	f.mu.Lock()
+	if f.guards == nil {
+		f.guards = map[string]string{}
+	}
+	f.guards[target] = g.Rules
+	f.mu.Unlock()
+	return f.record("guard")
 }

@@ -20,8 +20,9 @@ import (
 // (see the services package for what each one runs). They are hardened
 // like the worker: every capability dropped (no service forged runs needs
 // one: each runs as its own unprivileged user on data directories it
-// owns), no log driver, tmpfs data directories, and the secrets volume
-// read-only. Each joins only the attempt's isolated network
+// owns), no log driver, tmpfs data directories, and, for a service with
+// credentials, a volume holding only its own password, read-only (never
+// the attempt's secrets volume, which holds the provider credential). Each joins only the attempt's isolated network
 // (CreateIsolatedNetwork), under its alias, with IPv6 off and DNS to its
 // own loopback like the worker. CreateSidecar creates them.
 
@@ -34,7 +35,9 @@ type ServiceSpec struct {
 	Env    []string
 	Labels map[string]string
 	// Tmpfs maps a directory to its tmpfs options.
-	Tmpfs         map[string]string
+	Tmpfs map[string]string
+	// SecretsVolume holds only the service's own password ("" for a
+	// service without one); mounted read-only at SecretsDir.
 	SecretsVolume string
 	MemoryBytes   int64
 	NanoCPUs      int64
@@ -53,15 +56,13 @@ func (s ServiceSpec) validate() error {
 		return fmt.Errorf("service %s must not run as root", s.Alias)
 	case s.MemoryBytes <= 0, s.NanoCPUs <= 0, s.PIDs <= 0:
 		return fmt.Errorf("service %s memory, CPU and PID limits must be positive", s.Alias)
-	case s.SecretsVolume == "":
-		return fmt.Errorf("service %s needs the secrets volume", s.Alias)
 	}
 	return nil
 }
 
 // Sidecar returns the service's container spec: only on the attempt's
 // isolated network, under its alias, with DNS to its own loopback like the
-// worker, and the secrets volume read-only.
+// worker, and its own secrets volume (if any) read-only.
 func (s ServiceSpec) Sidecar() (SidecarSpec, error) {
 	if err := s.validate(); err != nil {
 		return SidecarSpec{}, failure.Wrap(failure.SandboxCreateFailed, err, "service create")

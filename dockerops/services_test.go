@@ -51,7 +51,6 @@ func TestServiceSpecRefusesRootAndMissingLimits(t *testing.T) {
 		"no memory":  func(s *ServiceSpec) { s.MemoryBytes = 0 },
 		"no pids":    func(s *ServiceSpec) { s.PIDs = 0 },
 		"no network": func(s *ServiceSpec) { s.Network = "" },
-		"no secrets": func(s *ServiceSpec) { s.SecretsVolume = "" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := serviceSpec()

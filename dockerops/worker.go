@@ -76,9 +76,13 @@ type WorkerSpec struct {
 	// CreateRoutedNetwork): the worker then resolves names through the
 	// engine's resolver instead of its own loopback.
 	OpenNetwork bool
-	Labels      map[string]string
-	Resources   messages.RequestedResources
-	Env         []string
+	// NetnsContainer, with OpenNetwork, is the guarded netns holder
+	// (StartNetnsHolder) whose network namespace the worker joins instead
+	// of joining Network itself.
+	NetnsContainer string
+	Labels         map[string]string
+	Resources      messages.RequestedResources
+	Env            []string
 	// SecurityOpts are extra operator options in Engine API form
 	// ("seccomp=<profile JSON>", "apparmor=<profile>"); see
 	// ResolveSecurityOptions. no-new-privileges is always set.
@@ -180,6 +184,13 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 		net.EndpointsConfig = map[string]*network.EndpointSettings{spec.Network: {}}
 		if spec.OpenNetwork {
 			host.DNS = nil
+			if spec.NetnsContainer != "" {
+				// The holder's namespace: its network, resolver and IPv6
+				// switch.
+				host.NetworkMode = container.NetworkMode("container:" + spec.NetnsContainer)
+				host.Sysctls = nil
+				net.EndpointsConfig = nil
+			}
 		}
 	}
 	return cfg, host, net
@@ -191,6 +202,8 @@ func (s WorkerSpec) validate() error {
 		return fmt.Errorf("worker spec needs a name and an image")
 	case s.WorkspaceVolume == "", s.ControlVolume == "", s.SecretsVolume == "":
 		return fmt.Errorf("worker spec needs workspace, control and secrets volumes")
+	case s.NetnsContainer != "" && (!s.OpenNetwork || s.Network == ""):
+		return fmt.Errorf("worker netns container needs an open network")
 	case !validCaches(s.Caches):
 		return fmt.Errorf("worker cache mounts need a volume and an absolute target under %s", messages.HomeDir)
 	case s.WorkingDir == "" || !path.IsAbs(s.WorkingDir):

@@ -274,8 +274,13 @@ func TestWorkerContainerConfigOnOpenNetworkResolvesThroughTheEngine(t *testing.T
 func TestEgressContainerConfigIsHardened(t *testing.T) {
 	spec := EgressSpec{Name: "forge-x-egress", Image: "sha256:" + strings.Repeat("a", 64), EgressNetwork: "forge-x-egress",
 		AttemptNetwork: "forge-x", Alias: "egress", UID: 13, RunDir: "/run/forge-egress", Config: "http_port 3128\n",
-		Labels: map[string]string{"a": "b"}, SecurityOpts: []string{"apparmor=x"}, MemoryBytes: 256 << 20}
+		Labels: map[string]string{"a": "b"}, SecurityOpts: []string{"apparmor=x"}, MemoryBytes: 256 << 20,
+		Guard: NetGuard{Name: "forge-x-guard-egress", Image: "sha256:" + strings.Repeat("a", 64), Rules: "table inet forge_guard {}\n"}}
 	require.NoError(t, spec.validate())
+	sidecar, err := spec.Sidecar()
+	require.NoError(t, err)
+	require.NotNil(t, sidecar.Guard, "the proxy is guarded before CreateSidecar returns")
+	assert.Equal(t, spec.Guard, *sidecar.Guard)
 	cfg, host, net := EgressContainerConfig(spec)
 	assert.Equal(t, "13:13", cfg.User)
 	assert.Equal(t, container.NetworkMode("forge-x-egress"), host.NetworkMode)
@@ -295,6 +300,33 @@ func TestEgressContainerConfigIsHardened(t *testing.T) {
 	}
 	spec.UID = 0
 	assert.Error(t, spec.validate())
+	spec.UID, spec.Guard.Rules = 13, ""
+	assert.Error(t, spec.validate(), "no proxy without its guard")
+}
+
+func TestNetGuardContainerHasOnlyNetAdminInTheTargetNamespace(t *testing.T) {
+	cfg, host := NetGuardContainerConfig(NetGuard{Name: "g", Image: "img", Rules: "r", SecurityOpts: []string{"apparmor=x"}}, "abc")
+	assert.Equal(t, container.NetworkMode("container:abc"), host.NetworkMode)
+	assert.Equal(t, []string{"ALL"}, []string(host.CapDrop))
+	assert.Equal(t, []string{"NET_ADMIN"}, []string(host.CapAdd))
+	assert.Equal(t, []string{"no-new-privileges", "apparmor=x"}, host.SecurityOpt)
+	assert.True(t, host.ReadonlyRootfs)
+	assert.Empty(t, host.Mounts)
+	assert.True(t, cfg.OpenStdin && cfg.StdinOnce, "the rules come on stdin, never in an argument")
+	assert.NotContains(t, strings.Join(cfg.Entrypoint, " "), "r\n")
+}
+
+func TestWorkerContainerConfigJoinsTheGuardedHolder(t *testing.T) {
+	spec := testSpec()
+	spec.Network, spec.OpenNetwork, spec.NetnsContainer = "forge-x", true, "holder"
+	require.NoError(t, spec.validate())
+	_, host, net := WorkerContainerConfig(spec)
+	assert.Equal(t, container.NetworkMode("container:holder"), host.NetworkMode)
+	assert.Empty(t, host.DNS)
+	assert.Empty(t, host.Sysctls, "the holder's namespace has IPv6 off")
+	assert.Empty(t, net.EndpointsConfig)
+	spec.OpenNetwork = false
+	assert.Error(t, spec.validate(), "only an open_public worker joins a holder")
 }
 
 // The image's VOLUME paths get a tmpfs of the worker's scratch size unless

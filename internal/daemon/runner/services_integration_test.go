@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -109,7 +110,10 @@ type secretSpy struct {
 
 func (s *secretSpy) WriteSecrets(ctx context.Context, name, image, volume string, labels map[string]string, files map[string][]byte) error {
 	s.mu.Lock()
-	s.files = files
+	if s.files == nil {
+		s.files = map[string][]byte{}
+	}
+	maps.Copy(s.files, files) // the attempt's volume, then each service's own
 	s.mu.Unlock()
 	return s.Docker.WriteSecrets(ctx, name, image, volume, labels, files)
 }
@@ -202,6 +206,33 @@ func TestServicesEndToEndTaskTalksToPostgresAndRedisAndSecretsStayInTheVolume(t 
 			assert.False(t, bytes.Contains(hay, []byte(secret)), "a service password leaked into %s", name)
 		}
 	}
+	// No service container mounts the attempt's secrets volume (the
+	// provider credential, every password): each has only its own
+	// password's volume, read-only.
+	names, err := dockerops.NamesFor(d.AttemptID())
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, raw := range spy.inspects {
+		var c container.InspectResponse
+		require.NoError(t, json.Unmarshal(raw, &c))
+		for _, svc := range []string{"postgres", "redis"} {
+			if c.Name != "/"+names.Prefix+"-"+svc {
+				continue
+			}
+			seen[svc] = true
+			var mounted []string
+			for _, m := range c.Mounts {
+				mounted = append(mounted, m.Name)
+				assert.NotEqual(t, names.SecretsVolume, m.Name, "service %s mounts the attempt's secrets volume", svc)
+				if m.Name == names.Prefix+"-secrets-"+svc {
+					assert.False(t, m.RW, "its own secret is read-only")
+				}
+			}
+			assert.Equal(t, []string{names.Prefix + "-secrets-" + svc}, mounted, "service %s", svc)
+		}
+	}
+	assert.Equal(t, map[string]bool{"postgres": true, "redis": true}, seen, "both services were inspected while they ran")
+
 	// The inspect documents do hold the connection details.
 	joined := bytes.Join(spy.inspects, nil)
 	assert.Contains(t, string(joined), "FORGE_POSTGRES_PASSWORD_FILE=/run/forge-secrets/postgres-password")
