@@ -36,6 +36,9 @@ type HostReport struct {
 	Disk     DiskState      `json:"disk"`
 	// Storage says how attempt volumes are bounded (quota.Detect).
 	Storage StorageFacts `json:"storage"`
+	// KernelFacts says which of the kernel's own facts about a running
+	// sandbox forged can read; without them classification is best-effort.
+	KernelFacts KernelFactsAccess `json:"kernelFacts"`
 	// DiskSlots is the disk side of admission.
 	DiskSlots DiskSlots   `json:"diskSlots"`
 	Memory    MemorySlots `json:"memory"`
@@ -192,6 +195,18 @@ type CPUSlots struct {
 type StorageFacts struct {
 	Mechanism string `json:"mechanism"`
 	Reason    string `json:"reason,omitempty"`
+}
+
+// KernelFactsAccess is what preflight found forged may read of another
+// user's process, as it must of a sandbox's: its cgroup (Counters:
+// /proc/<pid>/cgroup, which locates the memory, OOM-kill, pids and CPU
+// counters) and its file systems (Filesystems: statfs through
+// /proc/<pid>/root, which needs ptrace access, so root). Reason says what
+// is missing and why.
+type KernelFactsAccess struct {
+	Counters    bool   `json:"counters"`
+	Filesystems bool   `json:"filesystems"`
+	Reason      string `json:"reason,omitempty"`
 }
 
 // Slots is the number of attempts the host admits now: Capacity when

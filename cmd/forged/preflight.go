@@ -125,7 +125,7 @@ func printPreflight(w io.Writer, r preflight.Report) error {
 	if !f.Rootless {
 		mode = "rootful"
 		if !r.RootlessRequired {
-			mode += " (allowed by --allow-rootful)"
+			mode += " (accepted: --allow-rootful, the default)"
 		}
 	}
 	lsm := strings.Join(f.LSM, ", ")
@@ -146,6 +146,12 @@ func printPreflight(w io.Writer, r preflight.Report) error {
 		row("volumes", "bounded by %s", r.Storage.Mechanism)
 	} else {
 		row("volumes", "not bounded: %s", r.Storage.Reason)
+	}
+	switch k := r.KernelFacts; {
+	case k.Counters && k.Filesystems:
+		row("kernel facts", "cgroup counters and sandbox file systems readable")
+	case k.Reason != "":
+		row("kernel facts", "best-effort: %s", k.Reason)
 	}
 	row("build", "classic builder %s, BuildKit default %s", yes(f.ClassicBuilder), yes(f.BuildKit))
 	d := r.Disk

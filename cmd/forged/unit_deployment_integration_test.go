@@ -56,6 +56,12 @@ func TestUnitDeploymentBoundsAWriter(t *testing.T) {
 	u.example(t)
 	report := u.preflight(t)
 	assert.Equal(t, quota.MechanismImage, report.Storage.Mechanism, "preflight as the unit's user: %s", report.Storage.Reason)
+	// Without root, the sandbox's file systems cannot be read through
+	// /proc/<pid>/root, and preflight says so (the cgroup counters stay
+	// readable here: ProtectProc=invisible is not emulated).
+	assert.True(t, report.KernelFacts.Counters, report.KernelFacts.Reason)
+	assert.False(t, report.KernelFacts.Filesystems)
+	assert.Contains(t, report.KernelFacts.Reason, "sandbox file systems")
 
 	// The task writes 2 GiB into a 256 MiB workspace.
 	const quotaBytes = 256 << 20

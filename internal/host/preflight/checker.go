@@ -13,6 +13,7 @@ import (
 	"github.com/forgedev/forged/internal/host/quota"
 	"github.com/forgedev/forged/internal/kit/clock"
 	"github.com/forgedev/forged/internal/kit/text"
+	"github.com/forgedev/forged/messages"
 )
 
 // Options configures a Checker. Zero fields take the defaults.
@@ -42,6 +43,9 @@ type Options struct {
 	// DetectStorage finds how attempt volumes are bounded, given whether
 	// the engine runs rootless. Default quota.Detect.
 	DetectStorage func(engineRootless bool) quota.Facts
+	// ProbeKernelFacts finds which kernel facts about a sandbox this
+	// process can read. Default ProbeKernelFacts.
+	ProbeKernelFacts func() messages.KernelFactsAccess
 	// Services, when set, reports the service catalogue's state in the
 	// engine (runner wires the catalogue's check here).
 	Services func(ctx context.Context) []ServiceImage
@@ -85,6 +89,9 @@ func NewChecker(engine Engine, host HostFacts, opts Options) *Checker {
 	}
 	if opts.DetectStorage == nil {
 		opts.DetectStorage = quota.Detect
+	}
+	if opts.ProbeKernelFacts == nil {
+		opts.ProbeKernelFacts = ProbeKernelFacts
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.System{}
@@ -191,8 +198,10 @@ func (c *Checker) measure(r *Report, goos string) {
 	r.Capacity, r.Code, r.Reason = adm.Capacity, adm.Code, adm.Reason
 	if c.localEngine() && goos == "linux" {
 		r.Storage = c.opts.DetectStorage(r.Features.Rootless)
+		r.KernelFacts = c.opts.ProbeKernelFacts()
 	} else {
 		r.Storage = quota.Facts{Mechanism: quota.MechanismNone, Reason: "the engine does not share this host's devices"}
+		r.KernelFacts = messages.KernelFactsAccess{Reason: "the engine does not share this host's processes"}
 	}
 	stateTotal, stateFree, stateErr := total, free, diskErr
 	if path != c.opts.StateRoot {
