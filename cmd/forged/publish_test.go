@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/forgedev/forged/internal/daemon/config"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/internal/daemon/config"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/publish/redeem"
 )
