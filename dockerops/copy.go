@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"strings"
 	"time"
@@ -139,8 +140,12 @@ func (c *Client) CopyDirOut(ctx context.Context, containerID, srcDir, hostDir st
 	}
 	defer func() { _ = rc.Close() }()
 	if stat.Name != "" && !stat.Mode.IsDir() {
-		return failure.New(failure.SandboxOutputInvalid, "copy from container %s:%s: it is not a directory (%s): the host follows no link out of it",
-			shortID(containerID), srcDir, stat.Mode.Type())
+		what := "not a directory"
+		if stat.Mode&fs.ModeSymlink != 0 {
+			what = "a symbolic link, not a directory"
+		}
+		return failure.New(failure.SandboxOutputInvalid, "copy from container %s:%s: it is %s, and the host follows no link out of the output directory",
+			shortID(containerID), srcDir, what)
 	}
 	if srcDir == "/" {
 		root = "" // the engine archives the root's contents

@@ -159,3 +159,12 @@ func TestConsoleSameOriginCancelIsServed(t *testing.T) {
 	assert.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
 	assert.EqualValues(t, 1, r.cancels.Load())
 }
+
+func TestValidHostName(t *testing.T) {
+	for _, good := range []string{"forge.internal", "localhost", "a-b.example", "192.168.1.5", "::1", "fe80::1"} {
+		assert.True(t, httpapi.ValidHostName(good), good)
+	}
+	for _, bad := range []string{"", "evil.example:8080", "[::1]:80", "a..b", "-a.example", "a_b.example", "a b", "http://x", strings.Repeat("a", 64) + ".example"} {
+		assert.False(t, httpapi.ValidHostName(bad), bad)
+	}
+}
