@@ -84,17 +84,17 @@ func (a *attemptActor) openGuard() openGuard {
 
 // start starts the holder and guards its namespace, letting the worker
 // reach its services on the attempt network's subnet; it returns the
-// holder's id (also with an error, once it exists).
-func (g openGuard) start(ctx context.Context, docker SidecarDocker, facts egress.GuardFacts) (string, error) {
+// holder's id (also with an error, once it exists) and the rules.
+func (g openGuard) start(ctx context.Context, docker SidecarDocker, facts egress.GuardFacts) (string, string, error) {
 	held, err := docker.StartNetnsHolder(ctx, g.holder)
 	if err != nil {
-		return held.ID, err
+		return held.ID, "", err
 	}
 	// The subnet is open to the worker, but for its gateway: the host.
 	facts.Local = held.Subnet
 	facts.HostAddrs = append(slices.Clone(facts.HostAddrs), held.Gateway)
 	g.guard.Rules = egress.GuardRules(g.opts, facts)
-	return held.ID, docker.GuardNetns(ctx, held.ID, g.guard)
+	return held.ID, g.guard.Rules, docker.GuardNetns(ctx, held.ID, g.guard)
 }
 
 // needsNetwork reports whether the attempt gets an attempt network.

@@ -32,7 +32,10 @@ type secretsDone struct {
 	// netns holder of an open_public worker (attempt_egress.go).
 	guard    egress.GuardFacts
 	holderID string
-	err      error
+	// openRules are the open_public guard's rules (the worker's holder
+	// and the services on the open network share them).
+	openRules string
+	err       error
 }
 
 // startServices creates the isolated attempt network the services and the
@@ -78,7 +81,7 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 				done.guard, err = readGuardFacts()
 			}
 			if err == nil {
-				done.holderID, err = holder.start(stepCtx, docker, done.guard)
+				done.holderID, done.openRules, err = holder.start(stepCtx, docker, done.guard)
 			}
 		} else {
 			done.network, err = docker.CreateIsolatedNetwork(stepCtx, netName, labels)
@@ -108,7 +111,7 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
 	if msg.network.ID != "" || msg.egressNetworkID != "" {
 		a.sidecars.network, a.sidecars.networkID, a.sidecars.egressNetworkID = msg.network.Name, msg.network.ID, msg.egressNetworkID
-		a.sidecars.guard, a.sidecars.holderID = msg.guard, msg.holderID
+		a.sidecars.guard, a.sidecars.holderID, a.sidecars.openRules = msg.guard, msg.holderID, msg.openRules
 		a.writeLedger(a.ledger.state)
 	}
 	if msg.err != nil {
@@ -129,6 +132,12 @@ func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
 		def, _ := services.DefinitionFor(s)
 		within := a.cfg.ServiceReadyWithin
 		spec := def.ContainerSpec(shared, a.sidecars.serviceImages[s].ImageID)
+		if a.sidecars.openRules != "" {
+			// On the open network: the worker's guard (its services are
+			// as reachable from the task as the task's own code).
+			spec.Guard = &dockerops.NetGuard{Name: a.in.names.Prefix + "-guard-" + s, Image: a.sidecars.egressImage.ImageID,
+				Rules: a.sidecars.openRules, Labels: a.in.labels, SecurityOpts: a.in.security}
+		}
 		probe := dockerops.ProbeSpec{
 			Name: services.ProbeName(a.in.names.Prefix, s), Image: a.image.id, Network: a.sidecars.network,
 			Labels: a.in.labels, SecretsVolume: def.SecretsVolume(a.in.names.Prefix), SecurityOpts: a.in.security,

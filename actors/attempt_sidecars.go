@@ -36,6 +36,9 @@ type sidecarSet struct {
 	// netns holder of an open_public worker.
 	guard    egress.GuardFacts
 	holderID string
+	// openRules are the open_public guard's rules, for the services on
+	// the open network.
+	openRules string
 	// runs are the sidecars, by role.
 	runs  map[string]*sidecarRun
 	timer clock.Timer // the total readiness cap

@@ -285,3 +285,29 @@ func TestOpenPublicNeedsTheEgressImageForItsGuard(t *testing.T) {
 func TestEgressActorIsNeverRestarted(t *testing.T) {
 	assert.Equal(t, ChildSpec{}, ChildSpecFor(kindEgress))
 }
+
+func TestOpenPublicServicesShareTheWorkersGuard(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	h := serviceHarness(t, host, nil)
+	c, err := services.Parse(strings.NewReader("postgres\tforged-services/postgres:t\t" + pinnedID + "\n" +
+		"redis\tforged-services/redis:t\t" + pinnedID + "\n" + "egress\tforged-services/egress:t\t" + pinnedID + "\n"))
+	require.NoError(t, err)
+	h.cfg.Services = c
+	h.cfg.AllowOpenPublic = true
+	d := serviceDispatch()
+	d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkOpenPublic}
+	out := h.run(t, d)
+	require.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+	assert.Less(t, host.index("guard"), host.index("service:postgres"), "the holder is guarded before the services start")
+	host.mu.Lock()
+	defer host.mu.Unlock()
+	holderRules := host.guards[host.workerSpec().NetnsContainer]
+	require.NotEmpty(t, holderRules)
+	specs := sidecarsOf[dockerops.ServiceSpec](host)
+	require.Len(t, specs, 2)
+	for _, spec := range specs {
+		require.NotNil(t, spec.Guard, spec.Alias)
+		assert.Equal(t, holderRules, spec.Guard.Rules, spec.Alias)
+		assert.Equal(t, pinnedID, spec.Guard.Image)
+	}
+}

@@ -106,6 +106,7 @@ func TestServicesStartBeforeTheWorkerAndReachItOnlyByFile(t *testing.T) {
 		assert.Empty(t, spec.CapAdd)
 		assert.Equal(t, host.workerSpec().Network, spec.Network)
 		assert.Contains(t, []string{"postgres", "redis"}, spec.Alias)
+		assert.Nil(t, spec.Guard, "an isolated network has no route to guard")
 	}
 
 	// The worker learns where and who, never the password.

@@ -46,6 +46,9 @@ type ServiceSpec struct {
 	// service); empty for every service forged runs today.
 	CapAdd       []string
 	SecurityOpts []string
+	// Guard, on an open_public network, is loaded into the service's
+	// network namespace before CreateSidecar returns (netguard.go).
+	Guard *NetGuard
 }
 
 func (s ServiceSpec) validate() error {
@@ -75,7 +78,7 @@ func (s ServiceSpec) sidecar() SidecarSpec {
 		Name: s.Name, Image: s.Image, User: s.User, Cmd: s.Cmd, Env: s.Env, Labels: s.Labels, Tmpfs: s.Tmpfs,
 		Network: s.Network, Aliases: []string{s.Alias}, SecretsVolume: s.SecretsVolume, DNS: []string{SandboxNameserver},
 		MemoryBytes: s.MemoryBytes, NanoCPUs: s.NanoCPUs, PIDs: s.PIDs, CapAdd: s.CapAdd, SecurityOpts: s.SecurityOpts,
-		Code: failure.SandboxCreateFailed, What: "service",
+		Guard: s.Guard, Code: failure.SandboxCreateFailed, What: "service",
 	}
 }
 

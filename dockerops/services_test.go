@@ -71,3 +71,14 @@ func TestProbeContainerIsHardenedAndHasNoAlias(t *testing.T) {
 	assert.Equal(t, int64(probeMemoryBytes), host.Memory)
 	assert.Empty(t, net.EndpointsConfig["forge-abc"].Aliases)
 }
+
+func TestServiceSpecCarriesItsGuard(t *testing.T) {
+	s := serviceSpec()
+	sc, err := s.Sidecar()
+	require.NoError(t, err)
+	assert.Nil(t, sc.Guard)
+	s.Guard = &NetGuard{Name: "forge-abc-guard-postgres", Image: "img", Rules: "r"}
+	sc, err = s.Sidecar()
+	require.NoError(t, err)
+	assert.Equal(t, s.Guard, sc.Guard, "guarded before CreateSidecar returns")
+}

@@ -204,6 +204,8 @@ func (s WorkerSpec) validate() error {
 		return fmt.Errorf("worker spec needs workspace, control and secrets volumes")
 	case s.NetnsContainer != "" && (!s.OpenNetwork || s.Network == ""):
 		return fmt.Errorf("worker netns container needs an open network")
+	case s.OpenNetwork && s.NetnsContainer == "":
+		return fmt.Errorf("an open_public worker joins only its guarded netns holder, and none is given")
 	case !validCaches(s.Caches):
 		return fmt.Errorf("worker cache mounts need a volume and an absolute target under %s", messages.HomeDir)
 	case s.WorkingDir == "" || !path.IsAbs(s.WorkingDir):

@@ -327,6 +327,8 @@ func TestWorkerContainerConfigJoinsTheGuardedHolder(t *testing.T) {
 	assert.Empty(t, net.EndpointsConfig)
 	spec.OpenNetwork = false
 	assert.Error(t, spec.validate(), "only an open_public worker joins a holder")
+	spec.OpenNetwork, spec.NetnsContainer = true, ""
+	assert.Error(t, spec.validate(), "no open_public worker without its guarded holder")
 }
 
 // The image's VOLUME paths get a tmpfs of the worker's scratch size unless

@@ -381,3 +381,35 @@ func TestServicesEndToEndBrowserAnswersDevTools(t *testing.T) {
 	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
 	assert.Contains(t, e.git("show", example.Branch+":browser.txt"), "browser: Chrome/")
 }
+
+// guardedServices records which services were created with a netns guard.
+type guardedServices struct {
+	actors.Docker
+	mu      sync.Mutex
+	guarded map[string]bool
+}
+
+func (g *guardedServices) CreateSidecar(ctx context.Context, spec dockerops.Sidecar) (string, error) {
+	if s, ok := spec.(dockerops.ServiceSpec); ok {
+		g.mu.Lock()
+		g.guarded[s.Alias] = s.Guard != nil && s.Guard.Rules != ""
+		g.mu.Unlock()
+	}
+	return g.Docker.CreateSidecar(ctx, spec)
+}
+
+// TestServicesEndToEndOnOpenPublicAreGuardedAndStillServe: on an
+// open_public network the services get the worker's netns guard, and the
+// task, itself in its guarded holder's namespace, still talks to both.
+func TestServicesEndToEndOnOpenPublicAreGuardedAndStillServe(t *testing.T) {
+	spy := &guardedServices{guarded: map[string]bool{}}
+	e := newServicesE2E(t, runner.Config{AllowOpenPublic: true, WrapDocker: func(d actors.Docker) actors.Docker { spy.Docker = d; return spy }})
+	d := e.serviceDispatch([]string{"/usr/local/bin/svcclient", "talk"})
+	d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkOpenPublic}
+	out := e.wait(e.submit(d))
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s", out.Code, out.Message)
+	assert.Contains(t, e.git("show", example.Branch+":services.txt"), "postgres: written by the task")
+	spy.mu.Lock()
+	defer spy.mu.Unlock()
+	assert.Equal(t, map[string]bool{"postgres": true, "redis": true}, spy.guarded)
+}
