@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/forgedev/forged/failure"
 )
 
 // This file lists the messages actors exchange. Requests answered with
@@ -271,4 +273,22 @@ type PublicationRequest struct {
 	GrantID           string
 	Branch            string
 	ResultCommitSHA   string
+}
+
+// MaintenanceVerdict tells the reaper and the image collector whether
+// Docker maintenance may run (HostReport.MaintenanceAllowed): the root
+// supervisor sends it when the host report's verdict changes, and to a
+// fresh reaper or collector. While refused, they run no round and no
+// collection, and answer requests with an error naming Code.
+type MaintenanceVerdict struct {
+	Allowed bool
+	Code    failure.Code
+}
+
+// Err is nil when maintenance is allowed, else the refusal.
+func (v MaintenanceVerdict) Err() error {
+	if v.Allowed {
+		return nil
+	}
+	return failure.New(v.Code, "Docker maintenance is refused while the host reports %s", v.Code)
 }

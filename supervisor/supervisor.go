@@ -123,6 +123,8 @@ type root struct {
 
 	permit   *permit
 	capacity *capacity
+	// maintenance is the last verdict sent to the reaper and collector.
+	maintenance *messages.MaintenanceVerdict
 	live     *liveSet
 	reaper   *actor.PID
 	gc       *actor.PID // the image collector; nil: off, or failed beyond its bounds
@@ -151,6 +153,7 @@ func (r *root) Receive(ctx actor.Context) {
 		r.capacity.start(ctx, r.runCtx)
 		r.spawnReaper(ctx)
 		r.spawnCollector(ctx)
+		r.tellMaintenance(ctx)
 	case *actor.Stopping:
 		r.stopped = true
 		r.capacity.stop()
@@ -162,6 +165,7 @@ func (r *root) Receive(ctx actor.Context) {
 		r.capacity.refresh(ctx, r.runCtx)
 	case capacityRefreshed:
 		r.capacity.record(ctx, msg.report)
+		r.tellMaintenance(ctx)
 		if !msg.report.Available {
 			r.refuseQueued(ctx, msg.report)
 		}
@@ -408,6 +412,32 @@ func (r *root) spawnReaper(ctx actor.Context) {
 	}
 	r.reaper = ctx.SpawnPrefix(newReaperProps(*r.cfg.Reaper, r.live, r.cfg.Clock), "reaper")
 	r.strategy.reaper = r.reaper
+	if r.maintenance != nil {
+		ctx.Send(r.reaper, *r.maintenance)
+	}
+}
+
+// tellMaintenance sends the host report's maintenance verdict to the
+// reaper and the collector when it changed (package doc: the reaper and
+// the collector run only while the verdict allows).
+func (r *root) tellMaintenance(ctx actor.Context) {
+	report := r.capacity.report
+	if report == nil {
+		return
+	}
+	v := messages.MaintenanceVerdict{Allowed: report.MaintenanceAllowed(), Code: report.Code}
+	if v.Allowed {
+		v.Code = ""
+	}
+	if r.maintenance != nil && *r.maintenance == v {
+		return
+	}
+	r.maintenance = &v
+	for _, child := range []*actor.PID{r.reaper, r.gc} {
+		if child != nil {
+			ctx.Send(child, v)
+		}
+	}
 }
 
 // errNoCollector answers collector.CollectNow when no collector runs.
@@ -419,6 +449,9 @@ func (r *root) spawnCollector(ctx actor.Context) {
 	}
 	r.gc = ctx.SpawnPrefix(r.cfg.Collector, collector.Kind)
 	r.strategy.collector = r.gc
+	if r.maintenance != nil {
+		ctx.Send(r.gc, *r.maintenance)
+	}
 }
 
 // onReaperGone spawns a fresh reaper an interval after the last one was

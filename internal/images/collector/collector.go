@@ -92,7 +92,7 @@ const collectTimeout = 30 * time.Minute
 // Props returns the collector's props.
 func Props(cfg Config) *actor.Props {
 	cfg = cfg.withDefaults()
-	return actor.PropsFromProducer(func() actor.Actor { return &collectorActor{cfg: cfg} })
+	return actor.PropsFromProducer(func() actor.Actor { return &collectorActor{cfg: cfg, maintenance: messages.MaintenanceVerdict{Allowed: true}} })
 }
 
 type collectorActor struct {
@@ -103,6 +103,8 @@ type collectorActor struct {
 	next    time.Time // the next scheduled collection
 	busy    bool
 	diskLow bool
+	// maintenance is the host's verdict (allowed until told otherwise).
+	maintenance messages.MaintenanceVerdict
 
 	runs       int
 	lastReason string
@@ -127,8 +129,13 @@ func (c *collectorActor) Receive(ctx actor.Context) {
 		if c.cancel != nil {
 			c.cancel()
 		}
+	case messages.MaintenanceVerdict:
+		c.maintenance = msg
 	case tick:
 		c.arm(ctx)
+		if !c.maintenance.Allowed {
+			return // neither scheduled nor disk-pressure collections
+		}
 		if c.cfg.Interval > 0 && !c.cfg.Clock.Now().Before(c.next) {
 			c.next = c.cfg.Clock.Now().Add(c.cfg.Interval)
 			c.collect(ctx, "timer", false, nil)
@@ -152,6 +159,10 @@ func (c *collectorActor) Receive(ctx actor.Context) {
 			c.collect(ctx, "disk_low", false, nil)
 		}
 	case CollectNow:
+		if err := c.maintenance.Err(); err != nil {
+			ctx.Respond(CollectReply{Err: err})
+			return
+		}
 		if c.busy {
 			ctx.Respond(CollectReply{Err: ErrBusy})
 			return
@@ -186,6 +197,9 @@ func (c *collectorActor) Receive(ctx actor.Context) {
 		}
 		if c.cfg.Interval > 0 {
 			facts["nextScheduled"] = c.next.UTC().Format(time.RFC3339)
+		}
+		if !c.maintenance.Allowed {
+			phase, facts["maintenance"] = "refused", "refused: "+string(c.maintenance.Code)
 		}
 		if c.runs > 0 {
 			facts["lastReason"], facts["lastAt"] = c.lastReason, c.lastAt.UTC().Format(time.RFC3339)

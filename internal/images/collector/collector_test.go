@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/internal/kit/clock"
 	"github.com/forgedev/forged/messages"
@@ -190,4 +191,24 @@ func TestCollectNowAndTheReferenceCount(t *testing.T) {
 	require.Len(t, reply.Report.Removed, 1)
 	assert.True(t, reply.Report.DryRun)
 	assert.Empty(t, f.engine.removals(), "a dry run removes nothing")
+}
+
+// While the host refuses maintenance (the engine unreachable, say), the
+// collector runs nothing: not on its timer, not under disk pressure, not
+// on request; once allowed again it does.
+func TestRefusedMaintenanceCollectsNothing(t *testing.T) {
+	var low atomic.Bool
+	f := start(t, nil, func(context.Context) (bool, error) { return low.Load(), nil })
+	f.system.Root.Send(f.pid, messages.MaintenanceVerdict{Code: failure.DockerUnreachable})
+	require.Eventually(t, func() bool { return f.inspect(t).Phase == "refused" }, within, time.Millisecond)
+	low.Store(true)
+	f.advance(t, time.Hour)
+	f.expectNoCollection(t)
+	res, err := f.system.Root.RequestFuture(f.pid, CollectNow{}, within).Result()
+	require.NoError(t, err)
+	assert.Equal(t, failure.DockerUnreachable, failure.CodeOf(res.(CollectReply).Err))
+
+	f.system.Root.Send(f.pid, messages.MaintenanceVerdict{Allowed: true})
+	f.advance(t, time.Minute)
+	f.expectCollection(t)
 }
