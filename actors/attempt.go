@@ -360,9 +360,7 @@ func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
 		return
 	}
 	a.in.cacheMounts = msg.cacheMounts
-	if len(a.in.contract.Contract.Caches) > 0 {
-		a.emitCachePolicy(ctx, msg.cachesMissing)
-	}
+	a.emitCachePolicy(ctx, msg.cachesMissing)
 	if a.needsNetwork() {
 		a.startServices(ctx)
 		return
@@ -413,7 +411,9 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 		"sidecarContainers": sidecars,
 		"networkMode":       networkMode,
 		"networks":          networks,
-		"volumes":           append([]string{a.in.names.WorkspaceVolume, a.in.names.ControlVolume, a.in.names.SecretsVolume}, a.cacheVolumes()...),
+		"volumes":           a.startedVolumes(),
+		"publishedPorts":    []any{},
+		"runtimeLease":      a.runtimeLease("active"),
 	}))
 	if a.verdict.failure == nil {
 		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval, sampled), kindSampler)
