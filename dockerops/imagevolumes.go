@@ -42,24 +42,41 @@ const helperVolumeTmpfsOptions = "rw,nosuid,nodev,noexec,size=1m,mode=0755"
 // imageVolumes returns the cleaned paths image declares with VOLUME,
 // sorted. Errors carry failure.SandboxCreateFailed.
 func (c *Client) imageVolumes(ctx context.Context, ref string) ([]string, error) {
+	volumes, _, err := c.imageFacts(ctx, ref)
+	return volumes, err
+}
+
+// imageFacts returns what a container inherits from image that forged
+// overrides: its VOLUME paths (cleaned, sorted) and its ENV. Errors carry
+// failure.SandboxCreateFailed.
+func (c *Client) imageFacts(ctx context.Context, ref string) (volumes, env []string, err error) {
 	resp, err := call(ctx, c, c.opts.Timeouts.Inspect, readCall, func(ctx context.Context) (image.InspectResponse, error) {
 		return c.creator.ImageInspect(ctx, ref)
 	})
 	if cerrdefs.IsNotFound(err) {
-		return nil, nil // the create that follows names the missing image
+		return nil, nil, nil // the create that follows names the missing image
 	}
 	if err != nil {
-		return nil, opError(ctx, failure.SandboxCreateFailed, err, "image inspect %s", text.Clip(ref, 80))
+		return nil, nil, opError(ctx, failure.SandboxCreateFailed, err, "image inspect %s", text.Clip(ref, 80))
 	}
-	if resp.Config == nil || len(resp.Config.Volumes) == 0 {
+	if resp.Config == nil {
+		return nil, nil, nil
+	}
+	volumes, err = declaredVolumes(ref, resp.Config.Volumes)
+	return volumes, slices.Clone(resp.Config.Env), err
+}
+
+// declaredVolumes checks and cleans an image's VOLUME paths.
+func declaredVolumes(ref string, declared map[string]struct{}) ([]string, error) {
+	if len(declared) == 0 {
 		return nil, nil
 	}
-	if len(resp.Config.Volumes) > maxImageVolumes {
+	if len(declared) > maxImageVolumes {
 		return nil, failure.New(failure.SandboxCreateFailed, "the image %s declares %d VOLUME paths, more than the %d forged covers with a bounded tmpfs; declare fewer VOLUMEs in .forge/Dockerfile",
-			text.Clip(ref, 80), len(resp.Config.Volumes), maxImageVolumes)
+			text.Clip(ref, 80), len(declared), maxImageVolumes)
 	}
-	out := make([]string, 0, len(resp.Config.Volumes))
-	for _, p := range slices.Sorted(maps.Keys(resp.Config.Volumes)) {
+	out := make([]string, 0, len(declared))
+	for _, p := range slices.Sorted(maps.Keys(declared)) {
 		clean := path.Clean(p)
 		if !path.IsAbs(clean) || clean == "/" {
 			return nil, failure.New(failure.SandboxCreateFailed, "the image %s declares the VOLUME %q, which is not an absolute path below /; remove it from .forge/Dockerfile",

@@ -140,6 +140,11 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 		StdinOnce:    true,
 		Tty:          false,
 		StopTimeout:  &stopTimeout,
+		// The image's HEALTHCHECK and STOPSIGNAL are not the worker's: no
+		// health probe runs in the sandbox, and docker-init forwards the
+		// SIGTERM the worker handles.
+		Healthcheck: &container.HealthConfig{Test: []string{"NONE"}},
+		StopSignal:  "SIGTERM",
 	}
 	host := &container.HostConfig{
 		NetworkMode:    network.NetworkNone,
@@ -231,7 +236,7 @@ func (c *Client) CreateWorker(ctx context.Context, spec WorkerSpec) (string, err
 	if err := spec.validate(); err != nil {
 		return "", failure.Wrap(failure.SandboxCreateFailed, err, "container create")
 	}
-	volumes, err := c.imageVolumes(ctx, spec.Image)
+	volumes, imageEnv, err := c.imageFacts(ctx, spec.Image)
 	if err != nil {
 		return "", err
 	}
@@ -240,6 +245,7 @@ func (c *Client) CreateWorker(ctx context.Context, spec WorkerSpec) (string, err
 		attempt++
 		cfg, host, net := WorkerContainerConfig(spec)
 		coverVolumes(host, volumes, workerVolumeTmpfsOptions(spec.Resources.WorkerMemoryLimitBytes))
+		cfg.Env = append(cfg.Env, unsetImageEnv(imageEnv, spec.Env)...)
 		resp, err := c.creator.ContainerCreate(ctx, cfg, host, net, nil, spec.Name)
 		if err == nil {
 			return resp.ID, nil
@@ -286,6 +292,53 @@ func WorkerEnv(d *messages.Dispatch, inputCommitSHA string) []string {
 		"HOME=" + messages.HomeDir,
 		"TMPDIR=" + messages.TempDir,
 	}
+}
+
+// unsetImageEnv returns the names (a bare NAME unsets it in the engine's
+// merge of the image's ENV with the container's) of the image's variables
+// the worker must not inherit, unless forged's env sets them itself:
+//   - forged's own namespace, FORGE_*: only forged names those;
+//   - the Go runtime's knobs (GODEBUG, GOGC, GOMEMLIMIT, GOMAXPROCS,
+//     GOTRACEBACK), which would steer the worker binary itself;
+//   - the dynamic loader's injection variables (LD_PRELOAD, LD_AUDIT);
+//   - proxy variables (http_proxy, https_proxy, ftp_proxy, all_proxy,
+//     no_proxy, either case): forged alone decides the network path.
+//
+// Every other variable survives into the worker and the task: PATH and
+// the toolchains' own (GOPATH, CARGO_HOME, JAVA_HOME, LANG, …).
+func unsetImageEnv(imageEnv, env []string) []string {
+	set := map[string]bool{}
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		set[name] = true
+	}
+	var out []string
+	for _, kv := range imageEnv {
+		name, _, _ := strings.Cut(kv, "=")
+		if !set[name] && !inheritable(name) {
+			set[name] = true
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// notInherited are the image variables unsetImageEnv removes by name.
+var notInherited = map[string]bool{
+	"GODEBUG": true, "GOGC": true, "GOMEMLIMIT": true, "GOMAXPROCS": true, "GOTRACEBACK": true,
+	"LD_PRELOAD": true, "LD_AUDIT": true,
+	"http_proxy": true, "https_proxy": true, "ftp_proxy": true, "all_proxy": true, "no_proxy": true,
+}
+
+func inheritable(name string) bool {
+	lower := strings.ToLower(name)
+	switch {
+	case strings.HasPrefix(name, "FORGE_"), notInherited[name]:
+		return false
+	case strings.HasSuffix(lower, "_proxy") && notInherited[lower]: // HTTPS_PROXY and the like
+		return false
+	}
+	return true
 }
 
 // hasLabels reports whether actual carries every label of want.
