@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
-	"github.com/forgedev/forged/internal/host/preflight"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/host/preflight"
 	"github.com/forgedev/forged/internal/kit/clock"
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"

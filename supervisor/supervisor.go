@@ -125,9 +125,9 @@ type root struct {
 	capacity *capacity
 	// maintenance is the last verdict sent to the reaper and collector.
 	maintenance *messages.MaintenanceVerdict
-	live     *liveSet
-	reaper   *actor.PID
-	gc       *actor.PID // the image collector; nil: off, or failed beyond its bounds
+	live        *liveSet
+	reaper      *actor.PID
+	gc          *actor.PID // the image collector; nil: off, or failed beyond its bounds
 	// reaperRespawn is armed while no reaper runs.
 	reaperRespawn clock.Timer
 	runCtx        context.Context

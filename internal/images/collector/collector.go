@@ -92,7 +92,9 @@ const collectTimeout = 30 * time.Minute
 // Props returns the collector's props.
 func Props(cfg Config) *actor.Props {
 	cfg = cfg.withDefaults()
-	return actor.PropsFromProducer(func() actor.Actor { return &collectorActor{cfg: cfg, maintenance: messages.MaintenanceVerdict{Allowed: true}} })
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &collectorActor{cfg: cfg, maintenance: messages.MaintenanceVerdict{Allowed: true}}
+	})
 }
 
 type collectorActor struct {
