@@ -91,6 +91,7 @@ type EventVerifier struct {
 	next     uint64
 	Demoted  int // events that claimed another role than agent and were demoted
 	Verified int // events whose MAC verified
+	resumed  bool // NewResumedEventVerifier: drop lines the log delivered
 }
 
 // NewEventVerifier returns a verifier for one attempt's event key. With an
@@ -106,6 +107,9 @@ func (v *EventVerifier) Parse(line []byte) (*Event, error) {
 	if v.verify(env) {
 		v.Verified++
 		return ev, nil
+	}
+	if v.delivered(env) {
+		return nil, nil
 	}
 	if ev.Role != RoleAgent {
 		v.Demoted++
