@@ -89,8 +89,8 @@ func SignEventLine(key []byte, seq uint64, ev Event) ([]byte, error) {
 type EventVerifier struct {
 	key      []byte
 	next     uint64
-	Demoted  int // events that claimed another role than agent and were demoted
-	Verified int // events whose MAC verified
+	Demoted  int  // events that claimed another role than agent and were demoted
+	Verified int  // events whose MAC verified
 	resumed  bool // NewResumedEventVerifier: drop lines the log delivered
 }
 
