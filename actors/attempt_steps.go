@@ -110,7 +110,10 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 		}
 		warnings = append(warnings, egressWarnings...)
 	}
-	return prepareDone{prepared: prepared, contract: parsed, security: security, signatureWarnings: warnings, serviceImages: images, egressImage: egressImage}
+	// A failed state file costs the attempt only its re-adoption.
+	stateDigest, _ := writeAdoptionState(in.workDir, in.d, prepared, security)
+	return prepareDone{prepared: prepared, contract: parsed, security: security, signatureWarnings: warnings, serviceImages: images, egressImage: egressImage,
+		stateDigest: stateDigest}
 }
 
 // provisionInput is what the provision step reads.

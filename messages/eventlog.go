@@ -93,6 +93,10 @@ func NewResumedEventVerifier(key []byte, next uint64) *EventVerifier {
 	return &EventVerifier{key: key, next: next, resumed: true}
 }
 
+// Next is the sequence number the next worker line must carry at least:
+// one past the last verified.
+func (v *EventVerifier) Next() uint64 { return v.next }
+
 // delivered reports whether env is a worker line the log already
 // delivered (a resumed verifier only).
 func (v *EventVerifier) delivered(env envelope) bool {

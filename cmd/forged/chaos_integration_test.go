@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -180,20 +181,25 @@ func serviceCatalogue(t *testing.T) string {
 // TestChaosKill9AtEachPhase kills the daemon with SIGKILL at each phase of
 // an attempt, starts it again on the same state root, and checks that the
 // start-up reaper removed everything the attempt had created, reported it,
-// and recorded the attempt as sandbox_runner_restarted.
+// and recorded the attempt as sandbox_runner_restarted; or, once its worker
+// ran, that the restarted daemon re-adopted it and finished it.
 func TestChaosKill9AtEachPhase(t *testing.T) {
 	engine := enginetest.Client(t)
 	forged := enginetest.ForgedBinary(t)
 	phases := []struct {
 		event            string
 		createdResources bool // the attempt's ledger exists at this point
+		// readopt: the worker ran, so the restarted daemon re-adopts the
+		// attempt (see readopt_integration_test.go); maybe: the kill may
+		// land before or after the worker started.
+		readopt, maybe bool
 	}{
-		{"sandbox_preparing", false},
-		{"sandbox_build_started", false},
-		{"sandbox_started", true},
-		{"task_started", true},
-		{"sandbox_agent_exited", true},
-		{"sandbox_teardown_started", true},
+		{"sandbox_preparing", false, false, false},
+		{"sandbox_build_started", false, false, false},
+		{"sandbox_started", true, false, true},
+		{"task_started", true, true, false},
+		{"sandbox_agent_exited", true, true, false},
+		{"sandbox_teardown_started", true, false, false},
 	}
 	base, stateRoot, lockRoot, runnerID := chaosRoots(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -222,9 +228,19 @@ func TestChaosKill9AtEachPhase(t *testing.T) {
 
 			restarted := startDaemon(t, forged, stateRoot, lockRoot)
 			defer restarted.stop()
+			if phase.readopt || phase.maybe {
+				got := restarted.follow(dispatch.AttemptID())
+				readopted := slices.Contains(got.types, "sandbox_readopted")
+				if phase.readopt || readopted {
+					require.True(t, readopted, "events %v", got.types)
+					assert.Equal(t, messages.StatusSucceeded, got.outcome.Status, "%s: %s", got.outcome.Code, got.outcome.Message)
+				} else {
+					assert.Contains(t, []string{"sandbox_runner_restarted", "sandbox_readopt_worker_gone"}, got.outcome.Code, got.outcome.Message)
+				}
+			}
 			enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
 			assertNoVolumeImages(t, stateRoot)
-			if phase.createdResources {
+			if phase.createdResources && !phase.readopt && !phase.maybe {
 				out := restarted.outcome(dispatch.AttemptID())
 				require.NotNil(t, out, "the restarted daemon records the attempt")
 				assert.Equal(t, "sandbox_runner_restarted", out.Code)

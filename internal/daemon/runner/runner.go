@@ -157,6 +157,9 @@ type Runner struct {
 	closeTimeout time.Duration
 	releaseOnce  sync.Once
 	releaseErr   error
+	// adopted are the attempts start re-adopts (the supervisor spawns them
+	// when it starts).
+	adopted []*actors.Adopted
 	// Restart is the reaper round run at start-up: the attempts a previous
 	// process left behind, torn down and reported sandbox_runner_restarted.
 	Restart reaper.Round

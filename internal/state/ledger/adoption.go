@@ -62,10 +62,7 @@ const (
 	maxSealedKeyBytes = 2048
 )
 
-var (
-	digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-	shaPattern    = regexp.MustCompile(`^[0-9a-f]{40}$`)
-)
+var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 // validate checks an adoption record's fields (Entry.Validate calls it).
 func (a *Adoption) validate() error {
@@ -78,8 +75,8 @@ func (a *Adoption) validate() error {
 		return invalid("adoption.image is empty, too long or has control characters")
 	case !boundedText(a.Network, 0, maxAdoptionID):
 		return invalid("adoption.network is too long or has control characters")
-	case !shaPattern.MatchString(a.InputCommitSHA):
-		return invalid("adoption.inputCommitSha is not a full lowercase SHA-1")
+	case !messages.IsFullSHA(a.InputCommitSHA):
+		return invalid("adoption.inputCommitSha is not a full lowercase object id")
 	case !boundedText(a.ContractDigest, 1, maxAdoptionID):
 		return invalid("adoption.contractDigest is empty, too long or has control characters")
 	case !digestPattern.MatchString(a.StateDigest):

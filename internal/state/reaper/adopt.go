@@ -21,7 +21,8 @@ import (
 // WorkerFacts is what the engine says of an attempt's worker container
 // when forged starts.
 type WorkerFacts struct {
-	// Found: the container exists (running or exited).
+	// Found: the container exists and was started (running or exited);
+	// a container created but never started counts as gone.
 	Found bool
 	// Running: its process still runs; false for a worker that finished
 	// while forged was away (it is collected).
