@@ -305,7 +305,8 @@ func TestSIGTERMDrainsTheDaemon(t *testing.T) {
 // TestChaosKill9WhileServicesRun kills forged while an attempt's postgres
 // and redis run (before the worker, and beside it): the restarted daemon's
 // start-up reaper removes the services, their network and every probe or
-// helper container with the rest, and reports the attempt restarted.
+// helper container with the rest, and reports the attempt restarted (before
+// the worker ran) or not re-adopted because services are not (beside it).
 func TestChaosKill9WhileServicesRun(t *testing.T) {
 	engine := enginetest.Client(t)
 	forged := enginetest.ForgedBinary(t)
@@ -316,6 +317,7 @@ func TestChaosKill9WhileServicesRun(t *testing.T) {
 	repo := filepath.Join(base, "repo")
 	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{
 		Contract: "version: 1\nworkingDirectory: /workspace\nservices:\n  - type: postgres\n  - type: redis\ncaches: []\n"}))
+	codes := map[string]string{"sandbox_service_ready": "sandbox_runner_restarted", "task_started": "sandbox_readopt_unsupported"}
 	for _, event := range []string{"sandbox_service_ready", "task_started"} {
 		t.Run(event, func(t *testing.T) {
 			d := startDaemon(t, forged, stateRoot, lockRoot, "--service-catalogue", catalogue)
@@ -333,7 +335,7 @@ func TestChaosKill9WhileServicesRun(t *testing.T) {
 			enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
 			out := restarted.outcome(dispatch.AttemptID())
 			require.NotNil(t, out, "the restarted daemon records the attempt")
-			assert.Equal(t, "sandbox_runner_restarted", out.Code)
+			assert.Equal(t, codes[event], out.Code)
 			entries, err := os.ReadDir(filepath.Join(stateRoot, "ledger"))
 			if err == nil {
 				assert.Empty(t, entries, "no ledger is left")
@@ -343,8 +345,9 @@ func TestChaosKill9WhileServicesRun(t *testing.T) {
 }
 
 // TestChaosKill9LeavesNoPerAttemptCache kills forged while a task fills its
-// per-attempt npm cache; the restarted forged leaves no volume of the
-// attempt (the cache's included) and no bounded image behind.
+// per-attempt npm cache; the restarted forged re-adopts the attempt, and
+// once it finished leaves no volume of the attempt (the cache's included)
+// and no bounded image behind.
 func TestChaosKill9LeavesNoPerAttemptCache(t *testing.T) {
 	engine := enginetest.Client(t)
 	forged := enginetest.ForgedBinary(t)
@@ -368,19 +371,20 @@ func TestChaosKill9LeavesNoPerAttemptCache(t *testing.T) {
 
 	restarted := startDaemon(t, forged, stateRoot, lockRoot)
 	defer restarted.stop()
+	got := restarted.follow(dispatch.AttemptID())
+	require.Contains(t, got.types, "sandbox_readopted", "events %v", got.types)
+	assert.Equal(t, messages.StatusSucceeded, got.outcome.Status, "%s: %s", got.outcome.Code, got.outcome.Message)
 	enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
 	_, err = engine.VolumeInspect(ctx, names.CacheVolume("npm"))
-	assert.True(t, cerrdefs.IsNotFound(err), "the cache volume is reaped: %v", err)
+	assert.True(t, cerrdefs.IsNotFound(err), "the cache volume is removed: %v", err)
 	assertNoVolumeImages(t, stateRoot)
-	out := restarted.outcome(dispatch.AttemptID())
-	require.NotNil(t, out, "the restarted daemon records the attempt")
-	assert.Equal(t, "sandbox_runner_restarted", out.Code)
 }
 
 // TestChaosKill9WhileTheEgressProxyRuns kills forged with SIGKILL while a
 // public_allowlist attempt runs (its egress proxy ready, then the task
 // started): the restarted daemon leaves nothing labelled, the egress
-// network and the proxy included.
+// network and the proxy included; an attempt with an egress proxy is not
+// re-adopted (sandbox_readopt_unsupported once its worker ran).
 func TestChaosKill9WhileTheEgressProxyRuns(t *testing.T) {
 	engine := enginetest.Client(t)
 	forged := enginetest.ForgedBinary(t)
@@ -392,6 +396,7 @@ func TestChaosKill9WhileTheEgressProxyRuns(t *testing.T) {
 	repo := filepath.Join(base, "repo")
 	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{}))
 	flags := []string{"--service-catalogue", catalogue, "--egress"}
+	codes := map[string]string{"sandbox_egress_ready": "sandbox_runner_restarted", "task_started": "sandbox_readopt_unsupported"}
 	for _, event := range []string{"sandbox_egress_ready", "task_started"} {
 		t.Run(event, func(t *testing.T) {
 			d := startDaemon(t, forged, stateRoot, lockRoot, flags...)
@@ -411,7 +416,7 @@ func TestChaosKill9WhileTheEgressProxyRuns(t *testing.T) {
 			enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
 			out := restarted.outcome(dispatch.AttemptID())
 			require.NotNil(t, out, "the restarted daemon records the attempt")
-			assert.Equal(t, "sandbox_runner_restarted", out.Code)
+			assert.Equal(t, codes[event], out.Code)
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/internal/testkit/enginetest"
 	"github.com/forgedev/forged/messages"
 )
@@ -107,6 +108,7 @@ func TestKill9WhileRunningReadoptsTheAttempt(t *testing.T) {
 	d.submit(dispatch)
 	d.waitFor(dispatch.AttemptID(), "task_started")
 	d.kill9()
+	assertAdoptionRecord(t, stateRoot, dispatch.AttemptID())
 
 	restarted := startDaemon(t, forged, stateRoot, lockRoot)
 	defer restarted.stop()
@@ -192,6 +194,23 @@ func TestLeaseExpiredWhileDownIsReapedAsExpired(t *testing.T) {
 	enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
 	assertNoVolumeImages(t, stateRoot)
 	assertNoLedgers(t, stateRoot)
+}
+
+// assertAdoptionRecord checks what the dead process left for the next: an
+// active ledger with an adoption record, the control key only sealed,
+// and the host key private.
+func assertAdoptionRecord(t *testing.T, stateRoot, attemptID string) {
+	t.Helper()
+	e, err := (ledger.Store{Root: stateRoot}).Read(attemptID)
+	require.NoError(t, err)
+	assert.Equal(t, ledger.Active, e.State)
+	require.NotNil(t, e.Adoption, "the ledger holds the adoption record")
+	assert.True(t, strings.HasPrefix(e.Adoption.SealedControlKey, "v1."), "the control key is sealed")
+	assert.Positive(t, e.Adoption.EventSeq, "the event sequence reached is recorded")
+	assert.Equal(t, messages.WorkerProtocolVersion, e.Adoption.WorkerProtocol)
+	info, err := os.Stat(filepath.Join(stateRoot, "host-key"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
 }
 
 func assertNoLedgers(t *testing.T, stateRoot string) {
