@@ -452,7 +452,8 @@ func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
 			a.advance(ctx)
 			return
 		}
-		in := collectInput{docker: a.deps.Docker, git: a.deps.Git, workDir: a.in.workDir, containerID: a.worker.containerID, identity: a.identity()}
+		in := collectInput{docker: a.deps.Docker, git: a.deps.Git, workDir: a.in.workDir, containerID: a.worker.containerID, identity: a.identity(),
+			recorded: a.recordExitSeen()}
 		a.step(ctx, "collect", func(stepCtx context.Context) any { return collectStep(stepCtx, in) })
 	})
 }

@@ -273,11 +273,18 @@ type collectInput struct {
 	workDir     string
 	containerID string
 	identity    messages.SandboxIdentity
+	// recorded, when set, answers once the ledger says the worker's exit
+	// was seen (readopt.go): nothing is imported before a restart could
+	// know that.
+	recorded <-chan error
 }
 
 // collectStep copies /control/output out of the stopped worker and
 // validates it.
 func collectStep(ctx context.Context, in collectInput) collectDone {
+	if in.recorded != nil {
+		<-in.recorded // a failed write costs only the exactness of a re-adoption
+	}
 	outputDir := filepath.Join(in.workDir, "output")
 	if err := os.RemoveAll(outputDir); err != nil {
 		return collectDone{err: fmt.Errorf("clear output directory: %w", err)}

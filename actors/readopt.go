@@ -183,7 +183,17 @@ func (a *attemptActor) adoptionRecord() *ledger.Adoption {
 		PublicationMode:  a.d.Sandbox.PublicationMode,
 		PublishGrant:     a.d.Sandbox.PublishGrant,
 		EventSeq:         a.worker.eventSeq,
+		ExitSeen:         a.worker.exit != nil,
 	}
+}
+
+// recordExitSeen writes the ledger saying the host saw the worker exit,
+// and returns when it is durable; nil when the attempt is not re-adoptable.
+func (a *attemptActor) recordExitSeen() <-chan error {
+	if a.worker.sealedKey == "" || a.ledger.state != ledger.Active {
+		return nil
+	}
+	return a.ledger.post(ledger.Active, a.ledgerEntry(ledger.Active))
 }
 
 // sealControlKey seals the control key for the ledger with the host key

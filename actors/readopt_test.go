@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
@@ -120,4 +121,29 @@ func stateFile(t *testing.T, root, attemptID string) string {
 	names, err := dockerops.NamesFor(attemptID)
 	require.NoError(t, err)
 	return filepath.Join(attemptWorkDir(root, names.AttemptHex), adoptionStateFile)
+}
+
+// TestHeldEventsKeepTheirOrder: with a host key (a re-adoptable attempt),
+// worker events wait for the ledger write that records them; the stream
+// the subscriber sees is the same, in the same order, as without one, and
+// the ledger recorded the sequence reached and the worker's exit.
+func TestHeldEventsKeepTheirOrder(t *testing.T) {
+	run := func(hostKey []byte) []string {
+		host := newFakeHost(t.TempDir())
+		host.workerEvents = []messages.Event{
+			messages.RunnerEvent(workerStartedEvent, "up", nil),
+			messages.RunnerEvent("task_started", "go", nil),
+			messages.RunnerEvent("task_exited", "done", nil),
+			messages.RunnerEvent(outputWrittenEvent, "written", nil),
+		}
+		h := newHarnessWith(t, host, nil, func(cfg *AttemptConfig) { cfg.HostKey = hostKey })
+		probe := h.submit(t, testDispatch(time.Now().Add(time.Hour)))
+		out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+		require.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+		return eventTypes(probe)
+	}
+	key := make([]byte, 32)
+	held := run(key)
+	assert.Equal(t, run(nil), held)
+	assert.Contains(t, held, "task_exited")
 }

@@ -198,7 +198,10 @@ func TestChaosKill9AtEachPhase(t *testing.T) {
 		{"sandbox_build_started", false, false, false},
 		{"sandbox_started", true, false, true},
 		{"task_started", true, true, false},
-		{"sandbox_agent_exited", true, true, false},
+		// The host saw the worker exit: past running, the attempt is reaped,
+		// unless the kill landed before the ledger said so (then it is
+		// collected like a worker that finished while forged was away).
+		{"sandbox_agent_exited", true, false, true},
 		{"sandbox_teardown_started", true, false, false},
 	}
 	base, stateRoot, lockRoot, runnerID := chaosRoots(t)
@@ -236,6 +239,7 @@ func TestChaosKill9AtEachPhase(t *testing.T) {
 					assert.Equal(t, messages.StatusSucceeded, got.outcome.Status, "%s: %s", got.outcome.Code, got.outcome.Message)
 				} else {
 					assert.Contains(t, []string{"sandbox_runner_restarted", "sandbox_readopt_worker_gone"}, got.outcome.Code, got.outcome.Message)
+					assert.Positive(t, restarted.reportsFor(dispatch.AttemptID()), "a cleanup report is pending for the attempt")
 				}
 			}
 			enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())

@@ -64,6 +64,7 @@ func daemonCommand() *cobra.Command {
 			if metricsListener != nil {
 				defer metricsListener.Close()
 			}
+			cfg.Readopt = true
 			r, err := runner.New(ctx, cfg)
 			if err != nil {
 				return err

@@ -178,7 +178,11 @@ func TestLeaseExpiredWhileDownIsReapedAsExpired(t *testing.T) {
 	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{}))
 
 	d := startDaemon(t, forged, stateRoot, lockRoot)
-	const lease = 25 * time.Second
+	// The sandbox image first, so that the short lease is spent running.
+	warm := readoptDispatch(t, runnerID, repo, "true", time.Hour)
+	d.submit(warm)
+	require.Equal(t, messages.StatusSucceeded, d.follow(warm.AttemptID()).outcome.Status)
+	const lease = 20 * time.Second
 	dispatch := readoptDispatch(t, runnerID, repo, "sleep 600", lease)
 	d.submit(dispatch)
 	d.waitFor(dispatch.AttemptID(), "task_started")

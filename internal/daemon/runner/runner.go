@@ -122,6 +122,11 @@ type Config struct {
 	// SkipStartupReap leaves the previous process's ledgers alone at start
 	// (for a dry run that must change nothing).
 	SkipStartupReap bool
+	// Readopt re-adopts, at start, the attempts a previous process left
+	// running (see planAdoption); without it every one of them is reaped
+	// (sandbox_runner_restarted), as a one-shot `forged run` wants: it
+	// would stop them again when it exits. forged daemon sets it.
+	Readopt bool
 	// Clock drives every timer of the runner (capacity refresh and the
 	// preflight report's age, reaper, lease watchdogs, samplers) and its
 	// timestamps; nil means clock.System. Tests inject a clock.Manual.

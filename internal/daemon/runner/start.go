@@ -61,6 +61,7 @@ type startPlan struct {
 	// re-adopted); now is the configured clock's.
 	hostKey []byte
 	now     func() time.Time
+	readopt bool // Config.Readopt
 }
 
 // build opens the engine clients and the context lock (each pushed on the
@@ -187,7 +188,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 			})(system)
 		},
 	}), "supervisor")
-	return startPlan{reap: round, skip: cfg.SkipStartupReap, volumes: store, supervisor: sup, hostKey: hostKey, now: cfg.Clock.Now}, nil
+	return startPlan{reap: round, skip: cfg.SkipStartupReap, volumes: store, supervisor: sup, hostKey: hostKey, now: cfg.Clock.Now, readopt: cfg.Readopt}, nil
 }
 
 // start recovers what a previous process left behind and starts the tree.
@@ -203,7 +204,7 @@ func (r *Runner) start(ctx context.Context, plan startPlan) error {
 	startup.SnapshotAvailable = true // an empty snapshot: only the adopted are live
 	startup.DryRun = plan.skip
 	adoption := adoptionPlan{live: map[string]bool{}, liveHex: map[string]bool{}}
-	if !plan.skip {
+	if !plan.skip && plan.readopt {
 		adoption = r.planAdoption(ctx, startup.RunnerID, plan.hostKey, plan.now())
 	}
 	startup.Live = func(id string) bool { return adoption.live[id] }

@@ -54,6 +54,10 @@ type Adoption struct {
 	// has not yet delivered; a re-adopting host resumes the worker's event
 	// log there.
 	EventSeq uint64 `json:"eventSeq"`
+	// ExitSeen says the host saw the worker exit and went on to collect
+	// its output (written before the output is collected): such an attempt
+	// is past running and is not re-adopted.
+	ExitSeen bool `json:"exitSeen,omitempty"`
 }
 
 // Bounds of an adoption record.

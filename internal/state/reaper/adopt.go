@@ -55,6 +55,8 @@ func DecideAdoption(e ledger.Entry, worker WorkerFacts, knownProtocol func(int) 
 		return reap(CodeRunnerRestarted, "forged restarted while the attempt was being torn down; the teardown was completed")
 	case e.Adoption == nil:
 		return reap(failure.SandboxReadoptLedgerDamaged, "the attempt's ledger has no adoption record (written by an older forged?); it was reaped, not re-adopted")
+	case e.Adoption.ExitSeen:
+		return reap(CodeRunnerRestarted, "forged restarted after the attempt's worker had exited, while its output was collected, imported or published; its resources were reaped and it was not run again")
 	case !knownProtocol(e.Adoption.WorkerProtocol):
 		return reap(failure.SandboxReadoptProtocol, "the attempt's worker speaks an unknown worker protocol version; it was reaped, not re-adopted")
 	case !e.ExpiresAt.After(now):

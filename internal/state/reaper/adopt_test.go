@@ -39,6 +39,7 @@ func TestDecideAdoption(t *testing.T) {
 		{"no adoption record", func(e *ledger.Entry) { e.Adoption = nil }, running, false, failure.SandboxReadoptLedgerDamaged},
 		{"unknown protocol", func(e *ledger.Entry) { e.Adoption.WorkerProtocol = 2 }, running, false, failure.SandboxReadoptProtocol},
 		{"still provisioning", func(e *ledger.Entry) { e.State = ledger.Starting }, running, false, CodeRunnerRestarted},
+		{"past running", func(e *ledger.Entry) { e.Adoption.ExitSeen = true }, WorkerFacts{Found: true}, false, CodeRunnerRestarted},
 		{"tearing down", func(e *ledger.Entry) { e.State = ledger.Releasing }, running, false, CodeRunnerRestarted},
 		{"degraded", func(e *ledger.Entry) { e.State = ledger.Degraded }, running, false, CodeRunnerRestarted},
 		{"a service sidecar", func(e *ledger.Entry) {
