@@ -278,4 +278,15 @@ func TestOnStopRefusesAnUnknownMode(t *testing.T) {
 	out, err := exec.Command(forged, "daemon", "--on-stop", "linger", "--state-root", t.TempDir()).CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(out), `--on-stop "linger" is neither drain nor detach`)
+	// The same setting as a FORGED_* variable and as a config key.
+	cmd := exec.Command(forged, "daemon", "--state-root", t.TempDir())
+	cmd.Env = append(os.Environ(), "FORGED_ON_STOP=linger")
+	out, err = cmd.CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), `"linger" is neither drain nor detach`)
+	file := filepath.Join(t.TempDir(), "forged.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("onStop: linger\n"), 0o600))
+	out, err = exec.Command(forged, "daemon", "--config", file, "--state-root", t.TempDir()).CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), `"linger" is neither drain nor detach`)
 }
