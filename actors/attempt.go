@@ -50,6 +50,7 @@ type attemptActor struct {
 	cfg        AttemptConfig
 	deps       Deps
 	d          *messages.Dispatch
+	adopted    *Adopted // set when the attempt is re-adopted (readopt.go)
 	subscriber *actor.PID
 	supervisor *actor.PID
 	children   *childSupervisor // the strategy of AttemptProps: it knows each child's kind
@@ -89,7 +90,10 @@ type (
 		// signatureWarnings are the upstream images left unverified
 		// under adoption.
 		signatureWarnings []signatureWarning
-		err               error
+		// stateDigest is the digest of the adoption state file written
+		// (readopt.go); "" when it could not be written.
+		stateDigest string
+		err         error
 	}
 	provisionDone struct {
 		cacheMounts   []dockerops.CacheMount
@@ -207,11 +211,16 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		if msg.Event.EventType == workerStartedEvent && msg.Event.Role == messages.RoleRunner {
 			a.onWorkerRunning(ctx)
 		}
-		a.rearmIdle(ctx)
 		forwardToSampler(ctx, a.sampler, msg.Event)
-		a.emit(ctx, msg.Event)
+		if msg.Replayed {
+			break // delivered before a restart: the sampler's only
+		}
+		a.rearmIdle(ctx)
+		a.onWorkerEvent(ctx, msg)
 	case WorkerExited:
 		a.onWorkerExited(ctx, msg)
+	case checkpointDone:
+		a.onCheckpointDone(ctx, msg)
 	case *actor.Terminated:
 		// Terminated is a system message: it can overtake the last user
 		// messages the child sent (BuildDone, WorkerExited). Queue a user
@@ -227,6 +236,10 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 
 func (a *attemptActor) start(ctx actor.Context) {
 	a.runCtx, a.cancel = context.WithCancel(context.Background())
+	if a.adopted != nil {
+		a.startAdopted(ctx)
+		return
+	}
 	a.fence = newFence(a.cfg.Clock, a.d.Lease.FencingToken, a.d.Lease.ExpiresAt)
 	a.ledger.writer = startLedgerWriter(ledger.Store{Root: a.cfg.StateRoot})
 	a.setPhase(ctx, messages.PhasePreparing)
@@ -284,6 +297,7 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		return
 	}
 	a.in.prepared, a.in.contract, a.in.security, a.sidecars.serviceImages, a.sidecars.egressImage = msg.prepared, msg.contract, msg.security, msg.serviceImages, msg.egressImage
+	a.in.stateDigest = msg.stateDigest
 	for _, w := range msg.signatureWarnings {
 		a.emit(ctx, messages.RunnerEvent("sandbox_image_signature_warning",
 			fmt.Sprintf("The image %s is not verified (%s); adoption carries on.", w.image, w.reason),
@@ -382,6 +396,8 @@ func (a *attemptActor) startWorker(ctx actor.Context) {
 
 func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 	a.worker.containerID = msg.ContainerID
+	a.worker.createdAt = a.cfg.Clock.Now()
+	a.sealControlKey()
 	a.armTimeLimits(ctx)
 	a.writeLedger(ledger.Active)
 	networkMode, networks := "none", []map[string]string{}
@@ -421,6 +437,7 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 }
 
 func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
+	a.flushEvents(ctx, ^uint64(0)) // the worker said all it will say
 	a.worker.exit = &msg
 	a.stopTimeLimits()
 	if msg.Err != nil {
@@ -440,7 +457,8 @@ func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
 			a.advance(ctx)
 			return
 		}
-		in := collectInput{docker: a.deps.Docker, git: a.deps.Git, workDir: a.in.workDir, containerID: a.worker.containerID, identity: a.identity()}
+		in := collectInput{docker: a.deps.Docker, git: a.deps.Git, workDir: a.in.workDir, containerID: a.worker.containerID, identity: a.identity(),
+			recorded: a.recordExitSeen()}
 		a.step(ctx, "collect", func(stepCtx context.Context) any { return collectStep(stepCtx, in) })
 	})
 }
@@ -607,6 +625,7 @@ func (a *attemptActor) onChildTerminated(ctx actor.Context, who *actor.PID) {
 		a.advance(ctx)
 	case who.Equal(a.worker.pid):
 		a.worker.pid = nil
+		a.flushEvents(ctx, ^uint64(0))
 		if a.worker.exit == nil {
 			a.fail(failure.New(failure.SandboxRuntimeFailed, "the worker actor stopped before the worker exited"))
 		}
@@ -632,7 +651,18 @@ func (a *attemptActor) setPhase(ctx actor.Context, phase string) {
 	}
 }
 
+// emit delivers one event to the subscriber, after the worker events held
+// for their checkpoint (readopt.go), in order.
 func (a *attemptActor) emit(ctx actor.Context, ev messages.Event) {
+	if len(a.worker.pending) > 0 {
+		a.worker.pending = append(a.worker.pending, pendingEvent{ev: ev})
+		return
+	}
+	a.send(ctx, ev)
+}
+
+// send delivers one event to the subscriber now.
+func (a *attemptActor) send(ctx actor.Context, ev messages.Event) {
 	if a.subscriber != nil {
 		ctx.Send(a.subscriber, messages.AttemptEvent{AttemptID: a.d.AttemptID(), Event: ev})
 	}

@@ -17,6 +17,10 @@ type AttemptConfig struct {
 	// StateRoot is forged's private state directory; attempts work under
 	// StateRoot/attempts/<attempt hex>.
 	StateRoot string
+	// HostKey seals the attempt's control key in its ledger
+	// (ledger.Store.HostKey), so that a restarted forged can re-adopt it;
+	// nil: attempts are not re-adoptable.
+	HostKey []byte
 	// WorkerBinary is the static forged-worker binary copied into the agent
 	// image; WorkerDigest is its sha256 (computed once at start-up), the
 	// image key's worker input.

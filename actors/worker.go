@@ -25,9 +25,14 @@ type WorkerCreated struct {
 	ContainerID string
 }
 
-// WorkerOutput carries one event the worker streamed on stdout.
+// WorkerOutput carries one event the worker streamed on stdout. Next is
+// the sequence number of the next worker line the host has not seen (0
+// when unknown); Replayed marks an event a re-adopted worker's log
+// delivered before the restart (readopt.go): only the sampler takes it.
 type WorkerOutput struct {
-	Event messages.Event
+	Event    messages.Event
+	Next     uint64
+	Replayed bool
 }
 
 // WorkerExited is the worker actor's final report. Err is set when the run
@@ -67,6 +72,7 @@ type workerJob struct {
 type workerActor struct {
 	docker WorkerDocker
 	job    workerJob
+	adopt  *adoptedWorkerJob // set: take over a running worker (worker_adopt.go)
 
 	runCtx      context.Context
 	cancel      context.CancelFunc
@@ -85,6 +91,11 @@ func (w *workerActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		w.runCtx, w.cancel = context.WithCancel(context.Background())
+		if w.adopt != nil {
+			w.phase = "re-attached"
+			w.startAdopted(ctx)
+			return
+		}
 		w.phase = "creating"
 		w.start(ctx)
 	case workerContainerCreated:
@@ -140,7 +151,7 @@ func (w *workerActor) start(ctx actor.Context) {
 				return err
 			}
 			if ev != nil {
-				system.Root.Send(self, WorkerOutput{Event: *ev})
+				system.Root.Send(self, WorkerOutput{Event: *ev, Next: events.Next()})
 			}
 			return nil
 		}, job.limits)

@@ -89,8 +89,9 @@ func SignEventLine(key []byte, seq uint64, ev Event) ([]byte, error) {
 type EventVerifier struct {
 	key      []byte
 	next     uint64
-	Demoted  int // events that claimed another role than agent and were demoted
-	Verified int // events whose MAC verified
+	Demoted  int  // events that claimed another role than agent and were demoted
+	Verified int  // events whose MAC verified
+	resumed  bool // NewResumedEventVerifier: drop lines the log delivered
 }
 
 // NewEventVerifier returns a verifier for one attempt's event key. With an
@@ -106,6 +107,9 @@ func (v *EventVerifier) Parse(line []byte) (*Event, error) {
 	if v.verify(env) {
 		v.Verified++
 		return ev, nil
+	}
+	if v.delivered(env) {
+		return nil, nil
 	}
 	if ev.Role != RoleAgent {
 		v.Demoted++

@@ -73,6 +73,19 @@ type Config struct {
 	// ManagedNS, when set, is the ref prefix every dispatch's worktree key
 	// must lie below (see messages.Dispatch.ValidateManagedRef).
 	ManagedNS string
+	// Adopt, when set, returns the attempts a previous forged process left
+	// running that this one re-adopts (see Adoption). It is called once,
+	// when the supervisor starts, before its reaper and before any
+	// admission: each adopted attempt holds its slot and is live first.
+	Adopt func(system *actor.ActorSystem) []Adoption
+}
+
+// Adoption is one re-adopted attempt: its dispatch, the subscriber of its
+// events, and its attempt actor's props.
+type Adoption struct {
+	Dispatch   *messages.Dispatch
+	Subscriber *actor.PID
+	NewAttempt func(subscriber, supervisor *actor.PID) *actor.Props
 }
 
 // Props returns the root supervisor's props.
@@ -151,6 +164,11 @@ func (r *root) Receive(ctx actor.Context) {
 	case *actor.Started:
 		r.runCtx, r.cancel = context.WithCancel(context.Background())
 		r.capacity.start(ctx, r.runCtx)
+		if r.cfg.Adopt != nil {
+			for _, a := range r.cfg.Adopt(ctx.ActorSystem()) {
+				r.adopt(ctx, a)
+			}
+		}
 		r.spawnReaper(ctx)
 		r.spawnCollector(ctx)
 		r.tellMaintenance(ctx)
@@ -329,6 +347,25 @@ func (r *root) spawn(ctx actor.Context, p pending) {
 		return
 	}
 	r.running[id] = &running{dispatch: p.dispatch, need: needOf(p.dispatch), subscriber: p.subscriber, pid: pid, phase: messages.PhaseAdmitted}
+	r.byPID[pid.GetId()] = id
+}
+
+// adopt re-holds a slot for an attempt a previous process left running
+// and spawns its attempt actor, whatever the capacity says: the attempt
+// is already running on this host.
+func (r *root) adopt(ctx actor.Context, a Adoption) {
+	id := a.Dispatch.AttemptID()
+	if _, ok := r.running[id]; ok {
+		return
+	}
+	r.live.add(id)
+	pid, err := ctx.SpawnNamed(a.NewAttempt(a.Subscriber, ctx.Self()), "attempt-"+strings.ReplaceAll(id, "-", ""))
+	if err != nil {
+		r.live.remove(id)
+		notify(ctx, a.Subscriber, r.failedOutcome(id, failure.AttemptDuplicate, err.Error(), false))
+		return
+	}
+	r.running[id] = &running{dispatch: a.Dispatch, need: needOf(a.Dispatch), subscriber: a.Subscriber, pid: pid, phase: messages.PhaseRunning}
 	r.byPID[pid.GetId()] = id
 }
 

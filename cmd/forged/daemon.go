@@ -25,6 +25,7 @@ func daemonCommand() *cobra.Command {
 	var manageTokenFile string
 	var allowUIDs []uint
 	var allowedHosts []string
+	var onStop string
 	var gc runner.ImageGCConfig
 	imageGC := true
 	cmd := &cobra.Command{
@@ -34,6 +35,9 @@ func daemonCommand() *cobra.Command {
 			logger := newLogger(flags.logLevel())
 			ctx, stop := interruptible(cmd, 0)
 			defer stop()
+			if onStop != onStopDrain && onStop != onStopDetach {
+				return fmt.Errorf("--on-stop %q is neither %s nor %s: set --on-stop (FORGED_ON_STOP, onStop) to one of them", onStop, onStopDrain, onStopDetach)
+			}
 			cfg, err := flags.config(logger)
 			if err != nil {
 				return err
@@ -70,11 +74,17 @@ func daemonCommand() *cobra.Command {
 			if metricsListener != nil {
 				defer metricsListener.Close()
 			}
+			cfg.Readopt = true
 			r, err := runner.New(ctx, cfg)
 			if err != nil {
 				return err
 			}
-			defer r.Close()
+			detached := false
+			defer func() {
+				if !detached {
+					_ = r.Close()
+				}
+			}()
 			var metricsDone chan error
 			if metricsListener != nil {
 				metricsDone = make(chan error, 1)
@@ -105,6 +115,20 @@ func daemonCommand() *cobra.Command {
 			logger.Warn("forged daemon listening", "socket", socket)
 			fmt.Fprintf(os.Stderr, "forged: listening on %s\n", socket)
 			serveErr := httpapi.Serve(ctx, l, httpapi.HandlerWith(r, logger, httpapi.Options{ManageToken: manageToken, AllowedHosts: allowedHosts}), 10*time.Second)
+			if onStop == onStopDetach {
+				// Admission stopped with the API. Nothing of the running
+				// attempts is touched: not their contexts, not their
+				// ledgers, not the engine clients their goroutines use.
+				// The process ends here, and the next start on this state
+				// root re-adopts them (docs/operations.md).
+				detached = true
+				snap, _ := r.Snapshot()
+				logger.Warn("forged detached: running attempts keep running, and the next start re-adopts them", "attempts", snap.Attempts, "queued", snap.Queued)
+				if metricsDone != nil {
+					serveErr = errors.Join(serveErr, <-metricsDone)
+				}
+				return serveErr
+			}
 			// The first signal stopped admission (the API is closed); a
 			// second one now ends the process at once, leaving the rest to
 			// the next start's reaper. Cancel what runs and let every
@@ -132,9 +156,16 @@ func daemonCommand() *cobra.Command {
 	cmd.Flags().UintSliceVar(&allowUIDs, "allow-uid", nil, "uids, besides root and forged's own, whose processes may use the socket (checked with SO_PEERCRED; repeatable)")
 	cmd.Flags().StringArrayVar(&allowedHosts, "api-allowed-host", nil, "a Host name (or address) the API answers to besides localhost, loopback addresses and forged, e.g. the name of a forward (repeatable)")
 	metricsFlags.register(cmd)
+	cmd.Flags().StringVar(&onStop, "on-stop", onStopDrain, "what SIGTERM does to running attempts: "+onStopDrain+" (cancel them and tear them down before exiting) or "+onStopDetach+" (stop admitting, leave them running and exit at once, for an upgrade: the next start re-adopts them)")
 	cmd.Flags().StringVar(&manageTokenFile, "console-manage-token-file", "", "file (mode 0600) holding the bearer token that lets the console cancel attempts (default: the console is read-only)")
 	return cmd
 }
+
+// The values of --on-stop.
+const (
+	onStopDrain  = "drain"
+	onStopDetach = "detach"
+)
 
 // metricsListenFlags configure the optional TCP listener for /metrics. It
 // is off by default; when on, every request needs the bearer token.

@@ -33,6 +33,13 @@ type emitter struct {
 	output    int64
 	dropped   bool
 	activeAt  time.Time // the last task_active event
+	// log, when set, receives every line before w does (the event log in
+	// the control volume, messages.EventLogPath), up to
+	// messages.MaxEventLogBytes; a write error stops logging, never the
+	// run (the host then cannot re-adopt past the log's end).
+	log       io.Writer
+	logged    int64
+	logFailed bool
 }
 
 // activeEvery bounds how often task_active is emitted: often enough for
@@ -111,7 +118,32 @@ func (e *emitter) emit(ev messages.Event) {
 		return
 	}
 	e.seq++
+	e.appendLog(raw)
 	_, e.err = e.w.Write(raw)
+}
+
+// setLog makes every further line go to log first.
+func (e *emitter) setLog(log io.Writer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.log = log
+}
+
+// appendLog appends one line to the event log while it is within its
+// bound; e.mu is held.
+func (e *emitter) appendLog(raw []byte) {
+	if e.log == nil || e.logFailed {
+		return
+	}
+	if e.logged+int64(len(raw)) > messages.MaxEventLogBytes {
+		e.logFailed = true
+		return
+	}
+	n, err := e.log.Write(raw)
+	e.logged += int64(n)
+	if err != nil {
+		e.logFailed = true
+	}
 }
 
 // boundLine makes line valid UTF-8 and cuts it to at most max bytes on a

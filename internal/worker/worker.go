@@ -64,6 +64,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/forgedev/forged/failure"
@@ -103,6 +104,11 @@ type Config struct {
 	InputBundlePath string
 	// OutputDir receives result.bundle, result.json and manifest.json.
 	OutputDir string
+	// EventLogPath is the event log (messages.EventLogPath): every event
+	// line, appended before it is written on stdout, so that a restarted
+	// host can resume the stream. Empty in DefaultConfig's caller means
+	// the default; "-" turns it off.
+	EventLogPath string
 	// LeaseUpdatePath is where the host may write a signed lease.Update to
 	// move the lease deadline (see WriteLeaseUpdateFile); it is read when
 	// the current deadline is reached.
@@ -138,6 +144,7 @@ func DefaultConfig() Config {
 		InputBundlePath: messages.InputBundlePath,
 		OutputDir:       messages.OutputDir,
 		LeaseUpdatePath: messages.LeaseUpdatePath,
+		EventLogPath:    messages.EventLogPath,
 		HomeDir:         defaultHomeDir,
 		TempDir:         defaultTempDir,
 		KillGrace:       DefaultKillGrace,
@@ -158,6 +165,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseUpdatePath == "" {
 		c.LeaseUpdatePath = d.LeaseUpdatePath
+	}
+	if c.EventLogPath == "" {
+		c.EventLogPath = d.EventLogPath
 	}
 	if c.HomeDir == "" {
 		c.HomeDir = d.HomeDir
@@ -190,6 +200,10 @@ func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, cfg Co
 	}
 	r.pkt = pkt
 	r.events.setKey(messages.EventKey(pkt.LeaseControlKey))
+	if log := openEventLog(cfg.EventLogPath, r.stderr); log != nil {
+		defer log.Close()
+		r.events.setLog(log)
+	}
 	r.lease = r.newLeaseDeadline()
 	code, err := r.execute(ctx)
 	if err != nil {
@@ -291,6 +305,21 @@ func (r *run) execute(ctx context.Context) (int, error) {
 	r.events.lifecycle("output_written", "manifest written", map[string]any{"exitCode": code})
 	r.awaitHostRelease(ctx)
 	return code, nil
+}
+
+// openEventLog creates (or empties) the event log, or returns nil when it
+// is off or cannot be created: the run goes on without it, and only a
+// re-adoption needs it.
+func openEventLog(path string, stderr io.Writer) *os.File {
+	if path == "-" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		fmt.Fprintf(stderr, "forged worker: event log %s: %v (a restarted host cannot re-adopt this run)\n", path, err)
+		return nil
+	}
+	return f
 }
 
 // skippedSummary mentions the paths left out of the result commit.

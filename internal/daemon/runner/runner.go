@@ -143,6 +143,11 @@ type Config struct {
 	// SkipStartupReap leaves the previous process's ledgers alone at start
 	// (for a dry run that must change nothing).
 	SkipStartupReap bool
+	// Readopt re-adopts, at start, the attempts a previous process left
+	// running (see planAdoption); without it every one of them is reaped
+	// (sandbox_runner_restarted), as a one-shot `forged run` wants: it
+	// would stop them again when it exits. forged daemon sets it.
+	Readopt bool
 	// Clock drives every timer of the runner (capacity refresh and the
 	// preflight report's age, reaper, lease watchdogs, samplers) and its
 	// timestamps; nil means clock.System. Tests inject a clock.Manual.
@@ -179,6 +184,9 @@ type Runner struct {
 	closeTimeout time.Duration
 	releaseOnce  sync.Once
 	releaseErr   error
+	// adopted are the attempts start re-adopts (the supervisor spawns them
+	// when it starts).
+	adopted []*actors.Adopted
 	// Restart is the reaper round run at start-up: the attempts a previous
 	// process left behind, torn down and reported sandbox_runner_restarted.
 	Restart reaper.Round
