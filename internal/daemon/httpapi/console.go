@@ -93,3 +93,16 @@ func (a *api) inspectStream(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// memory serves the attempt's memory series (the sampler's last readings
+// of its agent container and the container's limit) for the console's
+// chart: empty until the first reading, 404 for an unknown attempt.
+func (a *api) memory(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, ok := a.runner.Logs().Get(id); !ok {
+		writeJSON(w, http.StatusNotFound, errorBody{Code: string(failure.AttemptNotFound), Message: "no such attempt"})
+		return
+	}
+	series, _ := a.runner.Metrics().MemorySeries(id)
+	writeJSON(w, http.StatusOK, series)
+}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -191,4 +192,69 @@ func consoleDelete(url string) *http.Request {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(messages.APIClientHeader, messages.APIClientValue)
 	return req
+}
+
+// memoryRunner is a consoleRunner with one attempt's log and metrics fed
+// through an instrumented actor, as the daemon's tree feeds them.
+type memoryRunner struct {
+	consoleRunner
+	logs *runner.Logs
+}
+
+func (m *memoryRunner) Logs() *runner.Logs { return m.logs }
+
+func TestMemorySeriesRoute(t *testing.T) {
+	r := &memoryRunner{consoleRunner: consoleRunner{metrics: metrics.New()}, logs: runner.NewLogs(0)}
+	_, opened := r.logs.Open("att-1")
+	require.True(t, opened)
+	_, opened = r.logs.Open("att-quiet")
+	require.True(t, opened)
+	srv := httptest.NewServer(httpapi.Handler(r, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	defer srv.Close()
+
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	done := make(chan struct{})
+	pid := system.Root.Spawn(r.metrics.Instrument(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(string); ok {
+			close(done)
+		}
+	}), "attempt"))
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	system.Root.Send(pid, messages.AttemptPhaseChanged{AttemptID: "att-1", Phase: messages.PhaseRunning})
+	for i := 1; i <= 3; i++ {
+		system.Root.Send(pid, messages.MemorySampled{AttemptID: "att-1", LimitBytes: 256 << 20,
+			Sample: messages.MemorySample{At: at.Add(time.Duration(i) * time.Second), UsageBytes: uint64(i) << 20}})
+	}
+	system.Root.Send(pid, "done")
+	<-done
+
+	get := func(id string) (int, string, messages.MemorySeries) {
+		res, err := http.Get(srv.URL + "/v1/attempts/" + id + "/memory")
+		require.NoError(t, err)
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		var series messages.MemorySeries
+		if res.StatusCode == http.StatusOK {
+			assert.Equal(t, "application/json", res.Header.Get("Content-Type"))
+			require.NoError(t, json.Unmarshal(body, &series))
+		}
+		return res.StatusCode, string(body), series
+	}
+	status, _, series := get("att-1")
+	require.Equal(t, http.StatusOK, status)
+	assert.Equal(t, int64(256<<20), series.LimitBytes)
+	require.Len(t, series.Samples, 3)
+	assert.Equal(t, uint64(3)<<20, series.Samples[2].UsageBytes)
+	assert.Equal(t, at.Add(3*time.Second), series.Samples[2].At)
+
+	status, body, series := get("att-quiet")
+	require.Equal(t, http.StatusOK, status, "an attempt not sampled yet has an empty series")
+	assert.Contains(t, body, `"samples":[]`)
+	assert.Empty(t, series.Samples)
+
+	status, body, _ = get("nope")
+	assert.Equal(t, http.StatusNotFound, status)
+	assert.Contains(t, body, "attempt_not_found")
 }

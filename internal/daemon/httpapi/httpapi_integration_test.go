@@ -167,7 +167,11 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 	assert.Equal(t, "supervisor", frame.Actors[0].Kind)
 	require.NotNil(t, frame.Actors[0].Stats, "the supervisor is instrumented")
 	assert.Positive(t, frame.Actors[0].Stats.MessagesIn)
-	assert.NotEmpty(t, frame.Actors[0].Stats.RecentMessages)
+	require.NotEmpty(t, frame.Actors[0].Stats.Recent)
+	for _, c := range frame.Actors[0].Stats.Recent {
+		assert.Positive(t, c.Count, c.Kind)
+		assert.NotContains(t, []string{"messages.Inspect", "messages.SnapshotRequest"}, c.Kind, "the console's polling is left out")
+	}
 	require.Len(t, frame.Attempts, 1)
 	var phases []string
 	for _, span := range frame.Attempts[0].Timeline {

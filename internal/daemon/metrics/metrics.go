@@ -66,6 +66,7 @@ type Metrics struct {
 	buildStart  map[string]time.Time // build actor pid → when it started
 	actors      map[string]*actorRecord
 	timelines   map[string][]PhaseSpan
+	memory      map[string]messages.MemorySeries // attempt id → its sampler's last readings
 	// timelineOrder is the attempts with a timeline, oldest first.
 	timelineOrder []string
 }
@@ -88,7 +89,7 @@ func New(opts ...Option) *Metrics {
 		registry: prometheus.NewRegistry(), now: time.Now,
 		kinds: map[string]bool{}, phaseSince: map[string]phaseMark{},
 		permitAsked: map[string]time.Time{}, buildStart: map[string]time.Time{},
-		actors: map[string]*actorRecord{}, timelines: map[string][]PhaseSpan{},
+		actors: map[string]*actorRecord{}, timelines: map[string][]PhaseSpan{}, memory: map[string]messages.MemorySeries{},
 	}
 	for _, o := range opts {
 		o(m)
