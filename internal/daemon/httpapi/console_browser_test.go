@@ -94,7 +94,7 @@ func TestConsoleInHeadlessChromium(t *testing.T) {
 	assert.Equal(t, `a\x1b[2J\x07b\u202e`, escaped)
 
 	d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: r.RunnerID(), RepoPath: repo,
-		Argv: []string{"/bin/sh", "-c", "sleep 3; echo hi > hello.txt"}, Timeout: 120})
+		Argv: []string{"/bin/sh", "-c", `printf 'tty \033[2J<b>bold</b>\n'; sleep 3; echo hi > hello.txt`}, Timeout: 120})
 	require.NoError(t, err)
 	defer enginetest.AssertNoneLabelled(t, engine, d.AttemptID())
 	reply, err := r.Submit(d)
@@ -105,7 +105,8 @@ func TestConsoleInHeadlessChromium(t *testing.T) {
 	// and its timeline goes through the phases to the end.
 	legendJS := `(() => { const row = document.querySelector('tr[data-attempt="` + d.AttemptID() + `"]');
 		return row ? row.querySelector('.legend').textContent + '|' + row.children[1].textContent : ''; })()`
-	attemptShown := false
+	attemptShown, opened, subtreeShown := false, false, false
+	rowJS := `document.querySelector('tr[data-attempt="` + d.AttemptID() + `"]')`
 	var legends []string
 	var frames string
 	deadline := time.Now().Add(3 * time.Minute)
@@ -117,6 +118,16 @@ func TestConsoleInHeadlessChromium(t *testing.T) {
 		frames, err = chromedp.Run(browser, chromedp.Evaluate[string](`document.body.dataset.frames || ""`))
 		require.NoError(t, err)
 		attemptShown = attemptShown || attemptNodes > 0
+		if !opened && legend != "" {
+			// Click the attempt's row: the attempt view opens on it.
+			_, err := chromedp.Run(browser, chromedp.Evaluate[bool](rowJS+`.click(), true`))
+			require.NoError(t, err)
+			opened = true
+		}
+		if opened && !subtreeShown {
+			subtreeShown, err = chromedp.Run(browser, chromedp.Evaluate[bool](`document.querySelector('#av-actors .actor[data-kind="attempt"]') !== null`))
+			require.NoError(t, err)
+		}
 		if legend != "" && (len(legends) == 0 || legends[len(legends)-1] != legend) {
 			legends = append(legends, legend)
 		}
@@ -134,6 +145,65 @@ func TestConsoleInHeadlessChromium(t *testing.T) {
 		assert.Contains(t, last, phase)
 	}
 	assert.NotEqual(t, "", frames)
+
+	// The attempt view: opened on the attempt, its actor subtree shown
+	// while it ran, its events followed to the outcome and escaped, its
+	// memory charted against the limit.
+	viewJS := `(() => { const v = document.getElementById('attempt-view');
+		const lines = [...v.querySelectorAll('#av-events li.event')];
+		const tty = lines.map((li) => li.querySelector('.content').textContent).find((c) => c.includes('bold')) || '';
+		const poly = v.querySelector('#av-memory svg polyline[data-series="memory"]');
+		return { hidden: v.hidden, attempt: v.dataset.attempt || '', events: lines.length, tty,
+			bold: v.querySelectorAll('#av-events b').length,
+			status: (v.querySelector('#av-outcome .outcome-head') || {dataset: {}}).dataset.status || '',
+			cleanup: (v.querySelector('#av-outcome .cleanup') || {}).textContent || '',
+			points: poly ? poly.getAttribute('points').trim().split(/\s+/).length : 0,
+			limit: v.querySelectorAll('#av-memory svg line[data-limit="limit"]').length,
+			stream: document.getElementById('av-stream').textContent }; })()`
+	type attemptView struct {
+		Hidden                      bool
+		Attempt, Tty, Status        string
+		Cleanup, Stream             string
+		Events, Bold, Points, Limit int
+	}
+	var view attemptView
+	require.Eventually(t, func() bool {
+		view, err = chromedp.Run(browser, chromedp.Evaluate[attemptView](viewJS))
+		require.NoError(t, err)
+		return view.Status != "" && view.Points >= 2
+	}, 30*time.Second, 100*time.Millisecond, "the attempt view never showed the outcome and the memory chart: %+v", view)
+	assert.False(t, view.Hidden)
+	assert.Equal(t, d.AttemptID(), view.Attempt)
+	assert.True(t, subtreeShown, "the attempt's actor subtree appeared in its view while it ran")
+	assert.Equal(t, messages.StatusSucceeded, view.Status)
+	assert.Equal(t, "finished", view.Stream)
+	assert.Greater(t, view.Events, 3)
+	assert.Contains(t, view.Tty, `\x1b[2J<b>bold</b>`, "the task's output is shown escaped, as text")
+	assert.Zero(t, view.Bold, "the task's output never becomes markup")
+	assert.Contains(t, view.Cleanup, "cleanup")
+	assert.Equal(t, 1, view.Limit, "the memory chart draws the container's limit")
+
+	// The slots chart has points, and the tree's recent lists count kinds
+	// once each, without the console's polling.
+	slotPoints, err := chromedp.Run(browser, chromedp.Evaluate[int](`(() => { const p = document.querySelector('#slots-chart svg polyline[data-series="slots used"]');
+		return p ? p.getAttribute('points').trim().split(/\s+/).length : 0; })()`))
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, slotPoints, 2)
+	type recentMsg struct {
+		Kind  string
+		Count int
+	}
+	recent, err := chromedp.Run(browser, chromedp.Evaluate[[]recentMsg](`[...document.querySelectorAll('.actor[data-kind="supervisor"] > .recent .msg')].map((m) => ({kind: m.dataset.kind, count: Number(m.dataset.count)}))`))
+	require.NoError(t, err)
+	require.NotEmpty(t, recent)
+	kinds, repeated := map[string]bool{}, false
+	for _, m := range recent {
+		assert.False(t, kinds[m.Kind], "kind %s listed once", m.Kind)
+		kinds[m.Kind] = true
+		assert.NotContains(t, []string{"messages.Inspect", "messages.SnapshotRequest"}, m.Kind, "the console's polling is left out")
+		repeated = repeated || m.Count > 1
+	}
+	assert.True(t, repeated, "repeats are counted: %+v", recent)
 
 	shot, err := chromedp.Run(browser, chromedp.FullScreenshot(100))
 	require.NoError(t, err)

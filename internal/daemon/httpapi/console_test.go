@@ -131,6 +131,22 @@ func TestConsolePageIsEmbeddedAndLockedDown(t *testing.T) {
 	assert.NotContains(t, js, "innerHTML", "daemon strings never become HTML")
 	assert.NotContains(t, js, "insertAdjacentHTML")
 	assert.Contains(t, js, "textContent = esc(")
+
+	// The attempt view and the charts: scripts of the page's own, loaded
+	// in order, putting daemon strings in as text only.
+	for _, name := range []string{"chart.js", "attempt.js"} {
+		assert.Contains(t, string(page), `<script src="`+name+`" defer></script>`)
+		res, err = http.Get(srv.URL + "/console/" + name)
+		require.NoError(t, err)
+		script, _ = io.ReadAll(res.Body)
+		res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode, name)
+		assert.Equal(t, res.Header.Get("Content-Security-Policy"), csp, name)
+		assert.NotContains(t, string(script), "innerHTML", name)
+		assert.NotContains(t, string(script), "insertAdjacentHTML", name)
+		assert.NotContains(t, string(script), "http://cdn", name)
+		assert.Contains(t, string(script), "textContent = esc(", name)
+	}
 }
 
 func TestConsoleIsReadOnlyByDefault(t *testing.T) {
