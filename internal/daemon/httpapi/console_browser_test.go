@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/internal/daemon/httpapi"
+	"github.com/forgedev/forged/internal/daemon/metrics"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/internal/testkit/enginetest"
@@ -211,4 +212,97 @@ func TestConsoleInHeadlessChromium(t *testing.T) {
 	path := filepath.Join(artifactDir(t), "console-"+d.AttemptID()+".png")
 	require.NoError(t, os.WriteFile(path, shot, 0o644))
 	t.Logf("console screenshot: %s (%d bytes); timeline as seen: %q", path, len(shot), legends)
+}
+
+// viewRunner serves one running attempt with a sidecar in its subtree:
+// the attempt view's parts that a plain attempt on the real engine does
+// not have, with hostile strings where the daemon passes on others'.
+type viewRunner struct {
+	memoryRunner
+}
+
+func (v *viewRunner) Console() runner.ConsoleFrame {
+	return runner.ConsoleFrame{At: time.Now().UTC(), Actors: []runner.ActorView{
+		{InspectReply: messages.InspectReply{PID: "supervisor", Kind: "supervisor", Phase: "running", Children: []string{"supervisor/att"}}},
+		{InspectReply: messages.InspectReply{PID: "supervisor/att", Kind: "attempt", Phase: messages.PhaseRunning,
+			Facts: map[string]string{"attemptId": "att-1"}, Children: []string{"supervisor/att/db"}},
+			Stats: &messages.ActorStats{MailboxDepth: 2, Recent: []messages.MessageCount{{Kind: "actors.WorkerOutput", Count: 5}}}},
+		{InspectReply: messages.InspectReply{PID: "supervisor/att/db", Kind: "service", Phase: "ready",
+			Facts: map[string]string{"service": "postgres<i>x</i>\u202e", "health": "healthy", "image": "postgres:16", "container": "forge-db"}}},
+	}, Attempts: []runner.AttemptView{{AttemptSummary: messages.AttemptSummary{AttemptID: "att-1", State: messages.AttemptStateRunning}, Timeline: []messages.PhaseSpan{}}}}
+}
+
+// TestConsoleAttemptViewInHeadlessChromium opens an attempt in the page
+// against a stand-in runner: the view follows events appended while it is
+// open, shows the sidecar with its health and the actor subtree with its
+// mailbox, charts the memory, and shows the outcome and the cleanup report
+// once finished; hostile strings stay text.
+func TestConsoleAttemptViewInHeadlessChromium(t *testing.T) {
+	chromium := chromiumPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := &viewRunner{memoryRunner{consoleRunner: consoleRunner{metrics: metrics.New()}, logs: runner.NewLogs(0)}}
+	log, opened := r.logs.Open("att-1")
+	require.True(t, opened)
+	log.Append(messages.RunnerEvent("sandbox_started", "first", nil))
+	feedMemory(t, r.metrics, "att-1", time.Now().UTC(), 5)
+	srv := httptest.NewServer(httpapi.Handler(r, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	defer srv.Close()
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 1000),
+		chromedp.UserDataDir(t.TempDir()))...)
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	require.NoError(t, chromedp.Do(browser,
+		chromedp.Navigate(srv.URL+"/console/"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-attempt="att-1"]`)),
+		chromedp.Click(chromedp.CSS(`tr[data-attempt="att-1"] td`)),
+		chromedp.WaitVisible(chromedp.CSS(`#attempt-view #av-events li.event`)),
+	))
+	eval := func(js string) string {
+		t.Helper()
+		out, err := chromedp.Run(browser, chromedp.Evaluate[string](js))
+		require.NoError(t, err)
+		return out
+	}
+	waitFor := func(js, what string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return eval(js) == "yes" }, 20*time.Second, 50*time.Millisecond, what)
+	}
+
+	// Followed: an event appended while the view is open appears, as text.
+	log.Append(messages.RunnerEvent("task_output", "late \x1b[31m<img src=x>", nil))
+	waitFor(`[...document.querySelectorAll('#av-events .content')].some((c) => c.textContent === 'late \\x1b[31m<img src=x>') ? 'yes' : 'no'`, "the appended event is shown escaped")
+	assert.Equal(t, "0", eval(`String(document.querySelectorAll('#attempt-view img, #attempt-view i').length)`), "no markup from the daemon's strings")
+
+	// The subtree and the sidecar, from the frames.
+	waitFor(`document.querySelector('#av-sidecars tr[data-kind="service"] .health') ? 'yes' : 'no'`, "the sidecar is listed")
+	assert.Equal(t, "healthy", eval(`document.querySelector('#av-sidecars tr[data-kind="service"] .health').textContent`))
+	assert.Contains(t, eval(`document.querySelector('#av-sidecars tr[data-kind="service"]').textContent`), `postgres<i>x</i>\u202e`)
+	assert.Contains(t, eval(`document.querySelector('#av-actors .actor[data-kind="attempt"] .stats').textContent`), "mailbox 2")
+	assert.Equal(t, "ready", eval(`document.querySelector('#av-actors .actor[data-kind="service"] .phase').textContent.slice(1, -1)`))
+
+	// The memory chart: the readings as a polyline, the limit as a line.
+	waitFor(`document.querySelector('#av-memory svg polyline[data-series="memory"]') ? 'yes' : 'no'`, "the memory chart is drawn")
+	assert.Equal(t, "5", eval(`String(document.querySelector('#av-memory svg polyline[data-series="memory"]').getAttribute('points').trim().split(/\s+/).length)`))
+	assert.Equal(t, "1", eval(`String(document.querySelectorAll('#av-memory svg line[data-limit="limit"]').length)`))
+
+	// The outcome and its cleanup report end the stream.
+	log.Finish(messages.AttemptOutcome{AttemptID: "att-1", Status: messages.StatusFailed, Code: "sandbox_teardown_failed", Message: "a volume <b>remained</b>",
+		Degraded: true, FinishedAt: time.Now().UTC(), Cleanup: &messages.CleanupReport{Source: "teardown", Remaining: 1,
+			Actions: []messages.CleanupAction{{ResourceType: "volume", ResourceID: "forge-x-workspace\u0007", Outcome: "failed", Message: "in use"}}}})
+	waitFor(`document.getElementById('av-stream').textContent === 'finished' ? 'yes' : 'no'`, "the stream ends with the outcome")
+	assert.Equal(t, messages.StatusFailed, eval(`document.querySelector('#av-outcome .outcome-head').dataset.status`))
+	outcome := eval(`document.getElementById('av-outcome').textContent`)
+	assert.Contains(t, outcome, "a volume <b>remained</b>")
+	assert.Contains(t, outcome, "DEGRADED")
+	assert.Contains(t, outcome, "cleanup (teardown): 1 removals, 1 remaining")
+	assert.Contains(t, outcome, `forge-x-workspace\x07`)
+	assert.Equal(t, "0", eval(`String(document.querySelectorAll('#av-outcome b').length)`))
+
+	// Closing hides the view.
+	require.NoError(t, chromedp.Do(browser, chromedp.Click(chromedp.CSS(`#av-close`))))
+	assert.Equal(t, "hidden", eval(`document.getElementById('attempt-view').hidden ? 'hidden' : 'shown'`))
 }

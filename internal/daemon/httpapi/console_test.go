@@ -228,22 +228,8 @@ func TestMemorySeriesRoute(t *testing.T) {
 	srv := httptest.NewServer(httpapi.Handler(r, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	defer srv.Close()
 
-	system := actor.NewActorSystem()
-	defer system.Shutdown()
-	done := make(chan struct{})
-	pid := system.Root.Spawn(r.metrics.Instrument(actor.PropsFromFunc(func(ctx actor.Context) {
-		if _, ok := ctx.Message().(string); ok {
-			close(done)
-		}
-	}), "attempt"))
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	system.Root.Send(pid, messages.AttemptPhaseChanged{AttemptID: "att-1", Phase: messages.PhaseRunning})
-	for i := 1; i <= 3; i++ {
-		system.Root.Send(pid, messages.MemorySampled{AttemptID: "att-1", LimitBytes: 256 << 20,
-			Sample: messages.MemorySample{At: at.Add(time.Duration(i) * time.Second), UsageBytes: uint64(i) << 20}})
-	}
-	system.Root.Send(pid, "done")
-	<-done
+	feedMemory(t, r.metrics, "att-1", at, 3)
 
 	get := func(id string) (int, string, messages.MemorySeries) {
 		res, err := http.Get(srv.URL + "/v1/attempts/" + id + "/memory")
@@ -273,4 +259,30 @@ func TestMemorySeriesRoute(t *testing.T) {
 	status, body, _ = get("nope")
 	assert.Equal(t, http.StatusNotFound, status)
 	assert.Contains(t, body, "attempt_not_found")
+}
+
+// feedMemory hands m n readings of the attempt (1 MiB more each second,
+// under a 256 MiB limit) through an instrumented actor, as the attempt's
+// sampler does in the daemon.
+func feedMemory(t *testing.T, m *metrics.Metrics, attemptID string, at time.Time, n int) {
+	t.Helper()
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	done := make(chan struct{})
+	pid := system.Root.Spawn(m.Instrument(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(string); ok {
+			close(done)
+		}
+	}), "attempt"))
+	system.Root.Send(pid, messages.AttemptPhaseChanged{AttemptID: attemptID, Phase: messages.PhaseRunning})
+	for i := 1; i <= n; i++ {
+		system.Root.Send(pid, messages.MemorySampled{AttemptID: attemptID, LimitBytes: 256 << 20,
+			Sample: messages.MemorySample{At: at.Add(time.Duration(i) * time.Second), UsageBytes: uint64(i) << 20}})
+	}
+	system.Root.Send(pid, "done")
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the readings were not delivered")
+	}
 }
