@@ -11,6 +11,11 @@
 // messages (phase changes, the permit, build results) are read off the
 // same middleware; outcomes, reaper rounds and the slots are reported by
 // their owners (the runner and the supervisor's reaper).
+//
+// For the live console it also keeps, bounded, each live actor's counters
+// and recent message kinds (without the console's own polling), and per
+// attempt its phase timeline and its memory sampler's last readings
+// (messages.MemorySampled, read off the same middleware); see console.go.
 package metrics
 
 import (
