@@ -221,6 +221,8 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		a.onWorkerExited(ctx, msg)
 	case checkpointDone:
 		a.onCheckpointDone(ctx, msg)
+	case messages.MemorySampled:
+		// For the console's memory chart: the metrics middleware keeps it.
 	case *actor.Terminated:
 		// Terminated is a system message: it can overtake the last user
 		// messages the child sent (BuildDone, WorkerExited). Queue a user
@@ -408,7 +410,7 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 	if a.sidecars.egressNetworkID != "" {
 		networks = append(networks, map[string]string{"id": a.sidecars.egressNetworkID, "name": egressNetworkName(a.in.names), "role": "egress"})
 	}
-	sampled := []SampledContainer{{ID: msg.ContainerID, Name: a.in.names.Container, Role: roleAgent}}
+	sampled := []SampledContainer{{ID: msg.ContainerID, Name: a.in.names.Container, Role: roleAgent, LimitBytes: a.d.Sandbox.RequestedResources.WorkerMemoryLimitBytes}}
 	var sidecars []map[string]string
 	for _, s := range a.in.contract.Contract.ServiceTypes() {
 		if id := a.sidecars.containerID(serviceRole(s)); id != "" {
@@ -432,7 +434,7 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 		"runtimeLease":      a.runtimeLease("active"),
 	}))
 	if a.verdict.failure == nil {
-		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval, sampled), kindSampler)
+		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.d.AttemptID(), a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval, sampled), kindSampler)
 	}
 }
 

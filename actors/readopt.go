@@ -340,7 +340,7 @@ func (a *attemptActor) startAdopted(ctx actor.Context) {
 		runTimeout:  max(limits.HardWall+a.cfg.LimitGrace+runMargin-a.cfg.Clock.Now().Sub(rec.WorkerCreatedAt), runMargin),
 	}
 	a.worker.pid = a.children.spawn(ctx, newAdoptedWorkerProps(a.deps.Docker, job), kindWorker)
-	a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval,
+	a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.d.AttemptID(), a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval,
 		[]SampledContainer{{ID: rec.ContainerID, Name: names.Container, Role: roleAgent}}), kindSampler)
 	a.writeLedger(ledger.Active)
 }

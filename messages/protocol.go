@@ -208,6 +208,15 @@ type BuildPermitQueued struct {
 // ctx.Request so that the supervisor knows the sender.
 type ReleaseBuildPermit struct{}
 
+// MemorySampled is one reading of an attempt's agent container, sent by
+// the memory sampler to its attempt (which ignores it); the metrics
+// middleware keeps the last readings for the console's memory chart.
+type MemorySampled struct {
+	AttemptID  string
+	LimitBytes int64
+	Sample     MemorySample
+}
+
 // --- Inspection (debug console) ---
 
 // Inspect asks any forged actor for its state. Replied with InspectReply.

@@ -9,6 +9,7 @@
 //	POST   /v1/attempts             body: dispatch JSON → 202 {attemptId, queued} | 4xx {code, message}
 //	GET    /v1/attempts?state=running|finished|all&limit=N → {attempts: [{attemptId, state, submittedAt, events, outcome}]}
 //	GET    /v1/attempts/{id}/events NDJSON: {"type":"event","event":{...}} … {"type":"finished","outcome":{...}}
+//	GET    /v1/attempts/{id}/memory {attemptId, limitBytes, samples: [{at, usageBytes, cpuThrottledNanos}]}: the memory sampler's last readings
 //	DELETE /v1/attempts/{id}        cancel → 202 | 404
 //	POST   /v1/attempts/{id}/lease  body: {fencingToken, expiresAt} → 200 {accepted, expiresAt} | 404/409 {code, message}
 //	GET    /v1/cleanup-reports      pending cleanup reports (teardown and reaper), durable until acknowledged
@@ -86,6 +87,7 @@ func HandlerWith(r Runner, logger *slog.Logger, opts Options) http.Handler {
 	mux.HandleFunc("POST /v1/attempts", api.submit)
 	mux.HandleFunc("GET /v1/attempts", api.list)
 	mux.HandleFunc("GET /v1/attempts/{id}/events", api.events)
+	mux.HandleFunc("GET /v1/attempts/{id}/memory", api.memory)
 	mux.HandleFunc("DELETE /v1/attempts/{id}", api.cancel)
 	mux.HandleFunc("POST /v1/attempts/{id}/lease", api.renew)
 	mux.HandleFunc("GET /v1/cleanup-reports", api.reports)

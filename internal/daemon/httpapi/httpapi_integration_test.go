@@ -167,7 +167,11 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 	assert.Equal(t, "supervisor", frame.Actors[0].Kind)
 	require.NotNil(t, frame.Actors[0].Stats, "the supervisor is instrumented")
 	assert.Positive(t, frame.Actors[0].Stats.MessagesIn)
-	assert.NotEmpty(t, frame.Actors[0].Stats.RecentMessages)
+	require.NotEmpty(t, frame.Actors[0].Stats.Recent)
+	for _, c := range frame.Actors[0].Stats.Recent {
+		assert.Positive(t, c.Count, c.Kind)
+		assert.NotContains(t, []string{"messages.Inspect", "messages.SnapshotRequest"}, c.Kind, "the console's polling is left out")
+	}
 	require.Len(t, frame.Attempts, 1)
 	var phases []string
 	for _, span := range frame.Attempts[0].Timeline {
@@ -176,6 +180,25 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 	}
 	assert.Equal(t, []string{messages.PhasePreparing, messages.PhaseBuilding, messages.PhaseProvisioning, messages.PhaseRunning,
 		messages.PhaseCollecting, messages.PhaseImporting, messages.PhaseTearingDown}, phases)
+
+	// The memory sampler's readings of the worker, against its limit,
+	// for the console's chart.
+	res, err = client.Get("http://forged/v1/attempts/" + d.AttemptID() + "/memory")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	var series messages.MemorySeries
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&series))
+	res.Body.Close()
+	assert.Equal(t, d.AttemptID(), series.AttemptID)
+	assert.Equal(t, d.Sandbox.RequestedResources.WorkerMemoryLimitBytes, series.LimitBytes)
+	require.NotEmpty(t, series.Samples, "the sampler read the worker while it ran")
+	for i, s := range series.Samples {
+		assert.Positive(t, s.UsageBytes, "sample %d", i)
+		assert.LessOrEqual(t, int64(s.UsageBytes), series.LimitBytes, "sample %d", i)
+		if i > 0 {
+			assert.False(t, s.At.Before(series.Samples[i-1].At), "oldest first")
+		}
+	}
 
 	// The finished attempt is listed, with its outcome.
 	res, err = client.Get("http://forged/v1/attempts?state=finished&limit=5")
