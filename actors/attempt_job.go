@@ -56,7 +56,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		eventKey:    messages.EventKey(a.worker.controlKey),
 		storageFull: a.storageFull(),
 		runTimeout:  limits.HardWall + a.cfg.LimitGrace + runMargin,
-		limits:      dockerops.RunLimits{},
+		limits:      dockerops.RunLimits{MaxStdoutBytes: messages.WorkerStdoutBudgetBytes},
 	}, nil
 }
 

@@ -63,12 +63,14 @@ func ParseEventLog(key []byte, data []byte) ([]LoggedEvent, error) {
 		}
 		line := data[:end]
 		data = data[end+1:]
-		ev, env, err := parseEventLine(line)
+		env, ok := parseEnvelope(line)
+		if !ok {
+			return nil, failure.New(failure.SandboxEventLogInvalid, "event log line %d is not a runner event line", next)
+		}
+		ev, err := decodeEvent(env.Event)
 		switch {
 		case err != nil:
 			return nil, failure.Wrap(failure.SandboxEventLogInvalid, err, "event log line %d", next)
-		case ev == nil:
-			return nil, failure.New(failure.SandboxEventLogInvalid, "event log line %d is not a runner event line", next)
 		case env.Seq == nil || env.MAC == nil:
 			return nil, failure.New(failure.SandboxEventLogInvalid, "event log line %d is not signed", next)
 		case *env.Seq != next:

@@ -52,7 +52,8 @@
 //   - The host (messages.EventVerifier, in the worker actor) keeps an
 //     event's role only when its MAC verifies and its number is above every
 //     one verified before; any other line that parses as an event arrives as
-//     role "agent". A task can thus suppress or delay worker lines it steals
+//     role "agent", with the host's event type and time, and one that breaks
+//     the event format arrives as the agent's text, never as an error. A task can thus suppress or delay worker lines it steals
 //     from the pipe, never forge, alter or replay one as the runner's. The
 //     host takes no decision from what an event says: outcomes come from
 //     the engine's inspected state and the validated output.
@@ -88,7 +89,7 @@ const (
 // Defaults used by DefaultConfig.
 const (
 	DefaultKillGrace      = 10 * time.Second
-	DefaultMaxOutputBytes = 8 << 20
+	DefaultMaxOutputBytes = messages.TaskOutputBudgetBytes
 	defaultHomeDir        = messages.HomeDir
 	defaultTempDir        = messages.TempDir
 )
@@ -129,7 +130,13 @@ type Config struct {
 	// KillGrace is the time between SIGTERM and SIGKILL when the task is
 	// stopped. Zero means DefaultKillGrace.
 	KillGrace time.Duration
-	// MaxOutputBytes bounds the total task output forwarded as events;
+	// TaskShim is the worker binary that starts the task through the task
+	// shim (`worker task-exec`, the exit watch); empty starts the task
+	// directly, under the sampling alone.
+	TaskShim string
+	// MaxOutputBytes bounds the task output forwarded as events, counted
+	// in the bytes of the signed task_output lines written (as the host
+	// counts the worker's stdout, see messages.TaskOutputBudgetBytes);
 	// further lines are dropped (with a diagnostic on stderr). Zero means
 	// DefaultMaxOutputBytes; negative means unlimited.
 	MaxOutputBytes int64
@@ -220,6 +227,7 @@ type run struct {
 	lease  *lease.Deadline // from the start packet, moved by lease updates
 	events *emitter
 	stderr io.Writer
+	watch  *resourceWatch // the task's resources, while it runs
 }
 
 // diag writes one diagnostic line to stderr, prefixed with the failure
@@ -265,6 +273,7 @@ func (r *run) execute(ctx context.Context) (int, error) {
 	}
 
 	watch := startResourceWatch(r.cfg.TempDir, r.cfg.WorkspaceDir)
+	r.watch = watch
 	outcome := r.runTask(ctx, dir)
 	killStragglers()
 	r.reportResources(watch.finish(!outcome.succeeded(), outcome.ExitCode))
