@@ -293,7 +293,11 @@ func (a *api) snapshot(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (a *api) inspect(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, a.runner.Inspect())
+	tree := a.runner.Inspect()
+	if tree == nil {
+		tree = []messages.InspectReply{} // an array, as documented: never null
+	}
+	writeJSON(w, http.StatusOK, tree)
 }
 
 // Serve serves the API on l until ctx is cancelled, then shuts down
