@@ -358,6 +358,7 @@ func TestEveryAnswerMatchesTheContract(t *testing.T) {
 		{v, http.MethodPost, "/v1/attempts", string(dispatch), write, http.StatusAccepted, false},
 		{v, http.MethodPost, "/v1/attempts", string(dispatch), write, http.StatusConflict, false},
 		{v, http.MethodPost, "/v1/attempts", `{"bad":1}`, write, http.StatusBadRequest, true},
+		{v, http.MethodPost, "/v1/attempts", `{"bad":1,` + string(dispatch[1:]), write, http.StatusBadRequest, true},
 		{v, http.MethodPost, "/v1/attempts", string(dispatch), nil, http.StatusForbidden, true},
 		{v, http.MethodGet, "/v1/attempts", "", nil, http.StatusOK, false},
 		{v, http.MethodGet, "/v1/snapshot", "", map[string]string{"Host": "evil.example:8080"}, http.StatusMisdirectedRequest, false},
