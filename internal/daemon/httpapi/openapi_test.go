@@ -144,8 +144,11 @@ func (c *contractRunner) CleanupReports() ([]messages.CleanupReport, error) {
 
 func (c *contractRunner) Reap(dryRun bool) (reaper.Round, error) {
 	round := reaper.Round{Started: time.Unix(1, 0).UTC()}
+	object := reaper.Object{Kind: "container", ID: "c1", Name: "forge-a1", Labels: map[string]string{"dev.forge.managed": "true"}, Created: time.Unix(1, 0).UTC()}
 	if dryRun {
 		round.WouldReap = []string{"a1"}
+		round.WouldRemove = []reaper.Object{object}
+		round.Skipped = []reaper.Skip{{AttemptID: "a2", Object: object, Reason: reaper.SkipLive}}
 	}
 	return round, nil
 }
@@ -339,7 +342,15 @@ func TestEveryAnswerMatchesTheContract(t *testing.T) {
 	require.NoError(t, err)
 	log, _ := r.logs.Open("finished-1")
 	log.Append(messages.RunnerEvent("sandbox_created", "one", map[string]int{"n": 1}))
-	log.Finish(messages.AttemptOutcome{AttemptID: "finished-1", Status: messages.StatusSucceeded, FinishedAt: time.Unix(2, 0).UTC()})
+	exit := 0
+	log.Finish(messages.AttemptOutcome{
+		AttemptID: "finished-1", Status: messages.StatusSucceeded, FinishedAt: time.Unix(2, 0).UTC(), WorkerExitCode: &exit,
+		ResultCommitSHA: "0123abcd", ResultCommitCount: 1, ResultCommits: []messages.ResultCommit{{SHA: "0123abcd", Subject: "work"}},
+		Telemetry: &messages.SandboxTelemetry{SchemaVersion: 1, Source: messages.TelemetryCgroupSampled, SampleCount: 3, PeakMemoryBytes: 1 << 20,
+			FirstSampledAt: time.Unix(1, 0).UTC(), LastSampledAt: time.Unix(2, 0).UTC(),
+			Containers: []messages.ContainerTelemetry{{ContainerID: "c1", Name: "forge-a1", Role: "worker", Source: messages.TelemetryCgroupSampled, PeakMemoryBytes: 1 << 20, Samples: 3}}},
+		Cleanup: &messages.CleanupReport{ReportID: "r0", Source: "teardown", Actions: []messages.CleanupAction{}},
+	})
 	write := map[string]string{"Content-Type": "application/json", messages.APIClientHeader: messages.APIClientValue}
 	bearer := map[string]string{"Content-Type": "application/json", messages.APIClientHeader: messages.APIClientValue, "Authorization": "Bearer " + manageToken}
 	renew := fmt.Sprintf(`{"fencingToken":%q,"expiresAt":%q}`, d.Lease.FencingToken, time.Now().Add(2*time.Hour).UTC().Format(time.RFC3339))
