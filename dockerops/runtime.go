@@ -33,7 +33,7 @@ const (
 // memory and pids bounds. It runs as root inside the sandbox: reading the
 // kernel log needs CAP_SYSLOG in runc's containers, and gVisor's kernel
 // gives it to its root without a host capability.
-func RuntimeProbeConfig(name, runtime, image string) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
+func RuntimeProbeConfig(runtime, image string) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
 	pids := int64(runtimeProbePIDs)
 	stopTimeout := 1
 	cfg := &container.Config{
@@ -71,7 +71,7 @@ func RuntimeProbeConfig(name, runtime, image string) (*container.Config, *contai
 func (c *Client) ProbeRuntime(ctx context.Context, runtime, image string) preflight.RuntimeProbe {
 	start := time.Now()
 	name := "forge-runtime-probe-" + strings.ReplaceAll(ids.NewUUID(), "-", "")
-	cfg, host, net := RuntimeProbeConfig(name, runtime, image)
+	cfg, host, net := RuntimeProbeConfig(runtime, image)
 	id, err := c.createContainer(ctx, name, cfg.Labels, cfg, host, net)
 	if err != nil {
 		return preflight.RuntimeProbe{Elapsed: time.Since(start), Err: err}
