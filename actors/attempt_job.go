@@ -50,6 +50,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 			SecretsVolume:   a.in.names.SecretsVolume,
 			Caches:          a.in.cacheMounts,
 			Entrypoint:      []string{messages.WorkerBinaryPath, "worker"},
+			Runtime:         a.cfg.Confinement().Runtime,
 		},
 		bundlePath:  a.in.prepared.BundlePath,
 		startPacket: append(raw, '\n'),

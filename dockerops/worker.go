@@ -92,6 +92,9 @@ type WorkerSpec struct {
 	Caches []CacheMount
 	// Entrypoint is the worker command, e.g. ["/opt/forge/forged", "worker"].
 	Entrypoint []string
+	// Runtime is the engine's OCI runtime the worker runs under ("": the
+	// engine's default, runc; "runsc" under the gvisor isolation floor).
+	Runtime string
 }
 
 // CacheMount is one package cache volume in the worker. A per-attempt
@@ -147,6 +150,7 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 		StopSignal:  "SIGTERM",
 	}
 	host := &container.HostConfig{
+		Runtime:        spec.Runtime,
 		NetworkMode:    network.NetworkNone,
 		DNS:            []string{SandboxNameserver},
 		ReadonlyRootfs: true,

@@ -127,3 +127,9 @@ var (
 var (
 	SandboxRepositoryUnsupported = define("sandbox_repository_unsupported", Permanent, http.StatusUnprocessableEntity, "the host repository uses SHA-256 object names; the worker's git (go-git, built for SHA-1) cannot read them, so the attempt is refused before anything is prepared")
 )
+
+// Codes of the isolation tier (gVisor's runsc beside runc).
+var (
+	SandboxIsolationUnavailable      = define("sandbox_isolation_unavailable", Retryable, http.StatusServiceUnavailable, "the operator's isolation floor is gvisor and the engine has no working runsc runtime (not registered, or its probe container failed); the host takes no attempts until it has one")
+	SandboxIsolationNetworkUnsupport = define("sandbox_isolation_network_unsupported", Permanent, http.StatusUnprocessableEntity, "under the gvisor isolation floor an attempt runs with no network (runsc's netstack does not start on forged's attempt networks), so contracts declaring services and public_allowlist or open_public dispatches are refused before anything is created")
+)

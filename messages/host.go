@@ -39,6 +39,9 @@ type HostReport struct {
 	// KernelFacts says which of the kernel's own facts about a running
 	// sandbox forged can read; without them classification is best-effort.
 	KernelFacts KernelFactsAccess `json:"kernelFacts"`
+	// Isolation is the operator's isolation floor and what the engine
+	// offers for it (the runtimes it registers, runsc's probe).
+	Isolation IsolationFacts `json:"isolation"`
 	// DiskSlots is the disk side of admission.
 	DiskSlots DiskSlots   `json:"diskSlots"`
 	Memory    MemorySlots `json:"memory"`
@@ -258,3 +261,37 @@ func MaintenanceAllowedFor(code failure.Code) bool {
 
 // Bounded reports whether volumes get a size.
 func (f StorageFacts) Bounded() bool { return f.Mechanism == StorageMechanismImage }
+
+// Isolation floors (IsolationFacts.Floor, the operator's --isolation).
+const (
+	IsolationRunc   = "runc"
+	IsolationGVisor = "gvisor"
+)
+
+// IsolationFacts is the operator's isolation floor and what the engine
+// offers for it. Runtimes are the OCI runtimes the engine registers
+// (Info().Runtimes); GVisor is what the probe found of gVisor's runtime.
+type IsolationFacts struct {
+	Floor    string      `json:"floor"`
+	Runtimes []string    `json:"runtimes"`
+	GVisor   GVisorFacts `json:"gvisor"`
+}
+
+// GVisorFacts is what preflight found of gVisor's runtime. Registered says
+// the engine lists Runtime; Works says a probe container ran under it (no
+// network) and its kernel announced itself as gVisor. Platform is runsc's
+// --platform argument in the engine's registration ("" when the engine
+// gives none: runsc's own default). ProbeMillis is the probe container's
+// create-to-exit time.
+type GVisorFacts struct {
+	Runtime     string    `json:"runtime"`
+	Path        string    `json:"path,omitempty"`
+	Args        []string  `json:"args,omitempty"`
+	Registered  bool      `json:"registered"`
+	Works       bool      `json:"works"`
+	Version     string    `json:"version,omitempty"`
+	Platform    string    `json:"platform,omitempty"`
+	ProbeMillis int64     `json:"probeMillis,omitempty"`
+	ProbedAt    time.Time `json:"probedAt,omitzero"`
+	Reason      string    `json:"reason,omitempty"`
+}

@@ -16,6 +16,9 @@ bash scripts/ensure-docker.sh chromium prometheus
 # The unit's user and loop devices it may open (cmd/forged's
 # TestUnitDeploymentBoundsAWriter runs forged as that user).
 bash scripts/ensure-forged-user.sh
+# gVisor's runsc, registered with the engine as the runtime "runsc" (by
+# SIGHUP, no engine restart), for the gVisor isolation tests.
+bash scripts/ensure-runsc.sh
 # The service images (postgres, redis, browser, the egress proxy) and their
 # catalogue, bin/services.tsv:
 # cached, only the first run on a machine builds them.

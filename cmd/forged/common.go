@@ -64,6 +64,7 @@ type preflightFlags struct {
 	diskHigh          float64
 	diskLow           float64
 	serviceCatalogue  string
+	isolation         string
 }
 
 func (p *preflightFlags) register(cmd *cobra.Command) {
@@ -73,6 +74,7 @@ func (p *preflightFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&p.minWorkspaceBytes, "min-workspace-bytes", 10<<30, "free bytes of the Docker root directory below which the disk is low")
 	cmd.Flags().Float64Var(&p.diskHigh, "disk-high-watermark", 0.90, "used ratio (0..1) of the Docker root directory at which the disk becomes low")
 	cmd.Flags().Float64Var(&p.diskLow, "disk-low-watermark", 0.80, "used ratio (0..1) at which a low disk recovers")
+	cmd.Flags().StringVar(&p.isolation, "isolation", messages.IsolationRunc, "the host's isolation floor: runc, or gvisor (every worker runs under the engine's runsc runtime with no network; the host is unavailable while runsc does not work, and services, public_allowlist and open_public are refused; see docs/gvisor.md)")
 	cmd.Flags().StringVar(&p.serviceCatalogue, "service-catalogue", "", "the service catalogue (scripts/service-images.sh writes bin/services.tsv); without one, contracts declaring services are refused")
 }
 
@@ -95,6 +97,8 @@ func (p *preflightFlags) validate() error {
 		return fmt.Errorf("--min-workspace-bytes %d must be positive", p.minWorkspaceBytes)
 	case p.diskHigh < 0.01 || p.diskHigh > 0.99:
 		return fmt.Errorf("--disk-high-watermark %g is outside [0.01, 0.99]", p.diskHigh)
+	case !preflight.ValidIsolation(p.isolation):
+		return fmt.Errorf("--isolation %q is neither runc nor gvisor", p.isolation)
 	case p.diskLow < 0 || p.diskLow >= p.diskHigh:
 		return fmt.Errorf("--disk-low-watermark %g must be at least 0 and below the high watermark %g", p.diskLow, p.diskHigh)
 	}
@@ -210,6 +214,7 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		ManagedNamespace:      f.managedNS,
 		Logger:                logger,
 		AllowRootful:          f.preflight.allowRootful,
+		Isolation:             f.preflight.isolation,
 		Capacity:              f.preflight.policy(f.slots),
 		Disk:                  f.preflight.disk(),
 		SampleInterval:        f.sampleInterval,

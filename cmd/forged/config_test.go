@@ -175,3 +175,17 @@ func TestContribConfigIsValid(t *testing.T) {
 	assert.Equal(t, "/run/forged/forged.sock", settings["socket"].Value)
 	assert.Equal(t, config.SourceFile, settings["slots"].Source)
 }
+
+func TestIsolationFlagIsValidated(t *testing.T) {
+	p := preflightFlags{hostReserveBytes: 1, minWorkspaceBytes: 1, diskHigh: 0.9, diskLow: 0.8}
+	for _, ok := range []string{"runc", "gvisor"} {
+		p.isolation = ok
+		assert.NoError(t, p.validate(), ok)
+	}
+	for _, bad := range []string{"", "gVisor", "kata"} {
+		p.isolation = bad
+		err := p.validate()
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), "--isolation")
+	}
+}

@@ -35,6 +35,14 @@ func (cfg Config) resolve() (Config, string, error) {
 	if cfg.SampleInterval > MaxSampleInterval {
 		return cfg, "", fmt.Errorf("runner: the sample interval %s is above %s (the telemetry's bound)", cfg.SampleInterval, MaxSampleInterval)
 	}
+	switch cfg.Isolation {
+	case "":
+		cfg.Isolation = messages.IsolationRunc
+	case messages.IsolationRunc, messages.IsolationGVisor:
+	default:
+		// Never a silent fall back to less isolation than asked for.
+		return cfg, "", fmt.Errorf("runner: isolation %q is neither %s nor %s (--isolation)", cfg.Isolation, messages.IsolationRunc, messages.IsolationGVisor)
+	}
 	if cfg.BuildPermits <= 0 {
 		cfg.BuildPermits = DefaultBuildPermits(runtime.NumCPU(), hostMemoryBytes())
 	}

@@ -32,3 +32,12 @@ func TestASampleIntervalPastTheTelemetrysBoundIsRefused(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "above 30s")
 }
+
+func TestAnUnknownIsolationIsRefused(t *testing.T) {
+	_, _, err := Config{StateRoot: t.TempDir(), Isolation: "gVisor"}.resolve()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--isolation")
+	assert.Equal(t, "", isolationOf(Config{Isolation: "runc"}).Runtime, "runc workers use the engine's default runtime")
+	assert.Equal(t, "runsc", isolationOf(Config{Isolation: "gvisor"}).Runtime)
+	assert.Equal(t, "runsc-custom", isolationOf(Config{Isolation: "gvisor", GVisorRuntime: "runsc-custom"}).Runtime)
+}

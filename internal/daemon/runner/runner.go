@@ -58,6 +58,15 @@ type Config struct {
 	WrapDocker func(actors.Docker) actors.Docker
 	// AllowRootful accepts a Docker engine that does not run rootless.
 	AllowRootful bool
+	// Isolation is the host's isolation floor: messages.IsolationRunc
+	// ("" means it) or messages.IsolationGVisor, under which every worker
+	// runs under GVisorRuntime (default preflight.DefaultGVisorRuntime)
+	// and the host is unavailable while that runtime does not work.
+	// GVisorProbeImage is the preflight probe's image (default
+	// preflight.DefaultGVisorProbeImage).
+	Isolation        string
+	GVisorRuntime    string
+	GVisorProbeImage string
 	// Capacity sizes one attempt and the host's reserve for the preflight
 	// admission; its MaxSlots is Slots.
 	Capacity preflight.CapacityPolicy
@@ -397,16 +406,35 @@ func ServiceCheck(c *services.Catalogue, docker services.ImageInspector) func(co
 // confinement facts; without a report nothing is known.
 // storage is the runner's own verdict on its volumes (unboundedStorage),
 // fixed at start: the volume store is chosen once.
-func confinementOf(cache *preflight.Cache, storage error) actors.Confinement {
+// The isolation floor and the workers' runtime are the operator's
+// (isolationOf), whatever the report says.
+func confinementOf(cache *preflight.Cache, storage error, iso actors.Confinement) actors.Confinement {
 	r, _, ok := cache.Last()
 	if !ok {
-		return actors.Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report yet"), Storage: storage}
+		return actors.Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report yet"), Storage: storage,
+			Isolation: iso.Isolation, Runtime: iso.Runtime}
 	}
 	return actors.Confinement{
 		Security:         dockerops.EngineSecurity{Known: r.Engine.Reachable, Seccomp: r.Features.Seccomp, LSM: slices.Clone(r.Features.LSM)},
 		NetworkIsolation: r.Network.NetworkErr(),
 		Storage:          storage,
+		Isolation:        iso.Isolation,
+		Runtime:          iso.Runtime,
 	}
+}
+
+// isolationOf is the floor and the workers' runtime of cfg: runsc (or
+// cfg.GVisorRuntime) under the gvisor floor, the engine's default
+// otherwise.
+func isolationOf(cfg Config) actors.Confinement {
+	if cfg.Isolation != messages.IsolationGVisor {
+		return actors.Confinement{Isolation: messages.IsolationRunc}
+	}
+	rt := cfg.GVisorRuntime
+	if rt == "" {
+		rt = preflight.DefaultGVisorRuntime
+	}
+	return actors.Confinement{Isolation: messages.IsolationGVisor, Runtime: rt}
 }
 
 // unboundedStorage is nil when the runner bounds attempt volumes (it has a

@@ -100,6 +100,11 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		Disk:         cfg.Disk,
 		Isolation:    docker,
 		Clock:        cfg.Clock,
+
+		IsolationFloor:   cfg.Isolation,
+		GVisorRuntime:    cfg.GVisorRuntime,
+		GVisorProbeImage: cfg.GVisorProbeImage,
+		Runtimes:         docker,
 	}), 0, cfg.Clock)
 	r.preflight = cache
 	// The first report is taken now, so that admission starts from it.
@@ -116,6 +121,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 	}
 	r.docker = docker
 	storage := unboundedStorage(store != nil, first.Storage)
+	isolation := isolationOf(cfg)
 
 	ledgers := ledger.Store{Root: cfg.StateRoot}
 	r.store = ledgers
@@ -144,7 +150,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		AllowBuildPulls:     cfg.AllowBuildPulls,
 		Caches:              cfg.Caches,
 		CacheBytes:          cfg.CacheBytes,
-		Confinement:         func() actors.Confinement { return confinementOf(cache, storage) },
+		Confinement:         func() actors.Confinement { return confinementOf(cache, storage, isolation) },
 	}
 	attemptCfg.RequireBoundedStorage = cfg.RequireBoundedStorage
 	var attemptDocker actors.Docker = docker

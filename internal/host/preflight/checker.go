@@ -49,6 +49,18 @@ type Options struct {
 	// Services, when set, reports the service catalogue's state in the
 	// engine (runner wires the catalogue's check here).
 	Services func(ctx context.Context) []ServiceImage
+	// IsolationFloor is the operator's isolation floor: messages.IsolationRunc
+	// (default) or messages.IsolationGVisor, under which a host without a
+	// working GVisorRuntime is unavailable (SandboxIsolationUnavailable).
+	IsolationFloor string
+	// GVisorRuntime is the engine's name for runsc; default
+	// DefaultGVisorRuntime. GVisorProbeImage is the probe container's
+	// image; default DefaultGVisorProbeImage. Runtimes runs the probe
+	// (nil: gVisor is never found working). The probe is cached like the
+	// network's, for IsolationTTL.
+	GVisorRuntime    string
+	GVisorProbeImage string
+	Runtimes         RuntimeProber
 }
 
 // supportedPlatforms are the OSes forged can drive Docker sandboxes from.
@@ -69,6 +81,10 @@ type Checker struct {
 	isolation    NetworkIsolation
 	isolationFor string
 	isolationAt  time.Time
+	// The last gVisor probe, for the engine and registration in gvisorFor.
+	gvisor    GVisorFacts
+	gvisorFor string
+	gvisorAt  time.Time
 }
 
 // NewChecker returns a Checker for engine (nil: every check reports
@@ -96,6 +112,15 @@ func NewChecker(engine Engine, host HostFacts, opts Options) *Checker {
 	if opts.Clock == nil {
 		opts.Clock = clock.System{}
 	}
+	if opts.IsolationFloor == "" {
+		opts.IsolationFloor = messages.IsolationRunc
+	}
+	if opts.GVisorRuntime == "" {
+		opts.GVisorRuntime = DefaultGVisorRuntime
+	}
+	if opts.GVisorProbeImage == "" {
+		opts.GVisorProbeImage = DefaultGVisorProbeImage
+	}
 	return &Checker{engine: engine, host: host, opts: opts, now: opts.Clock.Now}
 }
 
@@ -111,6 +136,7 @@ func (c *Checker) Check(ctx context.Context) Report {
 		Engine:           EngineFacts{Endpoint: c.opts.Endpoint},
 		Features:         Features{LSM: []string{}},
 		Network:          NetworkFacts{DefaultMode: "none", Code: failure.SandboxNetworkIsolation},
+		Isolation:        IsolationFacts{Floor: c.opts.IsolationFloor, Runtimes: []string{}, GVisor: GVisorFacts{Runtime: c.opts.GVisorRuntime}},
 	}
 	goos, goarch := c.host.Platform()
 	r.Platform = Platform{OS: goos, Arch: goarch, Supported: supportedPlatforms[goos]}
@@ -153,7 +179,9 @@ func (c *Checker) Check(ctx context.Context) Report {
 	}
 	if r.Engine.Linux {
 		r.Network = c.networkFacts(ctx, info.ID+"/"+r.Engine.ServerVersion, r.Engine.ServerVersion)
+		r.Isolation = c.isolationFacts(ctx, info, info.ID+"/"+r.Engine.ServerVersion)
 	}
+	isolationCode, isolationReason := isolationRefusal(r.Isolation)
 
 	switch {
 	case !r.Engine.Linux:
@@ -162,6 +190,8 @@ func (c *Checker) Check(ctx context.Context) Report {
 	case !r.Features.Rootless && !c.opts.AllowRootful:
 		r.Code = DockerRootlessRequired
 		r.Reason = fmt.Sprintf("the engine%s runs rootful (security options %v); run dockerd rootless, or allow a rootful engine explicitly (--allow-rootful)", c.at(), info.SecurityOptions)
+	case isolationCode != "":
+		r.Code, r.Reason = isolationCode, isolationReason
 	}
 	c.measure(&r, goos)
 	r.Reason = singleLine(r.Reason)
