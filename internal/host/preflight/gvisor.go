@@ -60,8 +60,8 @@ func ValidIsolation(floor string) bool {
 	return floor == messages.IsolationRunc || floor == messages.IsolationGVisor
 }
 
-// isolationFacts lists the engine's runtimes and, when runsc is one,
-// probes it (cached for IsolationTTL per engine and registration); c.mu
+// isolationFacts lists the engine's runtimes and, when runsc is one and
+// the floor is gvisor, probes it (cached for IsolationTTL per engine and registration); c.mu
 // is held.
 func (c *Checker) isolationFacts(ctx context.Context, info system.Info, engineID string) IsolationFacts {
 	f := IsolationFacts{Floor: c.opts.IsolationFloor, Runtimes: make([]string, 0, len(info.Runtimes))}
@@ -78,6 +78,14 @@ func (c *Checker) isolationFacts(ctx context.Context, info system.Info, engineID
 	}
 	g.Registered, g.Path, g.Args = true, rt.Path, slices.Clone(rt.Args)
 	g.Platform = platformArg(rt.Args)
+	if f.Floor != messages.IsolationGVisor {
+		// Only a gvisor floor depends on the runtime: a runc host reports
+		// the registration without running a probe container at every
+		// start (`forged preflight --isolation gvisor` probes it).
+		g.Reason = "not probed: the isolation floor is runc"
+		f.GVisor = g
+		return f
+	}
 	key := engineID + "\x00" + g.Runtime + "\x00" + rt.Path + "\x00" + strings.Join(rt.Args, "\x00")
 	now := c.now()
 	if c.gvisorFor != key || c.gvisorAt.IsZero() || now.Sub(c.gvisorAt) >= c.opts.IsolationTTL {

@@ -84,10 +84,13 @@ func TestGVisorFloorRefusals(t *testing.T) {
 			assert.Contains(t, r.Reason, tc.reason)
 			assert.False(t, r.Isolation.GVisor.Works)
 
-			// The same facts under the runc floor leave the host available.
-			r = check(t, tc.engine, bigHost(), gvisorOpts("", &fakeRuntimes{probe: tc.probe}, nil))
+			// The same facts under the runc floor leave the host available,
+			// and no probe container runs there.
+			runc := &fakeRuntimes{probe: tc.probe}
+			r = check(t, tc.engine, bigHost(), gvisorOpts("", runc, nil))
 			assert.True(t, r.Available, r.Reason)
 			assert.Equal(t, messages.IsolationRunc, r.Isolation.Floor)
+			assert.Zero(t, runc.probes, "a runc floor probes nothing")
 		})
 	}
 }
