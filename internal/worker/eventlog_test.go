@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -73,4 +74,26 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 	b.n += len(p)
 	b.lines++
 	return len(p), nil
+}
+
+// TestEveryNumberedLineIsLogged: task output lines and lifecycle events
+// share one sequence, and the log holds every one of them in order, so a
+// re-attached host can read it (a task line missing from the log made it
+// refuse the log: "line 3 carries sequence number 4").
+func TestEveryNumberedLineIsLogged(t *testing.T) {
+	var stdout, log bytes.Buffer
+	key := []byte("k")
+	e := newEmitter(&stdout, -1)
+	e.setKey(key)
+	e.setLog(&log)
+	e.lifecycle("worker_started", "started", nil)
+	e.taskOutput("stdout", "one")
+	e.lifecycle("task_exited", "exited", nil)
+	e.taskOutput("stderr", "two")
+	assert.Equal(t, stdout.String(), log.String(), "the log holds exactly the numbered lines the stream got")
+	events, err := messages.ParseEventLog(key, log.Bytes())
+	require.NoError(t, err)
+	require.Len(t, events, 4)
+	assert.Equal(t, "one", events[1].Event.Content)
+	assert.Equal(t, uint64(3), events[3].Seq)
 }

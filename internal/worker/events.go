@@ -109,6 +109,7 @@ func (e *emitter) taskOutput(stream, line string) (sent, firstDrop bool) {
 	}
 	e.output += int64(len(raw))
 	e.seq++
+	e.appendLog(raw) // every numbered line is in the log: a re-attached host reads it in sequence
 	_, e.err = e.w.Write(raw)
 	return true, false
 }
