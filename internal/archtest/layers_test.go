@@ -54,7 +54,6 @@ var layerNames = map[int]string{
 // so a group's default comes with its exceptions.
 var placement = map[string]int{
 	"internal/kit/": layerKit,
-	"docs":          layerKit, // the embedded documents (docs/openapi.json): a leaf
 
 	"failure":  layerFailure,
 	"failure/": layerFailure,

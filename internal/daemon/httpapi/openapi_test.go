@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -29,7 +30,6 @@ import (
 
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/client"
-	"github.com/forgedev/forged/docs"
 	"github.com/forgedev/forged/internal/daemon/httpapi"
 	"github.com/forgedev/forged/internal/daemon/metrics"
 	"github.com/forgedev/forged/internal/daemon/runner"
@@ -52,7 +52,7 @@ func init() {
 func loadContract(t *testing.T) (*openapi3.T, routers.Router) {
 	t.Helper()
 	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromData(docs.OpenAPI)
+	doc, err := loader.LoadFromData(contractDocument(t))
 	require.NoError(t, err)
 	require.True(t, doc.IsOpenAPI31OrLater(), "the contract is OpenAPI 3.1 (%s)", doc.OpenAPI)
 	require.NoError(t, doc.Validate(loader.Context))
@@ -95,13 +95,26 @@ func TestContractDocumentsEveryRoute(t *testing.T) {
 	}
 }
 
-// TestContractIsServed: GET /v1/openapi.json is docs/openapi.json.
+// TestContractIsServed: GET /v1/openapi.json is the embedded openapi.json,
+// and docs/openapi.json is the same document.
 func TestContractIsServed(t *testing.T) {
 	h, _ := contractHandler(t, httpapi.Options{})
 	rec := serve(h, http.MethodGet, messages.APISocketHost, "/v1/openapi.json", "", nil)
 	require.Equal(t, http.StatusOK, rec.Code)
 	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
-	assert.Equal(t, docs.OpenAPI, rec.Body.Bytes())
+	served := contractDocument(t)
+	assert.Equal(t, served, rec.Body.Bytes())
+	manual, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "openapi.json"))
+	require.NoError(t, err)
+	assert.Equal(t, string(served), string(manual), "docs/openapi.json is a copy of the served contract: run `go generate ./internal/daemon/httpapi/`")
+}
+
+// contractDocument is the contract the daemon embeds and serves.
+func contractDocument(t *testing.T) []byte {
+	t.Helper()
+	raw, err := os.ReadFile("openapi.json")
+	require.NoError(t, err)
+	return raw
 }
 
 // contractRunner is a daemon whose every route has something to answer.

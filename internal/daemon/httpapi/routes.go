@@ -3,7 +3,6 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/forgedev/forged/docs"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -65,5 +64,5 @@ func (a *api) consoleRedirect(w http.ResponseWriter, r *http.Request) {
 func (a *api) openAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache")
-	_, _ = w.Write(docs.OpenAPI)
+	_, _ = w.Write(openAPIDocument)
 }
