@@ -3,8 +3,6 @@ package dockerops
 import (
 	"archive/tar"
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"path"
 	"sync"
@@ -143,27 +141,7 @@ func (c *Client) Reattach(ctx context.Context, containerID string, caught func(c
 		err = runCtx.Err()
 	}
 	result.Stderr = stderr.String()
-	var limitErr *outputLimitError
-	var cbErr *callbackError
-	switch {
-	case err == nil:
-		return c.finishRun(ctx, runCtx, containerID, limits, result)
-	case errors.As(err, &limitErr):
-		result.OutputTruncated = true
-		closeConn()
-		c.stopContainer(ctx, containerID, limits.StopGrace)
-		result.ExitCode = c.exitCodeAfterStop(ctx, containerID)
-		return result, failure.New(failure.SandboxLogLimit, "%s; the worker was stopped", limitErr.msg)
-	case errors.As(err, &cbErr):
-		closeConn()
-		c.stopContainer(ctx, containerID, limits.StopGrace)
-		return result, cbErr.err
-	default:
-		if runCtx.Err() == nil {
-			err = fmt.Errorf("container re-attach stream %s: %w", shortID(containerID), err)
-		}
-		return result, c.runError(ctx, runCtx, limits, err, containerID)
-	}
+	return c.streamEnded(ctx, runCtx, containerID, limits, result, err, closeConn, "container re-attach stream")
 }
 
 // IsNotFound reports whether err says the engine has no such object.
