@@ -155,23 +155,33 @@ func (w *workerActor) start(ctx actor.Context) {
 			}
 			return nil
 		}, job.limits)
-		if runErr != nil {
-			if errors.Is(runErr, context.DeadlineExceeded) && attemptCtx.Err() == nil {
-				runErr = failure.Wrap(failure.SandboxWorkerFailed, runErr, "worker exceeded its run time of %s", job.runTimeout)
-			}
-			return WorkerExited{ContainerID: id, Stderr: result.Stderr, Err: runErr}
-		}
-		afterCtx := context.WithoutCancel(runCtx) // the run is over: its facts are read regardless
-		state, err := docker.InspectState(afterCtx, id)
-		if err != nil {
-			return WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, Err: err}
-		}
-		exited := WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, State: state}
-		if result.ExitCode != 0 && job.storageFull != nil {
-			exited.StorageFull = job.storageFull(afterCtx)
-		}
-		return exited
+		return workerRunEnded(runCtx, attemptCtx, docker, id, result, runErr, job.runTimeout, job.storageFull)
 	})
+}
+
+// workerRunEnded is the WorkerExited of a run (started or re-attached)
+// that ended with result and runErr: a run past its deadline while the
+// attempt goes on is the worker's failure; otherwise the container's
+// state and, after a failure, the bounded volumes the host finds full are
+// read, on a context the run's end does not cancel.
+func workerRunEnded(runCtx, attemptCtx context.Context, docker WorkerDocker, id string, result dockerops.RunResult, runErr error,
+	runTimeout time.Duration, storageFull func(context.Context) string) WorkerExited {
+	if runErr != nil {
+		if errors.Is(runErr, context.DeadlineExceeded) && attemptCtx.Err() == nil {
+			runErr = failure.Wrap(failure.SandboxWorkerFailed, runErr, "worker exceeded its run time of %s", runTimeout)
+		}
+		return WorkerExited{ContainerID: id, Stderr: result.Stderr, Err: runErr}
+	}
+	afterCtx := context.WithoutCancel(runCtx) // the run is over: its facts are read regardless
+	state, err := docker.InspectState(afterCtx, id)
+	if err != nil {
+		return WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, Err: err}
+	}
+	exited := WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, State: state}
+	if result.ExitCode != 0 && storageFull != nil {
+		exited.StorageFull = storageFull(afterCtx)
+	}
+	return exited
 }
 
 func createWorker(ctx context.Context, docker WorkerDocker, job workerJob) (string, error) {

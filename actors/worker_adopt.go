@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -90,21 +89,6 @@ func (w *workerActor) startAdopted(ctx actor.Context) {
 			}
 			return nil
 		}, dockerops.RunLimits{})
-		if runErr != nil {
-			if errors.Is(runErr, context.DeadlineExceeded) && attemptCtx.Err() == nil {
-				runErr = failure.Wrap(failure.SandboxWorkerFailed, runErr, "worker exceeded its run time of %s", job.runTimeout)
-			}
-			return WorkerExited{ContainerID: id, Stderr: result.Stderr, Err: runErr}
-		}
-		afterCtx := context.WithoutCancel(runCtx)
-		state, err := docker.InspectState(afterCtx, id)
-		if err != nil {
-			return WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, Err: err}
-		}
-		exited := WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, State: state}
-		if result.ExitCode != 0 && job.storageFull != nil {
-			exited.StorageFull = job.storageFull(afterCtx)
-		}
-		return exited
+		return workerRunEnded(runCtx, attemptCtx, docker, id, result, runErr, job.runTimeout, job.storageFull)
 	})
 }
