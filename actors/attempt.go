@@ -326,8 +326,13 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		policy:         a.d.Sandbox.ExecutionPolicy,
 		dockerfile:     msg.prepared.Dockerfile,
 		secrets:        []string{a.d.Lease.FencingToken},
+		configCommit:   msg.prepared.ConfigCommitSHA,
+		contextDigest:  msg.prepared.ContextDigest,
+		contractDigest: msg.contract.Digest,
 	}
-	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary, stateRoot: a.cfg.StateRoot, limits: a.cfg.BuildLimits, allowPulls: a.cfg.AllowBuildPulls}
+	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary, stateRoot: a.cfg.StateRoot, limits: a.cfg.BuildLimits, allowPulls: a.cfg.AllowBuildPulls,
+		policy: a.deps.ImagePolicy, workerDigest: a.cfg.WorkerDigest, builderVersion: a.cfg.BuilderVersion}
+	builder.archiver, _ = a.deps.Docker.(ImageArchiver)
 	a.image.build = a.children.spawn(ctx, newBuildProps(a.runCtx, builder, job, a.supervisor, a.deps.ImageRefs), kindBuild)
 }
 
@@ -345,10 +350,21 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg messages.BuildDone) {
 	}))
 	// The immutable inputs of the sandbox, as the seed announces them once
 	// the image is resolved.
-	a.emit(ctx, messages.RunnerEvent("sandbox_metadata", "Resolved immutable sandbox inputs.", map[string]string{
+	metadata := map[string]string{
 		"inputCommitSha": a.in.prepared.InputCommitSHA, "sandboxConfigCommitSha": a.in.prepared.ConfigCommitSHA,
 		"contractDigest": a.in.contract.Digest, "imageDigest": a.image.id,
-	}))
+	}
+	if att := msg.Attestations; att != nil {
+		// The image policy's attestations, stored beside the build log.
+		metadata["imagePolicyDigest"], metadata["imagePolicyStatus"] = att.PolicyDigest, att.Status
+		for k, v := range map[string]string{"sbomPath": att.SBOMPath, "sbomDigest": att.SBOMDigest,
+			"provenancePath": att.ProvenancePath, "provenanceDigest": att.ProvenanceDigest, "scanVerdict": att.Verdict} {
+			if v != "" {
+				metadata[k] = v
+			}
+		}
+	}
+	a.emit(ctx, messages.RunnerEvent("sandbox_metadata", "Resolved immutable sandbox inputs.", metadata))
 	labels, err := dockerops.Labels(a.d, a.image.id, a.in.contract.Digest)
 	if err != nil {
 		a.fail(err)

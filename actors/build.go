@@ -10,6 +10,7 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/images/buildlog"
 	"github.com/forgedev/forged/internal/images/imagegc"
+	"github.com/forgedev/forged/internal/images/imagepolicy"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -34,16 +35,24 @@ type lookupResult struct {
 	imageID string
 	found   bool
 	foreign bool // the key's tag is on an image that is not forged's agent image of the key
-	err     error
+	// stale says why an enforced image policy refused the hit (no valid
+	// record); attestations name the record of a hit.
+	stale        string
+	attestations *messages.ImageAttestations
+	err          error
 }
 
 type buildResult struct {
 	imageID  string
 	cacheHit bool
-	err      error
-	log      buildlog.Record
-	logTail  string
-	duration time.Duration
+	// attestations name the image policy's record (of the hit, or of the
+	// image built); policy is the record the build's evaluation made.
+	attestations *messages.ImageAttestations
+	policy       *imagepolicy.Record
+	err          error
+	log          buildlog.Record
+	logTail      string
+	duration     time.Duration
 }
 
 // buildActor resolves the attempt's sandbox image. A cache hit needs no
@@ -91,14 +100,18 @@ func (b *buildActor) Receive(ctx actor.Context) {
 		case msg.err != nil:
 			b.finish(ctx, messages.BuildFailed{Err: failure.Wrap(failure.SandboxBuildFailed, msg.err, "look up cached sandbox image")})
 		case msg.found:
-			b.finish(ctx, messages.BuildDone{ImageID: msg.imageID, Key: b.job.key, CacheHit: true})
+			b.finish(ctx, messages.BuildDone{ImageID: msg.imageID, Key: b.job.key, CacheHit: true, Attestations: msg.attestations})
 		default:
 			b.phase = "waiting_permit"
 			data := map[string]any{"cacheKey": b.job.key}
 			content := fmt.Sprintf("Sandbox image %s requires a build.", shortKey(b.job.key))
-			if msg.foreign {
+			switch {
+			case msg.foreign:
 				data["foreignImage"] = true
 				content = fmt.Sprintf("Sandbox image %s requires a build: its tag is on an image forged did not build for that key, which the build replaces.", shortKey(b.job.key))
+			case msg.stale != "":
+				data["policyRecord"] = msg.stale
+				content = fmt.Sprintf("Sandbox image %s requires a build: the enforced image policy has no valid record of the cached image (%s).", shortKey(b.job.key), msg.stale)
 			}
 			b.event(ctx, "sandbox_image_cache_miss", content, data)
 			ctx.Request(b.supervisor, messages.AcquireBuildPermit{AttemptID: b.job.attemptID, Key: b.job.key})
@@ -155,6 +168,10 @@ func (b *buildActor) onBuilt(ctx actor.Context, msg buildResult) {
 			"cacheKey": b.job.key, "durationMs": msg.duration.Milliseconds(),
 			"buildLog": map[string]any{"digest": msg.log.Digest, "bytes": msg.log.Bytes, "truncated": msg.log.Truncated, "tail": msg.logTail},
 		}
+		if msg.policy != nil {
+			eventType, content, policyData := policyEventData(msg.policy)
+			b.event(ctx, eventType, content, policyData)
+		}
 		if msg.err != nil {
 			b.event(ctx, "sandbox_build_log_preserved", fmt.Sprintf("The failed build's restricted log has digest %s.", msg.log.Digest), data)
 		} else {
@@ -166,7 +183,7 @@ func (b *buildActor) onBuilt(ctx actor.Context, msg buildResult) {
 		b.finish(ctx, messages.BuildFailed{Err: msg.err})
 		return
 	}
-	b.finish(ctx, messages.BuildDone{ImageID: msg.imageID, Key: b.job.key, CacheHit: msg.cacheHit})
+	b.finish(ctx, messages.BuildDone{ImageID: msg.imageID, Key: b.job.key, CacheHit: msg.cacheHit, Attestations: msg.attestations})
 }
 
 func (b *buildActor) event(ctx actor.Context, eventType, content string, data any) {
@@ -210,7 +227,12 @@ func (b *buildActor) lookup(ctx actor.Context) {
 			}
 		}
 		id, found, foreign, err := builder.lookup(runCtx, job.key)
-		return lookupResult{imageID: id, found: found, foreign: foreign, err: err}
+		res := lookupResult{imageID: id, found: found, foreign: foreign, err: err}
+		if found && err == nil {
+			res.attestations, res.stale = builder.policyHit(runCtx, job.key, id)
+			res.found = res.stale == ""
+		}
+		return res
 	})
 }
 
@@ -220,12 +242,23 @@ func (b *buildActor) build(ctx actor.Context) {
 	runAsync(ctx, b.runCtx, "image build", func(runCtx context.Context) any {
 		id, found, _, err := builder.lookup(runCtx, job.key)
 		if err == nil && found {
-			return buildResult{imageID: id, cacheHit: true}
+			att, stale := builder.policyHit(runCtx, job.key, id)
+			if stale == "" {
+				return buildResult{imageID: id, cacheHit: true, attestations: att}
+			}
+			builder.removeStale(runCtx, job.key)
 		}
 		system.Root.Send(self, buildStarted{})
 		start := time.Now()
 		built, tail, err := builder.buildLogged(runCtx, job)
-		return buildResult{imageID: built.id, err: err, log: built.log, logTail: tail, duration: time.Since(start)}
+		res := buildResult{imageID: built.id, err: err, log: built.log, logTail: tail, duration: time.Since(start)}
+		if err == nil {
+			res.policy, res.err = builder.attest(runCtx, job, built, start)
+			if res.policy != nil {
+				res.attestations = attestations(*res.policy)
+			}
+		}
+		return res
 	})
 }
 

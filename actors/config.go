@@ -26,6 +26,8 @@ type AttemptConfig struct {
 	// image key's worker input.
 	WorkerBinary string
 	WorkerDigest string
+	// BuilderVersion is forged's version, as image provenance names it.
+	BuilderVersion string
 	// Platform is part of the image cache key (e.g. "linux/amd64").
 	Platform string
 	// SeccompProfile (an absolute path to a JSON profile) and LSMOption

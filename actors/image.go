@@ -14,6 +14,7 @@ import (
 	"github.com/forgedev/forged/internal/images/buildlog"
 	"github.com/forgedev/forged/internal/images/dockerfile"
 	"github.com/forgedev/forged/internal/images/imagegc"
+	"github.com/forgedev/forged/internal/images/imagepolicy"
 	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/internal/sandbox/contract"
 	"github.com/forgedev/forged/messages"
@@ -29,6 +30,8 @@ type sandboxImageJob struct {
 	policy         string   // the execution policy
 	dockerfile     []byte   // .forge/Dockerfile, as in the build context
 	secrets        []string // the attempt's secret values, redacted from the build log
+	// The provenance's inputs beside the Dockerfile.
+	configCommit, contextDigest, contractDigest string
 }
 
 // imageBuilder builds the two-stage sandbox image: the project image from
@@ -45,6 +48,13 @@ type imageBuilder struct {
 	// the engine then pulls (PullParent false only prefers local images);
 	// never under sandbox_required.
 	allowPulls bool
+	// policy is the image policy (nil: none); archiver exports and
+	// removes images for it. workerDigest and builderVersion are named by
+	// the provenance.
+	policy         *imagepolicy.Policy
+	archiver       ImageArchiver
+	workerDigest   string
+	builderVersion string
 }
 
 // checkPolicy applies the Dockerfile policy before anything is built:
@@ -57,6 +67,9 @@ type imageBuilder struct {
 // Violations are failure.SandboxBuildPolicy naming the line.
 func (b *imageBuilder) checkPolicy(ctx context.Context, job sandboxImageJob) error {
 	required := job.policy == messages.PolicySandboxRequired
+	if err := b.policy.CheckRequired(required); err != nil {
+		return err
+	}
 	file, err := dockerfile.CheckSource(job.dockerfile, required)
 	if err != nil || (b.allowPulls && !required) {
 		return err
@@ -80,23 +93,24 @@ func (b *imageBuilder) checkPolicy(ctx context.Context, job sandboxImageJob) err
 	return nil
 }
 
-// builtImage is a finished build: the agent image and its stored log.
+// builtImage is a finished build: the agent image, the project image
+// beneath it and its stored log.
 type builtImage struct {
-	id  string
-	log buildlog.Record
+	id, projectID string
+	log           buildlog.Record
 }
 
 // buildLogged builds the image and stores its redacted log, whether or not
 // the build succeeded. The log is named for the attempt that built it.
 func (b *imageBuilder) buildLogged(ctx context.Context, job sandboxImageJob) (builtImage, string, error) {
 	log := buildlog.New(buildlog.NewRedactor(job.secrets...))
-	id, buildErr := b.build(ctx, job, log)
+	id, projectID, buildErr := b.build(ctx, job, log)
 	rec, err := log.Save(b.stateRoot, job.key, logName(job.attemptID))
 	if err != nil {
 		err = failure.Wrap(failure.SandboxBuildFailed, err, "store the build log")
 		return builtImage{}, log.Tail(), errors.Join(buildErr, err)
 	}
-	return builtImage{id: id, log: rec}, log.Tail(), buildErr
+	return builtImage{id: id, projectID: projectID, log: rec}, log.Tail(), buildErr
 }
 
 func logName(attemptID string) string {
@@ -129,27 +143,27 @@ func (b *imageBuilder) lookup(ctx context.Context, key string) (id string, found
 	return id, true, false, nil
 }
 
-func (b *imageBuilder) build(ctx context.Context, job sandboxImageJob, log *buildlog.Log) (string, error) {
+func (b *imageBuilder) build(ctx context.Context, job sandboxImageJob, log *buildlog.Log) (id, projectID string, err error) {
 	projectTag, agentTag := dockerops.SandboxImageTags(job.key)
 	redact := buildlog.NewRedactor(job.secrets...).Redact
-	projectID, err := b.buildProject(ctx, job, projectTag, log, redact)
+	projectID, err = b.buildProject(ctx, job, projectTag, log, redact)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	worker, err := os.Open(b.workerBinary)
 	if err != nil {
-		return "", failure.Wrap(failure.SandboxBuildFailed, err, "open worker binary")
+		return "", "", failure.Wrap(failure.SandboxBuildFailed, err, "open worker binary")
 	}
 	defer worker.Close()
 	info, err := worker.Stat()
 	if err != nil {
-		return "", failure.Wrap(failure.SandboxBuildFailed, err, "stat worker binary")
+		return "", "", failure.Wrap(failure.SandboxBuildFailed, err, "stat worker binary")
 	}
 	overlay, err := dockerops.OverlayContext(projectID, worker, info.Size())
 	if err != nil {
-		return "", failure.Wrap(failure.SandboxBuildFailed, err, "prepare agent overlay")
+		return "", "", failure.Wrap(failure.SandboxBuildFailed, err, "prepare agent overlay")
 	}
-	id, err := b.docker.BuildImage(ctx, dockerops.BuildRequest{
+	id, err = b.docker.BuildImage(ctx, dockerops.BuildRequest{
 		ContextTar: overlay,
 		Dockerfile: "Dockerfile",
 		Tags:       []string{agentTag},
@@ -159,9 +173,9 @@ func (b *imageBuilder) build(ctx context.Context, job sandboxImageJob, log *buil
 		Redact:     redact,
 	})
 	if err != nil {
-		return "", asBuildFailure(err, "agent overlay")
+		return "", "", asBuildFailure(err, "agent overlay")
 	}
-	return id, nil
+	return id, projectID, nil
 }
 
 func (b *imageBuilder) buildProject(ctx context.Context, job sandboxImageJob, tag string, log *buildlog.Log, redact func(string) string) (string, error) {

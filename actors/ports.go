@@ -9,6 +9,7 @@ import (
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/internal/host/quota"
 	"github.com/forgedev/forged/internal/images/imagegc"
+	"github.com/forgedev/forged/internal/images/imagepolicy"
 	"github.com/forgedev/forged/internal/publish/providerauth"
 	"github.com/forgedev/forged/messages"
 )
@@ -36,6 +37,14 @@ type ImageDocker interface {
 	ImageID(ctx context.Context, ref string) (string, bool, error)
 	ImageLabels(ctx context.Context, ref string) (id string, labels map[string]string, found bool, err error)
 	BuildImage(ctx context.Context, req dockerops.BuildRequest) (string, error)
+}
+
+// ImageArchiver exports and removes images, for the image policy
+// (dockerops.Client): the SBOM is generated from the exported image, and a
+// stale or refused image's tags are removed.
+type ImageArchiver interface {
+	SaveImage(ctx context.Context, ref, dst string) error
+	RemoveImage(ctx context.Context, ref string) error
 }
 
 // WorkerDocker is what the worker actor needs.
@@ -140,6 +149,10 @@ type Deps struct {
 	// ImageVerifier verifies upstream images; nil verifies none, which
 	// sandbox_required refuses and adoption warns about.
 	ImageVerifier ImageVerifier
+	// ImagePolicy is the operator's image policy (SBOM, vulnerability
+	// gate, signed provenance, records); nil evaluates nothing. Its SBOM
+	// needs Docker to be an ImageArchiver too.
+	ImagePolicy *imagepolicy.Policy
 	// Kernel reads containers' kernel counters; nil means HostKernel
 	// (this host's /proc and cgroup mounts).
 	Kernel KernelCounters

@@ -133,3 +133,9 @@ var (
 	SandboxIsolationUnavailable      = define("sandbox_isolation_unavailable", Retryable, http.StatusServiceUnavailable, "the operator's isolation floor is gvisor and the engine has no working runsc runtime (not registered, or its probe container failed); the host takes no attempts until it has one")
 	SandboxIsolationNetworkUnsupport = define("sandbox_isolation_network_unsupported", Permanent, http.StatusUnprocessableEntity, "under the gvisor isolation floor an attempt runs with no network (runsc's netstack does not start on forged's attempt networks), so contracts declaring services and public_allowlist or open_public dispatches are refused before anything is created")
 )
+
+// Codes of the image policy (SBOM, vulnerability gate, signed provenance).
+var (
+	SandboxImagePolicy     = define("sandbox_image_policy_failed", Permanent, http.StatusUnprocessableEntity, "the image policy could not be applied to a built image: the SBOM command or the scan command failed or answered out of shape, the provenance could not be signed, or an enforced policy is incomplete (`--image-policy-enforced` without `--image-sbom-command`, `--image-scan-command` and `--image-provenance-key`) for a `sandbox_required` attempt")
+	SandboxImageVulnerable = define("sandbox_image_vulnerable", Permanent, http.StatusUnprocessableEntity, "the scan command reported a finding, not allowlisted (`--image-scan-allow`), at or above `--image-scan-fail-severity` in the built image; the message names the findings")
+)

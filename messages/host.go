@@ -106,6 +106,10 @@ type EngineFeatures struct {
 	BuildKit bool `json:"buildKit"`
 	// BuilderVersion is Ping's Builder-Version ("1" classic, "2" BuildKit).
 	BuilderVersion string `json:"builderVersion,omitempty"`
+	// ImagePolicy is the seed's feature: an enforced image policy with
+	// every part (SBOM command, scan command, provenance key) and builds
+	// with no network. An operator setting, not an engine fact.
+	ImagePolicy bool `json:"imagePolicy"`
 }
 
 // NetworkIsolation is what a probe learnt about isolated networks on this

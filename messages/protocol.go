@@ -262,6 +262,21 @@ type BuildDone struct {
 	ImageID  string
 	Key      string
 	CacheHit bool
+	// Attestations name the image policy's stored SBOM and provenance;
+	// nil without an image policy (or a record, on a cache hit).
+	Attestations *ImageAttestations
+}
+
+// ImageAttestations name an image's image-policy record and the
+// attestations stored beside its build log.
+type ImageAttestations struct {
+	PolicyDigest     string
+	Status           string // passed, warning
+	Verdict          string // the scan's: pass, warn; "" without a scan
+	SBOMPath         string
+	SBOMDigest       string
+	ProvenancePath   string
+	ProvenanceDigest string
 }
 
 // BuildFailed tells the attempt its image could not be built.

@@ -12,7 +12,7 @@ export PATH="$PATH:/usr/local/go/bin"
 
 # Headless chromium loads the live console in httpapi's browser test;
 # promtool (package prometheus) checks contrib/'s alert rules and dashboard.
-bash scripts/ensure-docker.sh chromium prometheus
+bash scripts/ensure-docker.sh chromium prometheus jq openssl
 # The unit's user and loop devices it may open (cmd/forged's
 # TestUnitDeploymentBoundsAWriter runs forged as that user).
 bash scripts/ensure-forged-user.sh
@@ -26,6 +26,11 @@ bash scripts/service-images.sh
 bash scripts/images.sh
 # The Debian root filesystem the package test installs the .deb into.
 bash scripts/package-root.sh
+# The syft CLI, the image policy's SBOM generator in the runner's
+# end-to-end test (built from its own module, cached: only the first run on
+# a machine builds it).
+FORGED_SYFT=$(bash scripts/ensure-syft.sh)
+export FORGED_SYFT
 
 unformatted=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)
 if [ -n "$unformatted" ]; then

@@ -45,6 +45,7 @@ type runnerFlags struct {
 	providerTTL    time.Duration
 	verifyCommand  string
 	verifyTimeout  time.Duration
+	imagePolicy    imagePolicyFlags
 	allowPulls     bool
 	cacheModes     string
 	cacheBytes     int64
@@ -147,6 +148,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&f.cacheBytes, "cache-bytes", caches.DefaultPerAttemptBytes, "size of each per-attempt cache volume, in bytes, when volumes are bounded")
 	cmd.Flags().BoolVar(&f.requireBounded, "require-bounded-storage", false, "refuse every attempt (adoption too) with sandbox_storage_unbounded when attempt volumes are not bounded; sandbox_required attempts always are")
 	cmd.Flags().StringArrayVar(&f.repoRoots, "repo-root", nil, "directory under which every dispatch's repo.localPath must lie, symlinks resolved (repeatable; default: any repository forged can read)")
+	f.imagePolicy.register(cmd)
 	f.preflight.register(cmd)
 	f.publish.register(cmd)
 	f.network.register(cmd)
@@ -181,6 +183,10 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 			return runner.Config{}, err
 		}
 		verifier = v
+	}
+	imagePolicy, err := f.imagePolicy.policy()
+	if err != nil {
+		return runner.Config{}, err
 	}
 	egressOptions, err := f.network.options()
 	if err != nil {
@@ -223,6 +229,8 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		ReapGrace:             f.reapGrace,
 		ProviderAuth:          auth,
 		ImageVerifier:         verifier,
+		ImagePolicy:           imagePolicy,
+		Version:               version,
 		Egress:                egressOptions,
 		AllowOpenPublic:       f.network.allowOpenPublic,
 		AllowBuildPulls:       f.allowPulls,

@@ -21,6 +21,7 @@ import (
 	"github.com/forgedev/forged/internal/host/preflight"
 	"github.com/forgedev/forged/internal/images/collector"
 	"github.com/forgedev/forged/internal/images/imagegc"
+	"github.com/forgedev/forged/internal/images/imagepolicy"
 	"github.com/forgedev/forged/internal/kit/clock"
 	"github.com/forgedev/forged/internal/sandbox/caches"
 	"github.com/forgedev/forged/internal/sandbox/egress"
@@ -140,6 +141,12 @@ type Config struct {
 	// verifies nothing: sandbox_required is refused with
 	// sandbox_image_signature_invalid, adoption warns.
 	ImageVerifier actors.ImageVerifier
+	// ImagePolicy is the image policy (imagepolicy.New): SBOM, vulnerability
+	// gate, signed provenance and the records cache hits need when it is
+	// enforced; nil evaluates nothing.
+	ImagePolicy *imagepolicy.Policy
+	// Version is forged's version, as image provenance names the builder.
+	Version string
 	// RepoRoots are the directories under which a dispatch's
 	// repo.localPath must lie, symlinks resolved (--repo-root); other
 	// dispatches are refused with dispatch_repo_outside_roots. Empty

@@ -105,6 +105,9 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		GVisorRuntime:    cfg.GVisorRuntime,
 		GVisorProbeImage: cfg.GVisorProbeImage,
 		Runtimes:         docker,
+		// Builds run with no network (dockerops.DefaultBuildNetwork): the
+		// seed's enforced build egress.
+		ImagePolicy: cfg.ImagePolicy.Complete(),
 	}), 0, cfg.Clock)
 	r.preflight = cache
 	// The first report is taken now, so that admission starts from it.
@@ -136,6 +139,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		HostKey:             hostKey,
 		WorkerBinary:        cfg.WorkerBinary,
 		WorkerDigest:        workerDigest,
+		BuilderVersion:      cfg.Version,
 		Platform:            runtime.GOOS + "/" + runtime.GOARCH,
 		SeccompProfile:      cfg.SeccompProfile,
 		LSMOption:           cfg.LSMOption,
@@ -165,6 +169,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		Redeemer:      cfg.Redeemer,
 		ProviderAuth:  cfg.ProviderAuth,
 		ImageVerifier: cfg.ImageVerifier,
+		ImagePolicy:   cfg.ImagePolicy,
 		Volumes:       volumes,
 		ImageRefs:     r.imageRefs,
 	}

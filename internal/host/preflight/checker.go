@@ -61,6 +61,9 @@ type Options struct {
 	GVisorRuntime    string
 	GVisorProbeImage string
 	Runtimes         RuntimeProber
+	// ImagePolicy is reported as the feature imagePolicy: the operator's
+	// image policy is enforced and complete, and builds have no network.
+	ImagePolicy bool
 }
 
 // supportedPlatforms are the OSes forged can drive Docker sandboxes from.
@@ -134,7 +137,7 @@ func (c *Checker) Check(ctx context.Context) Report {
 		MaxSlots:         c.opts.Capacity.MaxSlots,
 		RootlessRequired: !c.opts.AllowRootful,
 		Engine:           EngineFacts{Endpoint: c.opts.Endpoint},
-		Features:         Features{LSM: []string{}},
+		Features:         Features{LSM: []string{}, ImagePolicy: c.opts.ImagePolicy},
 		Network:          NetworkFacts{DefaultMode: "none", Code: failure.SandboxNetworkIsolation},
 		Isolation:        IsolationFacts{Floor: c.opts.IsolationFloor, Runtimes: []string{}, GVisor: GVisorFacts{Runtime: c.opts.GVisorRuntime}},
 	}
@@ -174,6 +177,7 @@ func (c *Checker) Check(ctx context.Context) Report {
 		MemTotalBytes:   info.MemTotal,
 	}
 	r.Features = featuresOf(info, ping)
+	r.Features.ImagePolicy = c.opts.ImagePolicy
 	if c.opts.Services != nil {
 		r.Services = c.opts.Services(ctx)
 	}

@@ -1,0 +1,5 @@
+package imagepolicy
+
+import "syscall"
+
+const oNoFollow = syscall.O_NOFOLLOW
