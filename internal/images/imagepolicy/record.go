@@ -96,6 +96,11 @@ func LoadRecord(stateRoot, key string) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("image policy record: %w", err)
 	}
+	return decodeRecord(data, key)
+}
+
+// decodeRecord decodes a record of key strictly.
+func decodeRecord(data []byte, key string) (Record, error) {
 	var r Record
 	if err := strictjson.Decode(data, &r); err != nil {
 		return Record{}, fmt.Errorf("image policy record: %w", err)
