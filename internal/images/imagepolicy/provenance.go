@@ -104,7 +104,6 @@ type Inputs struct {
 	// WorkerDigest is the forged-worker binary baked into the overlay.
 	WorkerDigest   string
 	BuilderVersion string
-	EngineVersion  string
 	Limits         map[string]any
 	Byproducts     []ResourceDescriptor // the build log, the SBOM
 	Started        time.Time
@@ -130,9 +129,6 @@ func NewStatement(in Inputs) Statement {
 	add("forged-worker", "sha256", in.WorkerDigest)
 	add("project-image", "sha256", in.ProjectImageID)
 	version := map[string]string{"forged": in.BuilderVersion}
-	if in.EngineVersion != "" {
-		version["docker-engine"] = in.EngineVersion
-	}
 	return Statement{
 		Type:          StatementType,
 		Subject:       []ResourceDescriptor{{Name: in.ImageRef, Digest: Digest{"sha256": strings.TrimPrefix(in.ImageID, "sha256:")}}},
