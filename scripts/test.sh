@@ -16,6 +16,13 @@ bash scripts/ensure-docker.sh chromium prometheus jq openssl
 # The unit's user and loop devices it may open (cmd/forged's
 # TestUnitDeploymentBoundsAWriter runs forged as that user).
 bash scripts/ensure-forged-user.sh
+# The syft CLI, the image policy's SBOM generator in the runner's
+# end-to-end test, built from its own module (scripts/tools/syft) and
+# cached: only the first run on a machine builds it, in the background
+# while the images below are built.
+mkdir -p bin
+bash scripts/ensure-syft.sh > bin/.syft-path &
+syft_build=$!
 # gVisor's runsc, registered with the engine as the runtime "runsc" (by
 # SIGHUP, no engine restart), for the gVisor isolation tests.
 bash scripts/ensure-runsc.sh
@@ -26,10 +33,8 @@ bash scripts/service-images.sh
 bash scripts/images.sh
 # The Debian root filesystem the package test installs the .deb into.
 bash scripts/package-root.sh
-# The syft CLI, the image policy's SBOM generator in the runner's
-# end-to-end test (built from its own module, cached: only the first run on
-# a machine builds it).
-FORGED_SYFT=$(bash scripts/ensure-syft.sh)
+wait "$syft_build"
+FORGED_SYFT=$(cat bin/.syft-path)
 export FORGED_SYFT
 
 unformatted=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)
