@@ -192,8 +192,10 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		Collector:    gc,
 		Reaper: &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval, Images: imageSweeper(store),
 			OnRound: cfg.Metrics.ReaperRound},
-		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
-			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
+		NewAttempt: func(d *messages.Dispatch, user messages.SandboxUser, subscriber, sup *actor.PID) *actor.Props {
+			c := attemptCfg
+			c.User = user
+			return actors.AttemptProps(d, subscriber, sup, c, deps)
 		},
 		// r.adopted is set by start, before the supervisor starts.
 		Adopt: func(system *actor.ActorSystem) []supervisor.Adoption {
