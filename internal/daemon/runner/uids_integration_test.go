@@ -101,4 +101,3 @@ func waitForAgentLine(t *testing.T, log *runner.Log, prefix string) string {
 		}
 	}
 }
-
