@@ -378,7 +378,8 @@ func (a *attemptActor) onBuilt(ctx actor.Context, msg messages.BuildDone) {
 	planned := a.ledger.post(ledger.Starting, a.ledgerEntry(ledger.Starting))
 	in := provisionInput{docker: a.deps.Docker, planned: planned, names: a.in.names, labels: a.in.labels, credentials: a.credentialsInput(),
 		volumes: a.deps.Volumes, workspaceBytes: a.d.Sandbox.RequestedResources.Workspace(), bundlePath: a.in.prepared.BundlePath,
-		caches: a.in.contract.Contract.Caches, project: a.d.Repo.Name, cacheBytes: a.cfg.CacheBytes}
+		caches: a.in.contract.Contract.Caches, project: a.d.Repo.Name, cacheBytes: a.cfg.CacheBytes,
+		user: a.cfg.User.OrImage(), image: a.image.id}
 	a.step(ctx, "provision", func(stepCtx context.Context) any { return provisionStep(stepCtx, in) })
 }
 

@@ -133,7 +133,7 @@ func (a *attemptActor) startEgress(ctx actor.Context) {
 	}
 	probe := dockerops.ProbeSpec{
 		Name: egressProbeName(a.in.names), Image: a.image.id, Network: a.sidecars.network,
-		Labels: a.in.labels, SecurityOpts: a.in.security, // no secret: the proxy has none
+		Labels: a.in.labels, SecurityOpts: a.in.security, User: a.cfg.User.OrImage(), // no secret: the proxy has none
 		Cmd: []string{messages.WorkerBinaryPath, "worker", "probe", "--service", services.Egress,
 			"--host", egress.Alias, "--port", fmt.Sprint(egress.ProxyPort), "--within", within.String()},
 		Timeout: within,

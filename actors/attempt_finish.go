@@ -114,6 +114,7 @@ func (a *attemptActor) inspect(ctx actor.Context) messages.InspectReply {
 		"container":   a.worker.containerID,
 		"network":     cmp.Or(a.sidecars.network, "none"),
 		"tearingDown": strconv.FormatBool(a.tearingDown),
+		"sandboxUser": a.cfg.User.OrImage().String(), // its slot's uid:gid
 	}
 	if a.sidecars.egressNetworkID != "" {
 		facts["egressNetwork"] = egressNetworkName(a.in.names)

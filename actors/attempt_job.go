@@ -35,6 +35,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 		spec: dockerops.WorkerSpec{
 			Name:        a.in.names.Container,
 			Image:       a.image.id,
+			User:        a.cfg.User.OrImage(),
 			Network:     a.sidecars.network, // the attempt network with services or a network policy; "" (none) without
 			OpenNetwork: a.d.Sandbox.NetworkPolicy.Mode == messages.NetworkOpenPublic,
 			// open_public: the guarded netns holder's namespace.

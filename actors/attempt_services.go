@@ -141,6 +141,7 @@ func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
 		probe := dockerops.ProbeSpec{
 			Name: services.ProbeName(a.in.names.Prefix, s), Image: a.image.id, Network: a.sidecars.network,
 			Labels: a.in.labels, SecretsVolume: def.SecretsVolume(a.in.names.Prefix), SecurityOpts: a.in.security,
+			User:    a.cfg.User.OrImage(),
 			Cmd:     def.ProbeArgs(messages.WorkerBinaryPath, within.String()),
 			Timeout: within,
 		}

@@ -138,6 +138,11 @@ type provisionInput struct {
 	caches     []contract.Cache
 	project    string
 	cacheBytes int64
+	// user is the attempt's sandbox user: the workspace, control and
+	// per-attempt cache volumes are made its own, through a helper
+	// container from image (OwnVolumes), unless it is the image's user.
+	user  messages.SandboxUser
+	image string
 }
 
 // provisionStep makes the ledger durable with the planned resources, then
@@ -173,7 +178,27 @@ func provisionStep(ctx context.Context, in provisionInput) provisionDone {
 		}
 	}
 	mounts, missing, err := provisionCaches(ctx, in)
+	if err == nil {
+		err = ownVolumes(ctx, in, mounts)
+	}
 	return provisionDone{cacheMounts: mounts, cachesMissing: missing, err: err}
+}
+
+// ownVolumes gives the attempt's writable volumes (workspace, control with
+// input/ and output/, each per-attempt cache) to its sandbox user, bounded
+// or plain alike, before the worker exists. The image's user needs none:
+// the engine's copy-up and mkfs give its volumes to it.
+func ownVolumes(ctx context.Context, in provisionInput, caches []dockerops.CacheMount) error {
+	if in.user == messages.ImageUser {
+		return nil
+	}
+	volumes := []dockerops.OwnedVolume{{Volume: in.names.WorkspaceVolume}, {Volume: in.names.ControlVolume, Dirs: []string{"input", "output"}}}
+	for _, c := range caches {
+		if !c.ReadOnly {
+			volumes = append(volumes, dockerops.OwnedVolume{Volume: c.Volume})
+		}
+	}
+	return in.docker.OwnVolumes(ctx, in.image, in.names.VolumeOwner, in.labels, volumes, in.user)
 }
 
 // provisionCaches creates each per-attempt cache volume (a bounded image

@@ -67,7 +67,7 @@ func newHarnessWith(t *testing.T, host *fakeHost, clk clock.Clock, configure fun
 	}
 	h.root = sys.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host, Ledgers: ledger.Store{Root: h.state},
-		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
+		NewAttempt: func(d *messages.Dispatch, _ messages.SandboxUser, subscriber, sup *actor.PID) *actor.Props {
 			return AttemptProps(d, subscriber, sup, h.cfg, Deps{Git: host, Docker: host, Redeemer: h.redeemer, ImageRefs: h.refs, ProviderAuth: h.auth, ImageVerifier: h.verifier})
 		},
 	}))

@@ -27,7 +27,7 @@ func runWithKernel(t *testing.T, host *fakeHost, kernel KernelCounters) (message
 	cfg := AttemptConfig{StateRoot: t.TempDir(), WorkerBinary: "/proc/self/exe", WorkerDigest: "d", SampleInterval: 10 * time.Millisecond}
 	root := system.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 1, QueueLimit: 1, Cleaner: host, Ledgers: ledger.Store{Root: cfg.StateRoot},
-		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
+		NewAttempt: func(d *messages.Dispatch, _ messages.SandboxUser, subscriber, sup *actor.PID) *actor.Props {
 			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host, Kernel: kernel})
 		},
 	}))

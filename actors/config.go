@@ -10,6 +10,7 @@ import (
 	"github.com/forgedev/forged/internal/sandbox/egress"
 	"github.com/forgedev/forged/internal/sandbox/services"
 	"github.com/forgedev/forged/internal/sandbox/timelimit"
+	"github.com/forgedev/forged/messages"
 )
 
 // AttemptConfig is the operator configuration every attempt shares.
@@ -17,6 +18,11 @@ type AttemptConfig struct {
 	// StateRoot is forged's private state directory; attempts work under
 	// StateRoot/attempts/<attempt hex>.
 	StateRoot string
+	// User is the sandbox user the attempt runs as (its slot's, from the
+	// supervisor); the zero user runs as messages.ImageUser. The worker,
+	// the task and every helper that writes the attempt's files run as it,
+	// and its volumes and tmpfs mounts are its own.
+	User messages.SandboxUser
 	// HostKey seals the attempt's control key in its ledger
 	// (ledger.Store.HostKey), so that a restarted forged can re-adopt it;
 	// nil: attempts are not re-adoptable.

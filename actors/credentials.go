@@ -32,8 +32,9 @@ import (
 // credentials.
 type credentialsInput struct {
 	auth  ProviderAuth
-	dir   string // the helper's private directory (must not exist)
-	image string // the agent image, for the loader container
+	dir   string               // the helper's private directory (must not exist)
+	image string               // the agent image, for the loader container
+	user  messages.SandboxUser // the worker reads the files as its own
 	req   providerauth.Request
 }
 
@@ -59,6 +60,7 @@ func (a *attemptActor) credentialsInput() *credentialsInput {
 		auth:  a.deps.ProviderAuth,
 		dir:   filepath.Join(a.in.workDir, "credentials"),
 		image: a.image.id,
+		user:  a.cfg.User.OrImage(),
 		req: providerauth.Request{Provider: e.Provider, AuthKind: e.AuthKind,
 			DispatchAttemptID: a.d.AttemptID(), RunnerInstanceID: a.d.Sandbox.RunnerInstanceID},
 	}
@@ -70,7 +72,7 @@ func loadCredentials(ctx context.Context, docker SandboxDocker, names dockerops.
 	if err != nil {
 		return err
 	}
-	if err := docker.LoadVolume(ctx, in.image, names.SecretsLoader, names.SecretsVolume, labels, files, messages.WorkerUID, messages.WorkerGID); err != nil {
+	if err := docker.LoadVolume(ctx, in.image, names.SecretsLoader, names.SecretsVolume, labels, files, in.user.UID, in.user.GID); err != nil {
 		return failure.Wrap(failure.SandboxAuthUnavailable, err, "load the provider credentials into the secrets volume")
 	}
 	return nil

@@ -52,6 +52,7 @@ type fakeHost struct {
 	leases       [][]byte
 	specs        []dockerops.WorkerSpec       // the workers asked for
 	loaded       []loadedVolume               // the volumes filled
+	owned        []ownedVolumes               // the OwnVolumes calls
 	volumeLabels map[string]map[string]string // existing volumes, by name (VolumeLabels)
 	// noIsolation: preflight could not verify network isolation.
 	noIsolation bool
@@ -361,6 +362,22 @@ func (f *fakeHost) LoadVolume(_ context.Context, image, name, volume string, _ m
 	defer f.mu.Unlock()
 	f.loaded = append(f.loaded, loadedVolume{image: image, name: name, volume: volume, files: files, uid: uid, gid: gid})
 	return nil
+}
+
+func (f *fakeHost) OwnVolumes(_ context.Context, image, name string, _ map[string]string, volumes []dockerops.OwnedVolume, user messages.SandboxUser) error {
+	if err := f.record("ownvolumes"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.owned = append(f.owned, ownedVolumes{image: image, name: name, volumes: volumes, user: user})
+	return nil
+}
+
+type ownedVolumes struct {
+	image, name string
+	volumes     []dockerops.OwnedVolume
+	user        messages.SandboxUser
 }
 
 type loadedVolume struct {

@@ -96,6 +96,7 @@ type SandboxDocker interface {
 	CopyDirOut(ctx context.Context, containerID, srcDir, hostDir string, maxBytes int64, maxFiles int) error
 	Teardown(ctx context.Context, owner dockerops.Ownership, source string) (dockerops.CleanupReport, error)
 	LoadVolume(ctx context.Context, image, name, volume string, labels map[string]string, files []dockerops.VolumeFile, uid, gid int) error
+	OwnVolumes(ctx context.Context, image, name string, labels map[string]string, volumes []dockerops.OwnedVolume, user messages.SandboxUser) error
 	// VolumeLabels finds a project's read-only cache volume.
 	VolumeLabels(ctx context.Context, name string) (map[string]string, bool, error)
 }

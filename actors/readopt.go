@@ -91,6 +91,16 @@ type Adopted struct {
 	controlKey string
 }
 
+// User is the sandbox user the adopted attempt runs as, from its ledger:
+// it keeps it, and so its slot's uid (zero: a ledger from before users were
+// recorded, whose sandbox runs as messages.ImageUser).
+func (ad *Adopted) User() messages.SandboxUser {
+	if ad.Entry.Adoption == nil {
+		return messages.SandboxUser{}
+	}
+	return ad.Entry.Adoption.User
+}
+
 // LoadAdoption reads and checks what re-adopting the attempt of e needs:
 // its state file must match the ledger's digest, decode strictly, name
 // the same attempt, lease and fence, and reproduce the recorded input and
@@ -154,6 +164,7 @@ func LoadAdoption(stateRoot string, e ledger.Entry, hostKey []byte) (*Adopted, e
 // with its worker re-attached (see startAdopted).
 func AdoptedAttemptProps(ad *Adopted, subscriber, supervisor *actor.PID, cfg AttemptConfig, deps Deps) *actor.Props {
 	cfg = cfg.withDefaults()
+	cfg.User = ad.User()
 	children := newChildSupervisor()
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &attemptActor{cfg: cfg, deps: deps, d: ad.Dispatch, adopted: ad, subscriber: subscriber, supervisor: supervisor, children: children}
@@ -184,6 +195,7 @@ func (a *attemptActor) adoptionRecord() *ledger.Adoption {
 		PublishGrant:     a.d.Sandbox.PublishGrant,
 		EventSeq:         a.worker.eventSeq,
 		ExitSeen:         a.worker.exit != nil,
+		User:             a.cfg.User,
 	}
 }
 

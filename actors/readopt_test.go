@@ -49,7 +49,8 @@ func adoptable(t *testing.T) (root string, hostKey []byte, e ledger.Entry) {
 		WorktreeKey: d.Lease.WorktreeKey, ExpiresAt: d.Lease.ExpiresAt, State: ledger.Active,
 		Adoption: &ledger.Adoption{WorkerProtocol: messages.WorkerProtocolVersion, ContainerID: "c0ffee", Image: "sha256:" + strings.Repeat("1", 64),
 			InputCommitSHA: prepared.InputCommitSHA, ContractDigest: parsed.Digest, StateDigest: digest, SealedControlKey: sealed,
-			WorkerCreatedAt: time.Now().UTC(), PublicationMode: d.Sandbox.PublicationMode, EventSeq: 3},
+			WorkerCreatedAt: time.Now().UTC(), PublicationMode: d.Sandbox.PublicationMode, EventSeq: 3,
+			User: messages.SandboxUser{UID: 100002, GID: 100002}},
 	}
 	require.NoError(t, store.Write(e))
 	return root, hostKey, e
@@ -64,6 +65,19 @@ func TestLoadAdoptionRestoresTheAttempt(t *testing.T) {
 	assert.Equal(t, e.Adoption.ContractDigest, ad.contract.Digest)
 	assert.Equal(t, e.Adoption.InputCommitSHA, ad.prepared.InputCommitSHA)
 	assert.Equal(t, []string{"no-new-privileges"}, ad.security)
+	assert.Equal(t, messages.SandboxUser{UID: 100002, GID: 100002}, ad.User(), "the adopted attempt keeps its slot's uid")
+}
+
+// The ledger's adoption record carries the attempt's sandbox user, so a
+// restarted forged re-adopts it as the same uid.
+func TestAdoptionRecordCarriesTheSandboxUser(t *testing.T) {
+	a := &attemptActor{cfg: AttemptConfig{User: messages.SandboxUser{UID: 100004, GID: 100004}}, d: actortest.NewDispatch(time.Now().Add(time.Hour))}
+	a.worker.containerID, a.worker.sealedKey, a.in.stateDigest = "c0ffee", "v1.sealed", "sha256:"+strings.Repeat("3", 64)
+	a.in.prepared = &gitops.Prepared{InputCommitSHA: strings.Repeat("a", 40)}
+	a.in.contract = &contract.Parsed{Digest: "sha256:" + strings.Repeat("2", 64)}
+	rec := a.adoptionRecord()
+	require.NotNil(t, rec)
+	assert.Equal(t, a.cfg.User, rec.User)
 }
 
 // TestLoadAdoptionRefusesWhatDoesNotCheckOut: every way the state file,

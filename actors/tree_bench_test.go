@@ -38,7 +38,7 @@ func BenchmarkAttemptTreeHeap(b *testing.B) {
 	cfg := AttemptConfig{StateRoot: state, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clock.System{}, SampleInterval: time.Hour}
 	root := system.Root.Spawn(supervisor.Props(supervisor.Config{
 		Slots: b.N, QueueLimit: 0, Cleaner: host, Ledgers: ledger.Store{Root: state},
-		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
+		NewAttempt: func(d *messages.Dispatch, _ messages.SandboxUser, subscriber, sup *actor.PID) *actor.Props {
 			return AttemptProps(d, subscriber, sup, cfg, Deps{Git: host, Docker: host})
 		},
 	}))

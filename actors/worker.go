@@ -202,7 +202,8 @@ func copyBundle(ctx context.Context, docker WorkerDocker, job workerJob, id stri
 	if err != nil {
 		return failure.Wrap(failure.SandboxInputFailed, err, "stat input bundle")
 	}
-	if err := docker.CopyFileInto(ctx, id, "/control/input", "repo.bundle", f, info.Size(), messages.WorkerUID, messages.WorkerGID, 0o400); err != nil {
+	user := job.spec.User.OrImage() // the worker reads it as its own
+	if err := docker.CopyFileInto(ctx, id, "/control/input", "repo.bundle", f, info.Size(), user.UID, user.GID, 0o400); err != nil {
 		return failure.Wrap(failure.SandboxCreateFailed, err, "copy input bundle into the worker")
 	}
 	return nil

@@ -50,7 +50,7 @@ const (
 
 // WriteLeaseUpdate pushes an encoded lease.Update into the running worker
 // container: it runs "/opt/forge/forged worker lease-update" there as the
-// worker user (10001:10001) through the Engine API (exec create, attach
+// container's user (the attempt's sandbox user) through the Engine API (exec create, attach
 // with stdin, exec inspect), writes update to its stdin, closes it and
 // waits for the command to exit 0. The whole exchange is bounded by a
 // deadline (15s, or ctx's if sooner).
@@ -89,7 +89,8 @@ func (c *Client) writeViaExec(ctx context.Context, containerID string, cmd []str
 
 	created, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (container.ExecCreateResponse, error) {
 		return api.ContainerExecCreate(ctx, containerID, container.ExecOptions{
-			User:         fmt.Sprintf("%d:%d", messages.WorkerUID, messages.WorkerGID),
+			// No User: the command runs as the container's own, the
+			// attempt's sandbox user, whose /run/forge it writes.
 			Cmd:          slices.Clone(cmd),
 			WorkingDir:   "/",
 			AttachStdin:  true,

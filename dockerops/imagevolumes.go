@@ -12,6 +12,7 @@ import (
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/kit/text"
+	"github.com/forgedev/forged/messages"
 )
 
 // Image VOLUMEs.
@@ -109,7 +110,7 @@ func coverVolumes(host *container.HostConfig, volumes []string, options string) 
 }
 
 // workerVolumeTmpfsOptions cover a VOLUME path in the worker: its scratch
-// size, owned by the worker user.
-func workerVolumeTmpfsOptions(workerMemoryBytes int64) string {
-	return scratchTmpfsOptions(ScratchTmpfsBytes(workerMemoryBytes), "0755")
+// size, owned by the sandbox user.
+func workerVolumeTmpfsOptions(workerMemoryBytes int64, user messages.SandboxUser) string {
+	return scratchTmpfsOptions(ScratchTmpfsBytes(workerMemoryBytes), "0755", user)
 }

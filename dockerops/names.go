@@ -22,6 +22,9 @@ type Names struct {
 	// SecretsLoader is the container that fills the secrets volume with
 	// provider credentials (created, never started, removed at once).
 	SecretsLoader string // forge-<hex>-secrets-loader
+	// VolumeOwner is the container that gives the attempt's volumes to its
+	// sandbox user (OwnVolumes: created, never started, removed at once).
+	VolumeOwner string // forge-<hex>-volume-owner
 }
 
 // NamesFor returns the resource names of the attempt. attemptID must be a
@@ -42,6 +45,7 @@ func NamesFor(attemptID string) (Names, error) {
 		ControlVolume:   prefix + "-control",
 		SecretsVolume:   prefix + "-secrets",
 		SecretsLoader:   prefix + "-secrets-loader",
+		VolumeOwner:     prefix + "-volume-owner",
 	}, nil
 }
 

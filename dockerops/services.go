@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
 )
 
 // Service containers are sidecars (sidecar.go) on the attempt's network
@@ -119,6 +120,9 @@ type ProbeSpec struct {
 	SecretsVolume        string
 	Cmd                  []string
 	SecurityOpts         []string
+	// User is the attempt's sandbox user the probe runs as (zero:
+	// messages.ImageUser).
+	User messages.SandboxUser
 	// Timeout is the probe's own cap (the probe program gives up then);
 	// the host bounds the run at Timeout plus probeMargin.
 	Timeout time.Duration
@@ -129,7 +133,6 @@ const (
 	probeMemoryBytes = 64 << 20
 	probePIDs        = 32
 	probeNanoCPUs    = 250_000_000
-	probeUID         = 10001
 	// probeMargin is what the host adds to a probe's own cap before it
 	// stops the probe container: the program's last try and its exit.
 	probeMargin = 15 * time.Second
@@ -140,7 +143,7 @@ const (
 func ProbeContainerConfig(spec ProbeSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
 	cfg, host, net := SidecarContainerConfig(SidecarSpec{
 		Name: spec.Name, Image: spec.Image, Network: spec.Network, Entrypoint: spec.Cmd,
-		User: fmt.Sprintf("%d:%d", probeUID, probeUID), Labels: spec.Labels, DNS: []string{SandboxNameserver},
+		User: spec.User.OrImage().String(), Labels: spec.Labels, DNS: []string{SandboxNameserver},
 		SecretsVolume: spec.SecretsVolume, MemoryBytes: probeMemoryBytes, NanoCPUs: probeNanoCPUs, PIDs: probePIDs,
 		SecurityOpts: spec.SecurityOpts,
 	})

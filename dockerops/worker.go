@@ -35,7 +35,6 @@ const (
 
 	workerStopTimeoutSeconds = 10
 	workerNoFile             = 4096
-	runForgeTmpfsOptions     = "rw,nosuid,nodev,noexec,size=32m,uid=10001,gid=10001"
 	runForgeDir              = "/run/forge"
 )
 
@@ -60,15 +59,25 @@ func ScratchTmpfsBytes(workerMemoryBytes int64) int64 {
 // scratchTmpfsOptions are the mount options of a scratch tmpfs: executable
 // (the engine adds noexec to a tmpfs unless exec is given, and toolchains
 // run the binaries they build under TMPDIR and HOME), sized, owned by the
-// worker user.
-func scratchTmpfsOptions(sizeBytes int64, mode string) string {
+// attempt's sandbox user.
+func scratchTmpfsOptions(sizeBytes int64, mode string, user messages.SandboxUser) string {
 	return fmt.Sprintf("rw,nosuid,nodev,exec,size=%dm,uid=%d,gid=%d,mode=%s",
-		sizeBytes>>20, messages.WorkerUID, messages.WorkerGID, mode)
+		sizeBytes>>20, user.UID, user.GID, mode)
+}
+
+// runForgeTmpfsOptions are the mount options of /run/forge, forged's
+// control files (the lease updates), owned by the sandbox user.
+func runForgeTmpfsOptions(user messages.SandboxUser) string {
+	return fmt.Sprintf("rw,nosuid,nodev,noexec,size=32m,uid=%d,gid=%d", user.UID, user.GID)
 }
 
 // WorkerSpec describes the worker container of one attempt.
 type WorkerSpec struct {
 	Name, Image, WorkingDir string
+	// User is the attempt's sandbox user (its slot's uid): the worker and
+	// the task run as it, and the tmpfs mounts are its. The zero user is
+	// messages.ImageUser.
+	User messages.SandboxUser
 	// Network is the isolated network (CreateIsolatedNetwork) the worker
 	// joins; empty means NetworkMode "none": loopback only.
 	Network string
@@ -98,9 +107,8 @@ type WorkerSpec struct {
 }
 
 // CacheMount is one package cache volume in the worker. A per-attempt
-// cache is mounted read-write with the engine's copy-up (the agent image's
-// skeleton directory at Target gives an empty plain volume the worker's
-// owner); a read-only one is mounted read-only without copy-up, so nothing
+// cache is mounted read-write, the sandbox user's (see
+// WorkerContainerConfig); a read-only one is mounted read-only without copy-up, so nothing
 // is ever written into it from the worker.
 type CacheMount struct {
 	Volume, Target string
@@ -119,19 +127,28 @@ type CacheMount struct {
 // container; either way its only DNS server is its own loopback
 // (SandboxNameserver). See network.go for the isolation design.
 //
-// /workspace is mounted without volume-nocopy on purpose: the agent image
-// carries /workspace, /control/input and /control/output owned by the
-// worker user, and the engine's copy-up on first mount is what gives the
-// empty volumes that owner.
+// The agent image carries /workspace, /control/input and /control/output
+// owned by the image user (messages.ImageUser), and the engine's copy-up
+// on first mount gives an empty plain volume that owner. An attempt with a
+// sandbox user of its own (the supervisor's uid range) mounts the
+// workspace, control and per-attempt cache volumes with volume-nocopy
+// instead: their roots, and /control/input and /control/output, are made
+// its own before the worker is created (OwnVolumes), and a copy-up would
+// give them back to the image user.
 func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
 	r := spec.Resources
+	user := spec.User.OrImage()
+	var owned *mount.VolumeOptions // the image user's volumes take the copy-up
+	if user != messages.ImageUser {
+		owned = noCopy()
+	}
 	pids := r.PIDs
 	scratch := ScratchTmpfsBytes(r.WorkerMemoryLimitBytes)
 	initProcess := true
 	stopTimeout := workerStopTimeoutSeconds
 	cfg := &container.Config{
 		Image:        spec.Image,
-		User:         fmt.Sprintf("%d:%d", messages.WorkerUID, messages.WorkerGID),
+		User:         user.String(),
 		WorkingDir:   spec.WorkingDir,
 		Env:          slices.Clone(spec.Env),
 		Labels:       maps.Clone(spec.Labels),
@@ -159,13 +176,13 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 		Init:           &initProcess,
 		LogConfig:      container.LogConfig{Type: "none"},
 		Tmpfs: map[string]string{
-			messages.TempDir: scratchTmpfsOptions(scratch, "1777"),
-			messages.HomeDir: scratchTmpfsOptions(scratch, "0700"),
-			runForgeDir:      runForgeTmpfsOptions,
+			messages.TempDir: scratchTmpfsOptions(scratch, "1777", user),
+			messages.HomeDir: scratchTmpfsOptions(scratch, "0700", user),
+			runForgeDir:      runForgeTmpfsOptions(user),
 		},
 		Mounts: []mount.Mount{
-			{Type: mount.TypeVolume, Source: spec.WorkspaceVolume, Target: messages.WorkspaceDir},
-			{Type: mount.TypeVolume, Source: spec.ControlVolume, Target: messages.ControlDir},
+			{Type: mount.TypeVolume, Source: spec.WorkspaceVolume, Target: messages.WorkspaceDir, VolumeOptions: owned},
+			{Type: mount.TypeVolume, Source: spec.ControlVolume, Target: messages.ControlDir, VolumeOptions: owned},
 			{Type: mount.TypeVolume, Source: spec.SecretsVolume, Target: SecretsDir, ReadOnly: true},
 		},
 		Resources: container.Resources{
@@ -180,9 +197,9 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 		},
 	}
 	for _, c := range spec.Caches {
-		m := mount.Mount{Type: mount.TypeVolume, Source: c.Volume, Target: c.Target, ReadOnly: c.ReadOnly}
+		m := mount.Mount{Type: mount.TypeVolume, Source: c.Volume, Target: c.Target, ReadOnly: c.ReadOnly, VolumeOptions: owned}
 		if c.ReadOnly {
-			m.VolumeOptions = &mount.VolumeOptions{NoCopy: true}
+			m.VolumeOptions = noCopy()
 		}
 		host.Mounts = append(host.Mounts, m)
 	}
@@ -248,7 +265,7 @@ func (c *Client) CreateWorker(ctx context.Context, spec WorkerSpec) (string, err
 	id, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (string, error) {
 		attempt++
 		cfg, host, net := WorkerContainerConfig(spec)
-		coverVolumes(host, volumes, workerVolumeTmpfsOptions(spec.Resources.WorkerMemoryLimitBytes))
+		coverVolumes(host, volumes, workerVolumeTmpfsOptions(spec.Resources.WorkerMemoryLimitBytes, spec.User.OrImage()))
 		cfg.Env = append(cfg.Env, unsetImageEnv(imageEnv, spec.Env)...)
 		resp, err := c.creator.ContainerCreate(ctx, cfg, host, net, nil, spec.Name)
 		if err == nil {

@@ -337,7 +337,7 @@ func TestCreateWorkerCoversImageVolumes(t *testing.T) {
 	f := &fakeCreator{volumes: map[string]struct{}{"/data/": {}, "/workspace": {}, "/tmp": {}, "/var/lib/db": {}}}
 	_, err := newClient(fastOptions(), f).CreateWorker(context.Background(), testSpec())
 	require.NoError(t, err)
-	want := scratchTmpfsOptions(ScratchTmpfsBytes(512<<20), "0755")
+	want := scratchTmpfsOptions(ScratchTmpfsBytes(512<<20), "0755", messages.ImageUser)
 	assert.Equal(t, want, f.host.Tmpfs["/data"])
 	assert.Equal(t, want, f.host.Tmpfs["/var/lib/db"])
 	assert.Contains(t, f.host.Tmpfs["/tmp"], "mode=1777", "the scratch /tmp stays as it is")

@@ -27,8 +27,10 @@ const (
 	OutputDir        = "/control/output"
 	LeaseUpdatePath  = "/run/forge/lease-update.json"
 	WorkerBinaryPath = "/opt/forge/forged"
-	WorkerUID        = 10001
-	WorkerGID        = 10001
+	// WorkerUID and WorkerGID own the agent image's files (ImageUser); an
+	// attempt runs as its own SandboxUser.
+	WorkerUID = 10001
+	WorkerGID = 10001
 )
 
 // The worker's stdout budget, counted alike on both sides: in the bytes of

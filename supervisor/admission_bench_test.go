@@ -28,7 +28,7 @@ func BenchmarkAdmissionRate(b *testing.B) {
 	defer system.Shutdown()
 	root := system.Root.Spawn(Props(Config{
 		Slots: 1, QueueLimit: b.N,
-		NewAttempt: func(d *messages.Dispatch, subscriber, _ *actor.PID) *actor.Props {
+		NewAttempt: func(d *messages.Dispatch, _ messages.SandboxUser, subscriber, _ *actor.PID) *actor.Props {
 			return actor.PropsFromProducer(func() actor.Actor { return &fakeAttempt{d: d, subscriber: subscriber} })
 		},
 	}))

@@ -59,7 +59,7 @@ func newCapacityFixture(t *testing.T, source *fakeCapacity, maxSlots int) *fixtu
 	f.root = sys.Spawn(Props(Config{
 		Slots: maxSlots, QueueLimit: 8, Cleaner: f.cleaner, Ledgers: ledger.Store{Root: t.TempDir()}, Capacity: source,
 		RefreshInterval: refreshInterval, CapacityTTL: time.Hour, Clock: f.clock,
-		NewAttempt: func(d *messages.Dispatch, subscriber, _ *actor.PID) *actor.Props {
+		NewAttempt: func(d *messages.Dispatch, _ messages.SandboxUser, subscriber, _ *actor.PID) *actor.Props {
 			return actor.PropsFromProducer(func() actor.Actor { return &fakeAttempt{d: d, subscriber: subscriber} })
 		},
 	}))
@@ -171,7 +171,7 @@ func TestMaintenanceVerdictFollowsTheHostReport(t *testing.T) {
 	sys.Spawn(Props(Config{
 		Slots: 1, Cleaner: &fakeCleaner{}, Ledgers: ledger.Store{Root: t.TempDir()}, Capacity: source,
 		RefreshInterval: refreshInterval, CapacityTTL: time.Hour, Clock: sys.Clock, Collector: recorder,
-		NewAttempt: func(*messages.Dispatch, *actor.PID, *actor.PID) *actor.Props { return nil },
+		NewAttempt: func(*messages.Dispatch, messages.SandboxUser, *actor.PID, *actor.PID) *actor.Props { return nil },
 	}))
 	got := actortest.Expect[messages.MaintenanceVerdict](t, verdicts, within)
 	assert.Equal(t, messages.MaintenanceVerdict{Code: failure.DockerUnreachable}, got)

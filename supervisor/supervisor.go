@@ -22,8 +22,10 @@ import (
 	"github.com/forgedev/forged/messages"
 )
 
-// AttemptFactory returns the props of one attempt actor.
-type AttemptFactory func(d *messages.Dispatch, subscriber, supervisor *actor.PID) *actor.Props
+// AttemptFactory returns the props of one attempt actor, which runs its
+// sandbox as user (its slot's uid, see uids.go; the zero user without
+// Config.UIDBase).
+type AttemptFactory func(d *messages.Dispatch, user messages.SandboxUser, subscriber, supervisor *actor.PID) *actor.Props
 
 // Cleaner removes a crashed attempt's resources by their labels.
 type Cleaner = teardown.Docker
@@ -39,6 +41,10 @@ type Ledgers interface {
 type Config struct {
 	// Slots is how many attempts may run at once.
 	Slots int
+	// UIDBase, when set, is the first of Slots sandbox uids (see uids.go):
+	// each admitted attempt runs as its own. 0 gives every attempt the
+	// zero user, which runs as messages.ImageUser (tests).
+	UIDBase int
 	// QueueLimit is how many admitted-but-waiting attempts may queue.
 	QueueLimit int
 	// BuildPermits is how many image builds may run at once (at most one
@@ -80,10 +86,13 @@ type Config struct {
 	Adopt func(system *actor.ActorSystem) []Adoption
 }
 
-// Adoption is one re-adopted attempt: its dispatch, the subscriber of its
-// events, and its attempt actor's props.
+// Adoption is one re-adopted attempt: its dispatch, the sandbox user its
+// ledger recorded (zero: messages.ImageUser, a ledger from before users
+// were recorded), the subscriber of its events, and its attempt actor's
+// props.
 type Adoption struct {
 	Dispatch   *messages.Dispatch
+	User       messages.SandboxUser
 	Subscriber *actor.PID
 	NewAttempt func(subscriber, supervisor *actor.PID) *actor.Props
 }
@@ -136,6 +145,7 @@ type root struct {
 
 	permit   *permit
 	capacity *capacity
+	uids     *uidSlots
 	// maintenance is the last verdict sent to the reaper and collector.
 	maintenance *messages.MaintenanceVerdict
 	live        *liveSet
@@ -155,7 +165,7 @@ type crashCleanupDone struct {
 }
 
 func newRoot(cfg Config, strategy *rootStrategy) *root {
-	return &root{cfg: cfg, strategy: strategy, running: map[string]*running{}, degraded: map[string]bool{}, inQueue: map[string]struct{}{}, byPID: map[string]string{}, permit: newPermit(cfg.BuildPermits), live: newLiveSet(),
+	return &root{cfg: cfg, strategy: strategy, running: map[string]*running{}, degraded: map[string]bool{}, inQueue: map[string]struct{}{}, byPID: map[string]string{}, permit: newPermit(cfg.BuildPermits), live: newLiveSet(), uids: newUIDSlots(cfg.UIDBase, cfg.Slots),
 		capacity: &capacity{clock: cfg.Clock, source: cfg.Capacity, interval: cfg.RefreshInterval, ttl: cfg.CapacityTTL}}
 }
 
@@ -338,11 +348,18 @@ func (r *root) queued(id string) int {
 
 func (r *root) spawn(ctx actor.Context, p pending) {
 	id := p.dispatch.AttemptID()
+	user, ok := r.uids.take(id)
+	if !ok {
+		// Adoptions beyond the slots hold every uid of the range.
+		notify(ctx, p.subscriber, r.failedOutcome(id, failure.CapacityExhausted, "every sandbox uid of the range is held by a running attempt", false))
+		return
+	}
 	r.live.add(id) // before the attempt can write its ledger
-	pid, err := ctx.SpawnNamed(r.cfg.NewAttempt(p.dispatch, p.subscriber, ctx.Self()), "attempt-"+strings.ReplaceAll(id, "-", ""))
+	pid, err := ctx.SpawnNamed(r.cfg.NewAttempt(p.dispatch, user, p.subscriber, ctx.Self()), "attempt-"+strings.ReplaceAll(id, "-", ""))
 	if err != nil {
 		// Only a name clash can fail here; report it as the attempt's outcome.
 		r.live.remove(id)
+		r.uids.release(id)
 		notify(ctx, p.subscriber, r.failedOutcome(id, failure.AttemptDuplicate, err.Error(), false))
 		return
 	}
@@ -359,9 +376,15 @@ func (r *root) adopt(ctx actor.Context, a Adoption) {
 		return
 	}
 	r.live.add(id)
+	// The adopted sandbox runs as the user its ledger recorded: it keeps
+	// that uid (and so its slot) until it finishes.
+	if !r.uids.hold(id, a.User.OrImage()) {
+		ctx.Logger().Warn("a re-adopted attempt runs as a sandbox uid another live attempt holds", "attempt", id, "uid", a.User.OrImage().UID)
+	}
 	pid, err := ctx.SpawnNamed(a.NewAttempt(a.Subscriber, ctx.Self()), "attempt-"+strings.ReplaceAll(id, "-", ""))
 	if err != nil {
 		r.live.remove(id)
+		r.uids.release(id)
 		notify(ctx, a.Subscriber, r.failedOutcome(id, failure.AttemptDuplicate, err.Error(), false))
 		return
 	}
@@ -415,6 +438,7 @@ func (r *root) finish(ctx actor.Context, attemptID string, degraded bool) {
 	delete(r.running, attemptID)
 	delete(r.byPID, att.pid.GetId())
 	r.live.remove(attemptID)
+	r.uids.release(attemptID)
 	if degraded {
 		r.degraded[attemptID] = true
 		r.degradedTotal++

@@ -97,7 +97,7 @@ func newFixtureWithPermits(t *testing.T, slots, queue, permits int) *fixture {
 	f := &fixture{system: actortest.NewSystem(t), cleaner: &fakeCleaner{}, ledgers: ledger.Store{Root: t.TempDir()}}
 	f.root = f.system.Spawn(Props(Config{
 		Slots: slots, QueueLimit: queue, Cleaner: f.cleaner, Ledgers: f.ledgers, BuildPermits: permits,
-		NewAttempt: func(d *messages.Dispatch, subscriber, _ *actor.PID) *actor.Props {
+		NewAttempt: func(d *messages.Dispatch, _ messages.SandboxUser, subscriber, _ *actor.PID) *actor.Props {
 			return actor.PropsFromProducer(func() actor.Actor { return &fakeAttempt{d: d, subscriber: subscriber} })
 		},
 	}))
@@ -184,7 +184,7 @@ func TestWrongRunnerRefusalNamesNoRunnerID(t *testing.T) {
 	const ours = "00000000-0000-4000-8000-00000000a11d"
 	system := actortest.NewSystem(t)
 	root := system.Spawn(Props(Config{Slots: 1, QueueLimit: 1, RunnerID: ours,
-		NewAttempt: func(d *messages.Dispatch, subscriber, _ *actor.PID) *actor.Props {
+		NewAttempt: func(d *messages.Dispatch, _ messages.SandboxUser, subscriber, _ *actor.PID) *actor.Props {
 			return actor.PropsFromProducer(func() actor.Actor { return &fakeAttempt{d: d, subscriber: subscriber} })
 		},
 	}))

@@ -123,7 +123,7 @@ func New(t testing.TB, opts ...Options) *Scenario {
 	deps := actors.Deps{Git: git, Docker: docker2}
 	s.Supervisor = s.Sys.SpawnNamed(supervisor.Props(supervisor.Config{
 		Slots: o.Slots, QueueLimit: 8, Cleaner: docker, Ledgers: s.Ledgers, RunnerID: s.runnerID, Clock: s.Sys.Clock,
-		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
+		NewAttempt: func(d *messages.Dispatch, _ messages.SandboxUser, subscriber, sup *actor.PID) *actor.Props {
 			return actors.AttemptProps(d, subscriber, sup, cfg, deps)
 		},
 	}), "supervisor")

@@ -22,6 +22,7 @@ import (
 	"github.com/forgedev/forged/internal/sandbox/services"
 	"github.com/forgedev/forged/internal/sandbox/timelimit"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/supervisor"
 )
 
 // runnerFlags are the flags shared by the commands that embed forged.
@@ -30,6 +31,7 @@ type runnerFlags struct {
 	lockRoot       string
 	workerBinary   string
 	slots          int
+	sandboxUIDBase int
 	queue          int
 	buildPermits   int
 	seccompProfile string
@@ -129,6 +131,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.workerBinary, "worker-binary", "", "static forged-worker binary to put into sandbox images (default: forged-worker beside this executable)")
 	cmd.Flags().IntVar(&f.slots, "slots", 2, "attempts that may run at once")
 	cmd.Flags().IntVar(&f.queue, "queue", 16, "attempts that may wait for a slot")
+	cmd.Flags().IntVar(&f.sandboxUIDBase, "sandbox-uid-base", supervisor.DefaultUIDBase, "first of the sandbox uids, one per slot (uid base+slot, gid equal): unused uids, at least 20000; under a rootless engine, inside its subordinate id range (at most 65536)")
 	cmd.Flags().IntVar(&f.buildPermits, "build-permits", 0, "image builds that may run at once, one per image key (0: one per 2 cores and 4 GiB of memory, 1 to 4)")
 	cmd.Flags().StringVar(&f.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")
 	cmd.Flags().StringVar(&f.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
@@ -154,6 +157,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	f.network.register(cmd)
 	config.SetMin(cmd.Flags(), "cache-bytes", 64<<20)
 	config.SetMin(cmd.Flags(), "slots", 1)
+	config.SetMin(cmd.Flags(), "sandbox-uid-base", supervisor.MinUIDBase)
 	config.SetMin(cmd.Flags(), "queue", 0)
 	config.SetMin(cmd.Flags(), "build-permits", 0)
 }
@@ -210,6 +214,7 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 	}
 	return runner.Config{
 		Slots:                 f.slots,
+		SandboxUIDBase:        f.sandboxUIDBase,
 		QueueLimit:            f.queue,
 		BuildPermits:          f.buildPermits,
 		StateRoot:             f.stateRoot,

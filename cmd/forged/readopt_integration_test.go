@@ -18,6 +18,7 @@ import (
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/internal/testkit/enginetest"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/supervisor"
 )
 
 // readoptTask runs long enough for a kill -9 and a restart to land while
@@ -212,6 +213,9 @@ func assertAdoptionRecord(t *testing.T, stateRoot, attemptID string) {
 	assert.True(t, strings.HasPrefix(e.Adoption.SealedControlKey, "v1."), "the control key is sealed")
 	assert.Positive(t, e.Adoption.EventSeq, "the event sequence reached is recorded")
 	assert.Equal(t, messages.WorkerProtocolVersion, e.Adoption.WorkerProtocol)
+	uid := e.Adoption.User.UID
+	assert.True(t, uid >= supervisor.DefaultUIDBase && uid < supervisor.DefaultUIDBase+2 && e.Adoption.User.GID == uid,
+		"the slot's sandbox user is recorded, so a re-adopted attempt keeps it: %s", e.Adoption.User)
 	info, err := os.Stat(filepath.Join(stateRoot, "host-key"))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())

@@ -100,7 +100,7 @@ func (r *Runner) adoptions(adopted []*actors.Adopted, props func(ad *actors.Adop
 				continue
 			}
 			subscriber := system.Root.Spawn(r.metrics.Instrument(subscriberProps(log, r.metrics), "subscriber"))
-			out = append(out, supervisor.Adoption{Dispatch: ad.Dispatch, Subscriber: subscriber,
+			out = append(out, supervisor.Adoption{Dispatch: ad.Dispatch, User: ad.User(), Subscriber: subscriber,
 				NewAttempt: func(sub, sup *actor.PID) *actor.Props { return props(ad, sub, sup) }})
 		}
 		return out

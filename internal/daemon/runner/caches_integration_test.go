@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/forgedev/forged/internal/host/quota"
 	"github.com/forgedev/forged/internal/sandbox/caches"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/supervisor"
 )
 
 // cachesTask is a hostile task's look at its caches: the per-attempt npm
@@ -87,7 +89,7 @@ func TestEndToEndCachesPerAttemptAndReadOnly(t *testing.T) {
 		got[k] = v
 	}
 	want := map[string]string{
-		"npm-entries": "0", "npm-owner": "10001", "npm-env": "/home/forge/.npm", "npm-write": "DONE",
+		"npm-entries": "0", "npm-owner": strconv.Itoa(supervisor.DefaultUIDBase), "npm-env": "/home/forge/.npm", "npm-write": "DONE",
 		"pip": "warmed", "pip-env": "/home/forge/.pip-cache",
 		"pip-overwrite": "refused", "pip-create": "refused", "pip-remove": "refused", "pip-remount": "refused",
 		"pip-cover": "refused", "pip-bind": "refused", "pip-symlink": "refused", "pip-rename": "refused",

@@ -17,6 +17,7 @@ import (
 	"github.com/forgedev/forged/internal/kit/clock"
 	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/supervisor"
 )
 
 // resolve fills in the defaults, checks what must be given, prepares the
@@ -28,6 +29,12 @@ func (cfg Config) resolve() (Config, string, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.System{}
+	}
+	if cfg.SandboxUIDBase == 0 {
+		cfg.SandboxUIDBase = supervisor.DefaultUIDBase
+	}
+	if err := supervisor.ValidateUIDRange(cfg.SandboxUIDBase, cfg.Slots); err != nil {
+		return cfg, "", fmt.Errorf("runner: %w (--sandbox-uid-base)", err)
 	}
 	if cfg.QueueLimit < 0 {
 		cfg.QueueLimit = 0

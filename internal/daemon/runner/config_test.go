@@ -41,3 +41,19 @@ func TestAnUnknownIsolationIsRefused(t *testing.T) {
 	assert.Equal(t, "runsc", isolationOf(Config{Isolation: "gvisor"}).Runtime)
 	assert.Equal(t, "runsc-custom", isolationOf(Config{Isolation: "gvisor", GVisorRuntime: "runsc-custom"}).Runtime)
 }
+
+// The sandbox uid range is checked at start: defaulted when unset, and a
+// range over system or login users, or past the top, is refused naming
+// the setting.
+func TestTheSandboxUIDRangeIsValidatedAtStart(t *testing.T) {
+	cfg, _, err := Config{StateRoot: t.TempDir(), Slots: 3}.resolve()
+	if err != nil {
+		require.NotContains(t, err.Error(), "sandbox-uid-base") // a missing worker binary may end it later
+	}
+	assert.Equal(t, 100000, cfg.SandboxUIDBase)
+	for _, base := range []int{1000, 10001, 65533, 1<<31 - 3} {
+		_, _, err := Config{StateRoot: t.TempDir(), Slots: 3, SandboxUIDBase: base}.resolve()
+		require.Error(t, err, base)
+		assert.Contains(t, err.Error(), "--sandbox-uid-base", base)
+	}
+}

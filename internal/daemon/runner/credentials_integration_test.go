@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/internal/publish/providerauth"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/supervisor"
 )
 
 // TestEndToEndProviderCredentialReachesOnlyTheTask runs a stand-in
@@ -50,7 +52,7 @@ func TestEndToEndProviderCredentialReachesOnlyTheTask(t *testing.T) {
 	out := e.wait(log)
 	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
 	assert.Equal(t, hex.EncodeToString(digest[:]), e.git("show", example.Branch+":seen.txt"), "the task read the helper's credential")
-	assert.Equal(t, "10001 400", e.git("show", example.Branch+":perms.txt"))
+	assert.Equal(t, strconv.Itoa(supervisor.DefaultUIDBase)+" 400", e.git("show", example.Branch+":perms.txt"))
 	assert.Equal(t, "read-only", e.git("show", example.Branch+":ro.txt"))
 
 	events, err := json.Marshal(log.Events())

@@ -41,6 +41,9 @@ type Config struct {
 	// Slots and QueueLimit size admission.
 	Slots      int
 	QueueLimit int
+	// SandboxUIDBase is the first of Slots sandbox uids, one per slot
+	// (supervisor.ValidateUIDRange); 0 means supervisor.DefaultUIDBase.
+	SandboxUIDBase int
 	// BuildPermits is how many image builds may run at once, at most one
 	// per image key; 0 derives it from the host (DefaultBuildPermits).
 	BuildPermits int

@@ -29,6 +29,7 @@ import (
 	"github.com/forgedev/forged/internal/testkit/enginetest"
 	"github.com/forgedev/forged/internal/testkit/workerbin"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/supervisor"
 )
 
 // These tests run whole attempts on the real Docker engine: the static
@@ -254,7 +255,8 @@ func TestEndToEndWorkerContainerIsHardened(t *testing.T) {
 	assert.Equal(t, int64(example.DefaultPIDs), *host.PidsLimit)
 	assert.Equal(t, int64(256<<20), host.Memory)
 	assert.Equal(t, host.Memory, host.MemorySwap)
-	assert.Equal(t, "10001:10001", info.Config.User)
+	first := messages.SandboxUser{UID: supervisor.DefaultUIDBase, GID: supervisor.DefaultUIDBase}
+	assert.Equal(t, first.String(), info.Config.User, "the first slot's sandbox user")
 	require.NotNil(t, host.Init)
 	assert.True(t, *host.Init)
 	assert.Equal(t, "none", host.LogConfig.Type)

@@ -24,6 +24,10 @@ import (
 	"github.com/forgedev/forged/supervisor"
 )
 
+// rootlessMaxUID is the last container uid a rootless engine maps with
+// the usual subordinate range of 65536 ids (/etc/subuid).
+const rootlessMaxUID = 65536
+
 // New connects to Docker and starts the actor system, in two steps: build
 // opens the engine clients and the context lock and wires the tree
 // (nothing runs yet), start recovers what a previous process left behind
@@ -112,6 +116,12 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 	r.preflight = cache
 	// The first report is taken now, so that admission starts from it.
 	first, _ := cache.Current(ctx)
+	if last := cfg.SandboxUIDBase + cfg.Slots - 1; first.Features.Rootless && last > rootlessMaxUID {
+		// A rootless engine maps only its subordinate ids: a container
+		// user past them cannot be created.
+		return startPlan{}, fmt.Errorf("runner: the engine runs rootless, and the sandbox uids %d-%d lie past the %d ids its user namespace maps; set --sandbox-uid-base so that the range ends at or below %d (e.g. %d)",
+			cfg.SandboxUIDBase, last, rootlessMaxUID, rootlessMaxUID, supervisor.MinUIDBase)
+	}
 
 	// Attempt volumes are bounded by the mechanism preflight found.
 	var volumes actors.VolumeStore
@@ -186,6 +196,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 	}
 	sup := cfg.Metrics.Instrument(supervisor.Props(supervisor.Config{
 		Slots:        cfg.Slots,
+		UIDBase:      cfg.SandboxUIDBase,
 		QueueLimit:   cfg.QueueLimit,
 		BuildPermits: cfg.BuildPermits,
 		Cleaner:      docker,
@@ -197,8 +208,10 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		Collector:    gc,
 		Reaper: &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval, Images: imageSweeper(store),
 			OnRound: cfg.Metrics.ReaperRound},
-		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
-			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
+		NewAttempt: func(d *messages.Dispatch, user messages.SandboxUser, subscriber, sup *actor.PID) *actor.Props {
+			c := attemptCfg
+			c.User = user
+			return actors.AttemptProps(d, subscriber, sup, c, deps)
 		},
 		// r.adopted is set by start, before the supervisor starts.
 		Adopt: func(system *actor.ActorSystem) []supervisor.Adoption {

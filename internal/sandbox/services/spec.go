@@ -30,6 +30,14 @@ const (
 	passwordBytes   = 32
 )
 
+// BrowserUID is the browser service's own identity: neither the agent
+// image's user (messages.WorkerUID) nor any sandbox user (the supervisor's
+// range starts at 20000 or above), so a task never shares a uid, nor the
+// kernel's per-uid limits, with a browser. Every attempt's browser runs as
+// it (the catalogue's browser image has no user of its own: its HOME and
+// profile are on a tmpfs owned by this uid).
+const BrowserUID = 10002
+
 // Definition is how forged runs one service from its catalogue image
 // (scripts/service-images.sh builds them with these users).
 type Definition struct {
@@ -102,7 +110,7 @@ exec "$bin/postgres" -D "$data" -c listen_addresses='*' -c unix_socket_directori
 exec redis-server /tmp/redis.conf`},
 	},
 	Browser: {
-		Service: Browser, Port: 9222, UID: 10001, PIDs: 512,
+		Service: Browser, Port: 9222, UID: BrowserUID, PIDs: 512,
 		DataDirs: map[string]string{
 			"/tmp": "512m", // HOME and the profile
 		},

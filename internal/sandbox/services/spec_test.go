@@ -69,3 +69,16 @@ func TestEndpointEnvNamesTheFileNeverThePassword(t *testing.T) {
 		assert.NotContains(t, kv, "PASSWORD=")
 	}
 }
+
+// The browser has its own identity: not the agent image's user, and below
+// every sandbox uid range the supervisor accepts (20000 and above), so no
+// task shares its uid or its per-uid kernel limits.
+func TestBrowserRunsAsItsOwnUser(t *testing.T) {
+	d, ok := DefinitionFor(Browser)
+	require.True(t, ok)
+	spec := d.ContainerSpec(Attempt{Prefix: "forge-abc", Network: "forge-abc"}, idA)
+	assert.Equal(t, "10002:10002", spec.User)
+	assert.NotEqual(t, messages.WorkerUID, d.UID)
+	assert.Less(t, d.UID, 20000, "below the sandbox uid range's minimum (supervisor.MinUIDBase)")
+	assert.Contains(t, spec.Tmpfs["/tmp"], "uid=10002,gid=10002", "its HOME and profile are its own")
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/forgedev/forged/internal/testkit/enginetest"
 	"github.com/forgedev/forged/internal/testkit/testimages"
 	"github.com/forgedev/forged/messages"
+	"github.com/forgedev/forged/supervisor"
 )
 
 // npmCacheTask asks npm itself, offline, where its cache is, what it
@@ -88,7 +90,7 @@ func TestToolchainNpmUsesItsCaches(t *testing.T) {
 			}
 			want := map[string]string{"cache": "/home/forge/.npm", "owner": "0", "warmed": "1", "add": "refused", "task": "0"}
 			if mode == "per_attempt" {
-				want = map[string]string{"cache": "/home/forge/.npm", "owner": "10001", "warmed": "0", "add": "DONE", "task": "1"}
+				want = map[string]string{"cache": "/home/forge/.npm", "owner": strconv.Itoa(supervisor.DefaultUIDBase), "warmed": "0", "add": "DONE", "task": "1"}
 			}
 			assert.Equal(t, want, got)
 		})

@@ -58,6 +58,10 @@ type Adoption struct {
 	// its output (written before the output is collected): such an attempt
 	// is past running and is not re-adopted.
 	ExitSeen bool `json:"exitSeen,omitempty"`
+	// User is the sandbox user the worker runs as (its slot's uid): a
+	// re-adopted attempt keeps it. Zero in ledgers written before it was
+	// recorded, whose sandboxes run as messages.ImageUser.
+	User messages.SandboxUser `json:"user,omitzero"`
 }
 
 // Bounds of an adoption record.
@@ -91,6 +95,8 @@ func (a *Adoption) validate() error {
 		return invalid("adoption.leaseRenewals is negative")
 	case a.WorkerCreatedAt.IsZero():
 		return invalid("adoption.workerCreatedAt is missing")
+	case !a.User.IsZero() && (a.User.UID <= 0 || a.User.GID <= 0):
+		return invalid("adoption.user %s is not an unprivileged uid:gid", a.User)
 	case !boundedText(a.PublicationMode, 1, maxRoleBytes):
 		return invalid("adoption.publicationMode is empty, too long or has control characters")
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
 )
 
 func sampleAdoption() *Adoption {
@@ -23,6 +24,7 @@ func sampleAdoption() *Adoption {
 		WorkerCreatedAt:  time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC),
 		PublicationMode:  "none",
 		EventSeq:         7,
+		User:             messages.SandboxUser{UID: 100001, GID: 100001},
 	}
 }
 
@@ -50,6 +52,8 @@ func TestAdoptionRecordIsValidated(t *testing.T) {
 		"negative renewals":    func(a *Adoption) { a.LeaseRenewals = -1 },
 		"no creation time":     func(a *Adoption) { a.WorkerCreatedAt = time.Time{} },
 		"no publication mode":  func(a *Adoption) { a.PublicationMode = "" },
+		"a root user":          func(a *Adoption) { a.User = messages.SandboxUser{UID: 0, GID: 100001} },
+		"a negative group":     func(a *Adoption) { a.User = messages.SandboxUser{UID: 100001, GID: -1} },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -62,4 +66,18 @@ func TestAdoptionRecordIsValidated(t *testing.T) {
 			assert.Equal(t, failure.LedgerInvalid, failure.CodeOf(err))
 		})
 	}
+}
+
+// A ledger written before sandbox users were recorded has none: it reads
+// back as the zero user (whose sandbox ran as messages.ImageUser).
+func TestAdoptionRecordWithoutAUserReadsAsTheZeroUser(t *testing.T) {
+	s := Store{Root: t.TempDir()}
+	e := sampleEntry()
+	e.Adoption = sampleAdoption()
+	e.Adoption.User = messages.SandboxUser{}
+	require.NoError(t, s.Write(e))
+	got, err := s.Read(e.AttemptID)
+	require.NoError(t, err)
+	assert.True(t, got.Adoption.User.IsZero())
+	assert.Equal(t, messages.ImageUser, got.Adoption.User.OrImage())
 }

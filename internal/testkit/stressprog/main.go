@@ -11,6 +11,13 @@
 //	stressprog grow STEP_MiB
 //	    map and touch STEP_MiB of anonymous memory at a time, forever (until
 //	    the OOM killer ends it)
+//	stressprog inotify-hold HOLD_MS
+//	    create inotify instances until the kernel refuses one with EMFILE
+//	    (the per-uid fs.inotify.max_user_instances), print "holding N
+//	    inotify instances", hold them HOLD_MS, exit 0
+//	stressprog inotify-one
+//	    create one inotify instance: print "inotify ok" and exit 0, or the
+//	    error and exit 1
 //
 // It is not part of forged and is never shipped in a sandbox image.
 package main
@@ -50,6 +57,10 @@ func run(args []string) error {
 		return fds(ms(nums[0]))
 	case args[0] == "grow" && len(nums) == 1 && nums[0] > 0:
 		return grow(nums[0])
+	case args[0] == "inotify-hold" && len(nums) == 1:
+		return inotifyHold(ms(nums[0]))
+	case args[0] == "inotify-one" && len(nums) == 0:
+		return inotifyOne()
 	}
 	return fmt.Errorf("unknown command %v", args)
 }
@@ -104,4 +115,30 @@ func grow(stepMiB int) error {
 			mem[i] = 1
 		}
 	}
+}
+
+func inotifyHold(hold time.Duration) error {
+	var held []int
+	for {
+		fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
+		if err != nil {
+			if !errors.Is(err, syscall.EMFILE) {
+				return fmt.Errorf("inotify_init1 after %d instances: %w", len(held), err)
+			}
+			break
+		}
+		held = append(held, fd)
+	}
+	fmt.Printf("holding %d inotify instances\n", len(held))
+	time.Sleep(hold)
+	return nil
+}
+
+func inotifyOne() error {
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("inotify_init1: %w", err)
+	}
+	fmt.Println("inotify ok")
+	return syscall.Close(fd)
 }
