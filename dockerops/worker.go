@@ -95,6 +95,17 @@ type WorkerSpec struct {
 	// Runtime is the engine's OCI runtime the worker runs under ("": the
 	// engine's default, runc; "runsc" under the gvisor isolation floor).
 	Runtime string
+	// Hosts, on Network, are names the worker resolves through its
+	// /etc/hosts (ExtraHosts) instead of the engine's embedded resolver,
+	// which gVisor's network stack cannot reach: CreateWorker looks up
+	// each container's address on Network.
+	Hosts []HostAlias
+}
+
+// HostAlias is one /etc/hosts name of the worker: Alias resolves to
+// Container's address on the worker's network.
+type HostAlias struct {
+	Alias, Container string
 }
 
 // CacheMount is one package cache volume in the worker. A per-attempt
@@ -215,6 +226,8 @@ func (s WorkerSpec) validate() error {
 		return fmt.Errorf("worker netns container needs an open network")
 	case s.OpenNetwork && s.NetnsContainer == "":
 		return fmt.Errorf("an open_public worker joins only its guarded netns holder, and none is given")
+	case len(s.Hosts) > 0 && (s.Network == "" || s.OpenNetwork):
+		return fmt.Errorf("worker hosts need an isolated network")
 	case !validCaches(s.Caches):
 		return fmt.Errorf("worker cache mounts need a volume and an absolute target under %s", messages.HomeDir)
 	case s.WorkingDir == "" || !path.IsAbs(s.WorkingDir):
@@ -244,10 +257,15 @@ func (c *Client) CreateWorker(ctx context.Context, spec WorkerSpec) (string, err
 	if err != nil {
 		return "", err
 	}
+	extraHosts, err := c.hostEntries(ctx, spec.Network, spec.Hosts)
+	if err != nil {
+		return "", err
+	}
 	attempt := 0
 	id, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (string, error) {
 		attempt++
 		cfg, host, net := WorkerContainerConfig(spec)
+		host.ExtraHosts = slices.Clone(extraHosts)
 		coverVolumes(host, volumes, workerVolumeTmpfsOptions(spec.Resources.WorkerMemoryLimitBytes))
 		cfg.Env = append(cfg.Env, unsetImageEnv(imageEnv, spec.Env)...)
 		resp, err := c.creator.ContainerCreate(ctx, cfg, host, net, nil, spec.Name)
@@ -269,6 +287,32 @@ func (c *Client) CreateWorker(ctx context.Context, spec WorkerSpec) (string, err
 		return "", opError(ctx, failure.SandboxCreateFailed, err, "container create %s", spec.Name)
 	}
 	return id, nil
+}
+
+// hostEntries are the worker's ExtraHosts for hosts: each container's
+// address on network, "alias:address". A container without one fails the
+// create (failure.SandboxCreateFailed).
+func (c *Client) hostEntries(ctx context.Context, network string, hosts []HostAlias) ([]string, error) {
+	out := make([]string, 0, len(hosts))
+	for _, h := range hosts {
+		inspected, err := call(ctx, c, c.opts.Timeouts.Inspect, readCall, func(ctx context.Context) (container.InspectResponse, error) {
+			return c.creator.ContainerInspect(ctx, h.Container)
+		})
+		if err != nil {
+			return nil, opError(ctx, failure.SandboxCreateFailed, err, "inspect %s for the worker's hosts", h.Container)
+		}
+		var addr string
+		if inspected.NetworkSettings != nil {
+			if ep := inspected.NetworkSettings.Networks[network]; ep != nil {
+				addr = ep.IPAddress
+			}
+		}
+		if addr == "" {
+			return nil, failure.New(failure.SandboxCreateFailed, "container %s has no address on network %s for the worker's host %s", h.Container, network, h.Alias)
+		}
+		out = append(out, h.Alias+":"+addr)
+	}
+	return out, nil
 }
 
 // WorkerEnv returns the worker's environment for the dispatch (the seed's
