@@ -54,6 +54,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 			Caches:          a.in.cacheMounts,
 			Entrypoint:      []string{messages.WorkerBinaryPath, "worker"},
 			Runtime:         workerRuntime(conf, a.sidecars.network),
+			GVisor:          gVisorFloor(conf),
 			Hosts:           a.workerHosts(conf),
 		},
 		bundlePath:  a.in.prepared.BundlePath,

@@ -208,9 +208,10 @@ func TestCreateWorkerValidatesSpec(t *testing.T) {
 		"cache outside HOME": func(s *WorkerSpec) {
 			s.Caches = []CacheMount{{Volume: "v", Target: "/workspace/.npm"}}
 		},
-		"cache over HOME": func(s *WorkerSpec) { s.Caches = []CacheMount{{Volume: "v", Target: "/home/forge/"}} },
-		"cache unclean":   func(s *WorkerSpec) { s.Caches = []CacheMount{{Volume: "v", Target: "/home/forge/../etc"}} },
-		"cache no volume": func(s *WorkerSpec) { s.Caches = []CacheMount{{Target: "/home/forge/.npm"}} },
+		"cache over HOME":         func(s *WorkerSpec) { s.Caches = []CacheMount{{Volume: "v", Target: "/home/forge/"}} },
+		"cache unclean":           func(s *WorkerSpec) { s.Caches = []CacheMount{{Volume: "v", Target: "/home/forge/../etc"}} },
+		"cache no volume":         func(s *WorkerSpec) { s.Caches = []CacheMount{{Target: "/home/forge/.npm"}} },
+		"hosts without a network": func(s *WorkerSpec) { s.Hosts = []HostAlias{{Alias: "postgres", Container: "c"}} },
 	} {
 		spec := testSpec()
 		mutate(&spec)
@@ -347,4 +348,20 @@ func TestCreateWorkerCoversImageVolumes(t *testing.T) {
 	_, err = newClient(fastOptions(), f).CreateWorker(context.Background(), testSpec())
 	assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err))
 	assert.Zero(t, f.creates)
+}
+
+// TestGVisorWorkerPIDsCountTheSandboxKernel: under gVisor the container's
+// pids limit leaves room for the sandbox kernel's host threads and the
+// ptrace stubs, so the task keeps about its dispatch's budget; under runc
+// it is the budget itself.
+func TestGVisorWorkerPIDsCountTheSandboxKernel(t *testing.T) {
+	spec := testSpec()
+	_, host, _ := WorkerContainerConfig(spec)
+	assert.Equal(t, int64(256), *host.PidsLimit)
+	spec.Runtime, spec.GVisor = "runsc", true
+	_, host, _ = WorkerContainerConfig(spec)
+	assert.Equal(t, "runsc", host.Runtime)
+	assert.Equal(t, GVisorPIDsLimit(256), *host.PidsLimit)
+	assert.Equal(t, int64(64+10*256), *host.PidsLimit)
+	assert.Greater(t, GVisorPIDsLimit(1), int64(32), "runsc does not start under 32")
 }
