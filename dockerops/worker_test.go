@@ -365,3 +365,27 @@ func TestGVisorWorkerPIDsCountTheSandboxKernel(t *testing.T) {
 	assert.Equal(t, int64(64+10*256), *host.PidsLimit)
 	assert.Greater(t, GVisorPIDsLimit(1), int64(32), "runsc does not start under 32")
 }
+
+// TestCreateWorkerWritesItsSidecarsIntoHosts: with Hosts, the worker's
+// ExtraHosts map each alias to the container's address on the worker's
+// network; a container without one fails the create before it is tried.
+func TestCreateWorkerWritesItsSidecarsIntoHosts(t *testing.T) {
+	f := &fakeCreator{existing: container.InspectResponse{
+		ContainerJSONBase: &container.ContainerJSONBase{ID: "sidecar"},
+		NetworkSettings: &container.NetworkSettings{Networks: map[string]*network.EndpointSettings{
+			"forge-x-net": {IPAddress: "172.30.0.3"}, "forge-x-net-egress": {IPAddress: "172.31.0.2"},
+		}},
+	}}
+	c := newClient(fastOptions(), f)
+	spec := testSpec()
+	spec.Network = "forge-x-net"
+	spec.Hosts = []HostAlias{{Alias: "postgres", Container: "forge-x-postgres"}}
+	_, err := c.CreateWorker(context.Background(), spec)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"postgres:172.30.0.3"}, f.host.ExtraHosts, "the address on the worker's network, not the egress one")
+
+	f2 := &fakeCreator{existing: container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: "sidecar"}, NetworkSettings: &container.NetworkSettings{}}}
+	_, err = newClient(fastOptions(), f2).CreateWorker(context.Background(), spec)
+	assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err))
+	assert.Zero(t, f2.creates)
+}
