@@ -4,16 +4,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/internal/sandbox/caches"
+	"github.com/forgedev/forged/internal/sandbox/egress"
 	"github.com/forgedev/forged/messages"
 )
 
 // workerJob assembles the hardened worker container and its start packet.
 func (a *attemptActor) workerJob() (workerJob, error) {
 	limits := a.limits()
+	conf := a.cfg.Confinement()
 	a.worker.packetExpiry = a.fence.expiry()
 	packet := messages.StartPacket{
 		SchemaVersion:      messages.StartPacketSchema,
@@ -51,7 +54,9 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 			SecretsVolume:   a.in.names.SecretsVolume,
 			Caches:          a.in.cacheMounts,
 			Entrypoint:      []string{messages.WorkerBinaryPath, "worker"},
-			Runtime:         a.cfg.Confinement().Runtime,
+			Runtime:         workerRuntime(conf, a.sidecars.network),
+			GVisor:          gVisorFloor(conf),
+			Hosts:           a.workerHosts(conf),
 		},
 		bundlePath:  a.in.prepared.BundlePath,
 		startPacket: append(raw, '\n'),
@@ -74,4 +79,24 @@ func (a *attemptActor) identity() messages.SandboxIdentity {
 		ContractDigest:    a.in.contract.Digest,
 		ImageDigest:       a.image.id,
 	}
+}
+
+// workerHosts are the worker's /etc/hosts names under the gvisor floor on
+// an attempt network: every sidecar by its alias (a service by its type,
+// the egress proxy by egress.Alias). gVisor's network stack does not reach
+// the engine's embedded resolver, so the worker resolves them there.
+func (a *attemptActor) workerHosts(conf Confinement) []dockerops.HostAlias {
+	if !gVisorFloor(conf) || a.sidecars.network == "" {
+		return nil
+	}
+	var hosts []dockerops.HostAlias
+	for _, r := range a.sidecars.runs {
+		alias := r.service
+		if alias == "" {
+			alias = egress.Alias
+		}
+		hosts = append(hosts, dockerops.HostAlias{Alias: alias, Container: r.containerID})
+	}
+	slices.SortFunc(hosts, func(x, y dockerops.HostAlias) int { return strings.Compare(x.Alias, y.Alias) })
+	return hosts
 }

@@ -42,6 +42,12 @@ type Confinement struct {
 	// OCI runtime every worker runs under ("": the engine's default). See
 	// checkIsolation.
 	Isolation, Runtime string
+	// NetworkRuntime is, under the gvisor floor, the engine's OCI runtime
+	// the worker of an attempt with an attempt network (services,
+	// public_allowlist) runs under: runsc with its own network stack. ""
+	// when none works; NetworkRuntimeErr then says why.
+	NetworkRuntime    string
+	NetworkRuntimeErr string
 }
 
 // unknownConfinement is assumed without preflight facts: nothing that

@@ -208,9 +208,10 @@ func TestCreateWorkerValidatesSpec(t *testing.T) {
 		"cache outside HOME": func(s *WorkerSpec) {
 			s.Caches = []CacheMount{{Volume: "v", Target: "/workspace/.npm"}}
 		},
-		"cache over HOME": func(s *WorkerSpec) { s.Caches = []CacheMount{{Volume: "v", Target: "/home/forge/"}} },
-		"cache unclean":   func(s *WorkerSpec) { s.Caches = []CacheMount{{Volume: "v", Target: "/home/forge/../etc"}} },
-		"cache no volume": func(s *WorkerSpec) { s.Caches = []CacheMount{{Target: "/home/forge/.npm"}} },
+		"cache over HOME":         func(s *WorkerSpec) { s.Caches = []CacheMount{{Volume: "v", Target: "/home/forge/"}} },
+		"cache unclean":           func(s *WorkerSpec) { s.Caches = []CacheMount{{Volume: "v", Target: "/home/forge/../etc"}} },
+		"cache no volume":         func(s *WorkerSpec) { s.Caches = []CacheMount{{Target: "/home/forge/.npm"}} },
+		"hosts without a network": func(s *WorkerSpec) { s.Hosts = []HostAlias{{Alias: "postgres", Container: "c"}} },
 	} {
 		spec := testSpec()
 		mutate(&spec)
@@ -347,4 +348,44 @@ func TestCreateWorkerCoversImageVolumes(t *testing.T) {
 	_, err = newClient(fastOptions(), f).CreateWorker(context.Background(), testSpec())
 	assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err))
 	assert.Zero(t, f.creates)
+}
+
+// TestGVisorWorkerPIDsCountTheSandboxKernel: under gVisor the container's
+// pids limit leaves room for the sandbox kernel's host threads and the
+// ptrace stubs, so the task keeps about its dispatch's budget; under runc
+// it is the budget itself.
+func TestGVisorWorkerPIDsCountTheSandboxKernel(t *testing.T) {
+	spec := testSpec()
+	_, host, _ := WorkerContainerConfig(spec)
+	assert.Equal(t, int64(256), *host.PidsLimit)
+	spec.Runtime, spec.GVisor = "runsc", true
+	_, host, _ = WorkerContainerConfig(spec)
+	assert.Equal(t, "runsc", host.Runtime)
+	assert.Equal(t, GVisorPIDsLimit(256), *host.PidsLimit)
+	assert.Equal(t, int64(64+10*256), *host.PidsLimit)
+	assert.Greater(t, GVisorPIDsLimit(1), int64(32), "runsc does not start under 32")
+}
+
+// TestCreateWorkerWritesItsSidecarsIntoHosts: with Hosts, the worker's
+// ExtraHosts map each alias to the container's address on the worker's
+// network; a container without one fails the create before it is tried.
+func TestCreateWorkerWritesItsSidecarsIntoHosts(t *testing.T) {
+	f := &fakeCreator{existing: container.InspectResponse{
+		ContainerJSONBase: &container.ContainerJSONBase{ID: "sidecar"},
+		NetworkSettings: &container.NetworkSettings{Networks: map[string]*network.EndpointSettings{
+			"forge-x-net": {IPAddress: "172.30.0.3"}, "forge-x-net-egress": {IPAddress: "172.31.0.2"},
+		}},
+	}}
+	c := newClient(fastOptions(), f)
+	spec := testSpec()
+	spec.Network = "forge-x-net"
+	spec.Hosts = []HostAlias{{Alias: "postgres", Container: "forge-x-postgres"}}
+	_, err := c.CreateWorker(context.Background(), spec)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"postgres:172.30.0.3"}, f.host.ExtraHosts, "the address on the worker's network, not the egress one")
+
+	f2 := &fakeCreator{existing: container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: "sidecar"}, NetworkSettings: &container.NetworkSettings{}}}
+	_, err = newClient(fastOptions(), f2).CreateWorker(context.Background(), spec)
+	assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err))
+	assert.Zero(t, f2.creates)
 }

@@ -274,11 +274,15 @@ const (
 
 // IsolationFacts is the operator's isolation floor and what the engine
 // offers for it. Runtimes are the OCI runtimes the engine registers
-// (Info().Runtimes); GVisor is what the probe found of gVisor's runtime.
+// (Info().Runtimes); GVisor is what the probe found of gVisor's runtime,
+// GVisorNetwork of its second registration with its own network stack
+// (the workers of attempts with services or public_allowlist run under
+// it; when it does not work, those are refused).
 type IsolationFacts struct {
-	Floor    string      `json:"floor"`
-	Runtimes []string    `json:"runtimes"`
-	GVisor   GVisorFacts `json:"gvisor"`
+	Floor         string      `json:"floor"`
+	Runtimes      []string    `json:"runtimes"`
+	GVisor        GVisorFacts `json:"gvisor"`
+	GVisorNetwork GVisorFacts `json:"gvisorNetwork"`
 }
 
 // GVisorFacts is what preflight found of gVisor's runtime. Registered says

@@ -7,12 +7,15 @@
 # and swapped in atomically, and dockerd reloads its runtimes on SIGHUP.
 # The script then waits until `docker info` lists runsc.
 #
-# The runtime's arguments (docs/gvisor.md says why):
-#   --platform=ptrace  kvm hung in this VM although /dev/kvm is present;
-#   --network=none     runsc's netstack refuses to start on a bridge network
-#                      ("cannot run with network enabled in root network
-#                      namespace"), so forged runs only network-less
-#                      attempts under gVisor.
+# Two registrations (docs/gvisor.md says why):
+#   runsc      --platform=ptrace --network=none: network-less attempts;
+#              kvm hung in this VM although /dev/kvm is present.
+#   runsc-net  --platform=ptrace (netstack, runsc's --network=sandbox),
+#              through scripts/runsc-netns (installed as $NETNS_WRAPPER):
+#              attempts with services or public_allowlist. Without the
+#              wrapper, Debian's runsc refuses netstack on Linux 6.x
+#              ("cannot run with network enabled in root network
+#              namespace", gVisor issue 10704).
 #
 # Usage: scripts/ensure-runsc.sh   (as root; does nothing else)
 set -euo pipefail
@@ -21,15 +24,21 @@ log() { printf 'ensure-runsc: %s\n' "$*" >&2; }
 
 DAEMON_JSON=${DAEMON_JSON:-/etc/docker/daemon.json}
 RUNSC=/usr/bin/runsc
+NETNS_WRAPPER=/usr/local/libexec/forged/runsc-netns
+HERE=$(cd "$(dirname "$0")" && pwd)
 
-registered() { timeout 10 docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
+registered() {
+  local rts
+  rts=$(timeout 10 docker info --format '{{json .Runtimes}}' 2>/dev/null) || return 1
+  grep -q '"runsc"' <<<"$rts" && grep -q '"runsc-net"' <<<"$rts"
+}
 
 if [ "$(id -u)" -ne 0 ]; then
   if registered; then
-    log "runsc is registered"
+    log "runsc and runsc-net are registered"
     exit 0
   fi
-  log "not root: runsc is not installed or registered (the gVisor tests fail under CI=true)"
+  log "not root: runsc (or runsc-net) is not installed or registered (the gVisor tests fail under CI=true)"
   exit 0
 fi
 
@@ -40,15 +49,21 @@ if [ ! -x "$RUNSC" ]; then
   apt-get install -y -qq runsc >/dev/null
 fi
 
-# Merge runtimes.runsc into daemon.json. A file that is not valid JSON is
+# The netstack wrapper (replaced when the repository's copy differs).
+if ! cmp -s "$HERE/runsc-netns" "$NETNS_WRAPPER" 2>/dev/null; then
+  install -D -m 0755 "$HERE/runsc-netns" "$NETNS_WRAPPER"
+  log "installed $NETNS_WRAPPER"
+fi
+
+# Merge runtimes.runsc and runtimes.runsc-net into daemon.json. A file that is not valid JSON is
 # left alone: the engine would refuse it on its next start anyway, and
 # overwriting it would lose the operator's settings.
 mkdir -p "$(dirname "$DAEMON_JSON")"
 tmp=$(mktemp "$DAEMON_JSON.XXXXXX")
 trap 'rm -f "$tmp"' EXIT
-changed=$(python3 - "$DAEMON_JSON" "$tmp" "$RUNSC" <<'EOF'
+changed=$(python3 - "$DAEMON_JSON" "$tmp" "$RUNSC" "$NETNS_WRAPPER" <<'EOF'
 import json, os, sys
-path, out, runsc = sys.argv[1], sys.argv[2], sys.argv[3]
+path, out, runsc, wrapper = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 cfg = {}
 if os.path.exists(path):
     with open(path) as f:
@@ -57,12 +72,15 @@ if os.path.exists(path):
         cfg = json.loads(text)
 if not isinstance(cfg, dict):
     sys.exit(path + " is not a JSON object")
-want = {"path": runsc, "runtimeArgs": ["--platform=ptrace", "--network=none"]}
+want = {
+    "runsc": {"path": runsc, "runtimeArgs": ["--platform=ptrace", "--network=none"]},
+    "runsc-net": {"path": wrapper, "runtimeArgs": ["--platform=ptrace"]},
+}
 runtimes = cfg.setdefault("runtimes", {})
-if runtimes.get("runsc") == want:
+if all(runtimes.get(k) == v for k, v in want.items()):
     print("no")
     sys.exit(0)
-runtimes["runsc"] = want
+runtimes.update(want)
 with open(out, "w") as f:
     json.dump(cfg, f, indent=2, sort_keys=True)
     f.write("\n")
@@ -73,11 +91,11 @@ EOF
 if [ "$changed" = yes ]; then
   chmod 0644 "$tmp"
   mv "$tmp" "$DAEMON_JSON"
-  log "registered runsc in $DAEMON_JSON"
+  log "registered runsc and runsc-net in $DAEMON_JSON"
 fi
 
-if registered; then
-  log "runsc is registered ($("$RUNSC" --version 2>/dev/null | head -1))"
+if [ "$changed" = no ] && registered; then
+  log "runsc and runsc-net are registered ($("$RUNSC" --version 2>/dev/null | head -1))"
   exit 0
 fi
 
@@ -90,10 +108,10 @@ log "reloading dockerd's configuration (SIGHUP to $pid)"
 kill -HUP "$pid"
 for _ in $(seq 1 30); do
   if registered; then
-    log "runsc is registered ($("$RUNSC" --version 2>/dev/null | head -1))"
+    log "runsc and runsc-net are registered ($("$RUNSC" --version 2>/dev/null | head -1))"
     exit 0
   fi
   sleep 1
 done
-log "dockerd did not list runsc after SIGHUP: see its log"
+log "dockerd did not list runsc and runsc-net after SIGHUP: see its log"
 exit 1

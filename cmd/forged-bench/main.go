@@ -42,6 +42,7 @@ func run() error {
 	flag.BoolVar(&cfg.GoBench, "go-bench", true, "run the Go benchmarks of B3, B4 and B5")
 	flag.IntVar(&cfg.GoBenchTime, "go-benchtime", 0, "iterations of each Go benchmark (0: each one's own count)")
 	flag.StringVar(&cfg.RepoRoot, "repo", ".", "repository root (for the Go benchmarks)")
+	flag.StringVar(&cfg.Isolation, "isolation", "", "the measured forged processes' isolation floor (runc or gvisor; docs/gvisor.md)")
 	flag.StringVar(&markdown, "markdown", "BENCHMARKS.md", "Markdown report to write")
 	flag.StringVar(&jsonOut, "json", "BENCHMARKS.json", "JSON figures to write")
 	flag.StringVar(&notes, "notes", "", "Markdown appended verbatim to the report (the analysis of unmet targets)")

@@ -159,9 +159,15 @@ func printPreflight(w io.Writer, r preflight.Report) error {
 	row("runtimes", "%s; isolation floor %s", strings.Join(iso.Runtimes, ", "), iso.Floor)
 	switch {
 	case g.Works:
-		row("gvisor", "%s works: version %s, platform %s, probe %d ms (attempts without a network only)", g.Runtime, g.Version, g.Platform, g.ProbeMillis)
+		row("gvisor", "%s works: version %s, platform %s, probe %d ms (attempts without a network)", g.Runtime, g.Version, g.Platform, g.ProbeMillis)
 	default:
 		row("gvisor", "%s does not work: %s", g.Runtime, g.Reason)
+	}
+	switch gn := iso.GVisorNetwork; {
+	case gn.Works:
+		row("gvisor network", "%s works: platform %s, probe %d ms (attempts with services or public_allowlist; open_public is refused)", gn.Runtime, gn.Platform, gn.ProbeMillis)
+	default:
+		row("gvisor network", "%s does not work: %s", gn.Runtime, gn.Reason)
 	}
 	row("build", "classic builder %s, BuildKit default %s", yes(f.ClassicBuilder), yes(f.BuildKit))
 	d := r.Disk

@@ -51,6 +51,10 @@ type Config struct {
 	RepoRoot    string
 	GoBenchTime int
 	Log         *slog.Logger
+	// Isolation is the forged processes' isolation floor (--isolation:
+	// "runc" or "gvisor"; "" the default, runc). The seed CLI and the
+	// floor variants run under runc whatever it is.
+	Isolation string
 	// KeepBaseImage leaves the example's base image even when this run
 	// built it: the test suite shares it as a fixture between packages.
 	KeepBaseImage bool

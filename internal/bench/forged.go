@@ -22,10 +22,15 @@ import (
 )
 
 // forgedFlags are the flags every forged process of the benchmark gets: the
-// machine's engine is rootful and has two cores, all of them for attempts.
-func forgedFlags(stateRoot string, slots, queue int) []string {
-	return []string{"--allow-rootful", "--host-reserved-cores", "0",
+// machine's engine is rootful and has two cores, all of them for attempts;
+// the isolation floor is the run's (Config.Isolation, "" the default).
+func (e *Env) forgedFlags(stateRoot string, slots, queue int) []string {
+	flags := []string{"--allow-rootful", "--host-reserved-cores", "0",
 		"--state-root", stateRoot, "--slots", strconv.Itoa(slots), "--queue", strconv.Itoa(queue)}
+	if e.cfg.Isolation != "" {
+		flags = append(flags, "--isolation", e.cfg.Isolation)
+	}
+	return flags
 }
 
 // benchCPUMillis is every benchmark dispatch's CPU request: admission
@@ -78,7 +83,7 @@ func (e *Env) forgedRun(ctx context.Context, stateRoot string) (time.Duration, r
 		return 0, runOutput{}, err
 	}
 	defer os.Remove(path)
-	args := append([]string{"run", "--json"}, forgedFlags(stateRoot, 1, 0)...)
+	args := append([]string{"run", "--json"}, e.forgedFlags(stateRoot, 1, 0)...)
 	cmd, err := e.forgedCommand(ctx, stateRoot, append(args, path)...)
 	if err != nil {
 		return 0, runOutput{}, err
@@ -151,7 +156,7 @@ type daemon struct {
 // startDaemon starts forged daemon and waits until its socket answers.
 func (e *Env) startDaemon(ctx context.Context, stateRoot string, slots, queue int) (*daemon, error) {
 	socket := filepath.Join(stateRoot, "forged.sock")
-	args := append([]string{"daemon", "--socket", socket}, forgedFlags(stateRoot, slots, queue)...)
+	args := append([]string{"daemon", "--socket", socket}, e.forgedFlags(stateRoot, slots, queue)...)
 	cmd, err := e.forgedCommand(context.WithoutCancel(ctx), stateRoot, args...)
 	if err != nil {
 		return nil, err

@@ -27,8 +27,8 @@ import (
 
 // newEgressE2E is an e2e whose runner runs the egress proxy, joined to a
 // stand-in for the internet on which www.test is the operator-mapped
-// server.
-func newEgressE2E(t *testing.T) (*e2e, egresstest.StandIn) {
+// server, under the isolation floor given ("": runc).
+func newEgressE2E(t *testing.T, floor string) (*e2e, egresstest.StandIn) {
 	t.Helper()
 	catalogue, _ := serviceCatalogue(t)
 	egresstest.EgressImage(t, filepath.Join("..", "..", ".."))
@@ -40,7 +40,7 @@ func newEgressE2E(t *testing.T) (*e2e, egresstest.StandIn) {
 	_, err = example.BuildBaseImage(ctx, docker, "/bin/busybox")
 	require.NoError(t, err)
 	standIn := egresstest.Start(t, enginetest.Client(t), example.BaseImage)
-	e := newE2E(t, runner.Config{Services: catalogue, Egress: egress.Options{
+	e := newE2E(t, runner.Config{Services: catalogue, Isolation: floor, Egress: egress.Options{
 		Enabled:   true,
 		Hosts:     []egress.Mapping{{Name: "www.test", Addr: netip.MustParseAddr(standIn.Addr)}},
 		Upstreams: []string{standIn.Network},
@@ -79,9 +79,17 @@ func egressRequests(t *testing.T, log *runner.Log) []string {
 // TestEgressEndToEndTaskReachesOnlyTheAllowlist runs a public_allowlist
 // attempt whose task reaches the allowlisted name through the proxy, is
 // refused another name and port 22, cannot reach the stand-in directly and
-// resolves nothing; the events list what it tried.
+// resolves nothing; the events list what it tried. It runs under the runc
+// and the gvisor floors (the worker under runsc-net: gVisor's network
+// stack, the proxy by its /etc/hosts name).
 func TestEgressEndToEndTaskReachesOnlyTheAllowlist(t *testing.T) {
-	e, standIn := newEgressE2E(t)
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) { egressAllowlist(t, iso.floor, iso.networkRuntime) })
+	}
+}
+
+func egressAllowlist(t *testing.T, floor, runtime string) {
+	e, standIn := newEgressE2E(t, floor)
 	script := strings.Join([]string{
 		`set -u`,
 		// The proxy named by HTTPS_PROXY; nc takes "host port". The
@@ -95,7 +103,21 @@ func TestEgressEndToEndTaskReachesOnlyTheAllowlist(t *testing.T) {
 		`if nslookup www.test >/dev/null 2>&1; then echo "resolved"; exit 7; fi`,
 		`echo egress-task-done`,
 	}, "\n")
-	log := e.submit(e.egressDispatch([]string{"/bin/sh", "-c", script}, "www.test", "*.pypi.org"))
+	// The task checks its kernel after the probes, then sleeps so the test
+	// inspects its container while it runs.
+	script += "\n(dmesg 2>&1 | head -n 1) > kernel.txt\nsleep 3\n"
+	d := e.egressDispatch([]string{"/bin/sh", "-c", script}, "www.test", "*.pypi.org")
+	log := e.submit(d)
+	waitForEvent(t, log, "task_started")
+	names, err := dockerops.NamesFor(d.AttemptID())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if info, err := e.engine.ContainerInspect(ctx, names.Container); err == nil {
+		assert.Equal(t, runtime, info.HostConfig.Runtime, "the worker's runtime")
+	} else {
+		t.Errorf("the worker was not inspected while it ran: %v", err)
+	}
 	out := e.wait(log)
 	require.Equal(t, messages.StatusSucceeded, out.Status, "%s %s; requests %v; events %v", out.Code, out.Message, egressRequests(t, log), eventSummary(log))
 	requests := egressRequests(t, log)
@@ -123,10 +145,13 @@ func TestEgressEndToEndTaskReachesOnlyTheAllowlist(t *testing.T) {
 		}
 	}
 	assert.Contains(t, roles, "egress_proxy")
+	if floor == messages.IsolationGVisor {
+		assert.Contains(t, e.git("show", example.Branch+":kernel.txt"), "Starting gVisor", "the task ran on gVisor's kernel")
+	}
 }
 
 func TestEgressEndToEndProxyKilledMidRunFailsTheAttempt(t *testing.T) {
-	e, _ := newEgressE2E(t)
+	e, _ := newEgressE2E(t, "")
 	d := e.egressDispatch([]string{"/bin/sh", "-c", "sleep 120"}, "www.test")
 	log := e.submit(d)
 	waitForEvent(t, log, "worker_started")

@@ -29,6 +29,7 @@ func fastFailRuns(t *testing.T) int {
 
 // TestDescriptorExhaustionOfAQuickTaskIsClassified: the task opens
 // /dev/null until EMFILE and exits at once.
+// (Under gVisor it is not classified: docs/gvisor.md.)
 func TestDescriptorExhaustionOfAQuickTaskIsClassified(t *testing.T) {
 	e := newStressE2E(t)
 	runs, classified := fastFailRuns(t), 0
@@ -44,8 +45,16 @@ func TestDescriptorExhaustionOfAQuickTaskIsClassified(t *testing.T) {
 
 // TestFullWorkspaceOfAQuickTaskIsClassified: the task fills its 256 MiB
 // workspace quota, gets ENOSPC, deletes what it wrote and exits at once.
+// It runs under runc and gVisor (the quota is the host's file system,
+// which gVisor's gofer writes to).
 func TestFullWorkspaceOfAQuickTaskIsClassified(t *testing.T) {
-	e := newStressE2E(t)
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) { fullWorkspace(t, iso.floor) })
+	}
+}
+
+func fullWorkspace(t *testing.T, floor string) {
+	e := newStressE2EUnder(t, floor)
 	requireBoundedStorage(t, e)
 	runs, classified := fastFailRuns(t), 0
 	for i := range runs {

@@ -51,12 +51,16 @@ func TestGVisorEndToEndExampleRunsUnderRunsc(t *testing.T) {
 	assert.Zero(t, out.Cleanup.Remaining)
 }
 
-// TestGVisorEndToEndRefusesWhatNeedsANetwork: under the floor a contract
-// declaring services, and a public_allowlist or open_public dispatch, are
-// refused with the registered code before anything is created (the
-// submit's cleanup asserts nothing labelled for the attempt remains).
+// TestGVisorEndToEndRefusesWhatNeedsANetwork: under the floor open_public
+// is refused with the registered code before anything is created (the
+// submit's cleanup asserts nothing labelled for the attempt remains); with
+// a network runtime the engine lacks, so are public_allowlist and a
+// contract declaring services, while the host stays available.
 func TestGVisorEndToEndRefusesWhatNeedsANetwork(t *testing.T) {
-	e := newE2E(t, runner.Config{Isolation: messages.IsolationGVisor, AllowOpenPublic: true})
+	e := newE2E(t, runner.Config{Isolation: messages.IsolationGVisor, AllowOpenPublic: true, GVisorNetworkRuntime: "forged-test-runtime-not-registered"})
+	report := e.runner.Preflight(context.Background())
+	require.True(t, report.Available, "%s: %s", report.Code, report.Reason)
+	assert.False(t, report.Isolation.GVisorNetwork.Registered)
 	for _, mode := range []string{messages.NetworkPublicAllowlist, messages.NetworkOpenPublic} {
 		d := e.dispatch(nil, 0)
 		d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: mode}
@@ -75,7 +79,17 @@ func TestGVisorEndToEndRefusesWhatNeedsANetwork(t *testing.T) {
 	out := e.wait(e.submit(d))
 	assert.Equal(t, messages.StatusFailed, out.Status)
 	assert.Equal(t, string(failure.SandboxIsolationNetworkUnsupport), out.Code, out.Message)
+	assert.Contains(t, out.Message, "forged-test-runtime-not-registered", "the refusal names the runtime")
 	assert.False(t, e.branchExists(example.Branch))
+
+	// With the engine's runsc-net (scripts/ensure-runsc.sh), open_public
+	// is still refused: its netns guard does not hold under netstack.
+	g := newE2E(t, runner.Config{Isolation: messages.IsolationGVisor, AllowOpenPublic: true})
+	require.True(t, g.runner.Preflight(context.Background()).Isolation.GVisorNetwork.Works)
+	od := g.dispatch(nil, 0)
+	od.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkOpenPublic}
+	out = g.wait(g.submit(od))
+	assert.Equal(t, string(failure.SandboxIsolationNetworkUnsupport), out.Code, out.Message)
 }
 
 // TestGVisorEndToEndHostWithoutTheRuntimeIsUnavailable: a floor whose

@@ -67,10 +67,14 @@ type Config struct {
 	// runs under GVisorRuntime (default preflight.DefaultGVisorRuntime)
 	// and the host is unavailable while that runtime does not work.
 	// GVisorProbeImage is the preflight probe's image (default
-	// preflight.DefaultGVisorProbeImage).
-	Isolation        string
-	GVisorRuntime    string
-	GVisorProbeImage string
+	// preflight.DefaultGVisorProbeImage). GVisorNetworkRuntime is runsc's
+	// registration with its own network stack (default
+	// preflight.DefaultGVisorNetworkRuntime), under which the workers of
+	// attempts with services or public_allowlist run under the floor.
+	Isolation            string
+	GVisorRuntime        string
+	GVisorProbeImage     string
+	GVisorNetworkRuntime string
 	// Capacity sizes one attempt and the host's reserve for the preflight
 	// admission; its MaxSlots is Slots.
 	Capacity preflight.CapacityPolicy
@@ -422,15 +426,23 @@ func confinementOf(cache *preflight.Cache, storage error, iso actors.Confinement
 	r, _, ok := cache.Last()
 	if !ok {
 		return actors.Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report yet"), Storage: storage,
-			Isolation: iso.Isolation, Runtime: iso.Runtime}
+			Isolation: iso.Isolation, Runtime: iso.Runtime, NetworkRuntimeErr: "no preflight report yet"}
 	}
-	return actors.Confinement{
+	conf := actors.Confinement{
 		Security:         dockerops.EngineSecurity{Known: r.Engine.Reachable, Seccomp: r.Features.Seccomp, LSM: slices.Clone(r.Features.LSM)},
 		NetworkIsolation: r.Network.NetworkErr(),
 		Storage:          storage,
 		Isolation:        iso.Isolation,
 		Runtime:          iso.Runtime,
 	}
+	// Under the gvisor floor, a worker on an attempt network runs under
+	// runsc's network registration, once its probe passed.
+	if g := r.Isolation.GVisorNetwork; iso.Isolation == messages.IsolationGVisor && g.Works {
+		conf.NetworkRuntime = g.Runtime
+	} else if iso.Isolation == messages.IsolationGVisor {
+		conf.NetworkRuntimeErr = fmt.Sprintf("runtime %q does not work: %s", g.Runtime, g.Reason)
+	}
+	return conf
 }
 
 // isolationOf is the floor and the workers' runtime of cfg: runsc (or

@@ -279,8 +279,16 @@ func TestEndToEndWorkerContainerIsHardened(t *testing.T) {
 	assert.Equal(t, messages.StatusCancelled, e.wait(log).Status)
 }
 
+// TestEndToEndLeaseExpiryStopsTheWorkerAndLeavesNothing runs under runc
+// and gVisor: the lease watchdog stops the worker container either way.
 func TestEndToEndLeaseExpiryStopsTheWorkerAndLeavesNothing(t *testing.T) {
-	e := newE2E(t, runner.Config{})
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) { leaseExpiry(t, iso.floor) })
+	}
+}
+
+func leaseExpiry(t *testing.T, floor string) {
+	e := newE2E(t, runner.Config{Isolation: floor})
 	d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: e.runner.RunnerID(), RepoPath: e.repo, Argv: []string{"/bin/sh", "-c", "sleep 120"}, Lease: 20 * time.Second})
 	require.NoError(t, err)
 	log := e.submit(d)

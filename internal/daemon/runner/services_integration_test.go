@@ -138,12 +138,28 @@ func (s *secretSpy) RunAttached(ctx context.Context, id string, stdin []byte, on
 	return s.Docker.RunAttached(ctx, id, stdin, onLine, limits)
 }
 
+// isolations are the isolation floors the real-engine tests that hold
+// under both run under, with the OCI runtime a worker on an attempt
+// network gets (gVisor: runsc's network registration, scripts/ensure-runsc.sh).
+var isolations = []struct{ floor, networkRuntime string }{
+	{messages.IsolationRunc, "runc"},
+	{messages.IsolationGVisor, "runsc-net"},
+}
+
 func TestServicesEndToEndTaskTalksToPostgresAndRedisAndSecretsStayInTheVolume(t *testing.T) {
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) { servicesTalk(t, iso.floor, iso.networkRuntime) })
+	}
+}
+
+// servicesTalk runs the services attempt under the floor given: the task
+// talks to both services by name, and the worker ran under runtime.
+func servicesTalk(t *testing.T, floor, runtime string) {
 	spy := &secretSpy{}
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	logger := slog.New(slog.NewJSONHandler(lockedWriter{&logs, &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e := newServicesE2E(t, runner.Config{Logger: logger, WrapDocker: func(d actors.Docker) actors.Docker { spy.Docker = d; return spy }})
+	e := newServicesE2E(t, runner.Config{Logger: logger, Isolation: floor, WrapDocker: func(d actors.Docker) actors.Docker { spy.Docker = d; return spy }})
 	spy.engine = e.engine
 	spy.tree = e.runner.Inspect
 	d := e.serviceDispatch([]string{"/usr/local/bin/svcclient", "talk"})
@@ -215,6 +231,10 @@ func TestServicesEndToEndTaskTalksToPostgresAndRedisAndSecretsStayInTheVolume(t 
 	for _, raw := range spy.inspects {
 		var c container.InspectResponse
 		require.NoError(t, json.Unmarshal(raw, &c))
+		if c.Name == "/"+names.Container {
+			seen["worker"] = true
+			assert.Equal(t, runtime, c.HostConfig.Runtime, "the worker's runtime")
+		}
 		for _, svc := range []string{"postgres", "redis"} {
 			if c.Name != "/"+names.Prefix+"-"+svc {
 				continue
@@ -231,7 +251,7 @@ func TestServicesEndToEndTaskTalksToPostgresAndRedisAndSecretsStayInTheVolume(t 
 			assert.Equal(t, []string{names.Prefix + "-secrets-" + svc}, mounted, "service %s", svc)
 		}
 	}
-	assert.Equal(t, map[string]bool{"postgres": true, "redis": true}, seen, "both services were inspected while they ran")
+	assert.Equal(t, map[string]bool{"postgres": true, "redis": true, "worker": true}, seen, "the worker and both services were inspected while they ran")
 
 	// The inspect documents do hold the connection details.
 	joined := bytes.Join(spy.inspects, nil)

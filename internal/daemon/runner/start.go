@@ -112,6 +112,8 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		// Builds run with no network (dockerops.DefaultBuildNetwork): the
 		// seed's enforced build egress.
 		ImagePolicy: cfg.ImagePolicy.Complete(),
+
+		GVisorNetworkRuntime: cfg.GVisorNetworkRuntime,
 	}), 0, cfg.Clock)
 	r.preflight = cache
 	// The first report is taken now, so that admission starts from it.

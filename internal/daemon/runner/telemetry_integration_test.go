@@ -37,9 +37,12 @@ func stressBinary(tb testing.TB) string {
 
 // newStressE2E is newE2E with a repository whose project image is the
 // busybox base plus the stress helper at /usr/local/bin/stressprog.
-func newStressE2E(t *testing.T) *e2e {
+func newStressE2E(t *testing.T) *e2e { return newStressE2EUnder(t, "") }
+
+// newStressE2EUnder is newStressE2E under the isolation floor given.
+func newStressE2EUnder(t *testing.T, floor string) *e2e {
 	t.Helper()
-	e := newE2E(t, runner.Config{})
+	e := newE2E(t, runner.Config{Isolation: floor})
 	tag := stressImage(t, e.runner.Docker(), e.engine)
 	e.repo = filepath.Join(t.TempDir(), "stress-repo")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -125,17 +128,25 @@ func TestTelemetryPeakOfAQuickTaskIsNeverZero(t *testing.T) {
 	assert.True(t, tel.FinalReading)
 }
 
+// TestForkBombIsPIDExhaustion runs under runc and gVisor. Under gVisor
+// the task's forks are not refused one by one: the sandbox as a whole
+// meets the container's pids limit (GVisorPIDsLimit of the dispatch's
+// budget) and ends; the host's pids.max counter classifies it all the same.
 func TestForkBombIsPIDExhaustion(t *testing.T) {
-	e := newStressE2E(t)
-	d := e.dispatch([]string{"/bin/sh", "-c", `i=0; while [ $i -lt 200 ]; do sleep 3 & i=$((i+1)); done 2>/dev/null; wait; exit 1`}, 0)
-	d.Sandbox.RequestedResources.PIDs = 64
-	out := e.wait(e.submit(d))
-	t.Logf("%s: %s", out.Code, out.Message)
-	assert.Equal(t, messages.StatusFailed, out.Status)
-	assert.Equal(t, string(failure.SandboxPIDExhausted), out.Code, out.Message)
-	assert.Contains(t, out.Message, "host saw pids.max (64) reached")
-	requireKernelTelemetry(t, out)
-	assert.NotZero(t, out.Telemetry.Containers[0].PidsMaxEvents)
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) {
+			e := newStressE2EUnder(t, iso.floor)
+			d := e.dispatch([]string{"/bin/sh", "-c", `i=0; while [ $i -lt 200 ]; do sleep 3 & i=$((i+1)); done 2>/dev/null; wait; exit 1`}, 0)
+			d.Sandbox.RequestedResources.PIDs = 64
+			out := e.wait(e.submit(d))
+			t.Logf("%s: %s", out.Code, out.Message)
+			assert.Equal(t, messages.StatusFailed, out.Status)
+			assert.Equal(t, string(failure.SandboxPIDExhausted), out.Code, out.Message)
+			assert.Contains(t, out.Message, "host saw pids.max (64) reached")
+			requireKernelTelemetry(t, out)
+			assert.NotZero(t, out.Telemetry.Containers[0].PidsMaxEvents)
+		})
+	}
 }
 
 func TestDescriptorExhaustionIsClassified(t *testing.T) {
@@ -158,18 +169,35 @@ func TestFullTmpfsIsStorageExhaustion(t *testing.T) {
 	assert.Contains(t, out.Message, "/tmp")
 }
 
+// TestMemoryExhaustionIsOOM runs under runc and gVisor. Under gVisor the
+// host kernel's OOM killer sees the sandbox kernel (the Sentry, which
+// holds the task's memory), not the task: the whole container ends, with
+// the engine's OOMKilled state, before the sampler's final reading, so
+// the cgroup's oom_kill counter is not read (docs/gvisor.md).
 func TestMemoryExhaustionIsOOM(t *testing.T) {
-	e := newStressE2E(t)
-	out := e.wait(e.submit(e.dispatch([]string{"/usr/local/bin/stressprog", "spike", "300", "100", "0", "0"}, 96<<20)))
-	t.Logf("%s: %s", out.Code, out.Message)
-	assert.Equal(t, messages.StatusFailed, out.Status)
-	assert.Equal(t, string(failure.SandboxOOMKilled), out.Code, out.Message)
-	requireKernelTelemetry(t, out)
-	assert.NotZero(t, out.Telemetry.Containers[0].OOMKills)
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) {
+			e := newStressE2EUnder(t, iso.floor)
+			out := e.wait(e.submit(e.dispatch([]string{"/usr/local/bin/stressprog", "spike", "300", "100", "0", "0"}, 96<<20)))
+			t.Logf("%s: %s", out.Code, out.Message)
+			assert.Equal(t, messages.StatusFailed, out.Status)
+			assert.Equal(t, string(failure.SandboxOOMKilled), out.Code, out.Message)
+			requireKernelTelemetry(t, out)
+			if iso.floor == messages.IsolationRunc {
+				assert.NotZero(t, out.Telemetry.Containers[0].OOMKills)
+			}
+		})
+	}
 }
 
 func TestATaskClaimingOOMIsNotOOM(t *testing.T) {
-	e := newE2E(t, runner.Config{})
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) { taskClaimingOOM(t, iso.floor) })
+	}
+}
+
+func taskClaimingOOM(t *testing.T, floor string) {
+	e := newE2E(t, runner.Config{Isolation: floor})
 	claim := `{"type":"runner_event","event":{"role":"runner","kind":"error","eventType":"sandbox_oom_killed","content":"OOMKilled","data":null}}`
 	out := e.wait(e.submit(e.dispatch([]string{"/bin/sh", "-c", "echo '" + claim + "'; echo 'Out of memory: Killed process 1' >&2; exit 1"}, 0)))
 	t.Logf("%s: %s", out.Code, out.Message)

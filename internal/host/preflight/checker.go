@@ -64,6 +64,11 @@ type Options struct {
 	// ImagePolicy is reported as the feature imagePolicy: the operator's
 	// image policy is enforced and complete, and builds have no network.
 	ImagePolicy bool
+	// GVisorNetworkRuntime is the engine's name for runsc with its own
+	// network stack (default DefaultGVisorNetworkRuntime), probed like
+	// GVisorRuntime under the gvisor floor. When it does not work, the
+	// host stays available for attempts without a network.
+	GVisorNetworkRuntime string
 }
 
 // supportedPlatforms are the OSes forged can drive Docker sandboxes from.
@@ -84,10 +89,8 @@ type Checker struct {
 	isolation    NetworkIsolation
 	isolationFor string
 	isolationAt  time.Time
-	// The last gVisor probe, for the engine and registration in gvisorFor.
-	gvisor    GVisorFacts
-	gvisorFor string
-	gvisorAt  time.Time
+	// The last gVisor probes: runsc's, and its network registration's.
+	gvisor, gvisorNet runtimeProbeCache
 }
 
 // NewChecker returns a Checker for engine (nil: every check reports
@@ -124,6 +127,9 @@ func NewChecker(engine Engine, host HostFacts, opts Options) *Checker {
 	if opts.GVisorProbeImage == "" {
 		opts.GVisorProbeImage = DefaultGVisorProbeImage
 	}
+	if opts.GVisorNetworkRuntime == "" {
+		opts.GVisorNetworkRuntime = DefaultGVisorNetworkRuntime
+	}
 	return &Checker{engine: engine, host: host, opts: opts, now: opts.Clock.Now}
 }
 
@@ -139,7 +145,8 @@ func (c *Checker) Check(ctx context.Context) Report {
 		Engine:           EngineFacts{Endpoint: c.opts.Endpoint},
 		Features:         Features{LSM: []string{}, ImagePolicy: c.opts.ImagePolicy},
 		Network:          NetworkFacts{DefaultMode: "none", Code: failure.SandboxNetworkIsolation},
-		Isolation:        IsolationFacts{Floor: c.opts.IsolationFloor, Runtimes: []string{}, GVisor: GVisorFacts{Runtime: c.opts.GVisorRuntime}},
+		Isolation: IsolationFacts{Floor: c.opts.IsolationFloor, Runtimes: []string{}, GVisor: GVisorFacts{Runtime: c.opts.GVisorRuntime},
+			GVisorNetwork: GVisorFacts{Runtime: c.opts.GVisorNetworkRuntime}},
 	}
 	goos, goarch := c.host.Platform()
 	r.Platform = Platform{OS: goos, Arch: goarch, Supported: supportedPlatforms[goos]}

@@ -20,6 +20,10 @@ const (
 	// DefaultGVisorRuntime is the name gVisor's runsc is registered under
 	// in the engine (scripts/ensure-runsc.sh, docs/gvisor.md).
 	DefaultGVisorRuntime = "runsc"
+	// DefaultGVisorNetworkRuntime is runsc's second registration, with
+	// its own network stack (netstack) through scripts/runsc-netns: the
+	// workers of attempts with services or public_allowlist run under it.
+	DefaultGVisorNetworkRuntime = "runsc-net"
 	// DefaultGVisorProbeImage is the image the probe container runs: the
 	// example's busybox image (scripts/example.sh builds it), whose dmesg
 	// prints the sandbox kernel's banner.
@@ -60,21 +64,36 @@ func ValidIsolation(floor string) bool {
 	return floor == messages.IsolationRunc || floor == messages.IsolationGVisor
 }
 
-// isolationFacts lists the engine's runtimes and, when runsc is one and
-// the floor is gvisor, probes it (cached for IsolationTTL per engine and registration); c.mu
-// is held.
+// isolationFacts lists the engine's runtimes and, when the floor is
+// gvisor, probes runsc and its network registration (each cached for
+// IsolationTTL per engine and registration); c.mu is held.
 func (c *Checker) isolationFacts(ctx context.Context, info system.Info, engineID string) IsolationFacts {
 	f := IsolationFacts{Floor: c.opts.IsolationFloor, Runtimes: make([]string, 0, len(info.Runtimes))}
 	for name := range info.Runtimes {
 		f.Runtimes = append(f.Runtimes, name)
 	}
 	slices.Sort(f.Runtimes)
-	g := GVisorFacts{Runtime: c.opts.GVisorRuntime}
-	rt, ok := info.Runtimes[g.Runtime]
+	f.GVisor = c.runtimeFacts(ctx, info, f, engineID, c.opts.GVisorRuntime, &c.gvisor)
+	f.GVisorNetwork = c.runtimeFacts(ctx, info, f, engineID, c.opts.GVisorNetworkRuntime, &c.gvisorNet)
+	return f
+}
+
+// runtimeProbeCache is the last probe of one runtime, for the engine and
+// registration in key.
+type runtimeProbeCache struct {
+	facts GVisorFacts
+	key   string
+	at    time.Time
+}
+
+// runtimeFacts is what the engine registers under name and, under the
+// gvisor floor, what its probe found (cached in cache).
+func (c *Checker) runtimeFacts(ctx context.Context, info system.Info, f IsolationFacts, engineID, name string, cache *runtimeProbeCache) GVisorFacts {
+	g := GVisorFacts{Runtime: name}
+	rt, ok := info.Runtimes[name]
 	if !ok {
-		g.Reason = fmt.Sprintf("the engine registers no runtime %q (it has %s); install and register runsc (docs/gvisor.md)", g.Runtime, strings.Join(f.Runtimes, ", "))
-		f.GVisor = g
-		return f
+		g.Reason = fmt.Sprintf("the engine registers no runtime %q (it has %s); install and register runsc (docs/gvisor.md)", name, strings.Join(f.Runtimes, ", "))
+		return g
 	}
 	g.Registered, g.Path, g.Args = true, rt.Path, slices.Clone(rt.Args)
 	g.Platform = platformArg(rt.Args)
@@ -83,22 +102,19 @@ func (c *Checker) isolationFacts(ctx context.Context, info system.Info, engineID
 		// the registration without running a probe container at every
 		// start (`forged preflight --isolation gvisor` probes it).
 		g.Reason = "not probed: the isolation floor is runc"
-		f.GVisor = g
-		return f
+		return g
 	}
-	key := engineID + "\x00" + g.Runtime + "\x00" + rt.Path + "\x00" + strings.Join(rt.Args, "\x00")
+	key := engineID + "\x00" + name + "\x00" + rt.Path + "\x00" + strings.Join(rt.Args, "\x00")
 	now := c.now()
-	if c.gvisorFor != key || c.gvisorAt.IsZero() || now.Sub(c.gvisorAt) >= c.opts.IsolationTTL {
+	if cache.key != key || cache.at.IsZero() || now.Sub(cache.at) >= c.opts.IsolationTTL {
 		probed := c.probeGVisor(ctx, g)
 		if ctx.Err() != nil {
 			// Cut short by the caller: it says nothing about the runtime.
-			f.GVisor = probed
-			return f
+			return probed
 		}
-		c.gvisor, c.gvisorFor, c.gvisorAt = probed, key, now
+		*cache = runtimeProbeCache{facts: probed, key: key, at: now}
 	}
-	f.GVisor = c.gvisor
-	return f
+	return cache.facts
 }
 
 // probeGVisor runs the probe container and asks the runtime binary its

@@ -51,6 +51,14 @@ func TestRealEngineGVisorProbe(t *testing.T) {
 		assert.NotEmpty(t, g.Version, "the local runsc answers --version")
 	}
 	assert.Positive(t, g.ProbeMillis)
+	// runsc's network registration (netstack through scripts/runsc-netns):
+	// its probe starts gVisor's network stack, which Debian's runsc
+	// refuses on this kernel without the wrapper.
+	gn := r.Isolation.GVisorNetwork
+	require.True(t, gn.Registered, "runsc-net is not registered with the engine (run scripts/ensure-runsc.sh): %s", gn.Reason)
+	assert.Equal(t, preflight.DefaultGVisorNetworkRuntime, gn.Runtime)
+	assert.NotContains(t, gn.Args, "--network=none")
+	require.True(t, gn.Works, gn.Reason)
 
 	r = check("runc")
 	assert.False(t, r.Isolation.GVisor.Works, "runc passed for gVisor")

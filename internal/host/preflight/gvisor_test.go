@@ -129,3 +129,26 @@ func TestPlatformArg(t *testing.T) {
 	assert.Equal(t, "kvm", platformArg([]string{"--platform", "kvm"}))
 	assert.Equal(t, "", platformArg(nil))
 }
+
+// TestGVisorNetworkRuntimeIsProbedApart: runsc's network registration is
+// probed beside runsc under the gvisor floor; when it is missing or fails,
+// the host stays available (attempts without a network still run) and the
+// facts say why.
+func TestGVisorNetworkRuntimeIsProbedApart(t *testing.T) {
+	e := withRunsc("--platform=ptrace", "--network=none")
+	e.info.Runtimes[DefaultGVisorNetworkRuntime] = system.RuntimeWithStatus{Runtime: system.Runtime{Path: "/usr/local/libexec/forged/runsc-netns", Args: []string{"--platform=ptrace"}}}
+	p := &fakeRuntimes{probe: RuntimeProbe{KernelLog: gVisorLog}}
+	r := check(t, e, bigHost(), gvisorOpts(messages.IsolationGVisor, p, nil))
+	require.True(t, r.Available, r.Reason)
+	gn := r.Isolation.GVisorNetwork
+	assert.True(t, gn.Registered && gn.Works, gn.Reason)
+	assert.Equal(t, "ptrace", gn.Platform)
+	assert.Equal(t, []string{"runsc " + DefaultGVisorProbeImage, DefaultGVisorNetworkRuntime + " " + DefaultGVisorProbeImage}, p.asked)
+
+	delete(e.info.Runtimes, DefaultGVisorNetworkRuntime)
+	r = check(t, e, bigHost(), gvisorOpts(messages.IsolationGVisor, &fakeRuntimes{probe: RuntimeProbe{KernelLog: gVisorLog}}, nil))
+	require.True(t, r.Available, "a missing network runtime leaves the host available: %s", r.Reason)
+	assert.True(t, r.Isolation.GVisor.Works)
+	assert.False(t, r.Isolation.GVisorNetwork.Registered)
+	assert.Contains(t, r.Isolation.GVisorNetwork.Reason, `registers no runtime "runsc-net"`)
+}

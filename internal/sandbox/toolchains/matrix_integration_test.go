@@ -102,11 +102,20 @@ func mib(bytes string) string {
 // attempt's task through a whole embedded forged on the real engine, with
 // the resources `forged example` gives (256 MiB, 256 PIDs, 1 CPU). The
 // images come from scripts/images.sh; without them the test skips, or
-// fails under CI=true.
+// fails under CI=true. It runs under the runc and the gvisor isolation
+// floors (the same projects: each is already the smallest that shows its
+// toolchain's suite running; the gVisor run takes longer, see
+// docs/gvisor.md).
 func TestToolchainMatrix(t *testing.T) {
+	for _, floor := range []string{messages.IsolationRunc, messages.IsolationGVisor} {
+		t.Run(floor, func(t *testing.T) { toolchainMatrix(t, floor) })
+	}
+}
+
+func toolchainMatrix(t *testing.T, floor string) {
 	engine := enginetest.Client(t)
 	images := catalogue(t)
-	r := newRunner(t)
+	r := newRunnerUnder(t, floor)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -129,7 +138,7 @@ func TestToolchainMatrix(t *testing.T) {
 			continue
 		}
 		repo := sampleRepo(t, tc.name, "FROM "+img.Ref+"\n"+tc.dockerfile)
-		project := testimages.Project("toolchains-" + tc.name)
+		project := testimages.Project("toolchains-" + floor + "-" + tc.name)
 		t.Cleanup(func() { assert.NoError(t, testimages.RemoveProject(project)) })
 		d, err := example.NewDispatch(example.DispatchOptions{RunnerID: r.RunnerID(), RepoPath: repo, Project: project,
 			Argv: []string{"/bin/sh", "-c", taskScript(tc.command)}, Timeout: 600})
@@ -221,7 +230,10 @@ func TestToolchainOutOfMemory(t *testing.T) {
 
 // newRunner starts an embedded forged sized as the README's example runs
 // it on a small machine, with a queue for the whole matrix.
-func newRunner(t *testing.T) *runner.Runner {
+func newRunner(t *testing.T) *runner.Runner { return newRunnerUnder(t, "") }
+
+// newRunnerUnder is newRunner under the isolation floor given.
+func newRunnerUnder(t *testing.T, floor string) *runner.Runner {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -233,6 +245,7 @@ func newRunner(t *testing.T) *runner.Runner {
 		Capacity:     example.SmallHostCapacity(),
 		Slots:        2,
 		QueueLimit:   len(matrix),
+		Isolation:    floor,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
