@@ -215,7 +215,11 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		if msg.Replayed {
 			break // delivered before a restart: the sampler's only
 		}
-		a.rearmIdle(ctx)
+		if msg.Logged {
+			a.rearmIdleFrom(ctx, msg.Event.OccurredAt) // written while forged was away
+		} else {
+			a.rearmIdle(ctx)
+		}
 		a.onWorkerEvent(ctx, msg)
 	case WorkerExited:
 		a.onWorkerExited(ctx, msg)

@@ -190,6 +190,7 @@ func (a *attemptActor) adoptionRecord() *ledger.Adoption {
 		LeaseRenewals:    a.worker.renewals,
 		LeaseRenewedAt:   a.worker.renewedAt,
 		WorkerCreatedAt:  a.worker.createdAt,
+		IdleSince:        a.timers.idleSince,
 		Resources:        a.d.Sandbox.RequestedResources,
 		PublicationMode:  a.d.Sandbox.PublicationMode,
 		PublishGrant:     a.d.Sandbox.PublishGrant,
@@ -309,7 +310,8 @@ func (a *attemptActor) flushEvents(ctx actor.Context, seq uint64) {
 
 // startAdopted is start for an adopted attempt: the fence and the
 // watchdog from the ledger's lease, the worker re-attached at the event
-// sequence recorded, the time limits continued from the worker's creation,
+// sequence recorded, the time limits continued (the hard wall from the
+// worker's creation, the idle limit from the last output recorded),
 // the sampler restarted, and a sandbox_readopted event.
 func (a *attemptActor) startAdopted(ctx actor.Context) {
 	ad, rec := a.adopted, a.adopted.Entry.Adoption
@@ -342,7 +344,11 @@ func (a *attemptActor) startAdopted(ctx actor.Context) {
 		"eventSeq":       rec.EventSeq, "expiresAt": ad.Entry.ExpiresAt.UTC().Format(time.RFC3339Nano),
 		"workerCreatedAt": rec.WorkerCreatedAt.UTC().Format(time.RFC3339Nano), "runnerInstanceId": a.d.Sandbox.RunnerInstanceID,
 	}))
-	a.armTimeLimitsSince(ctx, rec.WorkerCreatedAt)
+	idleSince := rec.IdleSince // the worker's later output, logged while forged was away, moves it on
+	if idleSince.IsZero() {
+		idleSince = a.cfg.Clock.Now() // an older forged's record: the idle limit starts again
+	}
+	a.armTimeLimitsSince(ctx, rec.WorkerCreatedAt, idleSince)
 	limits := a.limits()
 	job := adoptedWorkerJob{
 		containerID: rec.ContainerID,

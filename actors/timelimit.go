@@ -60,6 +60,7 @@ type limitTimers struct {
 	hard, idle     clock.Timer
 	grace          clock.Timer
 	idleGen        uint64
+	idleSince      time.Time // when the current idle timer started to run (the ledger keeps it)
 	armed, stopped bool
 	// fired is the time limit the host saw pass.
 	fired error
@@ -73,37 +74,68 @@ func (a *attemptActor) limits() timelimit.Limits {
 
 // armTimeLimits starts both host timers; called when the worker exists.
 func (a *attemptActor) armTimeLimits(ctx actor.Context) {
-	a.armTimeLimitsSince(ctx, a.cfg.Clock.Now())
+	now := a.cfg.Clock.Now()
+	a.armTimeLimitsSince(ctx, now, now)
 }
 
 // armTimeLimitsSince starts both host timers for a worker created at
-// since: the hard wall runs from then (a re-adopted attempt continues its
-// limits across the restart), the idle limit from now.
-func (a *attemptActor) armTimeLimitsSince(ctx actor.Context, since time.Time) {
+// since, whose last output the host saw at idleSince: the hard wall runs
+// from since, the idle limit from idleSince (a re-adopted attempt
+// continues both across the restart; neither is taken later than now).
+func (a *attemptActor) armTimeLimitsSince(ctx actor.Context, since, idleSince time.Time) {
 	t := &a.timers
 	if t.armed || t.stopped {
 		return
 	}
-	t.armed, t.limits = true, a.limits()
+	now := a.cfg.Clock.Now()
+	since = earliest(since, now)
+	t.armed, t.limits, t.idleSince = true, a.limits(), since
 	system, self := ctx.ActorSystem(), ctx.Self()
-	left := max(t.limits.HardWall-a.cfg.Clock.Now().Sub(since), 0)
+	left := max(t.limits.HardWall-now.Sub(since), 0)
 	t.hard = a.cfg.Clock.AfterFunc(left, func() { system.Root.Send(self, timeLimitFired{}) })
-	a.rearmIdle(ctx)
+	a.rearmIdleFrom(ctx, idleSince)
 }
 
 // rearmIdle restarts the idle timer: the worker just wrote something.
 func (a *attemptActor) rearmIdle(ctx actor.Context) {
+	a.rearmIdleFrom(ctx, a.cfg.Clock.Now())
+}
+
+// rearmIdleFrom restarts the idle limit as if it had started at at:
+// output written at at (a re-adoption's logged events carry the time the
+// worker wrote them). at is taken within [the current idle start, now], so
+// the idle limit never runs backwards nor from the future; a worker that
+// lies about its times gains nothing it could not get by writing a line.
+func (a *attemptActor) rearmIdleFrom(ctx actor.Context, at time.Time) {
 	t := &a.timers
 	if !t.armed || t.stopped {
 		return
 	}
+	now := a.cfg.Clock.Now()
+	at = earliest(latest(at, t.idleSince), now)
 	if t.idle != nil {
 		t.idle.Stop()
 	}
 	t.idleGen++
+	t.idleSince = at
 	gen := t.idleGen
 	system, self := ctx.ActorSystem(), ctx.Self()
-	t.idle = a.cfg.Clock.AfterFunc(t.limits.Idle, func() { system.Root.Send(self, timeLimitFired{idle: true, gen: gen}) })
+	left := max(t.limits.Idle-now.Sub(at), 0)
+	t.idle = a.cfg.Clock.AfterFunc(left, func() { system.Root.Send(self, timeLimitFired{idle: true, gen: gen}) })
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // stopTimeLimits disarms every limit timer; the worker has exited or the

@@ -33,6 +33,10 @@ type WorkerOutput struct {
 	Event    messages.Event
 	Next     uint64
 	Replayed bool
+	// Logged: read from the worker's event log at a re-adoption, not yet
+	// delivered (the worker wrote it while no forged was there): its own
+	// time, not the host's, says when it was written.
+	Logged bool
 }
 
 // WorkerExited is the worker actor's final report. Err is set when the run

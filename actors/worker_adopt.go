@@ -74,7 +74,7 @@ func (w *workerActor) startAdopted(ctx actor.Context) {
 				return failure.New(failure.SandboxEventLogInvalid, "the worker's event log ends at %d lines, before the %d forged had delivered", len(logged), job.resumeAt)
 			}
 			for _, le := range logged {
-				system.Root.Send(self, WorkerOutput{Event: le.Event, Next: le.Seq + 1, Replayed: le.Seq < job.resumeAt})
+				system.Root.Send(self, WorkerOutput{Event: le.Event, Next: le.Seq + 1, Replayed: le.Seq < job.resumeAt, Logged: le.Seq >= job.resumeAt})
 			}
 			events = messages.NewResumedEventVerifier(job.eventKey, uint64(len(logged)))
 			return nil

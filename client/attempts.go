@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -47,9 +48,22 @@ func (c *Client) Attempts(ctx context.Context, state string, limit int) (message
 // calls onEvent for each, from the first, and returns the outcome once the
 // attempt finished. An error from onEvent ends the stream and is
 // returned. A stream that ends without the outcome (the daemon went away,
-// the connection broke) is ErrStreamEnded.
+// the connection broke) is ErrStreamEnded; Follow reconnects instead.
 func (c *Client) Events(ctx context.Context, attemptID string, onEvent func(messages.Event) error) (messages.AttemptOutcome, error) {
-	res, err := c.do(ctx, http.MethodGet, "/v1/attempts/"+escape(attemptID)+"/events", nil, http.StatusOK)
+	return c.EventsAfter(ctx, attemptID, 0, func(_ int, ev messages.Event) error { return onEvent(ev) })
+}
+
+// EventsAfter is Events from a cursor: it follows the events after
+// sequence number after (the last one the caller saw; 0 for all) and
+// passes each with its own sequence number. The numbers are the daemon's,
+// durable across its restarts, so a caller that saw up to n before a
+// restart asks for the events after n and gets each of the rest once.
+func (c *Client) EventsAfter(ctx context.Context, attemptID string, after int, onEvent func(seq int, ev messages.Event) error) (messages.AttemptOutcome, error) {
+	path := "/v1/attempts/" + escape(attemptID) + "/events"
+	if after > 0 {
+		path += "?after=" + strconv.Itoa(after)
+	}
+	res, err := c.do(ctx, http.MethodGet, path, nil, http.StatusOK)
 	if err != nil {
 		return messages.AttemptOutcome{}, err
 	}
@@ -65,7 +79,7 @@ func (c *Client) Events(ctx context.Context, attemptID string, onEvent func(mess
 		case line.Type == messages.StreamLineFinished && line.Outcome != nil:
 			return *line.Outcome, nil
 		case line.Type == messages.StreamLineEvent && line.Event != nil:
-			if err := onEvent(*line.Event); err != nil {
+			if err := onEvent(line.Seq, *line.Event); err != nil {
 				return messages.AttemptOutcome{}, err
 			}
 		}
@@ -77,6 +91,59 @@ func (c *Client) Events(ctx context.Context, attemptID string, onEvent func(mess
 		return messages.AttemptOutcome{}, fmt.Errorf("%w (events of %s): %w", ErrStreamEnded, attemptID, err)
 	}
 	return messages.AttemptOutcome{}, ErrStreamEnded
+}
+
+// Reconnection pacing of Follow: the first wait, doubled up to the last.
+const (
+	FollowRetryFirst = 100 * time.Millisecond
+	FollowRetryMax   = 2 * time.Second
+)
+
+// callbackError carries an error of Follow's onEvent through EventsAfter.
+type callbackError struct{ err error }
+
+func (e callbackError) Error() string { return e.err.Error() }
+
+// Follow follows an attempt's events to its outcome across restarts of
+// the daemon (a crash, an upgrade): when the stream ends without the
+// outcome or the socket does not answer, it reconnects (FollowRetryFirst,
+// doubling to FollowRetryMax, until ctx ends) and asks for the events
+// after the last sequence number it passed on. So onEvent sees each event
+// once, in order, from the one after after. A refusal of the daemon (an
+// *Error: the attempt is not known, the cursor is refused) and an error of
+// onEvent end it, returned as they are.
+func (c *Client) Follow(ctx context.Context, attemptID string, after int, onEvent func(seq int, ev messages.Event) error) (messages.AttemptOutcome, error) {
+	last, wait := after, FollowRetryFirst
+	for {
+		out, err := c.EventsAfter(ctx, attemptID, last, func(seq int, ev messages.Event) error {
+			if seq <= last {
+				return nil // never twice
+			}
+			if err := onEvent(seq, ev); err != nil {
+				return callbackError{err}
+			}
+			last, wait = seq, FollowRetryFirst
+			return nil
+		})
+		var refused *Error
+		var callback callbackError
+		switch {
+		case err == nil:
+			return out, nil
+		case errors.As(err, &callback):
+			return messages.AttemptOutcome{}, callback.err
+		case errors.As(err, &refused), ctx.Err() != nil:
+			return messages.AttemptOutcome{}, err
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return messages.AttemptOutcome{}, ctx.Err()
+		case <-timer.C:
+		}
+		wait = min(2*wait, FollowRetryMax)
+	}
 }
 
 // Cancel asks for an attempt to be cancelled (DELETE /v1/attempts/{id});

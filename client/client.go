@@ -11,7 +11,9 @@
 //	outcome, err := c.Events(ctx, accepted.AttemptID, func(ev messages.Event) error { … })
 //
 // Every method honours ctx: give it a deadline, except for the streams
-// (Events, Frames), which end with the attempt, or when ctx does.
+// (Events, EventsAfter, Follow, Frames), which end with the attempt, or
+// when ctx does. Events are numbered durably by the daemon: Follow keeps
+// following an attempt across restarts of the daemon, each event once.
 //
 // The routes are listed in internal/daemon/httpapi. POST /v1/reap has no
 // method here: its answer is the reaper's own account, which is not part

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -334,4 +335,79 @@ func TestAnUnreachableDaemonIsNoRefusal(t *testing.T) {
 	var refused *client.Error
 	assert.False(t, errors.As(err, &refused))
 	assert.Empty(t, failure.CodeOf(err))
+}
+
+// TestFollowResumesAcrossARestartOfTheDaemon: a client following an
+// attempt sees the daemon die (its connections cut, its socket gone), and
+// a new daemon start on the same state root; Follow reconnects with the
+// last sequence number it saw and gets every other event once, in order,
+// the one the old process wrote after the cut included, then the outcome.
+func TestFollowResumesAcrossARestartOfTheDaemon(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), runner.EventsDir)
+	socket := filepath.Join(t.TempDir(), "forged.sock")
+	up := func() (*runner.Logs, func()) {
+		logs, err := runner.OpenLogs(dir, 0)
+		require.NoError(t, err)
+		l, err := httpapi.Listen(socket, httpapi.ListenOptions{})
+		require.NoError(t, err)
+		srv := &http.Server{Handler: httpapi.HandlerWith(&fakeRunner{logs: logs, metrics: metrics.New()}, slog.New(slog.NewTextHandler(io.Discard, nil)), httpapi.Options{})}
+		served := make(chan struct{})
+		go func() { defer close(served); _ = srv.Serve(l) }()
+		return logs, func() { _ = srv.Close(); <-served } // connections cut at once, like a kill
+	}
+	first, kill := up()
+	log, ok := first.Open("a1")
+	require.True(t, ok)
+	log.Append(messages.Event{EventType: "one"})
+	log.Append(messages.Event{EventType: "two"})
+
+	c := client.New(socket)
+	defer c.Close()
+	type seen struct {
+		seq int
+		typ string
+	}
+	got := make(chan seen, 16)
+	type result struct {
+		out messages.AttemptOutcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := c.Follow(callCtx(t), "a1", 0, func(seq int, ev messages.Event) error {
+			got <- seen{seq, ev.EventType}
+			return nil
+		})
+		done <- result{out, err}
+	}()
+	assert.Equal(t, seen{1, "one"}, <-got)
+	assert.Equal(t, seen{2, "two"}, <-got)
+	kill()
+	log.Append(messages.Event{EventType: "three"}) // written by the old process after the cut
+
+	second, stop := up()
+	defer stop()
+	resumed, ok := second.Get("a1")
+	require.True(t, ok, "the new daemon serves the attempt's log")
+	resumed.Append(messages.Event{EventType: "four"})
+	resumed.Finish(messages.AttemptOutcome{AttemptID: "a1", Status: messages.StatusSucceeded})
+	res := <-done
+	require.NoError(t, res.err)
+	assert.Equal(t, messages.StatusSucceeded, res.out.Status)
+	close(got)
+	var rest []seen
+	for s := range got {
+		rest = append(rest, s)
+	}
+	assert.Equal(t, []seen{{3, "three"}, {4, "four"}}, rest, "each event once, none skipped")
+
+	// A cursor: the events after it; one past the last event is refused.
+	var after []int
+	_, err := c.EventsAfter(callCtx(t), "a1", 2, func(seq int, _ messages.Event) error { after = append(after, seq); return nil })
+	require.NoError(t, err)
+	assert.Equal(t, []int{3, 4}, after)
+	_, err = c.EventsAfter(callCtx(t), "a1", 5, func(int, messages.Event) error { return nil })
+	refusal(t, err, 400, failure.QueryInvalid)
+	_, err = c.Follow(callCtx(t), "nobody", 0, func(int, messages.Event) error { return nil })
+	refusal(t, err, 404, failure.AttemptNotFound)
 }

@@ -74,10 +74,14 @@ const (
 )
 
 // StreamLine is one NDJSON line of GET /v1/attempts/{id}/events: an event
-// (Type StreamLineEvent), or the outcome that ends the stream (Type
-// StreamLineFinished).
+// (Type StreamLineEvent) with its sequence number, or the outcome that ends
+// the stream (Type StreamLineFinished). An attempt's events are numbered
+// 1, 2, … in order, durably across restarts of the daemon: a client that
+// reconnects asks for the events after the last Seq it saw
+// (?after=<seq>) and gets each of the rest once.
 type StreamLine struct {
 	Type    string          `json:"type"`
+	Seq     int             `json:"seq,omitempty"`
 	Event   *Event          `json:"event,omitempty"`
 	Outcome *AttemptOutcome `json:"outcome,omitempty"`
 }

@@ -6,7 +6,8 @@
 #   - the chaos tests of cmd/forged (kill -9 of a live `forged daemon` at
 #     each phase of an attempt, while services, a per-attempt cache or the
 #     egress proxy run; the restarted forged must leave nothing behind),
-#     FORGED_SOAK_COUNT times (default 10);
+#     FORGED_SOAK_COUNT times (default 10); then the chaos loop in full
+#     (20 restarts over a burst of 10; the suite runs 5 over 4);
 #   - the fast-failure tasks of internal/daemon/runner (descriptors, a full
 #     workspace, an OOM), each FORGED_SOAK_COUNT times, every run classified;
 #   - the actor test harness (./actortest/), five times as often, since its
@@ -29,6 +30,10 @@ bash scripts/ensure-docker.sh
 bash scripts/service-images.sh
 
 go test -race -count="$count" -timeout 0 -run '^TestChaos' ./cmd/forged/ "$@"
+# The chaos loop in full (issue 27): 20 random kill -9 restarts of the
+# daemon over a burst of 10 attempts; each ends once, nothing leaks.
+FORGED_CHAOS_RESTARTS=20 FORGED_CHAOS_BURST=10 go test -race -count=1 -timeout 0 \
+  -run '^TestChaosLoopKill9DuringABurst$' ./cmd/forged/ "$@"
 # The fast-failure tasks (issue 28, finding 8), each run $count times in one test.
 FORGED_FASTFAIL_RUNS="$count" FORGED_FASTFAIL_STRICT=1 go test -race -count=1 -timeout 0 \
   -run '^(TestDescriptorExhaustionOfAQuickTaskIsClassified|TestFullWorkspaceOfAQuickTaskIsClassified|TestOOMOfATaskKeepsItsOutput)$' \

@@ -146,7 +146,14 @@ func (r *reaperActor) Receive(ctx actor.Context) {
 			r.cancel()
 		}
 	case messages.MaintenanceVerdict:
+		back := !r.maintenance.Allowed && msg.Allowed
 		r.maintenance = msg
+		if back {
+			// The engine answers again (after a restart of dockerd, say):
+			// what the attempts that ended with it left behind is reaped
+			// now, not at the next scheduled round.
+			r.round(ctx, false, nil)
+		}
 	case reapTick:
 		r.timer = nil
 		if err := r.maintenance.Err(); err != nil {

@@ -74,7 +74,8 @@ func TestReaperRoundSweepsImagesOfAttemptsNotLive(t *testing.T) {
 }
 
 // While the host refuses maintenance, the reaper runs no round, scheduled
-// or requested; once allowed again it does.
+// or requested; once allowed again (the engine answers again) it runs one
+// at once, without waiting for the schedule or a request.
 func TestReaperRunsNoRoundWhileMaintenanceIsRefused(t *testing.T) {
 	sys := actortest.NewSystem(t)
 	system := sys.ActorSystem
@@ -100,10 +101,17 @@ func TestReaperRunsNoRoundWhileMaintenanceIsRefused(t *testing.T) {
 	assert.Equal(t, "0", inspect().Facts["rounds"])
 
 	system.Root.Send(pid, messages.MaintenanceVerdict{Allowed: true})
+	require.Eventually(t, func() bool { return inspect().Facts["rounds"] == "1" }, 10*time.Second, time.Millisecond,
+		"a round runs as soon as maintenance is allowed again, the clock standing still")
+	sweeper.mu.Lock()
+	assert.Equal(t, 1, sweeper.calls, "the round ran once allowed")
+	sweeper.mu.Unlock()
 	res, err = system.Root.RequestFuture(pid, ReapNow{}, 10*time.Second).Result()
 	require.NoError(t, err)
 	require.NoError(t, res.(ReapResult).Err)
+	system.Root.Send(pid, messages.MaintenanceVerdict{Allowed: true}) // allowed again, not newly: no round
+	assert.Equal(t, "2", inspect().Facts["rounds"])
 	sweeper.mu.Lock()
 	defer sweeper.mu.Unlock()
-	assert.Equal(t, 1, sweeper.calls, "the round ran once allowed")
+	assert.Equal(t, 2, sweeper.calls)
 }

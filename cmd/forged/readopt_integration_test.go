@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	fclient "github.com/forgedev/forged/client"
 	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/internal/testkit/enginetest"
@@ -47,6 +48,47 @@ func (d *daemon) follow(attemptID string) following {
 	require.NoError(d.t, err, "events %v", f.types)
 	f.outcome = &out
 	return f
+}
+
+// followedAcross is what a client following an attempt across restarts
+// of the daemon got: each event's sequence number and type, the outcome.
+type followedAcross struct {
+	following
+	seqs []int
+	err  error
+}
+
+// followAcross follows the attempt with client.Follow, which reconnects
+// across restarts of the daemon on socket, until its outcome.
+func followAcross(t *testing.T, socket, attemptID string) <-chan followedAcross {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	done := make(chan followedAcross, 1)
+	api := fclient.New(socket)
+	go func() {
+		defer cancel()
+		defer api.Close()
+		var f followedAcross
+		out, err := api.Follow(ctx, attemptID, 0, func(seq int, ev messages.Event) error {
+			f.seqs = append(f.seqs, seq)
+			f.types = append(f.types, ev.EventType)
+			f.events = append(f.events, ev)
+			return nil
+		})
+		f.outcome, f.err = &out, err
+		done <- f
+	}()
+	return done
+}
+
+func count(values []string, value string) int {
+	n := 0
+	for _, v := range values {
+		if v == value {
+			n++
+		}
+	}
+	return n
 }
 
 // resultTree is the tree of a result commit in the host repository.
@@ -107,15 +149,30 @@ func TestKill9WhileRunningReadoptsTheAttempt(t *testing.T) {
 
 	dispatch := readoptDispatch(t, runnerID, repo, readoptTask, time.Hour)
 	d.submit(dispatch)
+	// A client follows the attempt across the kill and the restart.
+	followed := followAcross(t, d.socket, dispatch.AttemptID())
 	d.waitFor(dispatch.AttemptID(), "task_started")
 	d.kill9()
 	assertAdoptionRecord(t, stateRoot, dispatch.AttemptID())
 
 	restarted := startDaemon(t, forged, stateRoot, lockRoot)
 	defer restarted.stop()
-	got := restarted.follow(dispatch.AttemptID())
+	got := <-followed
+	require.NoError(t, got.err, "events %v", got.types)
+	for i, seq := range got.seqs {
+		require.Equal(t, i+1, seq, "the client got every event once, in sequence: %v", got.seqs)
+	}
 	require.Contains(t, got.types, "sandbox_readopted", "events %v", got.types)
-	assert.NotContains(t, got.types, "task_started", "an event delivered before the kill is not delivered again")
+	assert.Equal(t, 1, count(got.types, "task_started"), "an event delivered before the kill is not delivered again: %v", got.types)
+	assert.Equal(t, 1, count(got.types, "sandbox_readopted"), "events %v", got.types)
+	// After the restart, the re-adopted attempt's log is served whole, as
+	// the client saw it, and so is the attempt that finished before.
+	whole := restarted.follow(dispatch.AttemptID())
+	assert.Equal(t, got.types, whole.types)
+	assert.Equal(t, *got.outcome, *whole.outcome)
+	before := restarted.follow(reference.AttemptID())
+	assert.Equal(t, ref.types, before.types, "a finished attempt's events are served after a restart")
+	assert.Equal(t, ref.outcome.ResultCommitSHA, before.outcome.ResultCommitSHA)
 	assert.Contains(t, got.types, "task_exited")
 	assert.Contains(t, got.types, "output_written")
 	require.Equal(t, ref.outcome.Status, got.outcome.Status, "%s: %s", got.outcome.Code, got.outcome.Message)

@@ -8,7 +8,7 @@
 //
 //	POST   /v1/attempts             body: dispatch JSON → 202 {attemptId, queued} | 4xx {code, message}
 //	GET    /v1/attempts?state=running|finished|all&limit=N → {attempts: [{attemptId, state, submittedAt, events, outcome}]}
-//	GET    /v1/attempts/{id}/events NDJSON: {"type":"event","event":{...}} … {"type":"finished","outcome":{...}}
+//	GET    /v1/attempts/{id}/events[?after=SEQ] NDJSON: {"type":"event","seq":N,"event":{...}} … {"type":"finished","outcome":{...}}
 //	GET    /v1/attempts/{id}/memory {attemptId, limitBytes, samples: [{at, usageBytes, cpuThrottledNanos}]}: the memory sampler's last readings
 //	DELETE /v1/attempts/{id}        cancel → 202 | 404
 //	POST   /v1/attempts/{id}/lease  body: {fencingToken, expiresAt} → 200 {accepted, expiresAt} | 404/409 {code, message}
@@ -41,6 +41,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -188,21 +189,53 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, messages.AttemptList{Attempts: a.runner.Logs().List(state, limit)})
 }
 
+// eventsCursor reads the events stream's query: after, the sequence
+// number of the last event the client saw (0, the default: from the first).
+func eventsCursor(query url.Values) (int, error) {
+	for name, values := range query {
+		if name != "after" {
+			return 0, fmt.Errorf("unknown query parameter %q (after)", name)
+		}
+		if len(values) > 1 {
+			return 0, fmt.Errorf("query parameter %q given twice", name)
+		}
+	}
+	raw := query.Get("after")
+	if raw == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 0 {
+		return 0, errors.New("after must be the sequence number of the last event seen: an integer from 0")
+	}
+	return n, nil
+}
+
 func (a *api) events(w http.ResponseWriter, r *http.Request) {
+	after, err := eventsCursor(r.URL.Query())
+	if err != nil {
+		writeRefusal(w, failure.QueryInvalid, err.Error())
+		return
+	}
 	log, ok := a.runner.Logs().Get(r.PathValue("id"))
 	if !ok {
 		writeJSON(w, http.StatusNotFound, errorBody{Code: string(failure.AttemptNotFound), Message: "no such attempt"})
+		return
+	}
+	if _, _, end, _ := log.Read(after); after > end {
+		writeRefusal(w, failure.QueryInvalid, fmt.Sprintf("after %d is past the attempt's last event (%d): ask again with a sequence number this stream gave", after, end))
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
 	flusher, _ := w.(http.Flusher)
-	next := 0
+	next := after
 	for {
 		events, outcome, end, changed := log.Read(next)
+		first := end - len(events) + 1
 		for i := range events {
-			if enc.Encode(messages.StreamLine{Type: messages.StreamLineEvent, Event: &events[i]}) != nil {
+			if enc.Encode(messages.StreamLine{Type: messages.StreamLineEvent, Seq: first + i, Event: &events[i]}) != nil {
 				return
 			}
 		}

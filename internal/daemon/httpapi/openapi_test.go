@@ -391,6 +391,10 @@ func TestEveryAnswerMatchesTheContract(t *testing.T) {
 		{v, http.MethodGet, "/v1/attempts?limit=0", "", nil, http.StatusBadRequest, true},
 		{v, http.MethodGet, "/v1/attempts/finished-1/events", "", nil, http.StatusOK, false},
 		{v, http.MethodGet, "/v1/attempts/nope/events", "", nil, http.StatusNotFound, false},
+		{v, http.MethodGet, "/v1/attempts/finished-1/events?after=1", "", nil, http.StatusOK, false},
+		{v, http.MethodGet, "/v1/attempts/finished-1/events?after=2", "", nil, http.StatusBadRequest, false},
+		{v, http.MethodGet, "/v1/attempts/finished-1/events?after=-1", "", nil, http.StatusBadRequest, true},
+		{v, http.MethodGet, "/v1/attempts/finished-1/events?from=1", "", nil, http.StatusBadRequest, false},
 		{v, http.MethodGet, "/v1/attempts/finished-1/memory", "", nil, http.StatusOK, false},
 		{v, http.MethodGet, "/v1/attempts/nope/memory", "", nil, http.StatusNotFound, false},
 		{v, http.MethodPost, "/v1/attempts/" + d.AttemptID() + "/lease", renew, write, http.StatusOK, false},
@@ -497,6 +501,13 @@ func TestClientMatchesTheContract(t *testing.T) {
 	outcome, err := c.Events(ctx, d.AttemptID(), func(messages.Event) error { events++; return nil })
 	call("Events", err)
 	assert.Equal(t, 1, events)
+	assert.Equal(t, messages.StatusCancelled, outcome.Status)
+	var seqs []int
+	_, err = c.EventsAfter(ctx, d.AttemptID(), 0, func(seq int, _ messages.Event) error { seqs = append(seqs, seq); return nil })
+	call("EventsAfter", err)
+	outcome, err = c.Follow(ctx, d.AttemptID(), 0, func(seq int, _ messages.Event) error { seqs = append(seqs, seq); return nil })
+	call("Follow", err)
+	assert.Equal(t, []int{1, 1}, seqs)
 	assert.Equal(t, messages.StatusCancelled, outcome.Status)
 	call("Cancel", c.Cancel(ctx, d.AttemptID()))
 	snapshot, err := c.Snapshot(ctx)

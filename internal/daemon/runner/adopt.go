@@ -95,7 +95,7 @@ func (r *Runner) adoptions(adopted []*actors.Adopted, props func(ad *actors.Adop
 	return func(system *actor.ActorSystem) []supervisor.Adoption {
 		var out []supervisor.Adoption
 		for _, ad := range adopted {
-			log, ok := r.logs.Open(ad.Dispatch.AttemptID())
+			log, ok := r.logs.resume(ad.Dispatch.AttemptID()) // its events go on from the previous process's
 			if !ok {
 				continue
 			}

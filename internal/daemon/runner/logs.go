@@ -33,6 +33,7 @@ type Logs struct {
 	limit int
 	now   func() time.Time
 	byID  map[string]*Log
+	dir   string // the durable copies' directory ("": in memory only; see OpenLogs)
 }
 
 // NewLogs returns an empty set of logs keeping at most limit events each
@@ -63,7 +64,27 @@ func (l *Logs) Open(attemptID string) (*Log, bool) {
 		return nil, false
 	}
 	log := &Log{id: attemptID, limit: l.limit, now: l.now, opened: l.now(), changed: make(chan struct{})}
+	if l.dir != "" {
+		log.createFile(l.dir)
+	}
 	l.byID[attemptID] = log
+	return log, true
+}
+
+// resume returns the log of an attempt a previous process was running
+// (read back by OpenLogs), so that its events go on from the sequence it
+// reached; or a new log when there is none. False when the attempt's log
+// is already finished.
+func (l *Logs) resume(attemptID string) (*Log, bool) {
+	l.mu.Lock()
+	log, ok := l.byID[attemptID]
+	l.mu.Unlock()
+	if !ok {
+		return l.Open(attemptID)
+	}
+	if _, done := log.finishedAt(); done {
+		return nil, false
+	}
 	return log, true
 }
 
@@ -82,6 +103,7 @@ func (l *Logs) evictLocked() {
 		case !done:
 		case at.Before(cutoff):
 			delete(l.byID, id)
+			log.removeFile()
 		default:
 			kept = append(kept, finished{id, at})
 		}
@@ -91,6 +113,7 @@ func (l *Logs) evictLocked() {
 	}
 	slices.SortFunc(kept, func(a, b finished) int { return a.at.Compare(b.at) })
 	for _, f := range kept[:len(kept)-RetainFinished] {
+		l.byID[f.id].removeFile()
 		delete(l.byID, f.id)
 	}
 }
@@ -99,7 +122,7 @@ func (l *Logs) evictLocked() {
 // process was running when it died: it was torn down at start-up and is
 // not run again.
 func (l *Logs) recordRestarted(attemptID string, why reaper.AdoptVerdict) (messages.AttemptOutcome, bool) {
-	log, ok := l.Open(attemptID)
+	log, ok := l.resume(attemptID)
 	if !ok {
 		return messages.AttemptOutcome{}, false
 	}
@@ -132,6 +155,7 @@ func (l *Logs) discard(attemptID string, log *Log) {
 	defer l.mu.Unlock()
 	if l.byID[attemptID] == log {
 		delete(l.byID, attemptID)
+		log.removeFile()
 	}
 }
 
@@ -211,6 +235,7 @@ type Log struct {
 	outcome  *messages.AttemptOutcome
 	finished time.Time     // when the outcome was recorded (retention)
 	changed  chan struct{} // closed and replaced on every change
+	file     *logFile      // the durable copy (nil: in memory only)
 }
 
 func (l *Log) finishedAt() (time.Time, bool) {
@@ -219,9 +244,11 @@ func (l *Log) finishedAt() (time.Time, bool) {
 	return l.finished, l.outcome != nil
 }
 
-// Read returns the events from index from on, the outcome if finished, and
-// a channel closed at the next change. Events dropped by the bound are
-// skipped.
+// Read returns the events after sequence number from (the events are
+// numbered 1, 2, … in order: from is the last one seen, 0 for all), the
+// outcome if finished, the sequence number of the last event, and a
+// channel closed at the next change. Events dropped by the bound are
+// skipped; the first one returned is numbered end-len(events)+1.
 func (l *Log) Read(from int) ([]messages.Event, *messages.AttemptOutcome, int, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -240,6 +267,7 @@ func (l *Log) Append(ev messages.Event) {
 		l.dropped++
 	}
 	l.events = append(l.events, ev)
+	l.appendFileLocked(l.dropped+len(l.events), ev)
 	l.notifyLocked()
 }
 
@@ -250,6 +278,7 @@ func (l *Log) Finish(out messages.AttemptOutcome) {
 	if l.outcome == nil {
 		l.outcome = &out
 		l.finished = l.now()
+		l.finishFileLocked(out, l.finished)
 		l.notifyLocked()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -42,7 +43,12 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{logs: NewLogs(0), metrics: cfg.Metrics, runnerID: cfg.RunnerID, repoRoots: roots, logger: cfg.Logger, closeTimeout: cfg.CloseTimeout}
+	logs, err := OpenLogs(filepath.Join(cfg.StateRoot, EventsDir), 0)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{logs: logs, metrics: cfg.Metrics, runnerID: cfg.RunnerID, repoRoots: roots, logger: cfg.Logger, closeTimeout: cfg.CloseTimeout}
+	r.closers.push(logs.Close)
 	plan, err := r.build(ctx, cfg, workerDigest)
 	if err == nil {
 		err = r.start(ctx, plan)
@@ -271,6 +277,19 @@ func (r *Runner) start(ctx context.Context, plan startPlan) error {
 	for _, id := range restart.Reaped {
 		if out, ok := r.logs.recordRestarted(id, adoption.verdicts[id]); ok {
 			r.metrics.Finished(out)
+		}
+	}
+	if !plan.skip {
+		// The durable logs of the previous process's attempts that were
+		// neither re-adopted nor reaped (queued, or gone before their first
+		// ledger write) end too: none of them runs any more.
+		for _, id := range r.logs.unfinished() {
+			if adoption.live[id] {
+				continue
+			}
+			if out, ok := r.logs.recordRestarted(id, adoption.verdicts[id]); ok {
+				r.metrics.Finished(out)
+			}
 		}
 	}
 	r.metrics.WatchSnapshot(r.Snapshot)

@@ -45,6 +45,11 @@ type Adoption struct {
 	// WorkerCreatedAt is when the worker container was created: the
 	// host's time limits (hard wall) run from it, across restarts.
 	WorkerCreatedAt time.Time `json:"workerCreatedAt"`
+	// IdleSince is when the host's idle limit last started to run: the
+	// worker's creation, then the last output the host saw. A re-adopting
+	// host continues the idle limit from it (absent, from an older forged:
+	// the idle limit starts again at the re-adoption).
+	IdleSince time.Time `json:"idleSince,omitempty"`
 	// Resources is what the attempt holds on the host (its capacity slot).
 	Resources messages.RequestedResources `json:"resources"`
 	// PublicationMode and PublishGrant are the publication request.
