@@ -299,6 +299,7 @@ const methodText = `- **B1, one trivial attempt** (the sample task writes one fi
   that bundle with checkout, ` + "`git status`" + `, and a one-file commit. forged's workspace step is
   ` + "`worker_started`" + ` → ` + "`workspace_materialized`" + `, its result step ` + "`task_exited`" + ` → ` + "`output_written`" + ` (status, commit,
   result bundle); their floor is clone + status + commit, and the whole attempt's floor adds the bundle. The
+  attempt's worker may use every core (its CPU request is the host's cores), as the floor's git does. The
   workspace volume is sized for the repository, inodes included (mkfs.ext4 makes one inode per 16 KiB: a 4 GiB
   image has about 262k).
 - **The host is shared.** Other work (other developers' test suites on the same 2 cores and the same dockerd) ran

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"time"
 
@@ -116,6 +117,8 @@ func (e *Env) measureScaleOne(ctx context.Context, d *daemon, size RepoSize) (Sc
 			return res, err
 		}
 		dispatch.Sandbox.RequestedResources.WorkspaceBytes = res.WorkspaceBytes
+		// The floor's git has every core: so has the attempt (one slot).
+		dispatch.Sandbox.RequestedResources.CPUMillis = int64(runtime.NumCPU()) * 1000
 		took, steps, err := d.runAttempt(ctx, dispatch)
 		if err != nil {
 			return res, err
