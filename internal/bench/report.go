@@ -294,7 +294,8 @@ const methodText = `- **B1, one trivial attempt** (the sample task writes one fi
   seed's label reaper as a sequential CLI loop (list each kind, then inspect and remove one by one).
 - **B7, repository scale:** synthetic repositories (` + "`internal/bench/synthrepo.go`" + `: the example's repository grown
   by ` + "`git fast-import`" + ` to FILES small Go files, 100 to a directory, and COMMITS commits each changing one file, then
-  repacked; cached between runs) run the example's one-file task through a daemon with one slot, alternating with
+  repacked; cached between runs) run the example's one-file task through a daemon with one slot (after one untimed
+  attempt that builds the repository's sandbox image), alternating with
   the native git floor of the same work on the host: ` + "`git bundle create`" + ` of main (the input), ` + "`git clone`" + ` of
   that bundle with checkout, ` + "`git status`" + `, and a one-file commit. forged's workspace step is
   ` + "`worker_started`" + ` → ` + "`workspace_materialized`" + `, its result step ` + "`task_exited`" + ` → ` + "`output_written`" + ` (status, commit,
