@@ -27,9 +27,14 @@ type BuildEvent struct {
 	Event messages.Event
 }
 
-// buildStarted is the build goroutine telling its actor that it holds the
-// permit, missed the cache again and is building.
-type buildStarted struct{}
+// relookupResult is the cache lookup made once the permit is held: the
+// previous holder may have built the key.
+type relookupResult struct {
+	imageID string
+	found   bool
+	// attestations name the image policy's record of a hit.
+	attestations *messages.ImageAttestations
+}
 
 type lookupResult struct {
 	imageID string
@@ -53,6 +58,9 @@ type buildResult struct {
 	log          buildlog.Record
 	logTail      string
 	duration     time.Duration
+	// abandoned: the actor's wait for a flight ended with its run context;
+	// the flight itself runs on (see CancelBuild).
+	abandoned bool
 }
 
 // buildActor resolves the attempt's sandbox image. A cache hit needs no
@@ -61,6 +69,11 @@ type buildResult struct {
 // built the same key: that is how attempts needing the same key share one
 // build) and builds. The permit is released on completion, and by the root
 // supervisor if this actor terminates while holding it.
+//
+// The build itself runs as a buildFlight, which can outlive the attempt:
+// an attempt that gives up while its build runs hands the permit and the
+// flight to another attempt waiting for the same key, and cancels the
+// build only when none waits.
 type buildActor struct {
 	job        sandboxImageJob
 	builder    *imageBuilder
@@ -75,6 +88,12 @@ type buildActor struct {
 	cancel context.CancelFunc
 	phase  string
 	permit bool
+	// flight is the running build this actor owns (nil when none): the one
+	// it started or the one handed over to it with the permit.
+	flight *buildFlight
+	// cancelled: CancelBuild arrived. idle: in a build given up, no lookup
+	// or wait of this actor runs any more (see giveUp).
+	cancelled, idle bool
 	// queuedAt is when the build was told to wait for a permit (zero when
 	// it got one at once): a cache hit after that wait is the seed's
 	// single-flight wait, on another attempt's build of the same key.
@@ -125,28 +144,57 @@ func (b *buildActor) Receive(ctx actor.Context) {
 				map[string]any{"cacheKey": b.job.key, "queuePosition": msg.Position})
 		}
 	case messages.BuildPermitGranted:
-		if b.runCtx.Err() != nil {
-			ctx.Request(b.supervisor, messages.ReleaseBuildPermit{})
+		b.onGranted(ctx, msg)
+	case relookupResult:
+		if b.phase == "giving_up" || (b.phase == "building" && b.runCtx.Err() != nil) {
+			b.settle(ctx)
 			return
 		}
-		b.permit = true
-		b.phase = "building"
-		b.build(ctx)
-	case buildStarted:
+		if b.phase != "building" {
+			return
+		}
+		if msg.found {
+			b.onBuilt(ctx, buildResult{imageID: msg.imageID, cacheHit: true, attestations: msg.attestations})
+			return
+		}
+		b.flight = startFlight(b.parent, flightBuild(b.builder, b.job))
 		b.event(ctx, "sandbox_build_started", fmt.Sprintf("Building sandbox image %s.", shortKey(b.job.key)),
 			map[string]any{"cacheKey": b.job.key})
+		b.await(ctx)
 	case buildResult:
-		b.onBuilt(ctx, msg)
+		switch {
+		case msg.abandoned && (b.phase == "building" || b.phase == "giving_up"):
+			b.settle(ctx) // the run context ended: given up
+		case b.phase == "giving_up":
+			b.flight = nil // it ended just now: waiters find its image
+			b.settle(ctx)
+		case b.phase == "building":
+			b.flight = nil // ended
+			b.onBuilt(ctx, msg)
+		}
+	case messages.BuildPermitHandedOver:
+		b.onHandedOver(ctx, msg)
 	case asyncPanic:
 		b.finish(ctx, messages.BuildFailed{Err: failure.New(failure.SandboxBuildFailed, "%s", msg.Error())})
 	case CancelBuild:
 		b.cancel()
-		if b.phase == "waiting_permit" || b.phase == "cache_lookup" {
+		b.cancelled = true
+		switch b.phase {
+		case "building":
+			// The lookup or the wait for the flight ends with runCtx; its
+			// report settles the build (relookupResult, buildResult).
+			b.phase = "giving_up"
+		case "giving_up":
+			b.giveUp(ctx)
+		case "waiting_permit", "cache_lookup":
 			b.finish(ctx, messages.BuildFailed{Err: failure.New(failure.SandboxCancelled, "build cancelled")})
 		}
 	case *actor.Stopping:
 		if b.cancel != nil {
 			b.cancel()
+		}
+		if b.flight != nil && (b.phase == "building" || b.phase == "giving_up") {
+			b.flight.Cancel() // owned, and handed to no one
 		}
 	case messages.Inspect:
 		ctx.Respond(messages.InspectReply{PID: ctx.Self().GetId(), Kind: kindBuild, Phase: b.phase, Facts: map[string]string{
@@ -236,30 +284,100 @@ func (b *buildActor) lookup(ctx actor.Context) {
 	})
 }
 
-func (b *buildActor) build(ctx actor.Context) {
-	system, self := ctx.ActorSystem(), ctx.Self()
-	builder, job := b.builder, b.job // dockerops bounds the inspect and the build
-	runAsync(ctx, b.runCtx, "image build", func(runCtx context.Context) any {
-		id, found, _, err := builder.lookup(runCtx, job.key)
-		if err == nil && found {
-			att, stale := builder.policyHit(runCtx, job.key, id)
-			if stale == "" {
-				return buildResult{imageID: id, cacheHit: true, attestations: att}
-			}
-			builder.removeStale(runCtx, job.key)
-		}
-		system.Root.Send(self, buildStarted{})
-		start := time.Now()
-		built, tail, err := builder.buildLogged(runCtx, job)
-		res := buildResult{imageID: built.id, err: err, log: built.log, logTail: tail, duration: time.Since(start)}
-		if err == nil {
-			res.policy, res.err = builder.attest(runCtx, job, built, start)
-			if res.policy != nil {
-				res.attestations = attestations(*res.policy)
+// onGranted takes the permit: with a handed-over flight it waits for that
+// build, otherwise it looks the cache up again and builds on a miss. A
+// build given up meanwhile gives the permit (and the flight) on at once.
+func (b *buildActor) onGranted(ctx actor.Context, msg messages.BuildPermitGranted) {
+	flight, _ := msg.Build.(*buildFlight)
+	b.permit = true
+	b.flight = flight
+	if b.runCtx.Err() != nil {
+		b.phase = "giving_up"
+		b.idle = true
+		b.giveUp(ctx)
+		return
+	}
+	b.phase = "building"
+	if flight == nil {
+		b.relookup(ctx)
+		return
+	}
+	b.event(ctx, "sandbox_build_started", fmt.Sprintf("Taking over the running build of sandbox image %s from an attempt that gave up.", shortKey(b.job.key)),
+		map[string]any{"cacheKey": b.job.key, "handedOver": true})
+	b.await(ctx)
+}
+
+// relookup looks the cache up again now that the permit is held.
+func (b *buildActor) relookup(ctx actor.Context) {
+	builder, key := b.builder, b.job.key // dockerops bounds the inspect
+	runAsync(ctx, b.runCtx, "image cache lookup", func(runCtx context.Context) any {
+		id, found, _, err := builder.lookup(runCtx, key)
+		res := relookupResult{imageID: id, found: err == nil && found}
+		if res.found {
+			// An enforced image policy takes a hit only with a valid
+			// record; a stale image is removed and rebuilt.
+			var stale string
+			res.attestations, stale = builder.policyHit(runCtx, key, id)
+			if stale != "" {
+				builder.removeStale(runCtx, key)
+				res.found = false
 			}
 		}
 		return res
 	})
+}
+
+// await waits, off the mailbox, for the owned flight's result.
+func (b *buildActor) await(ctx actor.Context) {
+	flight := b.flight
+	runAsync(ctx, b.runCtx, "image build", func(runCtx context.Context) any { return flight.wait(runCtx) })
+}
+
+// settle notes that no lookup or wait of this actor runs any more in a
+// build given up, and gives it up once CancelBuild arrived too.
+func (b *buildActor) settle(ctx actor.Context) {
+	b.phase = "giving_up"
+	b.idle = true
+	b.giveUp(ctx)
+}
+
+// giveUp ends a build given up, once both CancelBuild has arrived and
+// nothing of the actor runs (the attempt cancels the run context before it
+// sends CancelBuild: finishing earlier would leave that message to a gone
+// actor). An owned flight is handed over; otherwise the permit is released.
+func (b *buildActor) giveUp(ctx actor.Context) {
+	if !b.cancelled || !b.idle {
+		return
+	}
+	if b.flight != nil {
+		b.handOver(ctx)
+		return
+	}
+	b.finish(ctx, messages.BuildFailed{Err: failure.New(failure.SandboxCancelled, "build cancelled")})
+}
+
+// handOver offers the permit and the running flight to an attempt waiting
+// for the same key; the answer (onHandedOver) ends this build.
+func (b *buildActor) handOver(ctx actor.Context) {
+	b.phase = "handing_over"
+	ctx.Request(b.supervisor, messages.HandOverBuildPermit{Build: b.flight})
+}
+
+// onHandedOver ends a build given up: its flight goes on for the attempt
+// that took the permit, or is cancelled when none waited.
+func (b *buildActor) onHandedOver(ctx actor.Context, msg messages.BuildPermitHandedOver) {
+	if b.phase != "handing_over" {
+		return
+	}
+	b.permit = false // the supervisor passed or released it
+	reason := "build cancelled"
+	if msg.HandedOver {
+		reason = "build cancelled; the running build was handed to another attempt waiting for the same image"
+	} else {
+		b.flight.Cancel()
+	}
+	b.flight = nil
+	b.finish(ctx, messages.BuildFailed{Err: failure.New(failure.SandboxCancelled, "%s", reason)})
 }
 
 func boolString(b bool) string {

@@ -232,7 +232,7 @@ func (f *fakeHost) ImageID(_ context.Context, ref string) (string, bool, error) 
 	return "", false, nil
 }
 
-func (f *fakeHost) BuildImage(_ context.Context, req dockerops.BuildRequest) (string, error) {
+func (f *fakeHost) BuildImage(ctx context.Context, req dockerops.BuildRequest) (string, error) {
 	if err := f.record("build"); err != nil {
 		return "", err
 	}
@@ -240,7 +240,12 @@ func (f *fakeHost) BuildImage(_ context.Context, req dockerops.BuildRequest) (st
 		return "", err
 	}
 	if f.buildGate != nil {
-		<-f.buildGate
+		select {
+		case <-f.buildGate:
+		case <-ctx.Done():
+			_ = f.record("build cancelled")
+			return "", ctx.Err()
+		}
 	}
 	if req.OnLog != nil {
 		req.OnLog("Step 1/1 : FROM scratch")

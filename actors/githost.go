@@ -8,9 +8,9 @@ import (
 )
 
 // GitHost is the production Git: gitops on the host repository, holding
-// the per-repository coordinator lock around preparation and import so
-// that no two attempts (in this or another forged process) interleave
-// their ref updates.
+// the per-repository coordinator lock around preparation, the import's
+// branch move and publication, so that no two attempts (in this or another
+// forged process) interleave their ref updates.
 type GitHost struct {
 	Runner    *gitops.Runner
 	StateRoot string
@@ -50,12 +50,9 @@ func (g GitHost) ValidateOutput(outputDir string, expected messages.SandboxIdent
 
 // ImportResult imports the result through the quarantine and moves the
 // managed branch, fenced by assertCurrent.
+// gitops.ImportResult takes the repository lock itself, around the move
+// only, so that imports unpack and prove their results side by side.
 func (g GitHost) ImportResult(ctx context.Context, d *messages.Dispatch, out *gitops.Output, assertCurrent func() error) (gitops.ImportReport, error) {
-	release, err := gitops.AcquireRepoLock(ctx, g.StateRoot, d.Repo.LocalPath)
-	if err != nil {
-		return gitops.ImportReport{}, err
-	}
-	defer release() //nolint:errcheck // unlocking a held flock cannot meaningfully fail
 	return gitops.ImportResult(ctx, g.Runner, gitops.ImportRequest{
 		RepoPath:         d.Repo.LocalPath,
 		StateRoot:        g.StateRoot,

@@ -29,6 +29,8 @@
 // blob the build policy checked. Raw blobs make them the same bytes; see
 // context.go for why this beats archiving and comparing afterwards.
 //
-// Prepare, ImportResult and Publish do not serialise themselves: callers
-// hold the per-repository lock from AcquireRepoLock around each call.
+// Prepare and Publish do not serialise themselves: callers hold the
+// per-repository lock from AcquireRepoLock around each call. ImportResult
+// takes it itself, for the branch move only: the quarantine's unpacking
+// and proof run outside it.
 package gitops

@@ -36,6 +36,11 @@ type ImportRequest struct {
 	AssertCurrent func() error
 	// Budget bounds the import; the zero value takes the defaults.
 	Budget Budget
+
+	// beforeLock, when set (tests only), is called once the result is
+	// proven and its objects are in the host, right before the
+	// repository lock is taken for the move.
+	beforeLock func()
 }
 
 // ImportReport is the host's account of an imported result, from the
@@ -73,19 +78,26 @@ type ImportReport struct {
 //     input, and that everything the result needs is in the pack or in the
 //     input's history;
 //  5. the objects are fetched into the host under
-//     refs/forge/imports/<attemptHex> (deleted afterwards), AssertCurrent is
+//     refs/forge/imports/<attemptHex> (deleted afterwards);
+//  6. under the per-repository lock (AcquireRepoLock) AssertCurrent is
 //     consulted, and the branch is moved with a compare-and-swap (see
 //     failure.SandboxOutputConflict). A host worktree with the branch
 //     checked out is updated only within the worktree budget (see
 //     moveManagedBranch).
+//
+// Only step 6 holds the lock: steps 1–5 touch nothing but the attempt's
+// own quarantine and its own import ref, and read only the input's
+// history, which no other attempt can change, so imports into one
+// repository unpack and prove their results side by side and queue only
+// for the move.
 //
 // Bundle problems are failure.SandboxOutputInvalid. Commit signatures and
 // dates are never trusted: nothing here reads a signature, and dates only
 // order git's walks (a forged date can make a check refuse, never accept).
 //
 // When both ResultCommitSHA and BundlePath are empty the task committed
-// nothing and ImportResult returns a zero report. It does not lock: the
-// caller holds AcquireRepoLock for RepoPath.
+// nothing and ImportResult returns a zero report. It takes the repository
+// lock itself (for step 6 only): the caller must not hold it.
 func ImportResult(ctx context.Context, git *Runner, req ImportRequest) (ImportReport, error) {
 	if req.ResultCommitSHA == "" && req.BundlePath == "" {
 		return ImportReport{}, nil
@@ -137,18 +149,30 @@ func ImportResult(ctx context.Context, git *Runner, req ImportRequest) (ImportRe
 		return ImportReport{}, failure.New(failure.SandboxRuntimeFailed, "imported ref %s does not hold the result commit", importRef)
 	}
 
-	if req.AssertCurrent != nil {
-		if err := req.AssertCurrent(); err != nil {
-			return ImportReport{}, err
-		}
+	if req.beforeLock != nil {
+		req.beforeLock()
 	}
-	report := ImportReport{Commits: depth, Newest: newest}
-	left, err := moveManagedBranch(ctx, git, repo, req.WorktreeKey, req.InputCommitSHA, req.ResultCommitSHA, budget)
+	left, err := moveLocked(ctx, git, req, budget)
 	if err != nil {
 		return ImportReport{}, err
 	}
-	report.WorktreeLeft, report.WorktreeLeftReason = left.path, left.reason
-	return report, nil
+	return ImportReport{Commits: depth, Newest: newest, WorktreeLeft: left.path, WorktreeLeftReason: left.reason}, nil
+}
+
+// moveLocked takes the repository lock, consults AssertCurrent and moves
+// the managed branch (compare-and-swap), releasing the lock afterwards.
+func moveLocked(ctx context.Context, git *Runner, req ImportRequest, budget Budget) (worktreeLeft, error) {
+	release, err := AcquireRepoLock(ctx, req.StateRoot, req.RepoPath)
+	if err != nil {
+		return worktreeLeft{}, err
+	}
+	defer release() //nolint:errcheck // unlocking a held flock cannot meaningfully fail
+	if req.AssertCurrent != nil {
+		if err := req.AssertCurrent(); err != nil {
+			return worktreeLeft{}, err
+		}
+	}
+	return moveManagedBranch(ctx, git, req.RepoPath, req.WorktreeKey, req.InputCommitSHA, req.ResultCommitSHA, budget)
 }
 
 // readBundleHeader opens the bundle and parses its header.

@@ -27,19 +27,14 @@ const lockRetry = 25 * time.Millisecond
 // place; deleting them would race with waiters. The caller must call
 // release exactly once; further calls are no-ops.
 func AcquireRepoLock(ctx context.Context, stateRoot, repoPath string) (release func() error, err error) {
-	key, err := filepath.Abs(repoPath)
+	path, err := repoLockPath(stateRoot, repoPath)
 	if err != nil {
 		return nil, fmt.Errorf("repository lock: %w", err)
 	}
-	if resolved, err := filepath.EvalSymlinks(key); err == nil {
-		key = resolved
-	}
-	sum := sha256.Sum256([]byte(key))
-	dir := filepath.Join(stateRoot, "locks")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("repository lock: %w", err)
 	}
-	fl := flock.New(filepath.Join(dir, hex.EncodeToString(sum[:])+".lock"), flock.SetPermissions(0o600))
+	fl := flock.New(path, flock.SetPermissions(0o600))
 	locked, err := fl.TryLockContext(ctx, lockRetry)
 	if err != nil {
 		return nil, fmt.Errorf("repository lock %s: %w", repoPath, err)
@@ -53,4 +48,17 @@ func AcquireRepoLock(ctx context.Context, stateRoot, repoPath string) (release f
 		once.Do(func() { err = fl.Unlock() })
 		return err
 	}, nil
+}
+
+// repoLockPath is the lock file of repoPath under stateRoot.
+func repoLockPath(stateRoot, repoPath string) (string, error) {
+	key, err := filepath.Abs(repoPath)
+	if err != nil {
+		return "", err
+	}
+	if resolved, err := filepath.EvalSymlinks(key); err == nil {
+		key = resolved
+	}
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(stateRoot, "locks", hex.EncodeToString(sum[:])+".lock"), nil
 }

@@ -267,7 +267,7 @@ type PublishResult struct {
 // Publish returns Pushed true together with that error.
 //
 // Publish does not lock: the caller holds AcquireRepoLock for RepoPath
-// across it, as for Prepare and ImportResult.
+// across it, as for Prepare.
 func Publish(ctx context.Context, git *Runner, req PublishRequest) (PublishResult, error) {
 	now := time.Now
 	if req.Now != nil {

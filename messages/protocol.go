@@ -196,7 +196,37 @@ type AcquireBuildPermit struct {
 }
 
 // BuildPermitGranted tells a requester it now holds the build permit.
-type BuildPermitGranted struct{}
+// Build is the build that came with it when a holder handed its permit
+// over (see HandOverBuildPermit), still running: the new holder owns it
+// and waits for it instead of building. Nil: the holder builds itself.
+type BuildPermitGranted struct {
+	Build RunningBuild
+}
+
+// RunningBuild is an image build that runs apart from the attempt that
+// started it, so that it can be handed over with the build permit.
+type RunningBuild interface {
+	// Cancel stops the build; it may be called more than once, and after
+	// the build ended.
+	Cancel()
+}
+
+// HandOverBuildPermit is sent (with ctx.Request) by a permit holder whose
+// attempt gave up while Build runs: the supervisor passes the permit, with
+// Build, to the first attempt waiting for the same key, or releases the
+// permit when none waits. It answers BuildPermitHandedOver. Should the new
+// holder terminate still holding the permit, the supervisor cancels Build.
+type HandOverBuildPermit struct {
+	Build RunningBuild
+}
+
+// BuildPermitHandedOver answers HandOverBuildPermit: HandedOver says
+// another waiter now holds the permit and owns the build; otherwise the
+// permit is released and the sender must cancel its build. Either way the
+// sender no longer holds the permit.
+type BuildPermitHandedOver struct {
+	HandedOver bool
+}
 
 // BuildPermitQueued tells a requester it waits for the build permit, at
 // Position (1: next) in the queue.

@@ -12,7 +12,9 @@ import (
 // image in the cache). Waiters are served first come, first served, except
 // that a waiter whose key is being built lets the waiters behind it pass.
 // Holders and waiters are watched so that their termination releases the
-// permit or their place in the queue.
+// permit or their place in the queue. A holder that gives up while its
+// build runs hands the permit, with the build, to the first waiter for the
+// same key (handOver), so that the build is not started again.
 type permit struct {
 	size    int
 	holders []holder
@@ -22,6 +24,9 @@ type permit struct {
 type holder struct {
 	pid *actor.PID
 	key string
+	// build is the running build handed over with the permit (nil: none):
+	// cancelled when the holder terminates still holding the permit.
+	build messages.RunningBuild
 }
 
 func newPermit(size int) *permit {
@@ -69,10 +74,38 @@ func (p *permit) release(ctx actor.Context, who *actor.PID) {
 	p.grantNext(ctx)
 }
 
-// forget handles a terminated actor: a holder loses its permit, a waiter
-// its place.
+// handOver passes who's permit, with build, to the first waiter for the
+// same key, and reports whether there was one. Without one, who's permit
+// is released. Either way who holds no permit afterwards.
+func (p *permit) handOver(ctx actor.Context, who *actor.PID, build messages.RunningBuild) bool {
+	i := indexOf(p.holders, who)
+	if who == nil || i < 0 {
+		return false
+	}
+	key := p.holders[i].key
+	for j, w := range p.waiters {
+		if key == "" || w.key != key {
+			continue
+		}
+		ctx.Unwatch(who)
+		p.waiters = append(p.waiters[:j], p.waiters[j+1:]...)
+		w.build = build
+		p.holders[i] = w
+		ctx.Send(w.pid, messages.BuildPermitGranted{Build: build})
+		return true
+	}
+	p.release(ctx, who)
+	return false
+}
+
+// forget handles a terminated actor: a holder loses its permit (and a
+// build handed over to it is cancelled: it may have ended before it could
+// take it), a waiter its place.
 func (p *permit) forget(ctx actor.Context, who *actor.PID) {
 	if i := indexOf(p.holders, who); i >= 0 {
+		if b := p.holders[i].build; b != nil {
+			b.Cancel()
+		}
 		p.holders = append(p.holders[:i], p.holders[i+1:]...)
 		p.grantNext(ctx)
 		return

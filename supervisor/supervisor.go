@@ -236,6 +236,8 @@ func (r *root) Receive(ctx actor.Context) {
 		r.permit.acquire(ctx, ctx.Sender(), msg.Key)
 	case messages.ReleaseBuildPermit:
 		r.permit.release(ctx, ctx.Sender())
+	case messages.HandOverBuildPermit:
+		ctx.Respond(messages.BuildPermitHandedOver{HandedOver: r.permit.handOver(ctx, ctx.Sender(), msg.Build)})
 	case *actor.Terminated:
 		// A system message that can overtake the child's last user
 		// messages (AttemptFinished): permits are released at once, but an

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -384,6 +385,60 @@ func TestBuildPermitPoolRunsOneBuildPerKey(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return f.snapshot(t).BuildQueue == 0 && f.inspect(t).Facts["buildPermitHolders"] == ""
 	}, within, time.Millisecond)
+}
+
+// countedBuild is a messages.RunningBuild counting its cancellations.
+type countedBuild struct{ cancels atomic.Int32 }
+
+func (b *countedBuild) Cancel() { b.cancels.Add(1) }
+
+// A holder giving up hands its permit, with its running build, to the
+// first waiter of its key (passing a waiter of another key, which may not
+// hold a permit now), so the pool's count is unchanged; a holder that
+// terminates with a handed-over build cancels it; with no waiter of its
+// key the permit is released and the holder told so.
+func TestBuildPermitIsHandedOverWithItsBuild(t *testing.T) {
+	f := newFixtureWithPermits(t, 1, 1, 2)
+	grants := f.system.NewProbe()
+	grantedTo := func(user string) actortest.PermitGranted {
+		t.Helper()
+		got := actortest.Expect[actortest.PermitGranted](t, grants, within)
+		assert.Equal(t, user, got.User, "granted out of order")
+		return got
+	}
+	handedOver := func(user string, want bool) {
+		t.Helper()
+		got := actortest.Expect[actortest.PermitHandedOver](t, grants, within)
+		assert.Equal(t, actortest.PermitHandedOver{User: user, HandedOver: want}, got)
+	}
+	a1 := f.system.Spawn(actortest.PermitUserOf(f.root, "a1", "key-a", grants))
+	grantedTo("a1")
+	b := f.system.Spawn(actortest.PermitUserOf(f.root, "b", "key-b", grants))
+	grantedTo("b")
+	f.system.Spawn(actortest.PermitUserOf(f.root, "c", "key-c", grants))
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 1 }, within, time.Millisecond)
+	a2 := f.system.Spawn(actortest.PermitUserOf(f.root, "a2", "key-a", grants))
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 2 }, within, time.Millisecond)
+
+	build := &countedBuild{}
+	f.system.Root.Send(a1, actortest.HandOverPermit{Build: build})
+	got := grantedTo("a2")
+	assert.Same(t, build, got.Build, "the running build comes with the permit")
+	handedOver("a1", true)
+	assert.Equal(t, 1, f.snapshot(t).BuildQueue, "c still waits: the pool is full")
+	assert.Zero(t, build.cancels.Load())
+
+	// a2 ends holding the handed-over build: it is cancelled, and c gets
+	// the permit.
+	f.system.Root.Stop(a2)
+	grantedTo("c")
+	require.Eventually(t, func() bool { return build.cancels.Load() == 1 }, within, time.Millisecond)
+
+	// No one waits for key-b: b's permit is released.
+	f.system.Root.Send(b, actortest.HandOverPermit{Build: &countedBuild{}})
+	handedOver("b", false)
+	require.Eventually(t, func() bool { return !strings.Contains(f.inspect(t).Facts["buildPermitHolders"], b.Id) }, within, time.Millisecond)
+	assert.Zero(t, f.snapshot(t).BuildQueue)
 }
 
 func TestWaiterThatStopsLeavesTheQueue(t *testing.T) {

@@ -29,6 +29,7 @@ func run() error {
 	var cfg bench.Config
 	var markdown, jsonOut, notes, render string
 	var smoke bool
+	var scale string
 	flag.StringVar(&cfg.ForgedBinary, "forged", "bin/forged", "static forged binary (measured; the forged-worker beside it is the worker)")
 	flag.StringVar(&cfg.WorkDir, "work-dir", "", "scratch directory (default: a new temporary one, removed at the end)")
 	flag.StringVar(&cfg.Busybox, "busybox", "/bin/busybox", "static busybox for the base image (Debian's busybox-static)")
@@ -47,6 +48,10 @@ func run() error {
 	flag.StringVar(&jsonOut, "json", "BENCHMARKS.json", "JSON figures to write")
 	flag.StringVar(&notes, "notes", "", "Markdown appended verbatim to the report (the analysis of unmet targets)")
 	flag.StringVar(&render, "render", "", "measure nothing: write the Markdown report again from this JSON file of figures (with --notes)")
+	flag.StringVar(&scale, "scale", "1kx1k,30kx1k,100kx1k,300kx1k,30kx10k,30kx50k",
+		"B7: repository sizes, FILESxCOMMITS separated by commas (k: thousand; empty skips B7)")
+	flag.IntVar(&cfg.ScaleRuns, "scale-runs", 3, "B7: attempts (and native floors) at each size")
+	flag.StringVar(&cfg.ScaleCache, "scale-cache", "", "B7: directory that keeps the synthetic repositories between runs (default: the user's cache directory)")
 	flag.BoolVar(&smoke, "smoke", false, "a short run that shows every measurement completes (N=1, 3-attempt burst, 9 orphans, 3 queued, no Go benchmarks)")
 	flag.Parse()
 	if smoke {
@@ -54,6 +59,22 @@ func run() error {
 	}
 	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var err error
+	if cfg.ScaleSizes, err = bench.ParseRepoSizes(scale); err != nil {
+		return err
+	}
+	if smoke && scale == "1kx1k,30kx1k,100kx1k,300kx1k,30kx10k,30kx50k" {
+		cfg.ScaleSizes, cfg.ScaleRuns = []bench.RepoSize{{Files: 1000, Commits: 100}}, 1
+	}
+	if cfg.ScaleCache == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return err
+		}
+		cfg.ScaleCache = filepath.Join(base, "forged-bench")
+	}
+	if err := os.MkdirAll(cfg.ScaleCache, 0o755); err != nil {
+		return err
+	}
 	if cfg.ForgedBinary, err = filepath.Abs(cfg.ForgedBinary); err != nil {
 		return err
 	}

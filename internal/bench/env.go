@@ -58,6 +58,12 @@ type Config struct {
 	// KeepBaseImage leaves the example's base image even when this run
 	// built it: the test suite shares it as a fixture between packages.
 	KeepBaseImage bool
+	// ScaleSizes are B7's synthetic repositories (none skips B7), each
+	// measured ScaleRuns times; ScaleCache keeps the generated
+	// repositories between runs.
+	ScaleSizes []RepoSize
+	ScaleRuns  int
+	ScaleCache string
 }
 
 // Env is the set-up shared by every measurement of one run.

@@ -35,6 +35,8 @@ type Results struct {
 	B5QueuedRSS *Summary `json:"b5QueuedRss,omitempty"`
 	// B6: "reaper", "seed CLI".
 	B6 map[string]Summary `json:"b6"`
+	// B7: one result per repository size.
+	B7 []ScaleResult `json:"b7,omitempty"`
 	// GoBenchmarks are the Go benchmarks run for B3, B4 and B5.
 	GoBenchmarks []GoBenchmark `json:"goBenchmarks,omitempty"`
 	// Errors are the measurements that failed; the rest stand.
@@ -43,14 +45,16 @@ type Results struct {
 
 // RunSizes are the sizes the run used.
 type RunSizes struct {
-	Runs           int `json:"runs"`
-	BurstAttempts  int `json:"burstAttempts"`
-	BurstCapacity  int `json:"burstCapacity"`
-	BurstRuns      int `json:"burstRuns"`
-	ReapResources  int `json:"reapResources"`
-	ReapRuns       int `json:"reapRuns"`
-	QueuedAttempts int `json:"queuedAttempts"`
-	GoBenchTime    int `json:"goBenchTime"`
+	Runs           int        `json:"runs"`
+	BurstAttempts  int        `json:"burstAttempts"`
+	BurstCapacity  int        `json:"burstCapacity"`
+	BurstRuns      int        `json:"burstRuns"`
+	ReapResources  int        `json:"reapResources"`
+	ReapRuns       int        `json:"reapRuns"`
+	QueuedAttempts int        `json:"queuedAttempts"`
+	GoBenchTime    int        `json:"goBenchTime"`
+	ScaleSizes     []RepoSize `json:"scaleSizes,omitempty"`
+	ScaleRuns      int        `json:"scaleRuns,omitempty"`
 }
 
 // Run measures everything Config asks for. A measurement that fails is
@@ -60,6 +64,7 @@ func (e *Env) Run(ctx context.Context) *Results {
 	res := &Results{StartedAt: time.Now().UTC(), Machine: DescribeMachine(ctx, e.engine), Config: RunSizes{
 		Runs: c.Runs, BurstAttempts: c.BurstAttempts, BurstCapacity: c.BurstCapacity, BurstRuns: c.BurstRuns,
 		ReapResources: c.ReapResources, ReapRuns: c.ReapRuns, QueuedAttempts: c.QueuedAttempts, GoBenchTime: c.GoBenchTime,
+		ScaleSizes: c.ScaleSizes, ScaleRuns: c.ScaleRuns,
 	}}
 	fail := func(what string, err error) {
 		if err != nil {
@@ -80,6 +85,10 @@ func (e *Env) Run(ctx context.Context) *Results {
 		c.Log.Info("B6: reaper", "resources", c.ReapResources, "runs", c.ReapRuns)
 		res.B6, err = e.measureReap(ctx)
 		fail("B6", err)
+	}
+	if len(c.ScaleSizes) > 0 {
+		res.B7, err = e.measureScale(ctx)
+		fail("B7", err)
 	}
 	c.Log.Info("B4: the engine's stop alone")
 	stop, err := e.measureEngineStop(ctx)

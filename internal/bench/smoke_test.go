@@ -22,7 +22,7 @@ func TestSmoke(t *testing.T) {
 	env, err := Setup(ctx, Config{
 		ForgedBinary: enginetest.ForgedBinary(t), WorkDir: t.TempDir(), Busybox: "/bin/busybox",
 		Runs: 1, BurstAttempts: 3, BurstCapacity: 3, BurstRuns: 1, ReapResources: 9, ReapRuns: 1, QueuedAttempts: 3,
-		KeepBaseImage: true,
+		KeepBaseImage: true, ScaleSizes: []RepoSize{{Files: 50, Commits: 5}}, ScaleRuns: 1, ScaleCache: t.TempDir(),
 	})
 	require.NoError(t, err)
 	res := env.Run(ctx)
@@ -41,11 +41,17 @@ func TestSmoke(t *testing.T) {
 	require.NotNil(t, res.B4EngineStop)
 	require.NotNil(t, res.B5QueuedRSS)
 	require.Positive(t, res.B5IdleRSS.Median)
+	require.Len(t, res.B7, 1)
+	require.Equal(t, 1, res.B7[0].Attempt.N)
+	require.Positive(t, res.B7[0].Workspace.Median)
+	require.Positive(t, res.B7[0].StepsFloor())
+	require.NotEmpty(t, res.B7[0].Timeline)
 
 	var md, js bytes.Buffer
 	require.NoError(t, res.WriteMarkdown(&md, "## Notes\n\nhand-written"))
 	require.Contains(t, md.String(), "| B1 | daemon ≤ 1.0× the floor |")
 	require.Contains(t, md.String(), "hand-written")
+	require.Contains(t, md.String(), "## B7: repository scale")
 	require.NoError(t, res.WriteJSON(&js))
 	require.Contains(t, js.String(), `"targets"`)
 }

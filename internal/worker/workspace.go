@@ -87,12 +87,8 @@ func materialize(cfg Config, id messages.SandboxIdentity) (*workspace, error) {
 	if err := ws.storage.SetReference(plumbing.NewHashReference(ws.branch, input)); err != nil {
 		return nil, failure.Wrap(failure.SandboxInputFailed, err, "create branch %s", ws.branch)
 	}
-	wt, err := ws.repo.Worktree()
-	if err != nil {
-		return nil, failure.Wrap(failure.SandboxInputFailed, err, "open worktree")
-	}
-	if err := wt.Checkout(&git.CheckoutOptions{Branch: ws.branch, Force: true}); err != nil {
-		return nil, failure.Wrap(failure.SandboxInputFailed, err, "check out %s", input)
+	if err := ws.checkoutTree(commit); err != nil {
+		return nil, err
 	}
 	return ws, nil
 }
