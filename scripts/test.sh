@@ -13,6 +13,8 @@ export PATH="$PATH:/usr/local/go/bin"
 # Headless chromium loads the live console in httpapi's browser test;
 # promtool (package prometheus) checks contrib/'s alert rules and dashboard.
 bash scripts/ensure-docker.sh chromium prometheus
+# The fleet's tests start their own etcd (internal/testkit/etcdtest).
+bash scripts/ensure-etcd.sh
 # The service images (postgres, redis, browser, the egress proxy) and their
 # catalogue, bin/services.tsv:
 # cached, only the first run on a machine builds them.
