@@ -1,0 +1,71 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/fleet/fleetpb"
+	"github.com/forgedev/forged/messages"
+)
+
+// Submit admits a dispatch submitted to this member: here when its
+// execution.runnerId is this member's runner id, else on the member the
+// directory maps that runner id to, through its fleet actor. raw is the
+// dispatch's JSON document (the other member decodes it again with the
+// same strict decoder). A runner id no member has is refused with
+// dispatch_runner_mismatch, as on one host.
+func (m *Member) Submit(ctx context.Context, raw []byte) (messages.SubmitReply, string, error) {
+	d, err := messages.DecodeDispatch(bytes.NewReader(raw))
+	if err != nil {
+		return messages.SubmitReply{Code: string(failure.CodeOf(err)), Message: err.Error()}, "", nil
+	}
+	target := d.Execution.RunnerID
+	if target == m.local.RunnerID() {
+		reply, err := m.local.Submit(d)
+		return reply, target, err
+	}
+	st, err := m.Lookup(ctx, target)
+	if errors.Is(err, ErrNoSuchMember) {
+		return messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(failure.DispatchWrongRunner),
+			Message: fmt.Sprintf("execution.runnerId %s names no member of fleet %q; `forged fleet` lists the members' runner ids", target, m.cfg.Name)}, "", nil
+	}
+	if err != nil {
+		return messages.SubmitReply{}, "", err
+	}
+	res, err := m.request(ctx, st.GetAddress(), &fleetpb.SubmitRequest{DispatchJson: raw})
+	if err != nil {
+		return messages.SubmitReply{}, target, fmt.Errorf("fleet: forward to %s (%s): %w", target, st.GetAddress(), err)
+	}
+	resp, ok := res.(*fleetpb.SubmitResponse)
+	if !ok {
+		return messages.SubmitReply{}, target, fmt.Errorf("fleet: forward to %s: unexpected answer %T", target, res)
+	}
+	return messages.SubmitReply{AttemptID: resp.GetAttemptId(), Accepted: resp.GetAccepted(), Queued: resp.GetQueued(),
+		Code: resp.GetCode(), Message: resp.GetMessage()}, resp.GetRunnerId(), nil
+}
+
+// Cancel cancels an attempt on the member whose runner id is runnerID.
+func (m *Member) Cancel(ctx context.Context, runnerID, attemptID, reason string) (bool, error) {
+	if runnerID == m.local.RunnerID() {
+		return m.local.Cancel(attemptID, reason)
+	}
+	st, err := m.Lookup(ctx, runnerID)
+	if err != nil {
+		return false, err
+	}
+	res, err := m.request(ctx, st.GetAddress(), &fleetpb.CancelRequest{AttemptId: attemptID, Reason: reason})
+	if err != nil {
+		return false, fmt.Errorf("fleet: cancel on %s: %w", runnerID, err)
+	}
+	resp, ok := res.(*fleetpb.CancelResponse)
+	if !ok {
+		return false, fmt.Errorf("fleet: cancel on %s: unexpected answer %T", runnerID, res)
+	}
+	if resp.GetError() != "" {
+		return false, fmt.Errorf("fleet: cancel on %s: %s", runnerID, resp.GetError())
+	}
+	return resp.GetFound(), nil
+}

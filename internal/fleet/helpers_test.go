@@ -1,0 +1,222 @@
+package fleet_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/internal/fleet"
+	"github.com/forgedev/forged/internal/kit/ids"
+	"github.com/forgedev/forged/messages"
+)
+
+// fakeRunner is a member's runner as the fleet sees it (fleet.Local): it
+// records what reaches it, so the tests can say which member ran what.
+type fakeRunner struct {
+	id    string
+	slots int
+
+	mu        sync.Mutex
+	submitted []string
+	cancelled []string
+}
+
+func newFakeRunner(slots int) *fakeRunner { return &fakeRunner{id: ids.NewUUID(), slots: slots} }
+
+func (f *fakeRunner) RunnerID() string { return f.id }
+
+func (f *fakeRunner) Snapshot() (messages.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return messages.Snapshot{Slots: f.slots, Active: len(f.submitted), Attempts: append([]string(nil), f.submitted...)}, nil
+}
+
+func (f *fakeRunner) Submit(d *messages.Dispatch) (messages.SubmitReply, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.submitted = append(f.submitted, d.AttemptID())
+	return messages.SubmitReply{AttemptID: d.AttemptID(), Accepted: true}, nil
+}
+
+func (f *fakeRunner) Cancel(attemptID, _ string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cancelled = append(f.cancelled, attemptID)
+	for _, a := range f.submitted {
+		if a == attemptID {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (f *fakeRunner) seen() (submitted, cancelled []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.submitted...), append([]string(nil), f.cancelled...)
+}
+
+// dispatchFor returns a valid dispatch naming runnerID, as JSON.
+func dispatchFor(t *testing.T, runnerID string) (string, []byte) {
+	t.Helper()
+	d := actortest.NewDispatch(time.Now().Add(time.Hour).UTC().Truncate(time.Second))
+	d.Execution.RunnerID = runnerID
+	raw, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.AttemptID(), raw
+}
+
+// freeAddr returns a loopback host:port nothing listens on now.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// testCA is a fleet CA made for one test.
+type testCA struct {
+	dir  string
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	file string
+}
+
+func newTestCA(t testing.TB) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "forged fleet test CA"},
+		NotBefore:             time.Now().Add(-time.Minute),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ca := &testCA{dir: dir, cert: cert, key: key, file: filepath.Join(dir, "ca.pem")}
+	writePEM(t, ca.file, "CERTIFICATE", der)
+	return ca
+}
+
+// member issues a member certificate for 127.0.0.1 (server and client
+// use) and returns its certificate and key files.
+func (ca *testCA) member(t testing.TB, name string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:     []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile = filepath.Join(ca.dir, name+".pem")
+	keyFile = filepath.Join(ca.dir, name+"-key.pem")
+	writePEM(t, certFile, "CERTIFICATE", der)
+	writePEM(t, keyFile, "EC PRIVATE KEY", keyDER)
+	return certFile, keyFile
+}
+
+// config is a member's fleet configuration with a certificate of ca.
+func (ca *testCA) config(t testing.TB, endpoint, fleetName, name string) fleet.Config {
+	cert, key := ca.member(t, name)
+	return fleet.Config{Endpoints: []string{endpoint}, Name: fleetName, Advertise: freeAddr(t),
+		CAFile: ca.file, CertFile: cert, KeyFile: key, RequestTimeout: 3 * time.Second}
+}
+
+func writePEM(t testing.TB, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// join joins a member and leaves the fleet when the test ends.
+func join(t testing.TB, cfg fleet.Config, local fleet.Local) *fleet.Member {
+	t.Helper()
+	m, err := fleet.Join(cfg, local)
+	if err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	t.Cleanup(m.Leave)
+	return m
+}
+
+// waitDirectory waits (up to deadline) until m's directory lists exactly
+// the runner ids want, each answering, and returns how long that took.
+func waitDirectory(t testing.TB, m *fleet.Member, deadline time.Duration, want ...string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var last []string
+	for time.Since(start) < deadline {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		dir := m.Directory(ctx)
+		cancel()
+		last = last[:0]
+		got := map[string]bool{}
+		for _, st := range dir {
+			if st.GetError() == "" {
+				got[st.GetRunnerId()] = true
+				last = append(last, st.GetRunnerId())
+			} else {
+				last = append(last, "error:"+st.GetError())
+			}
+		}
+		match := len(dir) == len(want)
+		for _, w := range want {
+			match = match && got[w]
+		}
+		if match {
+			return time.Since(start)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("directory of %s did not become %v within %s; last %v", m.Address(), want, deadline, last)
+	return 0
+}
