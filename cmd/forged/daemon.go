@@ -25,6 +25,7 @@ func daemonCommand() *cobra.Command {
 	var manageTokenFile string
 	var allowUIDs []uint
 	var gc runner.ImageGCConfig
+	var fleetSettings fleetFlags
 	cmd := &cobra.Command{
 		Use:   "daemon",
 		Short: "Serve the forged HTTP API on a unix socket",
@@ -65,6 +66,13 @@ func daemonCommand() *cobra.Command {
 				return err
 			}
 			defer r.Close()
+			member, err := joinFleet(fleetSettings.config(logger), r, logger)
+			if err != nil {
+				return err
+			}
+			if member != nil {
+				defer member.Leave()
+			}
 			var metricsDone chan error
 			if metricsListener != nil {
 				metricsDone = make(chan error, 1)
@@ -100,6 +108,9 @@ func daemonCommand() *cobra.Command {
 			// the next start's reaper. Cancel what runs and let every
 			// attempt tear down before the actor system stops.
 			stop()
+			if member != nil {
+				member.SetDraining(true)
+			}
 			drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
 			defer cancel()
 			if err := r.Drain(drainCtx, "the daemon is shutting down"); err != nil {
@@ -120,6 +131,7 @@ func daemonCommand() *cobra.Command {
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default STATE_ROOT/forged.sock)")
 	cmd.Flags().UintSliceVar(&allowUIDs, "allow-uid", nil, "uids, besides root and forged's own, whose processes may use the socket (checked with SO_PEERCRED; repeatable)")
 	metricsFlags.register(cmd)
+	fleetSettings.register(cmd)
 	cmd.Flags().StringVar(&manageTokenFile, "console-manage-token-file", "", "file (mode 0600) holding the bearer token that lets the console cancel attempts (default: the console is read-only)")
 	return cmd
 }

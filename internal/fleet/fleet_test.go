@@ -115,6 +115,19 @@ func TestMembersJoinMapRunnerIDsAndForward(t *testing.T) {
 		}
 	}
 
+	// `forged fleet`: a process with a member certificate asks a member.
+	cert, key := ca.member(t, "operator")
+	asked := fleet.Config{Advertise: a.Address(), CAFile: ca.file, CertFile: cert, KeyFile: key}
+	dir, err := fleet.QueryDirectory(ctx, asked)
+	if err != nil || len(dir) != 3 {
+		t.Fatalf("query through a = %v, %v; want 3 members", dir, err)
+	}
+	other := newTestCA(t)
+	asked.CertFile, asked.KeyFile = other.member(t, "stranger")
+	if dir, err := fleet.QueryDirectory(ctx, asked); err == nil {
+		t.Fatalf("a certificate of another CA read the directory: %v", dir)
+	}
+
 	// A member that leaves is gone from the others' lists.
 	left := time.Now()
 	members[2].Leave()

@@ -81,6 +81,11 @@ func Join(cfg Config, local Local) (m *Member, err error) {
 			remote.WithServerOptions(grpc.Creds(credentials.NewTLS(serverTLS))),
 			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(clientTLS))))
 	}
+	// The provider's own etcd calls have no deadline: an etcd that does
+	// not answer would hold the join for ever. Ask it once, bounded, first.
+	if err := probeEtcd(cfg); err != nil {
+		return nil, err
+	}
 	provider, err := etcdprovider.NewWithConfig(etcdBaseKey, clientv3.Config{
 		Endpoints:   cfg.Endpoints,
 		DialTimeout: 5 * time.Second,
@@ -106,6 +111,23 @@ func Join(cfg Config, local Local) (m *Member, err error) {
 	}
 	m.self = pid
 	return m, nil
+}
+
+// probeEtcdTimeout bounds the probe of etcd before a join.
+const probeEtcdTimeout = 10 * time.Second
+
+func probeEtcd(cfg Config) error {
+	client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: probeEtcdTimeout})
+	if err != nil {
+		return fmt.Errorf("fleet: etcd client for %v: %w", cfg.Endpoints, err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), probeEtcdTimeout)
+	defer cancel()
+	if _, err := client.Get(ctx, etcdBaseKey+"/"+cfg.Name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("fleet: etcd at %v did not answer within %s (check --fleet-etcd and that etcd runs): %w", cfg.Endpoints, probeEtcdTimeout, err)
+	}
+	return nil
 }
 
 // startMember runs the cluster's StartMember, which panics on failure.
