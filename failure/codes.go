@@ -80,6 +80,7 @@ var (
 	SandboxChildResultUnknown   = define("sandbox_child_result_unknown", Permanent, http.StatusInternalServerError, "in an outcome's causes: the worker's own account of a failure that a trusted host failure decided (evidence, never the outcome's code)")
 	SandboxLeaseExpired         = define("sandbox_lease_expired", Permanent, http.StatusConflict, "the lease watchdog fired")
 	SandboxRunnerRestarted      = define("sandbox_runner_restarted", Retryable, http.StatusInternalServerError, "forged died while the attempt ran; the attempt was reaped at the next start and not re-run")
+	SandboxRunnerLost           = define("sandbox_runner_lost", Retryable, http.StatusInternalServerError, "the fleet member running the attempt left the fleet (its etcd lease expired: killed, host gone or cut off) while it ran; its submitter ended the attempt")
 	SandboxCancelled            = define("sandbox_cancelled", Permanent, http.StatusConflict, "cancelled by request or signal")
 	SandboxRuntimeFailed        = define("sandbox_runtime_failed", Retryable, http.StatusInternalServerError, "anything uncoded (including a crashed actor)")
 	SandboxTeardownFailed       = define("teardown_failed", Permanent, http.StatusInternalServerError, "some labelled resource could not be removed; the attempt is reported degraded")

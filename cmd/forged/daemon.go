@@ -14,6 +14,7 @@ import (
 
 	"github.com/forgedev/forged/internal/daemon/httpapi"
 	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/fleet"
 	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/internal/kit/bearer"
 )
@@ -70,8 +71,10 @@ func daemonCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var served httpapi.Runner = r
 			if member != nil {
 				defer member.Leave()
+				served = fleet.Routed{Runner: r, Member: member}
 			}
 			var metricsDone chan error
 			if metricsListener != nil {
@@ -102,7 +105,7 @@ func daemonCommand() *cobra.Command {
 			}
 			logger.Warn("forged daemon listening", "socket", socket)
 			fmt.Fprintf(os.Stderr, "forged: listening on %s\n", socket)
-			serveErr := httpapi.Serve(ctx, l, httpapi.HandlerWith(r, logger, httpapi.Options{ManageToken: manageToken}), 10*time.Second)
+			serveErr := httpapi.Serve(ctx, l, httpapi.HandlerWith(served, logger, httpapi.Options{ManageToken: manageToken}), 10*time.Second)
 			// The first signal stopped admission (the API is closed); a
 			// second one now ends the process at once, leaving the rest to
 			// the next start's reaper. Cancel what runs and let every

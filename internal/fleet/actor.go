@@ -45,6 +45,8 @@ func (a *fleetActor) Receive(ctx actor.Context) {
 		})
 	case *fleetpb.SubmitRequest:
 		a.work(ctx, "fleet-submit", func(context.Context) proto.Message { return a.member.submitHere(msg) })
+	case *fleetpb.EventsRequest:
+		a.work(ctx, "fleet-events", func(c context.Context) proto.Message { return a.member.eventsHere(c, msg) })
 	case *fleetpb.CancelRequest:
 		a.work(ctx, "fleet-cancel", func(context.Context) proto.Message {
 			found, err := a.member.local.Cancel(msg.GetAttemptId(), msg.GetReason())

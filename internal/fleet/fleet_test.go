@@ -23,6 +23,7 @@ import (
 	"github.com/forgedev/forged/internal/fleet/fleetpb"
 	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/internal/testkit/etcdtest"
+	"github.com/forgedev/forged/messages"
 )
 
 // helperEnv carries a helper member's configuration to the re-executed
@@ -41,7 +42,9 @@ func TestMain(m *testing.M) {
 func runHelperMember(spec string) {
 	f := strings.Split(spec, "|")
 	cfg := fleet.Config{Endpoints: []string{f[0]}, Name: f[1], Advertise: f[2], CAFile: f[3], CertFile: f[4], KeyFile: f[5]}
-	if _, err := fleet.Join(cfg, &fakeRunner{id: f[6], slots: 1}); err != nil {
+	local := newFakeRunner(1)
+	local.id = f[6]
+	if _, err := fleet.Join(cfg, local); err != nil {
 		fmt.Fprintln(os.Stderr, "helper member:", err)
 		os.Exit(3)
 	}
@@ -92,11 +95,26 @@ func TestMembersJoinMapRunnerIDsAndForward(t *testing.T) {
 			t.Fatalf("runner %d saw %v; want the attempt only on b", i, got)
 		}
 	}
+	// The events and the outcome reach the submitter's log.
+	bLog, ok := runners[1].logs.Get(attemptID)
+	aLog, ok2 := runners[0].logs.Get(attemptID)
+	if !ok || !ok2 {
+		t.Fatalf("logs: on b %v, proxied on a %v", ok, ok2)
+	}
+	bLog.Append(messages.Event{EventType: "task_started"})
+	bLog.Append(messages.Event{EventType: "task_output"})
+	bLog.Finish(messages.AttemptOutcome{AttemptID: attemptID, Status: messages.StatusSucceeded})
+	waitCtx, waitCancel := context.WithTimeout(ctx, 10*time.Second)
+	out, err := aLog.Wait(waitCtx)
+	waitCancel()
+	if err != nil || out.Status != messages.StatusSucceeded || len(aLog.Events()) != 2 || aLog.Events()[1].EventType != "task_output" {
+		t.Fatalf("proxied on a: %+v, %v, events %v", out, err, aLog.Events())
+	}
 	st, err = members[2].Lookup(ctx, runners[1].id)
 	if err != nil || st.GetFreeSlots() != 2 || !slices.Contains(st.GetAttempts(), attemptID) {
 		t.Fatalf("c's entry for b after the submit = %v, %v; want 2 free slots and the attempt", st, err)
 	}
-	found, err := a.Cancel(ctx, runners[1].id, attemptID, "test")
+	found, err := a.CancelAttempt(ctx, attemptID, "test")
 	if err != nil || !found {
 		t.Fatalf("cancel through a = %v, %v", found, err)
 	}
@@ -228,6 +246,16 @@ func TestKilledMemberLeavesTheList(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	waitDirectory(t, a, 60*time.Second, survivor.id, victimID)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	attemptID, raw := dispatchFor(t, victimID)
+	if reply, _, err := a.Submit(ctx, raw); err != nil || !reply.Accepted {
+		t.Fatalf("submit to the victim: %+v, %v", reply, err)
+	}
+	proxied, ok := survivor.logs.Get(attemptID)
+	if !ok {
+		t.Fatal("no proxied log on the submitter")
+	}
 
 	killed := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -244,4 +272,11 @@ func TestKilledMemberLeavesTheList(t *testing.T) {
 	if lost > 10*time.Second {
 		t.Fatalf("membership loss took %s, over the 10 s target", lost)
 	}
+	waitCtx, waitCancel := context.WithTimeout(ctx, 10*time.Second)
+	defer waitCancel()
+	out, err := proxied.Wait(waitCtx)
+	if err != nil || out.Code != string(failure.SandboxRunnerLost) {
+		t.Fatalf("the forwarded attempt ended %+v, %v; want %s", out, err, failure.SandboxRunnerLost)
+	}
+	t.Logf("the forwarded attempt ended with %s %s after SIGKILL", out.Code, time.Since(killed))
 }

@@ -43,8 +43,42 @@ func (m *Member) Submit(ctx context.Context, raw []byte) (messages.SubmitReply, 
 	if !ok {
 		return messages.SubmitReply{}, target, fmt.Errorf("fleet: forward to %s: unexpected answer %T", target, res)
 	}
-	return messages.SubmitReply{AttemptID: resp.GetAttemptId(), Accepted: resp.GetAccepted(), Queued: resp.GetQueued(),
-		Code: resp.GetCode(), Message: resp.GetMessage()}, resp.GetRunnerId(), nil
+	reply := messages.SubmitReply{AttemptID: resp.GetAttemptId(), Accepted: resp.GetAccepted(), Queued: resp.GetQueued(),
+		Code: resp.GetCode(), Message: resp.GetMessage()}
+	if reply.Accepted {
+		m.proxy(d.AttemptID(), st)
+	}
+	return reply, resp.GetRunnerId(), nil
+}
+
+// proxy starts copying a forwarded attempt's events into this member's log
+// and remembers where it runs.
+func (m *Member) proxy(attemptID string, target *fleetpb.MemberState) {
+	m.forwardedMu.Lock()
+	m.forwarded[attemptID] = target.GetRunnerId()
+	m.forwardedMu.Unlock()
+	log, ok := m.local.Logs().Open(attemptID)
+	if !ok {
+		m.logger.Warn("a forwarded attempt's id is already logged here; its events are not proxied", "attempt", attemptID)
+		return
+	}
+	if m.stopping.Load() {
+		return
+	}
+	m.followers.Add(1)
+	go m.follow(log, attemptID, target)
+}
+
+// CancelAttempt cancels an attempt submitted through this member: on the
+// member it was forwarded to, else here.
+func (m *Member) CancelAttempt(ctx context.Context, attemptID, reason string) (bool, error) {
+	m.forwardedMu.Lock()
+	runnerID, ok := m.forwarded[attemptID]
+	m.forwardedMu.Unlock()
+	if !ok {
+		return m.local.Cancel(attemptID, reason)
+	}
+	return m.Cancel(ctx, runnerID, attemptID, reason)
 }
 
 // Cancel cancels an attempt on the member whose runner id is runnerID.

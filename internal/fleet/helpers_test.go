@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/fleet"
 	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/messages"
@@ -28,13 +29,18 @@ import (
 type fakeRunner struct {
 	id    string
 	slots int
+	logs  *runner.Logs
 
 	mu        sync.Mutex
 	submitted []string
 	cancelled []string
 }
 
-func newFakeRunner(slots int) *fakeRunner { return &fakeRunner{id: ids.NewUUID(), slots: slots} }
+func newFakeRunner(slots int) *fakeRunner {
+	return &fakeRunner{id: ids.NewUUID(), slots: slots, logs: runner.NewLogs(0)}
+}
+
+func (f *fakeRunner) Logs() *runner.Logs { return f.logs }
 
 func (f *fakeRunner) RunnerID() string { return f.id }
 
@@ -48,6 +54,7 @@ func (f *fakeRunner) Submit(d *messages.Dispatch) (messages.SubmitReply, error) 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.submitted = append(f.submitted, d.AttemptID())
+	f.logs.Open(d.AttemptID())
 	return messages.SubmitReply{AttemptID: d.AttemptID(), Accepted: true}, nil
 }
 

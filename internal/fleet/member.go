@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/fleet/fleetpb"
 	"github.com/forgedev/forged/messages"
 )
@@ -30,6 +31,10 @@ type Local interface {
 	Snapshot() (messages.Snapshot, error)
 	Submit(d *messages.Dispatch) (messages.SubmitReply, error)
 	Cancel(attemptID, reason string) (bool, error)
+	// Logs holds the attempts' events: those run here, which other members
+	// read (EventsRequest), and those forwarded from here, which this
+	// member copies from the member running them.
+	Logs() *runner.Logs
 }
 
 // actorName is the name of every member's fleet actor, so that a member
@@ -51,6 +56,13 @@ type Member struct {
 	cluster  *cluster.Cluster
 	self     *actor.PID
 	draining atomic.Bool
+
+	// forwarded maps the attempts this member forwarded to the runner id
+	// running them, for cancellation through this member.
+	forwardedMu sync.Mutex
+	forwarded   map[string]string
+	followers   sync.WaitGroup
+	stopping    atomic.Bool
 
 	leaveOnce sync.Once
 }
@@ -99,7 +111,7 @@ func Join(cfg Config, local Local) (m *Member, err error) {
 	remoteCfg := remote.Configure(host, port, remoteOpts...)
 	clusterCfg := cluster.Configure(cfg.Name, provider, disthash.New(), remoteCfg)
 	c := cluster.New(system, clusterCfg)
-	m = &Member{cfg: cfg, local: local, logger: cfg.Logger, system: system, cluster: c}
+	m = &Member{cfg: cfg, local: local, logger: cfg.Logger, system: system, cluster: c, forwarded: map[string]string{}}
 	if err := startMember(c); err != nil {
 		system.Shutdown()
 		return nil, fmt.Errorf("fleet: join %q at %s: %w", cfg.Name, cfg.Advertise, err)
@@ -160,10 +172,14 @@ func (m *Member) Address() string { return m.system.Address() }
 // publishes (the daemon sets it when it stops admitting).
 func (m *Member) SetDraining(v bool) { m.draining.Store(v) }
 
-// Leave deregisters the member from etcd and stops its actor system.
+// Leave deregisters the member from etcd, stops its actor system and
+// waits for the followers of forwarded attempts to stop (their logs stay
+// unfinished here: the daemon is stopping).
 func (m *Member) Leave() {
 	m.leaveOnce.Do(func() {
+		m.stopping.Store(true)
 		m.cluster.Shutdown(true)
+		m.followers.Wait()
 	})
 }
 

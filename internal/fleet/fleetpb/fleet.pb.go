@@ -577,6 +577,133 @@ func (x *DirectoryResponse) GetMembers() []*MemberState {
 	return nil
 }
 
+// EventsRequest asks the member running an attempt for its events from
+// index from on; the member answers when it has some, when the attempt
+// finished, or after a short wait with none (a long poll).
+type EventsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AttemptId     string                 `protobuf:"bytes,1,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
+	From          int64                  `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsRequest) Reset() {
+	*x = EventsRequest{}
+	mi := &file_fleet_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsRequest) ProtoMessage() {}
+
+func (x *EventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fleet_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
+func (*EventsRequest) Descriptor() ([]byte, []int) {
+	return file_fleet_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *EventsRequest) GetAttemptId() string {
+	if x != nil {
+		return x.AttemptId
+	}
+	return ""
+}
+
+func (x *EventsRequest) GetFrom() int64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+type EventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// known is false when the member has no log of the attempt.
+	Known bool `protobuf:"varint,1,opt,name=known,proto3" json:"known,omitempty"`
+	// events are messages.Event documents (JSON), in order.
+	EventsJson [][]byte `protobuf:"bytes,2,rep,name=events_json,json=eventsJson,proto3" json:"events_json,omitempty"`
+	// outcome_json is the messages.AttemptOutcome document once finished.
+	OutcomeJson []byte `protobuf:"bytes,3,opt,name=outcome_json,json=outcomeJson,proto3" json:"outcome_json,omitempty"`
+	// next is the index to ask from next.
+	Next          int64 `protobuf:"varint,4,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsResponse) Reset() {
+	*x = EventsResponse{}
+	mi := &file_fleet_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsResponse) ProtoMessage() {}
+
+func (x *EventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fleet_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
+func (*EventsResponse) Descriptor() ([]byte, []int) {
+	return file_fleet_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *EventsResponse) GetKnown() bool {
+	if x != nil {
+		return x.Known
+	}
+	return false
+}
+
+func (x *EventsResponse) GetEventsJson() [][]byte {
+	if x != nil {
+		return x.EventsJson
+	}
+	return nil
+}
+
+func (x *EventsResponse) GetOutcomeJson() []byte {
+	if x != nil {
+		return x.OutcomeJson
+	}
+	return nil
+}
+
+func (x *EventsResponse) GetNext() int64 {
+	if x != nil {
+		return x.Next
+	}
+	return 0
+}
+
 var File_fleet_proto protoreflect.FileDescriptor
 
 const file_fleet_proto_rawDesc = "" +
@@ -624,7 +751,17 @@ const file_fleet_proto_rawDesc = "" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x12\n" +
 	"\x10DirectoryRequest\"K\n" +
 	"\x11DirectoryResponse\x126\n" +
-	"\amembers\x18\x01 \x03(\v2\x1c.forged.fleet.v1.MemberStateR\amembersB3Z1github.com/forgedev/forged/internal/fleet/fleetpbb\x06proto3"
+	"\amembers\x18\x01 \x03(\v2\x1c.forged.fleet.v1.MemberStateR\amembers\"B\n" +
+	"\rEventsRequest\x12\x1d\n" +
+	"\n" +
+	"attempt_id\x18\x01 \x01(\tR\tattemptId\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x03R\x04from\"~\n" +
+	"\x0eEventsResponse\x12\x14\n" +
+	"\x05known\x18\x01 \x01(\bR\x05known\x12\x1f\n" +
+	"\vevents_json\x18\x02 \x03(\fR\n" +
+	"eventsJson\x12!\n" +
+	"\foutcome_json\x18\x03 \x01(\fR\voutcomeJson\x12\x12\n" +
+	"\x04next\x18\x04 \x01(\x03R\x04nextB3Z1github.com/forgedev/forged/internal/fleet/fleetpbb\x06proto3"
 
 var (
 	file_fleet_proto_rawDescOnce sync.Once
@@ -638,7 +775,7 @@ func file_fleet_proto_rawDescGZIP() []byte {
 	return file_fleet_proto_rawDescData
 }
 
-var file_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_fleet_proto_goTypes = []any{
 	(*MemberState)(nil),       // 0: forged.fleet.v1.MemberState
 	(*StateRequest)(nil),      // 1: forged.fleet.v1.StateRequest
@@ -648,6 +785,8 @@ var file_fleet_proto_goTypes = []any{
 	(*CancelResponse)(nil),    // 5: forged.fleet.v1.CancelResponse
 	(*DirectoryRequest)(nil),  // 6: forged.fleet.v1.DirectoryRequest
 	(*DirectoryResponse)(nil), // 7: forged.fleet.v1.DirectoryResponse
+	(*EventsRequest)(nil),     // 8: forged.fleet.v1.EventsRequest
+	(*EventsResponse)(nil),    // 9: forged.fleet.v1.EventsResponse
 }
 var file_fleet_proto_depIdxs = []int32{
 	0, // 0: forged.fleet.v1.DirectoryResponse.members:type_name -> forged.fleet.v1.MemberState
@@ -669,7 +808,7 @@ func file_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleet_proto_rawDesc), len(file_fleet_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
