@@ -23,6 +23,7 @@ import (
 	"github.com/forgedev/forged/internal/fleet/fleetpb"
 	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/internal/testkit/etcdtest"
+	"github.com/forgedev/forged/internal/testkit/testimages"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -35,8 +36,13 @@ func TestMain(m *testing.M) {
 		runHelperMember(spec)
 		return
 	}
-	os.Exit(m.Run())
+	testimages.Main(m, testProject)
 }
+
+// testProject names the repository of this package's real-engine
+// dispatches, so that the images their attempts build are removed at the
+// end (testimages.Main).
+var testProject = testimages.Project("fleet")
 
 // runHelperMember joins a fleet and stays until killed.
 func runHelperMember(spec string) {
