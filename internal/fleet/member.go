@@ -12,7 +12,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	etcdprovider "github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -63,6 +62,7 @@ type Member struct {
 	forwarded   map[string]string
 	followers   sync.WaitGroup
 	stopping    atomic.Bool
+	topology    topology
 
 	leaveOnce sync.Once
 }
@@ -93,18 +93,7 @@ func Join(cfg Config, local Local) (m *Member, err error) {
 			remote.WithServerOptions(grpc.Creds(credentials.NewTLS(serverTLS))),
 			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(clientTLS))))
 	}
-	// The provider's own etcd calls have no deadline: an etcd that does
-	// not answer would hold the join for ever. Ask it once, bounded, first.
-	if err := probeEtcd(cfg); err != nil {
-		return nil, err
-	}
-	provider, err := etcdprovider.NewWithConfig(etcdBaseKey, clientv3.Config{
-		Endpoints:   cfg.Endpoints,
-		DialTimeout: 5 * time.Second,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("fleet: etcd client: %w", err)
-	}
+	provider := &lazyEtcd{cfg: cfg}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return cfg.Logger.With("component", "fleet")
 	}))
@@ -112,7 +101,11 @@ func Join(cfg Config, local Local) (m *Member, err error) {
 	clusterCfg := cluster.Configure(cfg.Name, provider, disthash.New(), remoteCfg)
 	c := cluster.New(system, clusterCfg)
 	m = &Member{cfg: cfg, local: local, logger: cfg.Logger, system: system, cluster: c, forwarded: map[string]string{}}
+	system.EventStream.Subscribe(m.topology.observe)
 	if err := startMember(c); err != nil {
+		if c.Remote != nil {
+			c.Remote.Shutdown(false)
+		}
 		system.Shutdown()
 		return nil, fmt.Errorf("fleet: join %q at %s: %w", cfg.Name, cfg.Advertise, err)
 	}
@@ -158,8 +151,8 @@ func startMember(c *cluster.Cluster) (err error) {
 // random per process).
 func (m *Member) MemberID() string {
 	for _, cm := range m.memberAddresses() {
-		if cm.Address() == m.Address() {
-			return cm.Id
+		if cm.Address == m.Address() {
+			return cm.ID
 		}
 	}
 	return m.system.ID
@@ -184,10 +177,8 @@ func (m *Member) Leave() {
 }
 
 // memberAddresses lists the cluster's current members: their ids and
-// addresses, as the etcd provider's member list holds them.
-func (m *Member) memberAddresses() []*cluster.Member {
-	return m.cluster.MemberList.Members().Members()
-}
+// addresses, as the etcd provider's member list last published them.
+func (m *Member) memberAddresses() []memberRef { return m.topology.list() }
 
 // State is this member's own entry of the directory.
 func (m *Member) State() *fleetpb.MemberState {
@@ -230,7 +221,7 @@ func (m *Member) Directory(ctx context.Context) []*fleetpb.MemberState {
 	out := make([]*fleetpb.MemberState, len(members))
 	var wg sync.WaitGroup
 	for i, cm := range members {
-		addr := cm.Address()
+		addr := cm.Address
 		if addr == m.Address() {
 			out[i] = m.State()
 			continue
@@ -250,7 +241,7 @@ func (m *Member) Directory(ctx context.Context) []*fleetpb.MemberState {
 			if err != nil {
 				st = &fleetpb.MemberState{Address: addr, Error: err.Error()}
 			}
-			st.MemberId = cm.Id
+			st.MemberId = cm.ID
 			out[i] = st
 		}()
 	}
@@ -282,4 +273,4 @@ func (m *Member) request(ctx context.Context, addr string, msg any) (any, error)
 
 // MemberCount is how many members the cluster's member list holds now,
 // this one included.
-func (m *Member) MemberCount() int { return m.cluster.MemberList.Length() }
+func (m *Member) MemberCount() int { return len(m.topology.list()) }

@@ -65,7 +65,7 @@ func (m *Member) follow(log *runner.Log, attemptID string, target *fleetpb.Membe
 		if m.stopping.Load() {
 			return
 		}
-		if !m.cluster.MemberList.Members().ContainsID(target.GetMemberId()) {
+		if !m.topology.contains(target.GetMemberId()) {
 			log.Finish(messages.AttemptOutcome{AttemptID: attemptID, Status: messages.StatusFailed, Code: string(failure.SandboxRunnerLost),
 				Message: fmt.Sprintf("fleet member %s (runner %s) left the fleet while the attempt ran; what it left is reaped by its own reaper when it returns",
 					target.GetAddress(), target.GetRunnerId())})
