@@ -135,6 +135,7 @@ func daemonCommand() *cobra.Command {
 	cmd.Flags().UintSliceVar(&allowUIDs, "allow-uid", nil, "uids, besides root and forged's own, whose processes may use the socket (checked with SO_PEERCRED; repeatable)")
 	metricsFlags.register(cmd)
 	fleetSettings.register(cmd)
+	fleetSettings.registerPlacement(cmd)
 	cmd.Flags().StringVar(&manageTokenFile, "console-manage-token-file", "", "file (mode 0600) holding the bearer token that lets the console cancel attempts (default: the console is read-only)")
 	return cmd
 }

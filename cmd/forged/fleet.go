@@ -21,6 +21,7 @@ type fleetFlags struct {
 	etcd                  []string
 	name, advertise       string
 	caFile, cert, keyFile string
+	placement             bool
 }
 
 func (f *fleetFlags) register(cmd *cobra.Command) {
@@ -32,9 +33,14 @@ func (f *fleetFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.keyFile, "fleet-key", "", "this member's private key (PEM)")
 }
 
+// registerPlacement adds the daemon's placement switch.
+func (f *fleetFlags) registerPlacement(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.placement, "fleet-placement", false, "place a dispatch whose execution.runnerId is the nil UUID on the member with the most free slots (default: refused)")
+}
+
 func (f *fleetFlags) config(logger *slog.Logger) fleet.Config {
 	return fleet.Config{Endpoints: f.etcd, Name: f.name, Advertise: f.advertise,
-		CAFile: f.caFile, CertFile: f.cert, KeyFile: f.keyFile, Logger: logger}
+		CAFile: f.caFile, CertFile: f.cert, KeyFile: f.keyFile, Placement: f.placement, Logger: logger}
 }
 
 func fleetCommand() *cobra.Command {

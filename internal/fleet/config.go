@@ -28,6 +28,9 @@ type Config struct {
 	// member's certificate and key (PEM). All three are required: the
 	// cluster port speaks mutual TLS only.
 	CAFile, CertFile, KeyFile string
+	// Placement lets a dispatch whose execution.runnerId is AnyMember be
+	// placed on the member with the most free slots.
+	Placement bool
 	// RequestTimeout bounds one request to another member (default 5 s).
 	RequestTimeout time.Duration
 	Logger         *slog.Logger

@@ -286,3 +286,48 @@ func TestKilledMemberLeavesTheList(t *testing.T) {
 	}
 	t.Logf("the forwarded attempt ended with %s %s after SIGKILL", out.Code, time.Since(killed))
 }
+
+// TestPlacementSpreadsByFreeSlots: with fleet placement on, a burst of
+// dispatches leaving the member to the fleet (execution.runnerId
+// AnyMember) submitted to one member fills the members by free slots, and
+// the one past the fleet's capacity is refused with capacity_exhausted. A
+// member without fleet placement refuses such a dispatch.
+func TestPlacementSpreadsByFreeSlots(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	ca := newTestCA(t)
+	name := fleetName()
+	runners := []*fakeRunner{newFakeRunner(2), newFakeRunner(4), newFakeRunner(6)}
+	var members []*fleet.Member
+	for i, r := range runners {
+		cfg := ca.config(t, etcd.Endpoint(), name, fmt.Sprintf("m%d", i))
+		cfg.Placement = i == 0
+		members = append(members, join(t, cfg, r))
+	}
+	waitDirectory(t, members[0], 30*time.Second, runners[0].id, runners[1].id, runners[2].id)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	burst := time.Now()
+	for i := range 12 {
+		_, raw := dispatchFor(t, fleet.AnyMember)
+		reply, ranOn, err := members[0].Submit(ctx, raw)
+		if err != nil || !reply.Accepted {
+			t.Fatalf("dispatch %d: %+v on %s, %v", i, reply, ranOn, err)
+		}
+	}
+	t.Logf("12 placements on 3 members in %s (%s each)", time.Since(burst), time.Since(burst)/12)
+	for i, r := range runners {
+		if got, _ := r.seen(); len(got) != r.slots {
+			t.Errorf("runner %d (%d slots) got %d dispatches", i, r.slots, len(got))
+		}
+	}
+	_, raw := dispatchFor(t, fleet.AnyMember)
+	reply, _, err := members[0].Submit(ctx, raw)
+	if err != nil || reply.Accepted || reply.Code != string(failure.CapacityExhausted) {
+		t.Fatalf("the 13th = %+v, %v; want %s", reply, err, failure.CapacityExhausted)
+	}
+	reply, _, err = members[1].Submit(ctx, raw)
+	if err != nil || reply.Accepted || reply.Code != string(failure.DispatchWrongRunner) || !strings.Contains(reply.Message, "--fleet-placement") {
+		t.Fatalf("without placement = %+v, %v; want %s naming --fleet-placement", reply, err, failure.DispatchWrongRunner)
+	}
+}

@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -16,18 +17,37 @@ import (
 // directory maps that runner id to, through its fleet actor. raw is the
 // dispatch's JSON document (the other member decodes it again with the
 // same strict decoder). A runner id no member has is refused with
-// dispatch_runner_mismatch, as on one host.
+// dispatch_runner_mismatch, as on one host. AnyMember leaves the member to
+// the fleet (with Config.Placement; see place).
 func (m *Member) Submit(ctx context.Context, raw []byte) (messages.SubmitReply, string, error) {
 	d, err := messages.DecodeDispatch(bytes.NewReader(raw))
 	if err != nil {
 		return messages.SubmitReply{Code: string(failure.CodeOf(err)), Message: err.Error()}, "", nil
 	}
 	target := d.Execution.RunnerID
+	var st *fleetpb.MemberState
+	if target == AnyMember {
+		if !m.cfg.Placement {
+			return messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(failure.DispatchWrongRunner), Message: m.placementRefused()}, "", nil
+		}
+		chosen, refusal := m.place(ctx)
+		if refusal != nil {
+			return messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(refusal.Code), Message: refusal.Message}, "", nil
+		}
+		// The chosen member runs it as a dispatch naming it.
+		st, target = chosen, chosen.GetRunnerId()
+		d.Execution.RunnerID = target
+		if raw, err = json.Marshal(d); err != nil {
+			return messages.SubmitReply{}, "", fmt.Errorf("fleet: encode the placed dispatch: %w", err)
+		}
+	}
 	if target == m.local.RunnerID() {
 		reply, err := m.local.Submit(d)
 		return reply, target, err
 	}
-	st, err := m.Lookup(ctx, target)
+	if st == nil {
+		st, err = m.Lookup(ctx, target)
+	}
 	if errors.Is(err, ErrNoSuchMember) {
 		return messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(failure.DispatchWrongRunner),
 			Message: fmt.Sprintf("execution.runnerId %s names no member of fleet %q; `forged fleet` lists the members' runner ids", target, m.cfg.Name)}, "", nil

@@ -29,6 +29,7 @@ func (r Routed) Submit(d *messages.Dispatch) (messages.SubmitReply, error) {
 	if d.Execution.RunnerID == r.Runner.RunnerID() {
 		return r.Runner.Submit(d)
 	}
+	// Forwarded or placed: the member decodes the document again.
 	raw, err := json.Marshal(d)
 	if err != nil {
 		return messages.SubmitReply{}, fmt.Errorf("fleet: encode the dispatch: %w", err)
