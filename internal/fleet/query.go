@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -47,7 +49,11 @@ func QueryDirectory(ctx context.Context, cfg Config) ([]*fleetpb.MemberState, er
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 		timeout = max(time.Until(dl), time.Millisecond)
 	}
-	system := actor.NewActorSystem()
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	defer system.Shutdown()
 	r := remote.NewRemote(system, remote.Configure(host, 0, opts...))
 	if err := startRemote(r); err != nil {
