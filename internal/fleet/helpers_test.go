@@ -30,6 +30,9 @@ type fakeRunner struct {
 	id    string
 	slots int
 	logs  *runner.Logs
+	// finish ends every attempt at once, succeeded (the benchmark's
+	// runners), so that the submitter's followers end.
+	finish bool
 
 	mu        sync.Mutex
 	submitted []string
@@ -54,7 +57,9 @@ func (f *fakeRunner) Submit(d *messages.Dispatch) (messages.SubmitReply, error) 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.submitted = append(f.submitted, d.AttemptID())
-	f.logs.Open(d.AttemptID())
+	if log, ok := f.logs.Open(d.AttemptID()); ok && f.finish {
+		log.Finish(messages.AttemptOutcome{AttemptID: d.AttemptID(), Status: messages.StatusSucceeded})
+	}
 	return messages.SubmitReply{AttemptID: d.AttemptID(), Accepted: true}, nil
 }
 
@@ -77,7 +82,9 @@ func (f *fakeRunner) seen() (submitted, cancelled []string) {
 }
 
 // dispatchFor returns a valid dispatch naming runnerID, as JSON.
-func dispatchFor(t *testing.T, runnerID string) (string, []byte) {
+func dispatchFor(t *testing.T, runnerID string) (string, []byte) { return dispatchForB(t, runnerID) }
+
+func dispatchForB(t testing.TB, runnerID string) (string, []byte) {
 	t.Helper()
 	d := actortest.NewDispatch(time.Now().Add(time.Hour).UTC().Truncate(time.Second))
 	d.Execution.RunnerID = runnerID
