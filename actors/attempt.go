@@ -50,6 +50,7 @@ type attemptActor struct {
 	cfg        AttemptConfig
 	deps       Deps
 	d          *messages.Dispatch
+	adopted    *Adopted // set when the attempt is re-adopted (readopt.go)
 	subscriber *actor.PID
 	supervisor *actor.PID
 	children   *childSupervisor // the strategy of AttemptProps: it knows each child's kind
@@ -89,7 +90,10 @@ type (
 		// signatureWarnings are the upstream images left unverified
 		// under adoption.
 		signatureWarnings []signatureWarning
-		err               error
+		// stateDigest is the digest of the adoption state file written
+		// (readopt.go); "" when it could not be written.
+		stateDigest string
+		err         error
 	}
 	provisionDone struct {
 		cacheMounts   []dockerops.CacheMount
@@ -207,11 +211,18 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		if msg.Event.EventType == workerStartedEvent && msg.Event.Role == messages.RoleRunner {
 			a.onWorkerRunning(ctx)
 		}
-		a.rearmIdle(ctx)
 		forwardToSampler(ctx, a.sampler, msg.Event)
-		a.emit(ctx, msg.Event)
+		if msg.Replayed {
+			break // delivered before a restart: the sampler's only
+		}
+		a.rearmIdle(ctx)
+		a.onWorkerEvent(ctx, msg)
 	case WorkerExited:
 		a.onWorkerExited(ctx, msg)
+	case checkpointDone:
+		a.onCheckpointDone(ctx, msg)
+	case messages.MemorySampled:
+		// For the console's memory chart: the metrics middleware keeps it.
 	case *actor.Terminated:
 		// Terminated is a system message: it can overtake the last user
 		// messages the child sent (BuildDone, WorkerExited). Queue a user
@@ -227,6 +238,10 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 
 func (a *attemptActor) start(ctx actor.Context) {
 	a.runCtx, a.cancel = context.WithCancel(context.Background())
+	if a.adopted != nil {
+		a.startAdopted(ctx)
+		return
+	}
 	a.fence = newFence(a.cfg.Clock, a.d.Lease.FencingToken, a.d.Lease.ExpiresAt)
 	a.ledger.writer = startLedgerWriter(ledger.Store{Root: a.cfg.StateRoot})
 	a.setPhase(ctx, messages.PhasePreparing)
@@ -241,6 +256,11 @@ func (a *attemptActor) start(ctx actor.Context) {
 	a.emit(ctx, messages.RunnerEvent("sandbox_preparing", fmt.Sprintf("Preparing Docker sandbox attempt %s.", a.d.AttemptID()), nil))
 	if err := checkDispatchSupported(a.d, a.deps.Redeemer != nil, a.cfg.Confinement(),
 		networkPolicyConfig{egressEnabled: a.cfg.Egress.Enabled, allowOpenPublic: a.cfg.AllowOpenPublic}); err != nil {
+		a.fail(err)
+		a.advance(ctx)
+		return
+	}
+	if err := a.checkStorage(ctx); err != nil {
 		a.fail(err)
 		a.advance(ctx)
 		return
@@ -279,6 +299,7 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		return
 	}
 	a.in.prepared, a.in.contract, a.in.security, a.sidecars.serviceImages, a.sidecars.egressImage = msg.prepared, msg.contract, msg.security, msg.serviceImages, msg.egressImage
+	a.in.stateDigest = msg.stateDigest
 	for _, w := range msg.signatureWarnings {
 		a.emit(ctx, messages.RunnerEvent("sandbox_image_signature_warning",
 			fmt.Sprintf("The image %s is not verified (%s); adoption carries on.", w.image, w.reason),
@@ -306,7 +327,7 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		dockerfile:     msg.prepared.Dockerfile,
 		secrets:        []string{a.d.Lease.FencingToken},
 	}
-	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary, stateRoot: a.cfg.StateRoot, limits: a.cfg.BuildLimits}
+	builder := &imageBuilder{docker: a.deps.Docker, workerBinary: a.cfg.WorkerBinary, stateRoot: a.cfg.StateRoot, limits: a.cfg.BuildLimits, allowPulls: a.cfg.AllowBuildPulls}
 	a.image.build = a.children.spawn(ctx, newBuildProps(a.runCtx, builder, job, a.supervisor, a.deps.ImageRefs), kindBuild)
 }
 
@@ -355,9 +376,7 @@ func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
 		return
 	}
 	a.in.cacheMounts = msg.cacheMounts
-	if len(a.in.contract.Contract.Caches) > 0 {
-		a.emitCachePolicy(ctx, msg.cachesMissing)
-	}
+	a.emitCachePolicy(ctx, msg.cachesMissing)
 	if a.needsNetwork() {
 		a.startServices(ctx)
 		return
@@ -379,6 +398,8 @@ func (a *attemptActor) startWorker(ctx actor.Context) {
 
 func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 	a.worker.containerID = msg.ContainerID
+	a.worker.createdAt = a.cfg.Clock.Now()
+	a.sealControlKey()
 	a.armTimeLimits(ctx)
 	a.writeLedger(ledger.Active)
 	networkMode, networks := "none", []map[string]string{}
@@ -389,7 +410,7 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 	if a.sidecars.egressNetworkID != "" {
 		networks = append(networks, map[string]string{"id": a.sidecars.egressNetworkID, "name": egressNetworkName(a.in.names), "role": "egress"})
 	}
-	sampled := []SampledContainer{{ID: msg.ContainerID, Name: a.in.names.Container, Role: roleAgent}}
+	sampled := []SampledContainer{{ID: msg.ContainerID, Name: a.in.names.Container, Role: roleAgent, LimitBytes: a.d.Sandbox.RequestedResources.WorkerMemoryLimitBytes}}
 	var sidecars []map[string]string
 	for _, s := range a.in.contract.Contract.ServiceTypes() {
 		if id := a.sidecars.containerID(serviceRole(s)); id != "" {
@@ -408,14 +429,17 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 		"sidecarContainers": sidecars,
 		"networkMode":       networkMode,
 		"networks":          networks,
-		"volumes":           append([]string{a.in.names.WorkspaceVolume, a.in.names.ControlVolume, a.in.names.SecretsVolume}, a.cacheVolumes()...),
+		"volumes":           a.startedVolumes(),
+		"publishedPorts":    []any{},
+		"runtimeLease":      a.runtimeLease("active"),
 	}))
 	if a.verdict.failure == nil {
-		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval, sampled), kindSampler)
+		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.d.AttemptID(), a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval, sampled), kindSampler)
 	}
 }
 
 func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
+	a.flushEvents(ctx, ^uint64(0)) // the worker said all it will say
 	a.worker.exit = &msg
 	a.stopTimeLimits()
 	if msg.Err != nil {
@@ -435,7 +459,8 @@ func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
 			a.advance(ctx)
 			return
 		}
-		in := collectInput{docker: a.deps.Docker, git: a.deps.Git, workDir: a.in.workDir, containerID: a.worker.containerID, identity: a.identity()}
+		in := collectInput{docker: a.deps.Docker, git: a.deps.Git, workDir: a.in.workDir, containerID: a.worker.containerID, identity: a.identity(),
+			recorded: a.recordExitSeen()}
 		a.step(ctx, "collect", func(stepCtx context.Context) any { return collectStep(stepCtx, in) })
 	})
 }
@@ -602,6 +627,7 @@ func (a *attemptActor) onChildTerminated(ctx actor.Context, who *actor.PID) {
 		a.advance(ctx)
 	case who.Equal(a.worker.pid):
 		a.worker.pid = nil
+		a.flushEvents(ctx, ^uint64(0))
 		if a.worker.exit == nil {
 			a.fail(failure.New(failure.SandboxRuntimeFailed, "the worker actor stopped before the worker exited"))
 		}
@@ -627,7 +653,18 @@ func (a *attemptActor) setPhase(ctx actor.Context, phase string) {
 	}
 }
 
+// emit delivers one event to the subscriber, after the worker events held
+// for their checkpoint (readopt.go), in order.
 func (a *attemptActor) emit(ctx actor.Context, ev messages.Event) {
+	if len(a.worker.pending) > 0 {
+		a.worker.pending = append(a.worker.pending, pendingEvent{ev: ev})
+		return
+	}
+	a.send(ctx, ev)
+}
+
+// send delivers one event to the subscriber now.
+func (a *attemptActor) send(ctx actor.Context, ev messages.Event) {
 	if a.subscriber != nil {
 		ctx.Send(a.subscriber, messages.AttemptEvent{AttemptID: a.d.AttemptID(), Event: ev})
 	}

@@ -56,7 +56,11 @@ func (a *attemptActor) emitCachePolicy(ctx actor.Context, missing []string) {
 	if len(missing) > 0 {
 		content += fmt.Sprintf(" Not warmed for this project, so not mounted: %s.", strings.Join(missing, ", "))
 	}
+	if len(a.in.contract.Contract.Caches) == 0 {
+		content = "No package caches: the contract declares none."
+	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_cache_policy", content, map[string]any{
+		"builderManaged":  readonly, // the seed's name for the read-only caches
 		"perAttempt":      perAttempt,
 		"readonly":        readonly,
 		"readonlyMissing": missing,

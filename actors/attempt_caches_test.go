@@ -52,5 +52,6 @@ func TestAttemptMountsItsCachesAndSaysWhichAreMissing(t *testing.T) {
 	require.NotNil(t, data, "the cache policy event")
 	assert.Equal(t, []any{"npm"}, data["perAttempt"])
 	assert.Equal(t, []any{"pip"}, data["readonly"])
+	assert.Equal(t, []any{"pip"}, data["builderManaged"], "the seed's key for the read-only caches")
 	assert.Equal(t, []any{"cargo", "yarn"}, data["readonlyMissing"])
 }

@@ -1,7 +1,9 @@
 package actors
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -22,7 +24,10 @@ import (
 // starts once the proxy (and every service) is ready, with the proxy
 // variables in its environment, and the proxy's death fails the attempt
 // with sandbox_egress_failed. open_public (when the operator allows it):
-// a routed attempt network, with the engine's resolver.
+// a routed attempt network, with the engine's resolver; the worker joins
+// the network namespace of a netns holder. Below squid, and below an
+// open_public worker, the namespace is guarded by L3 rules loaded before
+// any untrusted input reaches it (egress.GuardRules, dockerops.GuardNetns).
 
 // roleEgressProxy is the proxy container's role in the ledger, the
 // sampler and the sandbox_started event.
@@ -35,6 +40,62 @@ const egressStopGrace = 3 * time.Second
 func egressNetworkName(n dockerops.Names) string   { return n.Network + "-egress" }
 func egressContainerName(n dockerops.Names) string { return n.Prefix + "-egress" }
 func egressProbeName(n dockerops.Names) string     { return services.ProbeName(n.Prefix, services.Egress) }
+func egressGuardName(n dockerops.Names) string     { return n.Prefix + "-guard-egress" }
+func holderName(n dockerops.Names) string          { return n.Prefix + "-netns" }
+func holderGuardName(n dockerops.Names) string     { return n.Prefix + "-guard-netns" }
+
+// roleNetnsHolder is the open_public netns holder's role in the ledger.
+const roleNetnsHolder = "netns_holder"
+
+// readGuardFacts reads the host facts of the netns guards at attempt
+// start: the host's own addresses and its resolvers.
+func readGuardFacts() (egress.GuardFacts, error) {
+	ifaces, err := dockerops.LocalInterfaces()
+	if err != nil {
+		return egress.GuardFacts{}, failure.Wrap(failure.SandboxEgressFailed, err, "read the host's addresses for the netns guard")
+	}
+	var f egress.GuardFacts
+	for _, ifc := range ifaces {
+		for _, p := range ifc.Addrs {
+			f.HostAddrs = append(f.HostAddrs, p.Addr())
+		}
+	}
+	f.Resolvers = egress.HostResolvers()
+	return f, nil
+}
+
+// openGuard is what an open_public attempt's step needs to start and guard
+// the worker's netns holder.
+type openGuard struct {
+	holder dockerops.NetnsHolder
+	guard  dockerops.NetGuard
+	opts   egress.Options
+}
+
+func (a *attemptActor) openGuard() openGuard {
+	image := a.sidecars.egressImage.ImageID
+	return openGuard{
+		holder: dockerops.NetnsHolder{Name: holderName(a.in.names), Image: image, Network: a.in.names.Network,
+			Labels: a.in.labels, SecurityOpts: a.in.security},
+		guard: dockerops.NetGuard{Name: holderGuardName(a.in.names), Image: image, Labels: a.in.labels, SecurityOpts: a.in.security},
+		opts:  a.cfg.Egress,
+	}
+}
+
+// start starts the holder and guards its namespace, letting the worker
+// reach its services on the attempt network's subnet; it returns the
+// holder's id (also with an error, once it exists) and the rules.
+func (g openGuard) start(ctx context.Context, docker SidecarDocker, facts egress.GuardFacts) (string, string, error) {
+	held, err := docker.StartNetnsHolder(ctx, g.holder)
+	if err != nil {
+		return held.ID, "", err
+	}
+	// The subnet is open to the worker, but for its gateway: the host.
+	facts.Local = held.Subnet
+	facts.HostAddrs = append(slices.Clone(facts.HostAddrs), held.Gateway)
+	g.guard.Rules = egress.GuardRules(g.opts, facts)
+	return held.ID, g.guard.Rules, docker.GuardNetns(ctx, held.ID, g.guard)
+}
 
 // needsNetwork reports whether the attempt gets an attempt network.
 func (a *attemptActor) needsNetwork() bool {
@@ -67,10 +128,12 @@ func (a *attemptActor) startEgress(ctx actor.Context) {
 		Upstreams: opts.Upstreams, UID: egress.UID, RunDir: egress.RunDir,
 		Config: egress.SquidConfig(domains, opts), Hosts: egress.HostsFile(opts),
 		Labels: a.in.labels, SecurityOpts: a.in.security, MemoryBytes: egressProxyMemory,
+		Guard: dockerops.NetGuard{Name: egressGuardName(a.in.names), Image: a.sidecars.egressImage.ImageID,
+			Rules: egress.GuardRules(opts, a.sidecars.guard), Labels: a.in.labels, SecurityOpts: a.in.security},
 	}
 	probe := dockerops.ProbeSpec{
 		Name: egressProbeName(a.in.names), Image: a.image.id, Network: a.sidecars.network,
-		Labels: a.in.labels, SecretsVolume: a.in.names.SecretsVolume, SecurityOpts: a.in.security,
+		Labels: a.in.labels, SecurityOpts: a.in.security, // no secret: the proxy has none
 		Cmd: []string{messages.WorkerBinaryPath, "worker", "probe", "--service", services.Egress,
 			"--host", egress.Alias, "--port", fmt.Sprint(egress.ProxyPort), "--within", within.String()},
 		Timeout: within,
@@ -118,6 +181,15 @@ func (a *attemptActor) onEgressLogSummary(ctx actor.Context, msg EgressLogSummar
 
 // egressLedger lists the planned and created egress network and proxy.
 func (a *attemptActor) egressLedger() (planned, created []ledger.Resource) {
+	if a.d.Sandbox.NetworkPolicy.Mode == messages.NetworkOpenPublic {
+		holder := ledger.Resource{Type: ledger.ResourceContainer, Name: holderName(a.in.names), Role: roleNetnsHolder}
+		planned = []ledger.Resource{holder}
+		if a.sidecars.holderID != "" {
+			holder.ID = a.sidecars.holderID
+			created = []ledger.Resource{holder}
+		}
+		return planned, created
+	}
 	if a.d.Sandbox.NetworkPolicy.Mode != messages.NetworkPublicAllowlist {
 		return nil, nil
 	}

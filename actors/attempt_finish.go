@@ -27,7 +27,8 @@ func (a *attemptActor) beginTeardown(ctx actor.Context) {
 // bounds every engine call and the whole teardown.
 func (a *attemptActor) teardown(ctx actor.Context) {
 	a.setPhase(ctx, messages.PhaseTearingDown)
-	a.emit(ctx, messages.RunnerEvent("sandbox_teardown_started", fmt.Sprintf("Removing Docker resources for attempt %s.", a.d.AttemptID()), nil))
+	a.emit(ctx, messages.RunnerEvent("sandbox_teardown_started", fmt.Sprintf("Removing Docker resources for attempt %s.", a.d.AttemptID()),
+		map[string]any{"runtimeLease": a.runtimeLease("releasing")}))
 	in := teardownInput{docker: a.deps.Docker, ledger: a.ledger.writer,
 		req:     teardown.Request{Owner: dockerops.OwnershipOf(a.d), Source: ledger.SourceTeardown},
 		workDir: a.in.workDir, removeAll: a.cfg.removeAll}

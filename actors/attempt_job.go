@@ -37,9 +37,11 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 			Image:       a.image.id,
 			Network:     a.sidecars.network, // the attempt network with services or a network policy; "" (none) without
 			OpenNetwork: a.d.Sandbox.NetworkPolicy.Mode == messages.NetworkOpenPublic,
-			WorkingDir:  a.in.contract.Contract.WorkingDirectory,
-			Labels:      a.in.labels,
-			Resources:   a.d.Sandbox.RequestedResources,
+			// open_public: the guarded netns holder's namespace.
+			NetnsContainer: a.sidecars.holderID,
+			WorkingDir:     a.in.contract.Contract.WorkingDirectory,
+			Labels:         a.in.labels,
+			Resources:      a.d.Sandbox.RequestedResources,
 			Env: slices.Concat(dockerops.WorkerEnv(a.d, a.in.prepared.InputCommitSHA), messages.ServiceEnv(packet.Services),
 				caches.Env(a.in.contract.Contract.Caches), a.workerNetworkEnv()),
 			SecurityOpts:    a.in.security,
@@ -48,13 +50,14 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 			SecretsVolume:   a.in.names.SecretsVolume,
 			Caches:          a.in.cacheMounts,
 			Entrypoint:      []string{messages.WorkerBinaryPath, "worker"},
+			Runtime:         a.cfg.Confinement().Runtime,
 		},
 		bundlePath:  a.in.prepared.BundlePath,
 		startPacket: append(raw, '\n'),
 		eventKey:    messages.EventKey(a.worker.controlKey),
 		storageFull: a.storageFull(),
 		runTimeout:  limits.HardWall + a.cfg.LimitGrace + runMargin,
-		limits:      dockerops.RunLimits{},
+		limits:      dockerops.RunLimits{MaxStdoutBytes: messages.WorkerStdoutBudgetBytes},
 	}, nil
 }
 

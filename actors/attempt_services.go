@@ -3,6 +3,8 @@ package actors
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/sandbox/egress"
 	"github.com/forgedev/forged/internal/sandbox/services"
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
@@ -25,17 +28,29 @@ import (
 type secretsDone struct {
 	network         dockerops.IsolatedNetwork
 	egressNetworkID string
-	err             error
+	// guard are the host facts of the netns guards; holderID the guarded
+	// netns holder of an open_public worker (attempt_egress.go).
+	guard    egress.GuardFacts
+	holderID string
+	// openRules are the open_public guard's rules (the worker's holder
+	// and the services on the open network share them).
+	openRules string
+	err       error
 }
 
 // startServices creates the isolated attempt network the services and the
 // worker share (dockerops.CreateIsolatedNetwork: no host address on the
 // bridge, internal, IPv6 off, DNS to the container's loopback), generates
 // the attempt's service credentials and writes them into the secrets
-// volume (0444, root-owned; the worker mounts the volume read-only). The
-// passwords live only in this step's closure: the attempt keeps none.
+// volume (0444, root-owned; the worker mounts the volume read-only), and
+// each service's own password alone into a volume of its own, the only
+// secret that service mounts (writeServiceSecrets). The passwords live
+// only in this step's closure: the attempt keeps none. With a network
+// policy it also reads the host facts of the netns guards, and for
+// open_public starts the worker's guarded netns holder.
 func (a *attemptActor) startServices(ctx actor.Context) {
 	files := map[string][]byte{}
+	own := map[string]map[string][]byte{} // a service's own secrets volume → its password
 	for _, s := range a.in.contract.Contract.ServiceTypes() {
 		def, _ := services.DefinitionFor(s)
 		if def.SecretFile == "" {
@@ -48,9 +63,11 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 			return
 		}
 		files[def.SecretFile] = []byte(pw)
+		own[def.SecretsVolume(a.in.names.Prefix)] = map[string][]byte{def.SecretFile: []byte(pw)}
 	}
 	docker, name, image, volume, labels, netName := a.deps.Docker, services.SecretsHelperName(a.in.names.Prefix), a.image.id, a.in.names.SecretsVolume, a.in.labels, a.in.names.Network
 	mode, egressNet := a.d.Sandbox.NetworkPolicy.Mode, egressNetworkName(a.in.names)
+	holder := a.openGuard()
 	a.step(ctx, "secrets", func(stepCtx context.Context) any {
 		var done secretsDone
 		var err error
@@ -58,6 +75,14 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 			var id string
 			id, err = docker.CreateRoutedNetwork(stepCtx, netName, labels, true)
 			done.network = dockerops.IsolatedNetwork{ID: id, Name: netName}
+			// The host's addresses are read once the attempt's bridge
+			// (and its gateway) exists.
+			if err == nil {
+				done.guard, err = readGuardFacts()
+			}
+			if err == nil {
+				done.holderID, done.openRules, err = holder.start(stepCtx, docker, done.guard)
+			}
 		} else {
 			done.network, err = docker.CreateIsolatedNetwork(stepCtx, netName, labels)
 		}
@@ -70,9 +95,14 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 				done.err = err
 				return done
 			}
+			// Once the egress bridge (and its gateway) exists.
+			if done.guard, err = readGuardFacts(); err != nil {
+				done.err = err
+				return done
+			}
 		}
 		if len(files) > 0 {
-			done.err = docker.WriteSecrets(stepCtx, name, image, volume, labels, files)
+			done.err = writeServiceSecrets(stepCtx, docker, name, image, volume, labels, files, own)
 		}
 		return done
 	})
@@ -81,6 +111,7 @@ func (a *attemptActor) startServices(ctx actor.Context) {
 func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
 	if msg.network.ID != "" || msg.egressNetworkID != "" {
 		a.sidecars.network, a.sidecars.networkID, a.sidecars.egressNetworkID = msg.network.Name, msg.network.ID, msg.egressNetworkID
+		a.sidecars.guard, a.sidecars.holderID, a.sidecars.openRules = msg.guard, msg.holderID, msg.openRules
 		a.writeLedger(a.ledger.state)
 	}
 	if msg.err != nil {
@@ -92,7 +123,7 @@ func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
 	}
 	declared := a.in.contract.Contract.ServiceTypes()
 	shared := services.Attempt{
-		Prefix: a.in.names.Prefix, Network: a.sidecars.network, SecretsVolume: a.in.names.SecretsVolume,
+		Prefix: a.in.names.Prefix, Network: a.sidecars.network,
 		Labels: a.in.labels, SecurityOpts: a.in.security,
 		ServiceMemoryBytes: a.d.Sandbox.RequestedResources.ServiceMemoryLimitBytes, Count: len(declared),
 	}
@@ -101,9 +132,15 @@ func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
 		def, _ := services.DefinitionFor(s)
 		within := a.cfg.ServiceReadyWithin
 		spec := def.ContainerSpec(shared, a.sidecars.serviceImages[s].ImageID)
+		if a.sidecars.openRules != "" {
+			// On the open network: the worker's guard (its services are
+			// as reachable from the task as the task's own code).
+			spec.Guard = &dockerops.NetGuard{Name: a.in.names.Prefix + "-guard-" + s, Image: a.sidecars.egressImage.ImageID,
+				Rules: a.sidecars.openRules, Labels: a.in.labels, SecurityOpts: a.in.security}
+		}
 		probe := dockerops.ProbeSpec{
 			Name: services.ProbeName(a.in.names.Prefix, s), Image: a.image.id, Network: a.sidecars.network,
-			Labels: a.in.labels, SecretsVolume: a.in.names.SecretsVolume, SecurityOpts: a.in.security,
+			Labels: a.in.labels, SecretsVolume: def.SecretsVolume(a.in.names.Prefix), SecurityOpts: a.in.security,
 			Cmd:     def.ProbeArgs(messages.WorkerBinaryPath, within.String()),
 			Timeout: within,
 		}
@@ -122,6 +159,25 @@ func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
 	self := ctx.Self()
 	system := ctx.ActorSystem()
 	a.sidecars.timer = a.cfg.Clock.AfterFunc(a.cfg.ServicesReadyWithin, func() { system.Root.Send(self, servicesTimedOut{}) })
+}
+
+// writeServiceSecrets writes every service password into the attempt's
+// secrets volume (the worker's), and each service's own password alone
+// into a volume of its own, which only that service and its probe mount:
+// no service sees the provider credential or another service's password.
+func writeServiceSecrets(ctx context.Context, docker Docker, helper, image, volume string, labels map[string]string, files map[string][]byte, own map[string]map[string][]byte) error {
+	if err := docker.WriteSecrets(ctx, helper, image, volume, labels, files); err != nil {
+		return err
+	}
+	for _, v := range slices.Sorted(maps.Keys(own)) {
+		if err := docker.CreateVolume(ctx, v, labels); err != nil {
+			return err
+		}
+		if err := docker.WriteSecrets(ctx, helper, image, v, labels, own[v]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // serviceJob is the sidecar job of service s.
@@ -166,6 +222,14 @@ func (a *attemptActor) serviceLedger() (planned, created []ledger.Resource) {
 	ep, ec := a.egressLedger()
 	planned, created = append(planned, ep...), append(created, ec...)
 	for _, s := range a.in.contract.Contract.ServiceTypes() {
+		def, _ := services.DefinitionFor(s)
+		if v := def.SecretsVolume(a.in.names.Prefix); v != "" {
+			r := ledger.Resource{Type: ledger.ResourceVolume, Name: v, Role: "secrets:" + s}
+			planned = append(planned, r)
+			if a.sidecars.runs != nil { // written before any sidecar starts
+				created = append(created, r)
+			}
+		}
 		name := services.ContainerName(a.in.names.Prefix, s)
 		planned = append(planned, ledger.Resource{Type: ledger.ResourceContainer, Name: name, Role: serviceRole(s)})
 		if id := a.sidecars.containerID(serviceRole(s)); id != "" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/sandbox/egress"
 	"github.com/forgedev/forged/internal/sandbox/services"
 	"github.com/forgedev/forged/messages"
 )
@@ -31,6 +32,13 @@ type sidecarSet struct {
 	// policy need one; networkID its id; egressNetworkID the egress
 	// network's id.
 	network, networkID, egressNetworkID string
+	// guard are the host facts of the netns guards; holderID the guarded
+	// netns holder of an open_public worker.
+	guard    egress.GuardFacts
+	holderID string
+	// openRules are the open_public guard's rules, for the services on
+	// the open network.
+	openRules string
 	// runs are the sidecars, by role.
 	runs  map[string]*sidecarRun
 	timer clock.Timer // the total readiness cap

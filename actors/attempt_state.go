@@ -28,6 +28,9 @@ type attemptInput struct {
 	provisioned bool
 	// cacheMounts are the contract's caches the worker mounts.
 	cacheMounts []dockerops.CacheMount
+	// stateDigest is the digest of the attempt's adoption state file
+	// (readopt.go); "" when it could not be written.
+	stateDigest string
 }
 
 // attemptImage is the sandbox image: the build actor while it resolves
@@ -49,6 +52,20 @@ type attemptWorker struct {
 	controlKey   string
 	packetExpiry time.Time
 	running      bool // the worker reported it started
+	// What the ledger's adoption record keeps (readopt.go): the sealed
+	// control key, when the container was created, the next event
+	// sequence number not yet delivered, the renewals accepted, and
+	// whether a checkpoint of the sequence is being written (and another
+	// is due).
+	sealedKey       string
+	createdAt       time.Time
+	eventSeq        uint64
+	renewals        int
+	renewedAt       time.Time
+	checkpointing   bool
+	checkpointDirty bool
+	// pending are the events held until their checkpoint is durable.
+	pending []pendingEvent
 }
 
 // attemptLedger is the attempt's ledger writer and what it last posted.

@@ -100,7 +100,8 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 	}
 	// The egress proxy's pinned image, by the same rules.
 	var egressImage services.Entry
-	if in.d.Sandbox.NetworkPolicy.Mode == messages.NetworkPublicAllowlist {
+	// open_public needs it too: its netns guard runs from it.
+	if mode := in.d.Sandbox.NetworkPolicy.Mode; mode == messages.NetworkPublicAllowlist || mode == messages.NetworkOpenPublic {
 		if egressImage, err = in.catalogue.VerifyEgress(ctx, in.images); err != nil {
 			return prepareDone{err: err}
 		}
@@ -110,7 +111,10 @@ func prepareStep(ctx context.Context, in prepareInput) prepareDone {
 		}
 		warnings = append(warnings, egressWarnings...)
 	}
-	return prepareDone{prepared: prepared, contract: parsed, security: security, signatureWarnings: warnings, serviceImages: images, egressImage: egressImage}
+	// A failed state file costs the attempt only its re-adoption.
+	stateDigest, _ := writeAdoptionState(in.workDir, in.d, prepared, security)
+	return prepareDone{prepared: prepared, contract: parsed, security: security, signatureWarnings: warnings, serviceImages: images, egressImage: egressImage,
+		stateDigest: stateDigest}
 }
 
 // provisionInput is what the provision step reads.
@@ -270,11 +274,18 @@ type collectInput struct {
 	workDir     string
 	containerID string
 	identity    messages.SandboxIdentity
+	// recorded, when set, answers once the ledger says the worker's exit
+	// was seen (readopt.go): nothing is imported before a restart could
+	// know that.
+	recorded <-chan error
 }
 
 // collectStep copies /control/output out of the stopped worker and
 // validates it.
 func collectStep(ctx context.Context, in collectInput) collectDone {
+	if in.recorded != nil {
+		<-in.recorded // a failed write costs only the exactness of a re-adoption
+	}
 	outputDir := filepath.Join(in.workDir, "output")
 	if err := os.RemoveAll(outputDir); err != nil {
 		return collectDone{err: fmt.Errorf("clear output directory: %w", err)}

@@ -141,6 +141,32 @@ func TestAttemptHappyPath(t *testing.T) {
 		assert.NotEmpty(t, data["contractDigest"])
 	}
 	assert.True(t, found, "sandbox_metadata is in the event stream")
+
+	// The seed's data on sandbox_started, sandbox_teardown_started and
+	// sandbox_cache_policy (which every attempt gets, caches or not).
+	dataOf := func(eventType string) map[string]any {
+		for _, ev := range meta {
+			if ev.Event.EventType == eventType {
+				return eventData(t, ev.Event)
+			}
+		}
+		t.Fatalf("no %s event", eventType)
+		return nil
+	}
+	started := dataOf("sandbox_started")
+	assert.Equal(t, []any{}, started["publishedPorts"])
+	volumes := started["volumes"].([]any)
+	require.Len(t, volumes, 3)
+	assert.Equal(t, map[string]any{"name": volumes[0].(map[string]any)["name"], "role": "workspace", "mount": "/workspace"}, volumes[0])
+	lease := started["runtimeLease"].(map[string]any)
+	assert.Equal(t, "active", lease["state"])
+	assert.Equal(t, d.Sandbox.DispatchAttemptID, lease["dispatchAttemptId"])
+	assert.Equal(t, d.Lease.WorktreeKey, lease["worktreeKey"])
+	assert.NotContains(t, lease, "fencingToken", "events reach every subscriber; the token is a credential")
+	assert.Equal(t, "releasing", dataOf("sandbox_teardown_started")["runtimeLease"].(map[string]any)["state"])
+	policy := dataOf("sandbox_cache_policy")
+	assert.Equal(t, []any{}, policy["builderManaged"])
+	assert.Equal(t, []any{}, policy["perAttempt"])
 }
 
 // The attempt's three volumes are created at once: each creation waits

@@ -33,6 +33,7 @@ type buildStarted struct{}
 type lookupResult struct {
 	imageID string
 	found   bool
+	foreign bool // the key's tag is on an image that is not forged's agent image of the key
 	err     error
 }
 
@@ -65,6 +66,10 @@ type buildActor struct {
 	cancel context.CancelFunc
 	phase  string
 	permit bool
+	// queuedAt is when the build was told to wait for a permit (zero when
+	// it got one at once): a cache hit after that wait is the seed's
+	// single-flight wait, on another attempt's build of the same key.
+	queuedAt time.Time
 }
 
 func newBuildProps(parent context.Context, builder *imageBuilder, job sandboxImageJob, supervisor *actor.PID, refs *imagegc.Refs) *actor.Props {
@@ -89,12 +94,20 @@ func (b *buildActor) Receive(ctx actor.Context) {
 			b.finish(ctx, messages.BuildDone{ImageID: msg.imageID, Key: b.job.key, CacheHit: true})
 		default:
 			b.phase = "waiting_permit"
-			b.event(ctx, "sandbox_image_cache_miss", fmt.Sprintf("Sandbox image %s requires a build.", shortKey(b.job.key)),
-				map[string]any{"cacheKey": b.job.key})
+			data := map[string]any{"cacheKey": b.job.key}
+			content := fmt.Sprintf("Sandbox image %s requires a build.", shortKey(b.job.key))
+			if msg.foreign {
+				data["foreignImage"] = true
+				content = fmt.Sprintf("Sandbox image %s requires a build: its tag is on an image forged did not build for that key, which the build replaces.", shortKey(b.job.key))
+			}
+			b.event(ctx, "sandbox_image_cache_miss", content, data)
 			ctx.Request(b.supervisor, messages.AcquireBuildPermit{AttemptID: b.job.attemptID, Key: b.job.key})
 		}
 	case messages.BuildPermitQueued:
 		if b.phase == "waiting_permit" {
+			if b.queuedAt.IsZero() {
+				b.queuedAt = time.Now()
+			}
 			b.event(ctx, "sandbox_build_waiting", fmt.Sprintf("Waiting for the build permit, position %d in the queue.", msg.Position),
 				map[string]any{"cacheKey": b.job.key, "queuePosition": msg.Position})
 		}
@@ -132,6 +145,11 @@ func (b *buildActor) Receive(ctx actor.Context) {
 // onBuilt reports the build's end. A build that ran (not a second cache
 // hit) reports its duration and its stored log: digest, size and tail.
 func (b *buildActor) onBuilt(ctx actor.Context, msg buildResult) {
+	if msg.cacheHit && msg.err == nil && !b.queuedAt.IsZero() {
+		waited := time.Since(b.queuedAt)
+		b.event(ctx, "sandbox_build_singleflight_wait", fmt.Sprintf("Waited %s for the build of sandbox image %s.", waited.Round(time.Millisecond), shortKey(b.job.key)),
+			map[string]any{"cacheKey": b.job.key, "durationMs": waited.Milliseconds(), "imageDigest": msg.imageID})
+	}
 	if !msg.cacheHit && msg.log.Digest != "" {
 		data := map[string]any{
 			"cacheKey": b.job.key, "durationMs": msg.duration.Milliseconds(),
@@ -191,8 +209,8 @@ func (b *buildActor) lookup(ctx actor.Context) {
 				return lookupResult{err: failure.Wrap(failure.SandboxCancelled, err, "image cache lookup")}
 			}
 		}
-		id, found, err := builder.lookup(runCtx, job.key)
-		return lookupResult{imageID: id, found: found, err: err}
+		id, found, foreign, err := builder.lookup(runCtx, job.key)
+		return lookupResult{imageID: id, found: found, foreign: foreign, err: err}
 	})
 }
 
@@ -200,7 +218,7 @@ func (b *buildActor) build(ctx actor.Context) {
 	system, self := ctx.ActorSystem(), ctx.Self()
 	builder, job := b.builder, b.job // dockerops bounds the inspect and the build
 	runAsync(ctx, b.runCtx, "image build", func(runCtx context.Context) any {
-		id, found, err := builder.lookup(runCtx, job.key)
+		id, found, _, err := builder.lookup(runCtx, job.key)
 		if err == nil && found {
 			return buildResult{imageID: id, cacheHit: true}
 		}

@@ -56,6 +56,12 @@ func TestBuildEventsAndPermitQueuePosition(t *testing.T) {
 	assert.Subset(t, eventTypes(first), []string{"sandbox_image_cache_miss", "sandbox_image_built"})
 	assert.NotContains(t, eventTypes(second), "sandbox_build_started", "the second attempt shares the first one's image")
 	assert.Contains(t, eventTypes(second), "sandbox_image_cache_hit")
+	// The seed's event for having waited on another attempt's build.
+	waited := eventData(t, expectEvent(t, second, "sandbox_build_singleflight_wait"))
+	assert.Equal(t, completed["cacheKey"], waited["cacheKey"])
+	assert.Contains(t, waited["imageDigest"], "sha256:", "the image the wait ended with (the fake cache answers sha256:cached)")
+	assert.Contains(t, waited, "durationMs")
+	assert.NotContains(t, eventTypes(first), "sandbox_build_singleflight_wait", "the first attempt built the image itself")
 
 	log := completed["buildLog"].(map[string]any)
 	assert.Contains(t, log["digest"], "sha256:")

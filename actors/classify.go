@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/forgedev/forged/dockerops"
-	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -26,13 +25,10 @@ func (a *attemptActor) resourceFailure() error {
 		PidsLimit:        int64(res.PIDs),
 		Kernel:           a.worker.telemetry.Kernel,
 		Worker:           a.worker.telemetry.Worker,
+		VolumesFull:      exit.StorageFull,
 	})
 	if err != nil {
 		return err // a *failure.Error: never returned as a typed nil
-	}
-	if exit.ExitCode != 0 && exit.StorageFull != "" {
-		// The host measured a bounded volume full (quota.Usage).
-		return failure.New(failure.SandboxStorageExhausted, "the sandbox ran out of its bounded storage: %s", exit.StorageFull)
 	}
 	return nil
 }

@@ -17,6 +17,10 @@ type AttemptConfig struct {
 	// StateRoot is forged's private state directory; attempts work under
 	// StateRoot/attempts/<attempt hex>.
 	StateRoot string
+	// HostKey seals the attempt's control key in its ledger
+	// (ledger.Store.HostKey), so that a restarted forged can re-adopt it;
+	// nil: attempts are not re-adoptable.
+	HostKey []byte
 	// WorkerBinary is the static forged-worker binary copied into the agent
 	// image; WorkerDigest is its sha256 (computed once at start-up), the
 	// image key's worker input.
@@ -39,6 +43,9 @@ type AttemptConfig struct {
 	// BuildLimits confine image builds (zero: no network, the dockerops
 	// defaults).
 	BuildLimits dockerops.BuildLimits
+	// AllowBuildPulls lets a build start while an upstream image is absent
+	// (the engine then pulls it); never under sandbox_required.
+	AllowBuildPulls bool
 	// SampleInterval is the memory sampler's period.
 	SampleInterval time.Duration
 	// Services is the operator's catalogue of digest-pinned service
@@ -52,7 +59,7 @@ type AttemptConfig struct {
 	// Egress is the operator's egress proxy configuration for
 	// networkPolicy.mode public_allowlist (its image is the catalogue's
 	// `egress` entry); Egress.Enabled false refuses public_allowlist with
-	// sandbox_egress_unsupported.
+	// sandbox_egress_proxy_unavailable.
 	Egress egress.Options
 	// AllowOpenPublic lets open_public attempts run, on a routed attempt
 	// network; never under sandbox_required (policy_mismatch).
@@ -71,6 +78,9 @@ type AttemptConfig struct {
 	// the latest preflight report; nil means unknown, which refuses
 	// sandbox_required and every attempt that needs a network.
 	Confinement func() Confinement
+	// RequireBoundedStorage refuses every attempt, adoption too, when
+	// attempt volumes are not bounded (sandbox_required always is).
+	RequireBoundedStorage bool
 
 	// removeAll removes an attempt's private work directory; nil means
 	// os.RemoveAll (tests slow it down).

@@ -78,10 +78,16 @@ func TestEgressProxyStartsBeforeTheWorkerAndItsLogBecomesEvents(t *testing.T) {
 	assert.Contains(t, spec.Config, "acl forge_allowed dstdomain -n .pypi.org www.test\n")
 	assert.Contains(t, spec.Config, "acl forge_ports port 443 8443\n")
 	assert.Equal(t, "172.30.0.9 www.test\n", spec.Hosts)
+	// Its guard: from the pinned image, the rules of the operator's
+	// options and the host's facts (no local subnet for the proxy).
+	assert.Equal(t, pinnedID, spec.Guard.Image)
+	assert.Contains(t, spec.Guard.Rules, "ip daddr { 172.30.0.9 } tcp dport { 443, 8443 } accept")
+	assert.Contains(t, spec.Guard.Rules, "169.254.0.0/16")
+	assert.NotContains(t, spec.Guard.Rules, "meta l4proto tcp accept")
 
 	// The worker: on the isolated network only, with the proxy variables.
 	assert.False(t, worker.OpenNetwork)
-	for _, v := range []string{"HTTP_PROXY=http://egress:3128", "HTTPS_PROXY=http://egress:3128", "NO_PROXY=localhost,127.0.0.1,::1",
+	for _, v := range []string{"HTTP_PROXY=http://egress:3128", "HTTPS_PROXY=http://egress:3128", "ALL_PROXY=http://egress:3128", "all_proxy=http://egress:3128", "NO_PROXY=localhost,127.0.0.1,::1",
 		"http_proxy=http://egress:3128", "https_proxy=http://egress:3128", "no_proxy=localhost,127.0.0.1,::1"} {
 		assert.Contains(t, worker.Env, v)
 	}
@@ -237,13 +243,15 @@ func TestNetworkPolicyRefusalsComeBeforeAnythingExists(t *testing.T) {
 
 func TestOpenPublicRunsOnARoutedNetworkWhenTheOperatorAllowsIt(t *testing.T) {
 	host := newFakeHost(t.TempDir())
-	h := newHarness(t, host, nil)
+	h := egressHarness(t, host, nil) // the netns guard runs from the egress image
 	h.cfg.AllowOpenPublic = true
 	d := testDispatch(time.Now().Add(time.Hour))
 	d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkOpenPublic}
 	out := h.run(t, d)
 	require.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
 	assert.Zero(t, host.called("network"), "no isolated network")
+	assert.Less(t, host.index("routed"), host.index("netns-holder"))
+	assert.Less(t, host.index("guard"), host.index("create"), "the namespace is guarded before the worker exists")
 	host.mu.Lock()
 	defer host.mu.Unlock()
 	assert.True(t, host.workerSpec().OpenNetwork)
@@ -253,8 +261,53 @@ func TestOpenPublicRunsOnARoutedNetworkWhenTheOperatorAllowsIt(t *testing.T) {
 	for _, v := range host.workerSpec().Env {
 		assert.NotContains(t, v, "PROXY")
 	}
+	// The worker joins the holder's namespace, guarded before the worker
+	// exists, with its services' subnet open.
+	holder := host.workerSpec().NetnsContainer
+	require.NotEmpty(t, holder)
+	assert.Contains(t, host.guards[holder], "ip daddr 172.30.0.0/16 meta l4proto tcp accept")
+	rules := host.guards[holder]
+	assert.Less(t, strings.Index(rules, "172.30.0.1"), strings.Index(rules, "ip daddr 172.30.0.0/16"), "its gateway is the host: denied before the subnet is admitted")
+	assert.Contains(t, host.guards[holder], "169.254.0.0/16")
+}
+
+func TestOpenPublicNeedsTheEgressImageForItsGuard(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	h := newHarness(t, host, nil)
+	h.cfg.AllowOpenPublic = true
+	d := testDispatch(time.Now().Add(time.Hour))
+	d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkOpenPublic}
+	out := h.run(t, d)
+	assert.Equal(t, string(failure.SandboxEgressUnsupported), out.Code, out.Message)
+	assert.Zero(t, host.called("create"), "no unguarded worker")
 }
 
 func TestEgressActorIsNeverRestarted(t *testing.T) {
 	assert.Equal(t, ChildSpec{}, ChildSpecFor(kindEgress))
+}
+
+func TestOpenPublicServicesShareTheWorkersGuard(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	h := serviceHarness(t, host, nil)
+	c, err := services.Parse(strings.NewReader("postgres\tforged-services/postgres:t\t" + pinnedID + "\n" +
+		"redis\tforged-services/redis:t\t" + pinnedID + "\n" + "egress\tforged-services/egress:t\t" + pinnedID + "\n"))
+	require.NoError(t, err)
+	h.cfg.Services = c
+	h.cfg.AllowOpenPublic = true
+	d := serviceDispatch()
+	d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkOpenPublic}
+	out := h.run(t, d)
+	require.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+	assert.Less(t, host.index("guard"), host.index("service:postgres"), "the holder is guarded before the services start")
+	host.mu.Lock()
+	defer host.mu.Unlock()
+	holderRules := host.guards[host.workerSpec().NetnsContainer]
+	require.NotEmpty(t, holderRules)
+	specs := sidecarsOf[dockerops.ServiceSpec](host)
+	require.Len(t, specs, 2)
+	for _, spec := range specs {
+		require.NotNil(t, spec.Guard, spec.Alias)
+		assert.Equal(t, holderRules, spec.Guard.Rules, spec.Alias)
+		assert.Equal(t, pinnedID, spec.Guard.Image)
+	}
 }

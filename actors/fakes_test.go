@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/internal/publish/providerauth"
 	"github.com/forgedev/forged/messages"
 )
@@ -73,10 +75,14 @@ type fakeHost struct {
 	killService  map[string]chan struct{}
 	secrets      map[string][]byte
 	sidecarSpecs []dockerops.Sidecar
-	egressLog    []string
-	routed       []string
-	stopped      []string
-	egressStop   chan struct{}
+	guards       map[string]string // GuardNetns: target → rules
+	// secretVolumes are the files WriteSecrets wrote, by volume.
+	secretVolumes map[string]map[string][]byte
+	probes        []dockerops.ProbeSpec // RunProbe's specs
+	egressLog     []string
+	routed        []string
+	stopped       []string
+	egressStop    chan struct{}
 }
 
 // workerSpec is the last worker asked for. The caller holds f.mu, or the
@@ -195,6 +201,17 @@ func (f *fakeHost) ImportResult(_ context.Context, _ *messages.Dispatch, _ *gito
 }
 
 // Docker.
+
+// ImageLabels answers as ImageID, with the labels of forged's agent image
+// of the key its tag names.
+func (f *fakeHost) ImageLabels(ctx context.Context, ref string) (string, map[string]string, bool, error) {
+	id, found, err := f.ImageID(ctx, ref)
+	if !found || err != nil {
+		return id, nil, found, err
+	}
+	_, key, _ := strings.Cut(ref, ":")
+	return id, map[string]string{imagegc.LabelManaged: "true", imagegc.LabelKey: key, imagegc.LabelKind: "agent"}, true, nil
+}
 
 func (f *fakeHost) ImageID(_ context.Context, ref string) (string, bool, error) {
 	if strings.HasPrefix(ref, "forged-services/") {
@@ -463,6 +480,7 @@ func (f *fakeHost) RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int,
 		return -1, "", err
 	}
 	f.mu.Lock()
+	f.probes = append(f.probes, spec)
 	code, block := f.probeCode[spec.Cmd[4]], f.probeBlock
 	f.mu.Unlock()
 	if block {
@@ -472,9 +490,15 @@ func (f *fakeHost) RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int,
 	return code, "probe stderr", nil
 }
 
-func (f *fakeHost) WriteSecrets(_ context.Context, _, _, _ string, _ map[string]string, files map[string][]byte) error {
+func (f *fakeHost) WriteSecrets(_ context.Context, _, _, volume string, _ map[string]string, files map[string][]byte) error {
 	f.mu.Lock()
-	f.secrets = files
+	if f.secretVolumes == nil {
+		f.secretVolumes = map[string]map[string][]byte{}
+	}
+	f.secretVolumes[volume] = files
+	if f.secrets == nil {
+		f.secrets = files // the first write: the attempt's secrets volume
+	}
 	f.mu.Unlock()
 	return f.record("secrets")
 }
@@ -527,4 +551,21 @@ func (f *fakeHost) StopContainer(_ context.Context, id string, _ time.Duration) 
 	}
 	f.mu.Unlock()
 	return f.record("stop")
+}
+
+// StartNetnsHolder records the open_public holder; its subnet is fixed.
+func (f *fakeHost) StartNetnsHolder(_ context.Context, h dockerops.NetnsHolder) (dockerops.HeldNetns, error) {
+	return dockerops.HeldNetns{ID: "holder-" + h.Name, Subnet: netip.MustParsePrefix("172.30.0.0/16"), Gateway: netip.MustParseAddr("172.30.0.1")},
+		f.record("netns-holder")
+}
+
+// GuardNetns records the guard's rules by target.
+func (f *fakeHost) GuardNetns(_ context.Context, target string, g dockerops.NetGuard) error {
+	f.mu.Lock()
+	if f.guards == nil {
+		f.guards = map[string]string{}
+	}
+	f.guards[target] = g.Rules
+	f.mu.Unlock()
+	return f.record("guard")
 }

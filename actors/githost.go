@@ -19,6 +19,9 @@ type GitHost struct {
 	// ManagedNamespace is the ref prefix managed branches must live under;
 	// empty means gitops.DefaultManagedNamespace.
 	ManagedNamespace string
+	// PublishPolicy is the operator's publish policy (the zero policy
+	// allows everything; the runner defaults to gitops.DefaultPublishPolicy).
+	PublishPolicy gitops.PublishPolicy
 }
 
 // Prepare bundles the input and archives the build context.
@@ -83,5 +86,6 @@ func (g GitHost) Publish(ctx context.Context, d *messages.Dispatch, inputSHA, re
 		Credential:      credential,
 		AssertCurrent:   assertCurrent,
 		ValidateRemote:  g.ValidateRemote,
+		Policy:          g.PublishPolicy,
 	})
 }

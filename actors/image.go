@@ -13,6 +13,8 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/images/buildlog"
 	"github.com/forgedev/forged/internal/images/dockerfile"
+	"github.com/forgedev/forged/internal/images/imagegc"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/internal/sandbox/contract"
 	"github.com/forgedev/forged/messages"
 )
@@ -39,25 +41,40 @@ type imageBuilder struct {
 	workerBinary string
 	stateRoot    string
 	limits       dockerops.BuildLimits
+	// allowPulls lets a build start with an upstream image absent, which
+	// the engine then pulls (PullParent false only prefers local images);
+	// never under sandbox_required.
+	allowPulls bool
 }
 
 // checkPolicy applies the Dockerfile policy before anything is built:
 // under every policy no ADD fetches a URL; under sandbox_required every
-// upstream image is pinned by digest and present locally, since builds
-// never pull. Violations are failure.SandboxBuildPolicy naming the line.
+// upstream image is pinned by digest. Every upstream image must be present
+// locally, since the engine pulls a missing one (PullParent false only
+// prefers local images): unless the operator allows pulls, and always
+// under sandbox_required, an absent image (or one named through a build
+// argument, which cannot be looked up) refuses the build before it starts.
+// Violations are failure.SandboxBuildPolicy naming the line.
 func (b *imageBuilder) checkPolicy(ctx context.Context, job sandboxImageJob) error {
 	required := job.policy == messages.PolicySandboxRequired
 	file, err := dockerfile.CheckSource(job.dockerfile, required)
-	if err != nil || !required {
+	if err != nil || (b.allowPulls && !required) {
 		return err
 	}
 	for _, img := range file.UpstreamImages() {
+		if strings.Contains(img.Ref, "$") {
+			return failure.New(failure.SandboxBuildPolicy, "Dockerfile line %d: the image %q depends on a build argument, so forged cannot check that it is present locally; name the image literally, or let builds pull with --allow-build-pulls",
+				img.Line, text.Ellipsis(img.Ref, 120))
+		}
 		_, found, err := b.docker.ImageID(ctx, img.Ref)
 		if err != nil {
 			return failure.Wrap(failure.SandboxBuildFailed, err, "look up upstream image %s", img.Ref)
 		}
-		if !found {
+		switch {
+		case !found && required:
 			return failure.New(failure.SandboxBuildPolicy, "Dockerfile line %d: the image %q is not present locally; sandbox_required builds never pull", img.Line, img.Ref)
+		case !found:
+			return failure.New(failure.SandboxBuildPolicy, "Dockerfile line %d: the image %q is not present locally and builds do not pull; load it into the engine, or let builds pull with --allow-build-pulls", img.Line, text.Ellipsis(img.Ref, 120))
 		}
 	}
 	return nil
@@ -96,9 +113,20 @@ func logName(attemptID string) string {
 	return name
 }
 
-func (b *imageBuilder) lookup(ctx context.Context, key string) (string, bool, error) {
+// lookup finds the agent image of key: a cache hit needs the tag and, under
+// every policy, the image's own labels naming it forged's agent image of
+// that key. A tag on any other image is foreign: the attempt builds, and
+// the build moves the tag to the image it built.
+func (b *imageBuilder) lookup(ctx context.Context, key string) (id string, found, foreign bool, err error) {
 	_, agent := dockerops.SandboxImageTags(key)
-	return b.docker.ImageID(ctx, agent)
+	id, labels, found, err := b.docker.ImageLabels(ctx, agent)
+	if err != nil || !found {
+		return "", false, false, err
+	}
+	if labels[imagegc.LabelManaged] != "true" || labels[imagegc.LabelKey] != key || labels[imagegc.LabelKind] != "agent" {
+		return "", false, true, nil
+	}
+	return id, true, false, nil
 }
 
 func (b *imageBuilder) build(ctx context.Context, job sandboxImageJob, log *buildlog.Log) (string, error) {

@@ -151,6 +151,9 @@ func (a *attemptActor) ledgerEntry(state ledger.State) ledger.Entry {
 	e.Planned = append(e.Planned, planned...)
 	e.Created = append(e.Created, created...)
 	e.PeakMemory = a.worker.telemetry.Telemetry
+	if state == ledger.Active {
+		e.Adoption = a.adoptionRecord()
+	}
 	return e
 }
 

@@ -33,12 +33,22 @@ type Confinement struct {
 	// network (dockerops.CreateIsolatedNetwork); otherwise it is the
 	// refusal, with code failure.SandboxNetworkIsolation.
 	NetworkIsolation error
+	// Storage is nil when attempt volumes are bounded (package quota);
+	// otherwise it is why not, with code failure.SandboxStorageUnbounded
+	// (see checkStorage).
+	Storage error
+	// Isolation is the operator's isolation floor (messages.IsolationRunc
+	// or messages.IsolationGVisor; "" is runc) and Runtime the engine's
+	// OCI runtime every worker runs under ("": the engine's default). See
+	// checkIsolation.
+	Isolation, Runtime string
 }
 
 // unknownConfinement is assumed without preflight facts: nothing that
 // needs them is admitted.
 func unknownConfinement() Confinement {
-	return Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report says whether attempt networks can be isolated from the host")}
+	return Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report says whether attempt networks can be isolated from the host"),
+		Storage: failure.New(failure.SandboxStorageUnbounded, "no preflight report says whether attempt volumes are bounded")}
 }
 
 // checkDispatchSupported refuses, before anything is created, what this
@@ -48,6 +58,9 @@ func unknownConfinement() Confinement {
 // needs the operator's permission and is never run under
 // sandbox_required.
 func checkDispatchSupported(d *messages.Dispatch, canPublish bool, conf Confinement, net networkPolicyConfig) error {
+	if err := checkIsolationNetwork(d.Sandbox.NetworkPolicy.Mode, conf); err != nil {
+		return err
+	}
 	switch d.Sandbox.NetworkPolicy.Mode {
 	case messages.NetworkPublicAllowlist:
 		if conf.NetworkIsolation != nil {
@@ -80,6 +93,9 @@ func checkDispatchSupported(d *messages.Dispatch, canPublish bool, conf Confinem
 // isolate one. (The supervisor's budget holds the dispatch's worker,
 // service and overhead memory against the host at admission.)
 func checkContractSupported(d *messages.Dispatch, c contract.Contract, conf Confinement, cachePolicy caches.Policy) error {
+	if err := checkIsolationServices(c.Services, conf); err != nil {
+		return err
+	}
 	if len(c.Services) > 0 && conf.NetworkIsolation != nil {
 		return conf.NetworkIsolation
 	}

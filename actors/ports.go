@@ -34,6 +34,7 @@ type CredentialRedeemer interface {
 // ImageDocker is what the build actor needs.
 type ImageDocker interface {
 	ImageID(ctx context.Context, ref string) (string, bool, error)
+	ImageLabels(ctx context.Context, ref string) (id string, labels map[string]string, found bool, err error)
 	BuildImage(ctx context.Context, req dockerops.BuildRequest) (string, error)
 }
 
@@ -70,6 +71,8 @@ type SidecarDocker interface {
 	CreateRoutedNetwork(ctx context.Context, name string, labels map[string]string, shared bool) (string, error)
 	WriteSecrets(ctx context.Context, name, image, volume string, labels map[string]string, files map[string][]byte) error
 	CreateSidecar(ctx context.Context, spec dockerops.Sidecar) (string, error)
+	StartNetnsHolder(ctx context.Context, h dockerops.NetnsHolder) (dockerops.HeldNetns, error)
+	GuardNetns(ctx context.Context, target string, g dockerops.NetGuard) error
 	WaitStopped(ctx context.Context, id string) (dockerops.ContainerState, error)
 	RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int, string, error)
 	FollowLogLines(ctx context.Context, id string, maxLine int, onLine func([]byte)) (int, error)

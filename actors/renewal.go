@@ -29,6 +29,8 @@ func (a *attemptActor) onRenewLease(ctx actor.Context, msg messages.RenewLease) 
 	}
 	reply.Accepted, reply.ExpiresAt = true, msg.ExpiresAt
 	ctx.Respond(reply)
+	a.worker.renewals++
+	a.worker.renewedAt = a.cfg.Clock.Now()
 	if a.ledger.written {
 		// The ledger always holds the current expiry: the reaper judges a
 		// dead process's attempt by it.

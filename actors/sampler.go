@@ -53,6 +53,8 @@ type SampledContainer struct {
 	ID   string
 	Name string
 	Role string
+	// LimitBytes is the container's memory limit (0 when unknown).
+	LimitBytes int64
 }
 
 // KernelCounters opens a running container's kernel counters on this
@@ -158,6 +160,7 @@ type releaseDone struct{ err error }
 // and statfs's the worker's file systems; elsewhere it samples Engine API
 // stats. It also keeps the worker's task_resources report.
 type memorySampler struct {
+	attemptID  string
 	docker     SamplerDocker
 	kernel     KernelCounters
 	clk        clock.Clock
@@ -179,12 +182,12 @@ type memorySampler struct {
 	worker       *messages.TaskResources
 }
 
-func newMemorySamplerProps(docker SamplerDocker, kernel KernelCounters, clk clock.Clock, interval time.Duration, containers []SampledContainer) *actor.Props {
+func newMemorySamplerProps(attemptID string, docker SamplerDocker, kernel KernelCounters, clk clock.Clock, interval time.Duration, containers []SampledContainer) *actor.Props {
 	if kernel == nil {
 		kernel = HostKernel{}
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		s := &memorySampler{docker: docker, kernel: kernel, clk: clk, interval: interval}
+		s := &memorySampler{attemptID: attemptID, docker: docker, kernel: kernel, clk: clk, interval: interval}
 		for _, c := range containers {
 			s.containers = append(s.containers, &samplerState{SampledContainer: c, storage: map[string]messages.StorageObservation{}})
 		}
@@ -373,6 +376,7 @@ func (s *memorySampler) onRound(ctx actor.Context, msg roundDone) {
 		}
 		switch {
 		case r.reading != nil:
+			s.sampled(ctx, c, now, r.reading.MemoryUsageBytes, r.reading.CPUThrottledNanos)
 			succeeded = true
 			c.kernel, c.samples, c.last = true, c.samples+1, *r.reading
 			c.peakKnown = c.peakKnown || r.reading.PeakKnown
@@ -384,6 +388,7 @@ func (s *memorySampler) onRound(ctx actor.Context, msg roundDone) {
 		case r.gone:
 			c.gone, c.counters = true, nil
 		case r.statsOK:
+			s.sampled(ctx, c, now, r.statsBytes, 0)
 			succeeded = true
 			c.stats, c.samples = true, c.samples+1
 			c.peak = max(c.peak, r.statsBytes)
@@ -406,6 +411,16 @@ func (s *memorySampler) onRound(ctx actor.Context, msg roundDone) {
 		s.release(ctx)
 	}
 	s.next(ctx)
+}
+
+// sampled tells the attempt of one reading of its agent container (the
+// console's memory chart is read off it by the metrics middleware).
+func (s *memorySampler) sampled(ctx actor.Context, c *samplerState, at time.Time, usage, throttled uint64) {
+	if c.Role != roleAgent || ctx.Parent() == nil {
+		return
+	}
+	ctx.Send(ctx.Parent(), messages.MemorySampled{AttemptID: s.attemptID, LimitBytes: c.LimitBytes,
+		Sample: messages.MemorySample{At: at.UTC(), UsageBytes: usage, CPUThrottledNanos: throttled}})
 }
 
 // next answers waiting report requests once the closing round is done,

@@ -112,7 +112,7 @@ func spawnSampler(t *testing.T, docker SamplerDocker, kernel KernelCounters, clk
 	}
 	sys := actortest.NewSystem(t, opts...)
 	system := sys.ActorSystem
-	pid := sys.Spawn(newMemorySamplerProps(docker, kernel, clk, 250*time.Millisecond,
+	pid := sys.Spawn(newMemorySamplerProps("attempt-x", docker, kernel, clk, 250*time.Millisecond,
 		[]SampledContainer{{ID: fakeContainerID, Name: "forge-agent-x", Role: roleAgent}}))
 	return system, pid
 }
@@ -229,4 +229,43 @@ func FuzzDecodeTaskResources(f *testing.F) {
 			t.Fatalf("accepted %d storage rows", len(r.Storage))
 		}
 	})
+}
+
+// TestSamplerSendsItsReadingsToTheAttempt: each reading of the agent
+// container goes to the sampler's parent (the attempt) as MemorySampled,
+// with the attempt's id, the container's limit and the usage at that
+// moment (for the console's memory chart).
+func TestSamplerSendsItsReadingsToTheAttempt(t *testing.T) {
+	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	kernel := &fakeKernel{reading: cgroups.Reading{MemoryPeakBytes: 90 << 20, PeakKnown: true, MemoryUsageBytes: 40 << 20, CPUKnown: true, CPUThrottledNanos: 7}}
+	sys := actortest.NewSystem(t, actortest.WithClock(clk))
+	samples := make(chan messages.MemorySampled, 8)
+	sys.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch msg := ctx.Message().(type) {
+		case *actor.Started:
+			ctx.Spawn(newMemorySamplerProps("attempt-x", &samplerDocker{stats: 1 << 20}, kernel, clk, 250*time.Millisecond,
+				[]SampledContainer{{ID: fakeContainerID, Name: "forge-agent-x", Role: roleAgent, LimitBytes: 128 << 20}}))
+		case messages.MemorySampled:
+			samples <- msg
+		}
+	}))
+	next := func() messages.MemorySampled {
+		t.Helper()
+		select {
+		case msg := <-samples:
+			return msg
+		case <-time.After(within):
+			t.Fatal("no MemorySampled reached the attempt")
+			return messages.MemorySampled{}
+		}
+	}
+	first := next()
+	assert.Equal(t, messages.MemorySampled{AttemptID: "attempt-x", LimitBytes: 128 << 20,
+		Sample: messages.MemorySample{At: clk.Now().UTC(), UsageBytes: 40 << 20, CPUThrottledNanos: 7}}, first)
+	kernel.set(func(k *fakeKernel) { k.reading.MemoryUsageBytes = 50 << 20 })
+	require.Eventually(t, func() bool { return clk.Pending() == 1 }, within, time.Millisecond)
+	clk.Advance(250 * time.Millisecond)
+	second := next()
+	assert.Equal(t, uint64(50<<20), second.Sample.UsageBytes)
+	assert.Equal(t, first.Sample.At.Add(250*time.Millisecond), second.Sample.At)
 }

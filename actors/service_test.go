@@ -52,7 +52,8 @@ func serviceDispatch() *messages.Dispatch {
 func TestServicesStartBeforeTheWorkerAndReachItOnlyByFile(t *testing.T) {
 	host := newFakeHost(t.TempDir())
 	h := serviceHarness(t, host, nil)
-	probe := h.submit(t, serviceDispatch())
+	d := serviceDispatch()
+	probe := h.submit(t, d)
 	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
 	require.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
 
@@ -78,6 +79,23 @@ func TestServicesStartBeforeTheWorkerAndReachItOnlyByFile(t *testing.T) {
 	assert.Len(t, pg, 43)
 	assert.NotEqual(t, pg, rd)
 
+	// No service mounts the attempt's secrets volume (the provider
+	// credential, every password): each mounts a volume holding only its
+	// own password, as does its probe.
+	names, err := dockerops.NamesFor(d.AttemptID())
+	require.NoError(t, err)
+	assert.Equal(t, host.secrets, host.secretVolumes[names.SecretsVolume], "the worker's volume holds both")
+	for _, spec := range sidecarsOf[dockerops.ServiceSpec](host) {
+		assert.NotEqual(t, names.SecretsVolume, spec.SecretsVolume, spec.Alias)
+		assert.Equal(t, names.Prefix+"-secrets-"+spec.Alias, spec.SecretsVolume)
+		own := host.secretVolumes[spec.SecretsVolume]
+		require.Len(t, own, 1, spec.Alias)
+		assert.Equal(t, host.secrets[spec.Alias+"-password"], own[spec.Alias+"-password"])
+	}
+	for _, p := range host.probes {
+		assert.NotEqual(t, names.SecretsVolume, p.SecretsVolume, p.Name)
+	}
+
 	// Hardened, split memory, on the attempt network under their aliases,
 	// from the pinned id.
 	require.Len(t, sidecarsOf[dockerops.ServiceSpec](host), 2)
@@ -88,6 +106,7 @@ func TestServicesStartBeforeTheWorkerAndReachItOnlyByFile(t *testing.T) {
 		assert.Empty(t, spec.CapAdd)
 		assert.Equal(t, host.workerSpec().Network, spec.Network)
 		assert.Contains(t, []string{"postgres", "redis"}, spec.Alias)
+		assert.Nil(t, spec.Guard, "an isolated network has no route to guard")
 	}
 
 	// The worker learns where and who, never the password.

@@ -73,13 +73,21 @@ func (a *attemptActor) limits() timelimit.Limits {
 
 // armTimeLimits starts both host timers; called when the worker exists.
 func (a *attemptActor) armTimeLimits(ctx actor.Context) {
+	a.armTimeLimitsSince(ctx, a.cfg.Clock.Now())
+}
+
+// armTimeLimitsSince starts both host timers for a worker created at
+// since: the hard wall runs from then (a re-adopted attempt continues its
+// limits across the restart), the idle limit from now.
+func (a *attemptActor) armTimeLimitsSince(ctx actor.Context, since time.Time) {
 	t := &a.timers
 	if t.armed || t.stopped {
 		return
 	}
 	t.armed, t.limits = true, a.limits()
 	system, self := ctx.ActorSystem(), ctx.Self()
-	t.hard = a.cfg.Clock.AfterFunc(t.limits.HardWall, func() { system.Root.Send(self, timeLimitFired{}) })
+	left := max(t.limits.HardWall-a.cfg.Clock.Now().Sub(since), 0)
+	t.hard = a.cfg.Clock.AfterFunc(left, func() { system.Root.Send(self, timeLimitFired{}) })
 	a.rearmIdle(ctx)
 }
 

@@ -25,9 +25,14 @@ type WorkerCreated struct {
 	ContainerID string
 }
 
-// WorkerOutput carries one event the worker streamed on stdout.
+// WorkerOutput carries one event the worker streamed on stdout. Next is
+// the sequence number of the next worker line the host has not seen (0
+// when unknown); Replayed marks an event a re-adopted worker's log
+// delivered before the restart (readopt.go): only the sampler takes it.
 type WorkerOutput struct {
-	Event messages.Event
+	Event    messages.Event
+	Next     uint64
+	Replayed bool
 }
 
 // WorkerExited is the worker actor's final report. Err is set when the run
@@ -67,6 +72,7 @@ type workerJob struct {
 type workerActor struct {
 	docker WorkerDocker
 	job    workerJob
+	adopt  *adoptedWorkerJob // set: take over a running worker (worker_adopt.go)
 
 	runCtx      context.Context
 	cancel      context.CancelFunc
@@ -85,6 +91,11 @@ func (w *workerActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		w.runCtx, w.cancel = context.WithCancel(context.Background())
+		if w.adopt != nil {
+			w.phase = "re-attached"
+			w.startAdopted(ctx)
+			return
+		}
 		w.phase = "creating"
 		w.start(ctx)
 	case workerContainerCreated:
@@ -140,27 +151,37 @@ func (w *workerActor) start(ctx actor.Context) {
 				return err
 			}
 			if ev != nil {
-				system.Root.Send(self, WorkerOutput{Event: *ev})
+				system.Root.Send(self, WorkerOutput{Event: *ev, Next: events.Next()})
 			}
 			return nil
 		}, job.limits)
-		if runErr != nil {
-			if errors.Is(runErr, context.DeadlineExceeded) && attemptCtx.Err() == nil {
-				runErr = failure.Wrap(failure.SandboxWorkerFailed, runErr, "worker exceeded its run time of %s", job.runTimeout)
-			}
-			return WorkerExited{ContainerID: id, Stderr: result.Stderr, Err: runErr}
-		}
-		afterCtx := context.WithoutCancel(runCtx) // the run is over: its facts are read regardless
-		state, err := docker.InspectState(afterCtx, id)
-		if err != nil {
-			return WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, Err: err}
-		}
-		exited := WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, State: state}
-		if result.ExitCode != 0 && job.storageFull != nil {
-			exited.StorageFull = job.storageFull(afterCtx)
-		}
-		return exited
+		return workerRunEnded(runCtx, attemptCtx, docker, id, result, runErr, job.runTimeout, job.storageFull)
 	})
+}
+
+// workerRunEnded is the WorkerExited of a run (started or re-attached)
+// that ended with result and runErr: a run past its deadline while the
+// attempt goes on is the worker's failure; otherwise the container's
+// state and, after a failure, the bounded volumes the host finds full are
+// read, on a context the run's end does not cancel.
+func workerRunEnded(runCtx, attemptCtx context.Context, docker WorkerDocker, id string, result dockerops.RunResult, runErr error,
+	runTimeout time.Duration, storageFull func(context.Context) string) WorkerExited {
+	if runErr != nil {
+		if errors.Is(runErr, context.DeadlineExceeded) && attemptCtx.Err() == nil {
+			runErr = failure.Wrap(failure.SandboxWorkerFailed, runErr, "worker exceeded its run time of %s", runTimeout)
+		}
+		return WorkerExited{ContainerID: id, Stderr: result.Stderr, Err: runErr}
+	}
+	afterCtx := context.WithoutCancel(runCtx) // the run is over: its facts are read regardless
+	state, err := docker.InspectState(afterCtx, id)
+	if err != nil {
+		return WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, Err: err}
+	}
+	exited := WorkerExited{ContainerID: id, ExitCode: result.ExitCode, Stderr: result.Stderr, State: state}
+	if result.ExitCode != 0 && storageFull != nil {
+		exited.StorageFull = storageFull(afterCtx)
+	}
+	return exited
 }
 
 func createWorker(ctx context.Context, docker WorkerDocker, job workerJob) (string, error) {

@@ -98,12 +98,15 @@ func (c *Client) do(ctx context.Context, method, path string, body any, want int
 		}
 		reader = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://forged"+path, reader)
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+messages.APISocketHost+path, reader)
 	if err != nil {
 		return nil, fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
-	if body != nil {
+	if body != nil || (method != http.MethodGet && method != http.MethodHead) {
+		// The daemon's guard: a state-changing request is JSON and says
+		// it comes from a client, which a foreign web page cannot.
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(messages.APIClientHeader, messages.APIClientValue)
 	}
 	res, err := c.http.Do(req)
 	if err != nil {

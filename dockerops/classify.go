@@ -82,6 +82,9 @@ type ResourceEvidence struct {
 	// none arrived, as when the worker itself was killed).
 	Kernel KernelFacts
 	Worker *messages.TaskResources
+	// VolumesFull, when not empty, says which bounded volumes the host
+	// measured full after the worker exited (quota.Usage).
+	VolumesFull string
 }
 
 // KernelFacts are the host's own facts about a container: the kernel's
@@ -116,7 +119,11 @@ const tmpfsShareOfMemory = 2 // half of the limit
 // It returns nil when nothing names an exhausted resource.
 //
 // In order: a full file system (a tmpfs holding at least half the memory
-// limit at an OOM kill counts as full: the kernel charged it to memory);
+// limit at an OOM kill counts as full: the kernel charged it to memory;
+// then a bounded volume the host measured full after the worker exited
+// (VolumesFull); then the worker's exit watch seeing a file system full
+// while it held the task at a syscall that frees storage, which counts
+// even against the host's final reading, taken after the task freed it);
 // an OOM kill (State.OOMKilled or the cgroup's oom_kill count); forks
 // refused at pids.max; descriptors at RLIMIT_NOFILE (the worker's
 // report); and last the engine's own error text (ClassifyResourceFailure).
@@ -154,11 +161,19 @@ func ClassifyHostFailure(ev ResourceEvidence) *failure.Error {
 		storage []messages.StorageObservation
 	}
 	var views []view
+	var freed *messages.StorageObservation // full when the exit watch held the task
 	switch {
 	case ev.Kernel.StorageKnown && ev.Kernel.StorageFinal:
 		views = []view{{"host", ev.Kernel.Storage}}
 		if ev.Worker != nil {
 			for _, w := range ev.Worker.Storage {
+				if w.FullWhenFreed && !storageFull(ev.Kernel.Storage, w.Path) && freed == nil {
+					// Full while the exit watch held the task at a syscall
+					// that frees storage: the task freed it since. The
+					// host's own facts still come first.
+					freed = &w
+					continue
+				}
 				if w.Full && !storageFull(ev.Kernel.Storage, w.Path) {
 					chain = append(chain, fmt.Sprintf("worker reported %s full, host statfs disagrees", text.Clip(w.Path, 128)))
 				}
@@ -172,7 +187,21 @@ func ClassifyHostFailure(ev ResourceEvidence) *failure.Error {
 			views = append(views, view{"worker", ev.Worker.Storage})
 		}
 	}
+	// A bounded volume the host measured full comes after the host's own
+	// statfs and before anything the worker saw.
+	volumesFull := func() *failure.Error {
+		if ev.ExitCode == 0 || ev.VolumesFull == "" {
+			return nil
+		}
+		return result(failure.SandboxStorageExhausted, "the sandbox ran out of its bounded storage",
+			append([]string{text.Clip(ev.VolumesFull, 300)}, oomFacts...)...)
+	}
 	for _, v := range views {
+		if v.source == "worker" {
+			if err := volumesFull(); err != nil {
+				return err
+			}
+		}
 		for _, s := range v.storage {
 			switch {
 			case s.Full:
@@ -183,6 +212,13 @@ func ClassifyHostFailure(ev ResourceEvidence) *failure.Error {
 					append([]string{fmt.Sprintf("%s saw the tmpfs %s hold %d bytes of the %d-byte memory limit it is charged to", v.source, text.Clip(s.Path, 128), s.MaxUsedBytes, ev.MemoryLimitBytes)}, oomFacts...)...)
 			}
 		}
+	}
+	if err := volumesFull(); err != nil {
+		return err
+	}
+	if freed != nil {
+		return result(failure.SandboxStorageExhausted, "the sandbox ran out of storage",
+			append([]string{fmt.Sprintf("worker saw %s full while it held a task process about to free storage or exit (%d of %d bytes free)", text.Clip(freed.Path, 128), freed.MinFreeBytes, freed.TotalBytes)}, oomFacts...)...)
 	}
 	if oom {
 		return result(failure.SandboxOOMKilled, "the sandbox ran out of its memory allowance", oomFacts...)
@@ -196,8 +232,11 @@ func ClassifyHostFailure(ev ResourceEvidence) *failure.Error {
 			fmt.Sprintf("worker saw %d task processes under a limit of %d", ev.Worker.MaxProcesses, ev.PidsLimit))
 	}
 	if w := ev.Worker; w != nil && w.FDExhausted {
-		return result(failure.SandboxFDExhausted, "the sandbox hit its open-file limit",
-			fmt.Sprintf("worker saw a task process hold %d descriptors at its limit of %d", w.MaxOpenFiles, w.FDLimit))
+		how := "worker saw a task process hold %d descriptors at its limit of %d"
+		if w.ExitWatch {
+			how += " (the exit watch looks at each task process as it exits)"
+		}
+		return result(failure.SandboxFDExhausted, "the sandbox hit its open-file limit", fmt.Sprintf(how, w.MaxOpenFiles, w.FDLimit))
 	}
 	if ev.ExitCode != 0 {
 		if code, summary, ok := ClassifyResourceFailure(ev.State.Error); ok {

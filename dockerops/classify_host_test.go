@@ -52,6 +52,18 @@ func TestClassifyHostFailure(t *testing.T) {
 			ev:   ResourceEvidence{ExitCode: 1, Worker: &messages.TaskResources{TaskFailed: true, TaskExitCode: 1, Storage: []messages.StorageObservation{{Path: "/workspace", Full: true}}}},
 			code: failure.SandboxStorageExhausted,
 		},
+		"full when the exit watch held the task, though the host's final statfs is after the task freed it": {
+			ev: ResourceEvidence{ExitCode: 1, Kernel: KernelFacts{StorageKnown: true, StorageFinal: true, Storage: []messages.StorageObservation{{Path: "/workspace", TotalBytes: 256 << 20, MinFreeBytes: 250 << 20}}},
+				Worker: &messages.TaskResources{TaskFailed: true, TaskExitCode: 1, ExitWatch: true, Storage: []messages.StorageObservation{{Path: "/workspace", TotalBytes: 256 << 20, Full: true, FullWhenFreed: true}}}},
+			code:     failure.SandboxStorageExhausted,
+			contains: []string{"worker saw /workspace full while it held a task process"},
+		},
+		"a bounded volume the host measured full comes before the exit watch": {
+			ev: ResourceEvidence{ExitCode: 1, VolumesFull: "volume forge-ab-workspace is full (0 bytes free)",
+				Worker: &messages.TaskResources{TaskFailed: true, TaskExitCode: 1, ExitWatch: true, Storage: []messages.StorageObservation{{Path: "/workspace", Full: true, FullWhenFreed: true}}}},
+			code:     failure.SandboxStorageExhausted,
+			contains: []string{"ran out of its bounded storage: volume forge-ab-workspace is full"},
+		},
 		"descriptors: the worker's report": {
 			ev:       ResourceEvidence{ExitCode: 1, Kernel: kernel(KernelFacts{}), Worker: &messages.TaskResources{TaskFailed: true, TaskExitCode: 1, FDExhausted: true, MaxOpenFiles: 4096, FDLimit: 4096}},
 			code:     failure.SandboxFDExhausted,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"strings"
 	"time"
@@ -104,8 +105,8 @@ func (c *Client) copyTarInto(ctx context.Context, containerID, dstDir string, hd
 var errCopyFinished = errors.New("copy finished")
 
 // CopyDirOut copies the contents of srcDir in the container into hostDir
-// (created 0700 when missing). Only regular files and directories are
-// accepted; symbolic links, hard links, devices, absolute or escaping
+// (created 0700 when missing). srcDir itself must be a directory, not a
+// link to one. Only regular files and directories are accepted; symbolic links, hard links, devices, absolute or escaping
 // paths, duplicate entries and anything over maxBytes of file content or
 // maxFiles entries fail with failure.SandboxOutputInvalid. Files are
 // written 0600 and directories 0700 whatever the archive says. A missing
@@ -115,10 +116,19 @@ func (c *Client) CopyDirOut(ctx context.Context, containerID, srcDir, hostDir st
 	if !path.IsAbs(srcDir) {
 		return failure.New(failure.SandboxOutputInvalid, "copy from container: source %q is not absolute", srcDir)
 	}
+	// The directory itself, not "srcDir/.": the engine resolves every
+	// symbolic link of a path but its last component, so a task that put a
+	// link in srcDir's place (to the secrets mount, say) would have its
+	// target copied. Asked for srcDir, the engine archives the link itself,
+	// which the extraction refuses, and says what it found in its stat.
+	srcDir = path.Clean(srcDir)
+	root := path.Base(srcDir)
 	streamCtx, cancel := context.WithTimeout(ctx, c.opts.Timeouts.Copy)
 	defer cancel()
+	var stat container.PathStat
 	rc, err := call(streamCtx, c, 0, readCall, func(ctx context.Context) (io.ReadCloser, error) {
-		rc, _, err := c.copier.CopyFromContainer(ctx, containerID, strings.TrimSuffix(srcDir, "/")+"/.")
+		rc, st, err := c.copier.CopyFromContainer(ctx, containerID, srcDir)
+		stat = st
 		return rc, err
 	})
 	if err != nil {
@@ -129,7 +139,18 @@ func (c *Client) CopyDirOut(ctx context.Context, containerID, srcDir, hostDir st
 		return opError(ctx, code, err, "copy from container %s:%s", shortID(containerID), srcDir)
 	}
 	defer func() { _ = rc.Close() }()
-	if err := extractTar(rc, hostDir, maxBytes, maxFiles); err != nil {
+	if stat.Name != "" && !stat.Mode.IsDir() {
+		what := "not a directory"
+		if stat.Mode&fs.ModeSymlink != 0 {
+			what = "a symbolic link, not a directory"
+		}
+		return failure.New(failure.SandboxOutputInvalid, "copy from container %s:%s: it is %s, and the host follows no link out of the output directory",
+			shortID(containerID), srcDir, what)
+	}
+	if srcDir == "/" {
+		root = "" // the engine archives the root's contents
+	}
+	if err := extractTarUnder(rc, root, hostDir, maxBytes, maxFiles); err != nil {
 		if failure.CodeOf(err) != "" {
 			return err
 		}

@@ -21,7 +21,8 @@ import (
 // package for its policy) is a sidecar (sidecar.go), the only container on
 // both the attempt's isolated network and the attempt's egress network, a
 // plain bridge with a route out (no other member, inter-container traffic
-// off, IPv6 off). It runs squid hardened like a service container, as
+// off, IPv6 off), whose network namespace is guarded by L3 rules before it
+// is ready (netguard.go). It runs squid hardened like a service container, as
 // Debian's proxy user (uid 13), with tmpfs for what squid writes. Its entrypoint writes the configuration and the hosts file
 // from its environment into its tmpfs and execs squid. Unlike the other
 // containers it keeps a log (json-file, bounded at 1 MiB): squid writes its
@@ -64,6 +65,9 @@ type EgressSpec struct {
 	Labels        map[string]string
 	SecurityOpts  []string
 	MemoryBytes   int64
+	// Guard is loaded into the proxy's network namespace once it started
+	// (netguard.go): the L3 rules below squid's own policy.
+	Guard NetGuard
 }
 
 func (s EgressSpec) validate() error {
@@ -74,6 +78,8 @@ func (s EgressSpec) validate() error {
 		return fmt.Errorf("the egress proxy must not run as root")
 	case s.MemoryBytes <= 0:
 		return fmt.Errorf("the egress proxy needs a memory limit")
+	case s.Guard.Name == "" || s.Guard.Image == "" || s.Guard.Rules == "":
+		return fmt.Errorf("the egress proxy needs its netns guard")
 	}
 	return nil
 }
@@ -93,8 +99,10 @@ func (s EgressSpec) sidecar() SidecarSpec {
 	for _, u := range s.Upstreams {
 		joins = append(joins, NetworkJoin{Network: u})
 	}
+	guard := s.Guard
 	return SidecarSpec{
-		Name: s.Name, Image: s.Image, User: fmt.Sprintf("%d:%d", s.UID, s.UID),
+		Guard: &guard,
+		Name:  s.Name, Image: s.Image, User: fmt.Sprintf("%d:%d", s.UID, s.UID),
 		Env: []string{
 			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C",
 			"FORGE_EGRESS_DIR=" + s.RunDir, "FORGE_EGRESS_CONF=" + s.Config, "FORGE_EGRESS_HOSTS=" + s.Hosts,

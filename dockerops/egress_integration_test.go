@@ -73,6 +73,7 @@ func startEgress(t *testing.T, s *sandbox, standIn egresstest.StandIn, image str
 		Upstreams: opts.Upstreams, UID: egress.UID, RunDir: egress.RunDir,
 		Config: egress.SquidConfig(domains, opts), Hosts: egress.HostsFile(opts),
 		Labels: s.labels, MemoryBytes: 256 << 20,
+		Guard: NetGuard{Name: s.names.Prefix + "-guard-egress", Image: image, Labels: s.labels, Rules: egress.GuardRules(opts, guardFacts(t))},
 	})
 	require.NoError(t, err)
 

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/internal/testkit/enginetest"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -229,6 +230,7 @@ func requireNoLeftovers(t *testing.T, c *Client, attemptID string) {
 		if n := labelledCount(t, c, LabelAttemptID+"="+attemptID); n != 0 {
 			t.Errorf("%d Docker objects labelled with attempt %s remain", n, attemptID)
 		}
+		enginetest.AssertNoAnonymousVolumes(t, c.raw)
 	})
 }
 

@@ -23,6 +23,17 @@ import (
 // All file system access goes through an os.Root, so no name can escape
 // hostDir.
 func extractTar(r io.Reader, hostDir string, maxBytes int64, maxFiles int) error {
+	return extractTarUnder(r, "", hostDir, maxBytes, maxFiles)
+}
+
+// extractTarUnder is extractTar for an archive of one directory named
+// rootName (as the engine archives a path without a trailing "/."): its first
+// entry must be that directory, and every other one lies below it and is
+// extracted without the root's name. A root that is anything but a
+// directory (a symbolic link the task put in its place) or an entry
+// outside it is failure.SandboxOutputInvalid. An empty rootName is the
+// archive of a directory's contents ("dir/."), as extractTar reads.
+func extractTarUnder(r io.Reader, rootName, hostDir string, maxBytes int64, maxFiles int) error {
 	if maxBytes < 0 || maxFiles <= 0 {
 		return fmt.Errorf("extract: invalid bounds (%d bytes, %d files)", maxBytes, maxFiles)
 	}
@@ -37,6 +48,7 @@ func extractTar(r io.Reader, hostDir string, maxBytes int64, maxFiles int) error
 
 	var total int64
 	entries := 0
+	seenRoot := false
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -46,7 +58,17 @@ func extractTar(r io.Reader, hostDir string, maxBytes int64, maxFiles int) error
 		if err != nil {
 			return fmt.Errorf("extract: read archive: %w", err)
 		}
-		name, err := entryName(hdr.Name)
+		raw := hdr.Name
+		if rootName != "" {
+			if raw, err = underRoot(raw, rootName, seenRoot); err != nil {
+				return err
+			}
+			if !seenRoot && hdr.Typeflag != tar.TypeDir {
+				return invalidOutput("the output directory is not a directory (type %q): the host follows no link out of it", string(hdr.Typeflag))
+			}
+			seenRoot = true
+		}
+		name, err := entryName(raw)
 		if err != nil {
 			return err
 		}
@@ -77,6 +99,23 @@ func extractTar(r io.Reader, hostDir string, maxBytes int64, maxFiles int) error
 			return invalidOutput("output entry %q has type %q; only regular files and directories are allowed", name, string(hdr.Typeflag))
 		}
 	}
+}
+
+// underRoot returns an entry's name relative to the archive's root
+// directory root ("." for the root itself, which must come first).
+func underRoot(raw, root string, seenRoot bool) (string, error) {
+	name := strings.TrimPrefix(raw, "./")
+	if strings.TrimSuffix(name, "/") == root {
+		if seenRoot {
+			return "", invalidOutput("output archive names its root twice")
+		}
+		return ".", nil
+	}
+	rest, ok := strings.CutPrefix(name, root+"/")
+	if !ok || !seenRoot {
+		return "", invalidOutput("output entry %q is outside the output directory", text.Clip(raw, 200))
+	}
+	return rest, nil
 }
 
 // entryName validates an archive name and returns it cleaned ("." for the

@@ -112,3 +112,34 @@ func TestExtractTarTruncatedArchive(t *testing.T) {
 	require.Error(t, err)
 	assert.Empty(t, failure.CodeOf(err), "a broken stream is not the worker's fault")
 }
+
+// The archive of a directory named by its own path (not "dir/."): its
+// root must come first and be a directory, and every entry lies below it.
+func TestExtractUnderRoot(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "out")
+	require.NoError(t, extractTarUnder(archive(t,
+		entry{name: "output/", typ: tar.TypeDir},
+		entry{name: "output/manifest.json", typ: tar.TypeReg, body: "m"},
+		entry{name: "output/logs/", typ: tar.TypeDir},
+		entry{name: "output/logs/x", typ: tar.TypeReg, body: "x"},
+	), "output", dst, 10, 10))
+	data, err := os.ReadFile(filepath.Join(dst, "logs", "x"))
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(data))
+
+	for name, entries := range map[string][]entry{
+		"root is a link":        {{name: "output", typ: tar.TypeSymlink, linkname: "/run/forge-secrets"}},
+		"root is a file":        {{name: "output", typ: tar.TypeReg, body: "x"}},
+		"entry before root":     {{name: "output/x", typ: tar.TypeReg, body: "x"}, {name: "output/", typ: tar.TypeDir}},
+		"entry outside root":    {{name: "output/", typ: tar.TypeDir}, {name: "secrets/x", typ: tar.TypeReg, body: "x"}},
+		"sibling with prefix":   {{name: "output/", typ: tar.TypeDir}, {name: "output2/x", typ: tar.TypeReg, body: "x"}},
+		"root twice":            {{name: "output/", typ: tar.TypeDir}, {name: "output/", typ: tar.TypeDir}},
+		"escape below the root": {{name: "output/", typ: tar.TypeDir}, {name: "output/../x", typ: tar.TypeReg, body: "x"}},
+	} {
+		dst := filepath.Join(t.TempDir(), "out")
+		err := extractTarUnder(archive(t, entries...), "output", dst, 10, 10)
+		assert.Equal(t, failure.SandboxOutputInvalid, failure.CodeOf(err), "%s: %v", name, err)
+		_, statErr := os.Stat(filepath.Join(dst, "x"))
+		assert.True(t, os.IsNotExist(statErr), name)
+	}
+}

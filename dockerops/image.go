@@ -76,6 +76,24 @@ func (c *Client) ImageID(ctx context.Context, ref string) (id string, found bool
 	return resp.ID, true, nil
 }
 
+// ImageLabels returns the id and labels of the local image ref; found is
+// false when there is none.
+func (c *Client) ImageLabels(ctx context.Context, ref string) (id string, labels map[string]string, found bool, err error) {
+	resp, err := call(ctx, c, c.opts.Timeouts.Inspect, readCall, func(ctx context.Context) (image.InspectResponse, error) {
+		return c.images.ImageInspect(ctx, ref)
+	})
+	if cerrdefs.IsNotFound(err) {
+		return "", nil, false, nil
+	}
+	if err != nil {
+		return "", nil, false, opError(ctx, "", err, "image inspect %s", ref)
+	}
+	if resp.Config != nil {
+		labels = resp.Config.Labels
+	}
+	return resp.ID, labels, true, nil
+}
+
 // BuildRequest is one classic-builder image build.
 type BuildRequest struct {
 	ContextTar io.Reader // the build context as a tar stream

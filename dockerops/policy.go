@@ -137,7 +137,8 @@ func checkEngineEnforces(engine EngineSecurity, lsm string) error {
 }
 
 // checkConfiningSeccomp refuses a seccomp profile whose default action
-// lets unlisted syscalls through.
+// lets unlisted syscalls through, or whose rules allow a syscall the
+// sandbox must not make (checkSeccompDenies).
 func checkConfiningSeccomp(profile string) error {
 	var p struct {
 		DefaultAction string `json:"defaultAction"`
@@ -150,7 +151,7 @@ func checkConfiningSeccomp(profile string) error {
 			"the %s policy needs a seccomp allowlist (defaultAction SCMP_ACT_ERRNO, SCMP_ACT_KILL*, or SCMP_ACT_TRAP); this profile's default action %q lets unlisted syscalls through",
 			messages.PolicySandboxRequired, text.Clip(p.DefaultAction, 64))
 	}
-	return nil
+	return checkSeccompDenies(profile)
 }
 
 func readSeccompProfile(path string) (string, error) {

@@ -73,6 +73,13 @@ func TestSandboxRequiredRefusesConfinementOff(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ResolveSecurityOptions(required, allowlist, "label=type:forge_t,level:s0", enforcing)
 	require.NoError(t, err)
+	// As Docker's default profile: mount and friends only with a
+	// capability the worker never has, or refused with an errno.
+	gated := write("gated.json", `{"defaultAction":"SCMP_ACT_ERRNO","syscalls":[{"names":["read"],"action":"SCMP_ACT_ALLOW"},`+
+		`{"names":["mount","umount2","unshare","setns","bpf"],"action":"SCMP_ACT_ALLOW","includes":{"caps":["CAP_SYS_ADMIN"]}},`+
+		`{"names":["keyctl"],"action":"SCMP_ACT_ERRNO"}]}`)
+	_, err = ResolveSecurityOptions(required, gated, "apparmor=forge", enforcing)
+	require.NoError(t, err)
 
 	cases := []struct {
 		name, seccomp, lsm string
@@ -93,6 +100,9 @@ func TestSandboxRequiredRefusesConfinementOff(t *testing.T) {
 		{"trace", write("trace.json", `{"defaultAction":"SCMP_ACT_TRACE"}`), "apparmor=forge", enforcing, failure.SandboxSecurityProfile},
 		{"no default", write("nodefault.json", `{"syscalls":[]}`), "apparmor=forge", enforcing, failure.SandboxSecurityProfile},
 		{"later key wins", write("dup.json", `{"defaultAction":"SCMP_ACT_ERRNO","defaultAction":"SCMP_ACT_ALLOW"}`), "apparmor=forge", enforcing, failure.SandboxSecurityProfile},
+		{"allowlist allowing mount", write("mount.json", `{"defaultAction":"SCMP_ACT_ERRNO","syscalls":[{"names":["read","mount"],"action":"SCMP_ACT_ALLOW"}]}`), "apparmor=forge", enforcing, failure.SandboxSecurityProfile},
+		{"allowlist logging bpf", write("bpf.json", `{"defaultAction":"SCMP_ACT_ERRNO","syscalls":[{"name":"bpf","action":"SCMP_ACT_LOG"}]}`), "apparmor=forge", enforcing, failure.SandboxSecurityProfile},
+		{"allowlist allowing unshare on a condition", write("unshare.json", `{"defaultAction":"SCMP_ACT_ERRNO","syscalls":[{"names":["unshare"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":0,"op":"SCMP_CMP_EQ"}]}]}`), "apparmor=forge", enforcing, failure.SandboxSecurityProfile},
 		{"other case key", write("case.json", `{"defaultAction":"SCMP_ACT_ERRNO","DefaultAction":"SCMP_ACT_ALLOW"}`), "apparmor=forge", enforcing, failure.SandboxSecurityProfile},
 		{"engine without seccomp", allowlist, "apparmor=forge", EngineSecurity{Known: true, LSM: []string{"apparmor"}}, failure.SandboxSecurityUnavailable},
 		{"engine unknown", allowlist, "apparmor=forge", EngineSecurity{}, failure.SandboxSecurityUnavailable},

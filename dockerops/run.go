@@ -140,7 +140,15 @@ func (c *Client) RunAttached(ctx context.Context, containerID string, stdin []by
 		err = runCtx.Err()
 	}
 	result.Stderr = stderr.String()
+	return c.streamEnded(ctx, runCtx, containerID, limits, result, err, closeConn, "container attach stream")
+}
 
+// streamEnded turns the end of a worker's output stream (err from the
+// copy: nil when it closed, an output limit, a failing callback, or the
+// end of runCtx) into RunAttached's and Reattach's result: the exit code,
+// or the container stopped and the error; what names the stream in an
+// engine error.
+func (c *Client) streamEnded(ctx, runCtx context.Context, containerID string, limits RunLimits, result RunResult, err error, closeConn func(), what string) (RunResult, error) {
 	var limitErr *outputLimitError
 	var cbErr *callbackError
 	switch {
@@ -158,7 +166,7 @@ func (c *Client) RunAttached(ctx context.Context, containerID string, stdin []by
 		return result, cbErr.err
 	default:
 		if runCtx.Err() == nil {
-			err = fmt.Errorf("container attach stream %s: %w", shortID(containerID), err)
+			err = fmt.Errorf("%s %s: %w", what, shortID(containerID), err)
 		}
 		return result, c.runError(ctx, runCtx, limits, err, containerID)
 	}

@@ -246,3 +246,33 @@ func TestIntegrationCreateVolumeRefusesForeignLabels(t *testing.T) {
 	_, err = c.CreateIsolatedNetwork(ctx, names.Network, labels)
 	assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err), "a first-attempt name conflict is not adopted")
 }
+
+// A hostile task replaces /control/output with a symbolic link: to the
+// secrets mount, or to a directory of its own. The host copies neither
+// target: the output is refused and nothing lands in the host directory.
+func TestIntegrationCopyDirOutFollowsNoLinkedOutputDirectory(t *testing.T) {
+	for target, prepare := range map[string]string{
+		"/run/forge-secrets": "",
+		"/workspace/decoy":   "mkdir -p /workspace/decoy && echo stolen > /workspace/decoy/manifest.json",
+	} {
+		t.Run(target, func(t *testing.T) {
+			s := provision(t, strings.Join([]string{
+				"mkdir -p /control/output && echo manifest > /control/output/manifest.json",
+				prepare,
+				"rm -rf /control/output && ln -s " + target + " /control/output",
+				"test -L /control/output && ls " + target + "/. >/dev/null",
+			}, "\n"), nil)
+			ctx := testCtx(t)
+			_, res, err := s.run(t, ctx, "", RunLimits{})
+			require.NoError(t, err)
+			require.Equal(t, 0, res.ExitCode, res.Stderr)
+
+			dst := filepath.Join(t.TempDir(), "output")
+			err = s.c.CopyDirOut(ctx, s.container, messages.OutputDir, dst, 1<<20, 100)
+			require.Error(t, err)
+			assert.Equal(t, failure.SandboxOutputInvalid, failure.CodeOf(err), err)
+			entries, _ := os.ReadDir(dst)
+			assert.Empty(t, entries, "nothing of the link's target was copied")
+		})
+	}
+}

@@ -20,8 +20,9 @@ import (
 // (see the services package for what each one runs). They are hardened
 // like the worker: every capability dropped (no service forged runs needs
 // one: each runs as its own unprivileged user on data directories it
-// owns), no log driver, tmpfs data directories, and the secrets volume
-// read-only. Each joins only the attempt's isolated network
+// owns), no log driver, tmpfs data directories, and, for a service with
+// credentials, a volume holding only its own password, read-only (never
+// the attempt's secrets volume, which holds the provider credential). Each joins only the attempt's isolated network
 // (CreateIsolatedNetwork), under its alias, with IPv6 off and DNS to its
 // own loopback like the worker. CreateSidecar creates them.
 
@@ -34,7 +35,9 @@ type ServiceSpec struct {
 	Env    []string
 	Labels map[string]string
 	// Tmpfs maps a directory to its tmpfs options.
-	Tmpfs         map[string]string
+	Tmpfs map[string]string
+	// SecretsVolume holds only the service's own password ("" for a
+	// service without one); mounted read-only at SecretsDir.
 	SecretsVolume string
 	MemoryBytes   int64
 	NanoCPUs      int64
@@ -43,6 +46,9 @@ type ServiceSpec struct {
 	// service); empty for every service forged runs today.
 	CapAdd       []string
 	SecurityOpts []string
+	// Guard, on an open_public network, is loaded into the service's
+	// network namespace before CreateSidecar returns (netguard.go).
+	Guard *NetGuard
 }
 
 func (s ServiceSpec) validate() error {
@@ -53,15 +59,13 @@ func (s ServiceSpec) validate() error {
 		return fmt.Errorf("service %s must not run as root", s.Alias)
 	case s.MemoryBytes <= 0, s.NanoCPUs <= 0, s.PIDs <= 0:
 		return fmt.Errorf("service %s memory, CPU and PID limits must be positive", s.Alias)
-	case s.SecretsVolume == "":
-		return fmt.Errorf("service %s needs the secrets volume", s.Alias)
 	}
 	return nil
 }
 
 // Sidecar returns the service's container spec: only on the attempt's
 // isolated network, under its alias, with DNS to its own loopback like the
-// worker, and the secrets volume read-only.
+// worker, and its own secrets volume (if any) read-only.
 func (s ServiceSpec) Sidecar() (SidecarSpec, error) {
 	if err := s.validate(); err != nil {
 		return SidecarSpec{}, failure.Wrap(failure.SandboxCreateFailed, err, "service create")
@@ -74,7 +78,7 @@ func (s ServiceSpec) sidecar() SidecarSpec {
 		Name: s.Name, Image: s.Image, User: s.User, Cmd: s.Cmd, Env: s.Env, Labels: s.Labels, Tmpfs: s.Tmpfs,
 		Network: s.Network, Aliases: []string{s.Alias}, SecretsVolume: s.SecretsVolume, DNS: []string{SandboxNameserver},
 		MemoryBytes: s.MemoryBytes, NanoCPUs: s.NanoCPUs, PIDs: s.PIDs, CapAdd: s.CapAdd, SecurityOpts: s.SecurityOpts,
-		Code: failure.SandboxCreateFailed, What: "service",
+		Guard: s.Guard, Code: failure.SandboxCreateFailed, What: "service",
 	}
 }
 
@@ -149,6 +153,11 @@ func ProbeContainerConfig(spec ProbeSpec) (*container.Config, *container.HostCon
 // container is removed on a context that survives ctx.
 func (c *Client) RunProbe(ctx context.Context, spec ProbeSpec) (int, string, error) {
 	cfg, host, net := ProbeContainerConfig(spec)
+	volumes, err := c.imageVolumes(ctx, spec.Image)
+	if err != nil {
+		return -1, "", err
+	}
+	coverVolumes(host, volumes, helperVolumeTmpfsOptions)
 	id, err := c.createContainer(ctx, spec.Name, spec.Labels, cfg, host, net)
 	if err != nil {
 		return -1, "", err
@@ -164,7 +173,7 @@ func (c *Client) RunProbe(ctx context.Context, spec ProbeSpec) (int, string, err
 func (c *Client) removeHelper(ctx context.Context, id string) error {
 	rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.Timeouts.Remove)
 	defer cancel()
-	if err := c.cleaner.ContainerRemove(rmCtx, id, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	if err := c.cleaner.ContainerRemove(rmCtx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return err
 	}
 	return nil
@@ -177,6 +186,11 @@ func (c *Client) removeHelper(ctx context.Context, id string) error {
 func (c *Client) WriteSecrets(ctx context.Context, name, image, volume string, labels map[string]string, files map[string][]byte) error {
 	cfg := &container.Config{Image: image, User: "0:0", Labels: maps.Clone(labels), Entrypoint: []string{"/nonexistent"}}
 	host := loaderHostConfig(volume, SecretsDir)
+	volumes, err := c.imageVolumes(ctx, image)
+	if err != nil {
+		return err
+	}
+	coverVolumes(host, volumes, helperVolumeTmpfsOptions)
 	id, err := c.createContainer(ctx, name, labels, cfg, host, &network.NetworkingConfig{})
 	if err != nil {
 		return err

@@ -51,7 +51,6 @@ func TestServiceSpecRefusesRootAndMissingLimits(t *testing.T) {
 		"no memory":  func(s *ServiceSpec) { s.MemoryBytes = 0 },
 		"no pids":    func(s *ServiceSpec) { s.PIDs = 0 },
 		"no network": func(s *ServiceSpec) { s.Network = "" },
-		"no secrets": func(s *ServiceSpec) { s.SecretsVolume = "" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := serviceSpec()
@@ -71,4 +70,15 @@ func TestProbeContainerIsHardenedAndHasNoAlias(t *testing.T) {
 	assert.Equal(t, []string{"ALL"}, []string(host.CapDrop))
 	assert.Equal(t, int64(probeMemoryBytes), host.Memory)
 	assert.Empty(t, net.EndpointsConfig["forge-abc"].Aliases)
+}
+
+func TestServiceSpecCarriesItsGuard(t *testing.T) {
+	s := serviceSpec()
+	sc, err := s.Sidecar()
+	require.NoError(t, err)
+	assert.Nil(t, sc.Guard)
+	s.Guard = &NetGuard{Name: "forge-abc-guard-postgres", Image: "img", Rules: "r"}
+	sc, err = s.Sidecar()
+	require.NoError(t, err)
+	assert.Equal(t, s.Guard, sc.Guard, "guarded before CreateSidecar returns")
 }

@@ -57,6 +57,9 @@ type SidecarSpec struct {
 	CapAdd, SecurityOpts        []string
 	// Log is its log driver (a zero one is "none": no log kept).
 	Log container.LogConfig
+	// Guard, when set, is loaded into its network namespace once it
+	// started (GuardNetns), before CreateSidecar returns.
+	Guard *NetGuard
 	// Code is what its failures carry; What names it in their messages
 	// ("service", "egress proxy").
 	Code failure.Code
@@ -151,6 +154,14 @@ func (c *Client) CreateSidecar(ctx context.Context, s Sidecar) (string, error) {
 	})
 	if err != nil {
 		return id, opError(ctx, spec.Code, err, "%s start %s", spec.What, spec.Name)
+	}
+	if spec.Guard != nil {
+		if err := c.GuardNetns(ctx, id, *spec.Guard); err != nil {
+			if failure.CodeOf(err) != spec.Code {
+				err = failure.Wrap(spec.Code, err, "%s guard", spec.What)
+			}
+			return id, err
+		}
 	}
 	return id, nil
 }

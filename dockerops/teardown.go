@@ -233,7 +233,7 @@ func (c *Client) removeObject(ctx context.Context, obj labelled) error {
 			return api.ContainerStop(ctx, obj.id, container.StopOptions{Timeout: &seconds})
 		})
 		remove = func(ctx context.Context) error {
-			return api.ContainerRemove(ctx, obj.id, container.RemoveOptions{Force: true, RemoveVolumes: false})
+			return api.ContainerRemove(ctx, obj.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		}
 	case ResourceNetwork:
 		remove = func(ctx context.Context) error { return api.NetworkRemove(ctx, obj.id) }

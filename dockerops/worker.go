@@ -10,19 +10,23 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/messages"
 )
 
-// workerAPI is the part of the engine API that creates the worker.
+// workerAPI is the part of the engine API that creates the worker (and
+// the other containers made from the agent image, whose VOLUMEs it reads).
 type workerAPI interface {
 	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig,
 		networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
 	ContainerInspect(ctx context.Context, container string) (container.InspectResponse, error)
+	ImageInspect(ctx context.Context, image string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
 }
 
 // Mount points and limits of the worker container.
@@ -72,9 +76,13 @@ type WorkerSpec struct {
 	// CreateRoutedNetwork): the worker then resolves names through the
 	// engine's resolver instead of its own loopback.
 	OpenNetwork bool
-	Labels      map[string]string
-	Resources   messages.RequestedResources
-	Env         []string
+	// NetnsContainer, with OpenNetwork, is the guarded netns holder
+	// (StartNetnsHolder) whose network namespace the worker joins instead
+	// of joining Network itself.
+	NetnsContainer string
+	Labels         map[string]string
+	Resources      messages.RequestedResources
+	Env            []string
 	// SecurityOpts are extra operator options in Engine API form
 	// ("seccomp=<profile JSON>", "apparmor=<profile>"); see
 	// ResolveSecurityOptions. no-new-privileges is always set.
@@ -84,6 +92,9 @@ type WorkerSpec struct {
 	Caches []CacheMount
 	// Entrypoint is the worker command, e.g. ["/opt/forge/forged", "worker"].
 	Entrypoint []string
+	// Runtime is the engine's OCI runtime the worker runs under ("": the
+	// engine's default, runc; "runsc" under the gvisor isolation floor).
+	Runtime string
 }
 
 // CacheMount is one package cache volume in the worker. A per-attempt
@@ -132,8 +143,14 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 		StdinOnce:    true,
 		Tty:          false,
 		StopTimeout:  &stopTimeout,
+		// The image's HEALTHCHECK and STOPSIGNAL are not the worker's: no
+		// health probe runs in the sandbox, and docker-init forwards the
+		// SIGTERM the worker handles.
+		Healthcheck: &container.HealthConfig{Test: []string{"NONE"}},
+		StopSignal:  "SIGTERM",
 	}
 	host := &container.HostConfig{
+		Runtime:        spec.Runtime,
 		NetworkMode:    network.NetworkNone,
 		DNS:            []string{SandboxNameserver},
 		ReadonlyRootfs: true,
@@ -176,6 +193,13 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 		net.EndpointsConfig = map[string]*network.EndpointSettings{spec.Network: {}}
 		if spec.OpenNetwork {
 			host.DNS = nil
+			if spec.NetnsContainer != "" {
+				// The holder's namespace: its network, resolver and IPv6
+				// switch.
+				host.NetworkMode = container.NetworkMode("container:" + spec.NetnsContainer)
+				host.Sysctls = nil
+				net.EndpointsConfig = nil
+			}
 		}
 	}
 	return cfg, host, net
@@ -187,6 +211,10 @@ func (s WorkerSpec) validate() error {
 		return fmt.Errorf("worker spec needs a name and an image")
 	case s.WorkspaceVolume == "", s.ControlVolume == "", s.SecretsVolume == "":
 		return fmt.Errorf("worker spec needs workspace, control and secrets volumes")
+	case s.NetnsContainer != "" && (!s.OpenNetwork || s.Network == ""):
+		return fmt.Errorf("worker netns container needs an open network")
+	case s.OpenNetwork && s.NetnsContainer == "":
+		return fmt.Errorf("an open_public worker joins only its guarded netns holder, and none is given")
 	case !validCaches(s.Caches):
 		return fmt.Errorf("worker cache mounts need a volume and an absolute target under %s", messages.HomeDir)
 	case s.WorkingDir == "" || !path.IsAbs(s.WorkingDir):
@@ -212,10 +240,16 @@ func (c *Client) CreateWorker(ctx context.Context, spec WorkerSpec) (string, err
 	if err := spec.validate(); err != nil {
 		return "", failure.Wrap(failure.SandboxCreateFailed, err, "container create")
 	}
+	volumes, imageEnv, err := c.imageFacts(ctx, spec.Image)
+	if err != nil {
+		return "", err
+	}
 	attempt := 0
 	id, err := call(ctx, c, c.opts.Timeouts.Create, writeCall, func(ctx context.Context) (string, error) {
 		attempt++
 		cfg, host, net := WorkerContainerConfig(spec)
+		coverVolumes(host, volumes, workerVolumeTmpfsOptions(spec.Resources.WorkerMemoryLimitBytes))
+		cfg.Env = append(cfg.Env, unsetImageEnv(imageEnv, spec.Env)...)
 		resp, err := c.creator.ContainerCreate(ctx, cfg, host, net, nil, spec.Name)
 		if err == nil {
 			return resp.ID, nil
@@ -238,7 +272,10 @@ func (c *Client) CreateWorker(ctx context.Context, spec WorkerSpec) (string, err
 }
 
 // WorkerEnv returns the worker's environment for the dispatch (the seed's
-// list without proxy variables).
+// list without proxy variables, and without FORGE_FENCING_TOKEN: the
+// environment is the task's too, readable in /proc/1/environ, and the
+// fencing token is a credential of the lease renewal and the publication
+// grant; the worker has it from its start packet).
 func WorkerEnv(d *messages.Dispatch, inputCommitSHA string) []string {
 	attempt := d.Sandbox.DispatchAttemptID
 	lease := d.Sandbox.ExecutionLeaseID
@@ -247,7 +284,6 @@ func WorkerEnv(d *messages.Dispatch, inputCommitSHA string) []string {
 		"FORGE_DISPATCH_ATTEMPT_ID=" + attempt,
 		"FORGE_RESOURCE_LEASE_ID=" + lease,
 		"FORGE_EXECUTION_LEASE_ID=" + lease,
-		"FORGE_FENCING_TOKEN=" + d.Lease.FencingToken,
 		"FORGE_RUNTIME_MODE=docker",
 		"FORGE_SANDBOX_ID=" + attempt,
 		"FORGE_WORKSPACE=" + messages.WorkspaceDir,
@@ -260,6 +296,53 @@ func WorkerEnv(d *messages.Dispatch, inputCommitSHA string) []string {
 		"HOME=" + messages.HomeDir,
 		"TMPDIR=" + messages.TempDir,
 	}
+}
+
+// unsetImageEnv returns the names (a bare NAME unsets it in the engine's
+// merge of the image's ENV with the container's) of the image's variables
+// the worker must not inherit, unless forged's env sets them itself:
+//   - forged's own namespace, FORGE_*: only forged names those;
+//   - the Go runtime's knobs (GODEBUG, GOGC, GOMEMLIMIT, GOMAXPROCS,
+//     GOTRACEBACK), which would steer the worker binary itself;
+//   - the dynamic loader's injection variables (LD_PRELOAD, LD_AUDIT);
+//   - proxy variables (http_proxy, https_proxy, ftp_proxy, all_proxy,
+//     no_proxy, either case): forged alone decides the network path.
+//
+// Every other variable survives into the worker and the task: PATH and
+// the toolchains' own (GOPATH, CARGO_HOME, JAVA_HOME, LANG, …).
+func unsetImageEnv(imageEnv, env []string) []string {
+	set := map[string]bool{}
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		set[name] = true
+	}
+	var out []string
+	for _, kv := range imageEnv {
+		name, _, _ := strings.Cut(kv, "=")
+		if !set[name] && !inheritable(name) {
+			set[name] = true
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// notInherited are the image variables unsetImageEnv removes by name.
+var notInherited = map[string]bool{
+	"GODEBUG": true, "GOGC": true, "GOMEMLIMIT": true, "GOMAXPROCS": true, "GOTRACEBACK": true,
+	"LD_PRELOAD": true, "LD_AUDIT": true,
+	"http_proxy": true, "https_proxy": true, "ftp_proxy": true, "all_proxy": true, "no_proxy": true,
+}
+
+func inheritable(name string) bool {
+	lower := strings.ToLower(name)
+	switch {
+	case strings.HasPrefix(name, "FORGE_"), notInherited[name]:
+		return false
+	case strings.HasSuffix(lower, "_proxy") && notInherited[lower]: // HTTPS_PROXY and the like
+		return false
+	}
+	return true
 }
 
 // hasLabels reports whether actual carries every label of want.

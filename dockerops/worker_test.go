@@ -7,8 +7,11 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -146,7 +149,6 @@ func TestWorkerEnv(t *testing.T) {
 		"FORGE_DISPATCH_ATTEMPT_ID=0123abcd-0000-4000-8000-00000000abcd",
 		"FORGE_RESOURCE_LEASE_ID=00000000-0000-4000-8000-000000000005",
 		"FORGE_EXECUTION_LEASE_ID=00000000-0000-4000-8000-000000000005",
-		"FORGE_FENCING_TOKEN=00000000-0000-4000-8000-000000000003",
 		"FORGE_RUNTIME_MODE=docker",
 		"FORGE_SANDBOX_ID=0123abcd-0000-4000-8000-00000000abcd",
 		"FORGE_WORKSPACE=/workspace",
@@ -159,6 +161,9 @@ func TestWorkerEnv(t *testing.T) {
 		"HOME=/home/forge",
 		"TMPDIR=/tmp",
 	}, WorkerEnv(d, sha))
+	for _, kv := range WorkerEnv(d, sha) {
+		assert.NotContains(t, kv, d.Lease.FencingToken, "the fencing token is a credential: never in the task's environment")
+	}
 }
 
 // fakeCreator is a workerAPI whose answers are scripted per call.
@@ -166,14 +171,24 @@ type fakeCreator struct {
 	creates  int
 	errs     []error // returned by successive creates; nil means success
 	existing container.InspectResponse
+	volumes  map[string]struct{} // the image's VOLUMEs
+	host     *container.HostConfig
 }
 
-func (f *fakeCreator) ContainerCreate(_ context.Context, cfg *container.Config, _ *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
+func (f *fakeCreator) ContainerCreate(_ context.Context, cfg *container.Config, host *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
 	f.creates++
+	f.host = host
 	if f.creates <= len(f.errs) && f.errs[f.creates-1] != nil {
 		return container.CreateResponse{}, f.errs[f.creates-1]
 	}
 	return container.CreateResponse{ID: "created-id"}, nil
+}
+
+func (f *fakeCreator) ImageInspect(context.Context, string, ...client.ImageInspectOption) (image.InspectResponse, error) {
+	if f.volumes == nil {
+		return image.InspectResponse{ID: "sha256:image"}, nil
+	}
+	return image.InspectResponse{ID: "sha256:image", Config: &dockerspec.DockerOCIImageConfig{ImageConfig: ocispec.ImageConfig{Volumes: f.volumes}}}, nil
 }
 
 func (f *fakeCreator) ContainerInspect(context.Context, string) (container.InspectResponse, error) {
@@ -259,8 +274,13 @@ func TestWorkerContainerConfigOnOpenNetworkResolvesThroughTheEngine(t *testing.T
 func TestEgressContainerConfigIsHardened(t *testing.T) {
 	spec := EgressSpec{Name: "forge-x-egress", Image: "sha256:" + strings.Repeat("a", 64), EgressNetwork: "forge-x-egress",
 		AttemptNetwork: "forge-x", Alias: "egress", UID: 13, RunDir: "/run/forge-egress", Config: "http_port 3128\n",
-		Labels: map[string]string{"a": "b"}, SecurityOpts: []string{"apparmor=x"}, MemoryBytes: 256 << 20}
+		Labels: map[string]string{"a": "b"}, SecurityOpts: []string{"apparmor=x"}, MemoryBytes: 256 << 20,
+		Guard: NetGuard{Name: "forge-x-guard-egress", Image: "sha256:" + strings.Repeat("a", 64), Rules: "table inet forge_guard {}\n"}}
 	require.NoError(t, spec.validate())
+	sidecar, err := spec.Sidecar()
+	require.NoError(t, err)
+	require.NotNil(t, sidecar.Guard, "the proxy is guarded before CreateSidecar returns")
+	assert.Equal(t, spec.Guard, *sidecar.Guard)
 	cfg, host, net := EgressContainerConfig(spec)
 	assert.Equal(t, "13:13", cfg.User)
 	assert.Equal(t, container.NetworkMode("forge-x-egress"), host.NetworkMode)
@@ -280,4 +300,51 @@ func TestEgressContainerConfigIsHardened(t *testing.T) {
 	}
 	spec.UID = 0
 	assert.Error(t, spec.validate())
+	spec.UID, spec.Guard.Rules = 13, ""
+	assert.Error(t, spec.validate(), "no proxy without its guard")
+}
+
+func TestNetGuardContainerHasOnlyNetAdminInTheTargetNamespace(t *testing.T) {
+	cfg, host := NetGuardContainerConfig(NetGuard{Name: "g", Image: "img", Rules: "r", SecurityOpts: []string{"apparmor=x"}}, "abc")
+	assert.Equal(t, container.NetworkMode("container:abc"), host.NetworkMode)
+	assert.Equal(t, []string{"ALL"}, []string(host.CapDrop))
+	assert.Equal(t, []string{"NET_ADMIN"}, []string(host.CapAdd))
+	assert.Equal(t, []string{"no-new-privileges", "apparmor=x"}, host.SecurityOpt)
+	assert.True(t, host.ReadonlyRootfs)
+	assert.Empty(t, host.Mounts)
+	assert.True(t, cfg.OpenStdin && cfg.StdinOnce, "the rules come on stdin, never in an argument")
+	assert.NotContains(t, strings.Join(cfg.Entrypoint, " "), "r\n")
+}
+
+func TestWorkerContainerConfigJoinsTheGuardedHolder(t *testing.T) {
+	spec := testSpec()
+	spec.Network, spec.OpenNetwork, spec.NetnsContainer = "forge-x", true, "holder"
+	require.NoError(t, spec.validate())
+	_, host, net := WorkerContainerConfig(spec)
+	assert.Equal(t, container.NetworkMode("container:holder"), host.NetworkMode)
+	assert.Empty(t, host.DNS)
+	assert.Empty(t, host.Sysctls, "the holder's namespace has IPv6 off")
+	assert.Empty(t, net.EndpointsConfig)
+	spec.OpenNetwork = false
+	assert.Error(t, spec.validate(), "only an open_public worker joins a holder")
+	spec.OpenNetwork, spec.NetnsContainer = true, ""
+	assert.Error(t, spec.validate(), "no open_public worker without its guarded holder")
+}
+
+// The image's VOLUME paths get a tmpfs of the worker's scratch size unless
+// a mount of the worker covers them; a VOLUME / is refused.
+func TestCreateWorkerCoversImageVolumes(t *testing.T) {
+	f := &fakeCreator{volumes: map[string]struct{}{"/data/": {}, "/workspace": {}, "/tmp": {}, "/var/lib/db": {}}}
+	_, err := newClient(fastOptions(), f).CreateWorker(context.Background(), testSpec())
+	require.NoError(t, err)
+	want := scratchTmpfsOptions(ScratchTmpfsBytes(512<<20), "0755")
+	assert.Equal(t, want, f.host.Tmpfs["/data"])
+	assert.Equal(t, want, f.host.Tmpfs["/var/lib/db"])
+	assert.Contains(t, f.host.Tmpfs["/tmp"], "mode=1777", "the scratch /tmp stays as it is")
+	assert.NotContains(t, f.host.Tmpfs, "/workspace", "the workspace volume covers it")
+
+	f = &fakeCreator{volumes: map[string]struct{}{"/": {}}}
+	_, err = newClient(fastOptions(), f).CreateWorker(context.Background(), testSpec())
+	assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err))
+	assert.Zero(t, f.creates)
 }

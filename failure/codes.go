@@ -20,6 +20,10 @@ var (
 	SupervisorShuttingDown = define("supervisor_shutting_down", Retryable, http.StatusServiceUnavailable, "forged is stopping and admits nothing more")
 	QueryInvalid           = define("query_invalid", Permanent, http.StatusBadRequest, "a query parameter of the daemon API is invalid; the message names it")
 	ConsoleReadOnly        = define("console_read_only", Permanent, http.StatusForbidden, "the console's cancel action is off: the daemon runs without --console-manage-token-file")
+	APIHostRefused         = define("api_host_refused", Permanent, http.StatusMisdirectedRequest, "the request's `Host` is not a name the daemon answers to (`localhost`, a loopback address, `forged`, or one of `--api-allowed-host`): a DNS-rebinding page or a misrouted forward")
+	APIOriginRefused       = define("api_origin_refused", Permanent, http.StatusForbidden, "the request's `Origin` (or `Sec-Fetch-Site`) says it comes from a page of another origin than the daemon's own")
+	APIClientRequired      = define("api_client_required", Permanent, http.StatusForbidden, "a state-changing request (POST, DELETE) lacks `Content-Type: application/json` or the `X-Forged-Client` header that the CLI, package client and the console send")
+	RepoOutsideRoots       = define("dispatch_repo_outside_roots", Permanent, http.StatusForbidden, "the dispatch's `repo.localPath`, symlinks resolved, lies outside every `--repo-root` the operator allows")
 )
 
 // Host preflight and the Docker context lock.
@@ -43,10 +47,11 @@ var (
 	SandboxServiceImageDiffers  = define("sandbox_service_image_mismatch", Permanent, http.StatusUnprocessableEntity, "a service catalogue image's id differs from its pinned digest; refused before anything is created")
 	SandboxServiceHealthTimeout = define("sandbox_service_health_timeout", Retryable, http.StatusInternalServerError, "a service did not pass its readiness probe within its own or the attempt's total cap")
 	SandboxServiceFailed        = define("sandbox_service_failed", Permanent, http.StatusInternalServerError, "a service container exited before it was ready or while the worker ran; the message names the service")
-	SandboxEgressUnsupported    = define("sandbox_egress_unsupported", Permanent, http.StatusUnprocessableEntity, "the dispatch asks for `public_allowlist` and this runner has no egress proxy (`--egress` off, or no `egress` image in the service catalogue, or that image is not in the engine); refused before anything is created")
+	SandboxEgressUnsupported    = define("sandbox_egress_proxy_unavailable", Permanent, http.StatusUnprocessableEntity, "the dispatch asks for `public_allowlist` and this runner has no egress proxy (`--egress` off, or no `egress` image in the service catalogue, or that image is not in the engine); refused before anything is created")
 	SandboxEgressPolicyInvalid  = define("sandbox_egress_policy_invalid", Permanent, http.StatusUnprocessableEntity, "the `public_allowlist` hosts fail the egress proxy's rules (host names and `*.` wildcards only, no IP literals); refused before anything is created")
 	SandboxEgressFailed         = define("sandbox_egress_failed", Permanent, http.StatusInternalServerError, "the egress proxy could not be started, did not pass its readiness probe, or exited while the worker ran")
 	SandboxNetworkIsolation     = define("sandbox_network_isolation_unavailable", Permanent, http.StatusUnprocessableEntity, "the attempt needs a network (services, egress) and preflight could not verify that attempt networks are isolated from the host; refused before anything is created")
+	SandboxStorageUnbounded     = define("sandbox_storage_unbounded", Permanent, http.StatusUnprocessableEntity, "this runner cannot bound attempt volumes (preflight's `storage` is `none`: a rootless or remote engine, no access to the loop devices, no e2fsprogs) and the dispatch is `sandbox_required`, or the operator refuses unbounded storage for every attempt (`--require-bounded-storage`); refused before anything is created")
 	SandboxCachesUnsupported    = define("sandbox_caches_unsupported", Permanent, http.StatusUnprocessableEntity, "the contract declares a cache in a mode this runner's policy does not allow (--cache-modes); refused before anything is created")
 	SandboxCapacityProfile      = define("sandbox_capacity_profile_mismatch", Permanent, http.StatusUnprocessableEntity, "the reserved service or runtime memory is below what the contract needs")
 	SandboxSecurityUnavailable  = define("sandbox_security_profile_unavailable", Permanent, http.StatusUnprocessableEntity, "`sandbox_required` without seccomp and LSM profiles")
@@ -64,7 +69,7 @@ var (
 	SandboxPIDExhausted         = define("sandbox_pid_exhausted", Permanent, http.StatusInternalServerError, "the pids cgroup refused forks at `pids.max` (`pids.events`), seen by the host")
 	SandboxStorageExhausted     = define("sandbox_storage_exhausted", Permanent, http.StatusInternalServerError, "a file system of the task was full (the host's statfs through the container's root, or else the worker's), or the host finds a bounded volume full after the worker failed, or the `/tmp` tmpfs held half the memory limit when the kernel OOM-killed: it is charged to memory")
 	SandboxFDExhausted          = define("sandbox_file_descriptor_exhausted", Permanent, http.StatusInternalServerError, "the worker saw a task process hold as many descriptors as its `RLIMIT_NOFILE` (the kernel keeps no count of EMFILE)")
-	SandboxLogLimit             = define("sandbox_log_limit", Permanent, http.StatusInternalServerError, "the worker's output exceeded the capture budget (8 MiB)")
+	SandboxLogLimit             = define("sandbox_log_limit", Permanent, http.StatusInternalServerError, "the worker's stdout exceeded the capture budget (10 MiB of signed event lines: 8 MiB of task output, which the worker never exceeds, and 2 MiB for its own events); only lines the task writes past the worker reach it")
 	SandboxEventInvalid         = define("sandbox_event_invalid", Permanent, http.StatusInternalServerError, "a worker event broke the field bounds")
 	SandboxOutputMissing        = define("sandbox_output_missing", Permanent, http.StatusInternalServerError, "the worker left no manifest")
 	SandboxOutputInvalid        = define("sandbox_output_invalid", Permanent, http.StatusInternalServerError, "identity or fence mismatch, bad file, size or hash; or a result the host refuses: over a budget (objects, bytes, delta result, 50,000 commits), failing strict fsck, not descended from the input, or needing an object outside the bundle and the input's history")
@@ -73,6 +78,7 @@ var (
 	SandboxOutputPublishForbid  = define("sandbox_output_publish_forbidden", Permanent, http.StatusForbidden, "no grant redeemer configured; the helper or endpoint failed, timed out or answered malformed; or the credential breaks the rules (expired, remote outside the allowed hosts, …)")
 	SandboxOutputPublishReject  = define("sandbox_output_publish_rejected", Permanent, http.StatusConflict, "the push was rejected")
 	SandboxOutputPublishStale   = define("sandbox_output_publish_stale", Permanent, http.StatusConflict, "the remote branch moved away from the input")
+	SandboxOutputPublishPolicy  = define("sandbox_output_publish_policy", Permanent, http.StatusForbidden, "the operator's publish policy refused the result before anything was pushed: a commit changes a protected path (`--publish-forbidden-paths`, CI configuration by default), or its author or committer is not the required identity (`--publish-author-policy require`); the message names the path or commit")
 	SandboxImageSignature       = define("sandbox_image_signature_invalid", Permanent, http.StatusUnprocessableEntity, "`sandbox_required` with an upstream image the verification command (`--image-verify-command`) did not verify, or without such a command")
 	SandboxAuthUnavailable      = define("sandbox_auth_unavailable", Permanent, http.StatusUnprocessableEntity, "the dispatch names a provider no auth adapter serves, or the adapter's helper could not prepare the credentials")
 	SandboxHardWallExceeded     = define("sandbox_hard_wall_exceeded", Permanent, http.StatusInternalServerError, "the worker ran past its hard wall (`--hard-wall`, shortened by the task timeout), measured on the host")
@@ -80,7 +86,12 @@ var (
 	SandboxChildResultUnknown   = define("sandbox_child_result_unknown", Permanent, http.StatusInternalServerError, "in an outcome's causes: the worker's own account of a failure that a trusted host failure decided (evidence, never the outcome's code)")
 	SandboxLeaseExpired         = define("sandbox_lease_expired", Permanent, http.StatusConflict, "the lease watchdog fired")
 	SandboxRunnerRestarted      = define("sandbox_runner_restarted", Retryable, http.StatusInternalServerError, "forged died while the attempt ran; the attempt was reaped at the next start and not re-run")
-	SandboxRunnerLost           = define("sandbox_runner_lost", Retryable, http.StatusInternalServerError, "the fleet member running the attempt left the fleet (its etcd lease expired: killed, host gone or cut off) while it ran; its submitter ended the attempt")
+	SandboxReadoptWorkerGone    = define("sandbox_readopt_worker_gone", Retryable, http.StatusInternalServerError, "forged restarted while the attempt ran and its worker container was gone (removed, or never created); the attempt was reaped, not re-adopted")
+	SandboxReadoptLeaseExpired  = define("sandbox_readopt_lease_expired", Permanent, http.StatusConflict, "forged restarted while the attempt ran and its lease had expired meanwhile; the worker was stopped and reaped, not re-adopted")
+	SandboxReadoptLedgerDamaged = define("sandbox_readopt_ledger_damaged", Retryable, http.StatusInternalServerError, "forged restarted while the attempt ran and its ledger lacked what re-adoption needs, or its adoption record, sealed key or recorded inputs did not check out; the attempt was reaped")
+	SandboxReadoptProtocol      = define("sandbox_readopt_protocol_unknown", Retryable, http.StatusInternalServerError, "forged restarted while the attempt ran and its worker speaks a worker protocol version this forged does not know; the attempt was reaped")
+	SandboxReadoptUnsupported   = define("sandbox_readopt_unsupported", Retryable, http.StatusInternalServerError, "forged restarted while the attempt ran, and the attempt has sidecars (services, an egress proxy), which this forged does not re-adopt; the attempt was reaped")
+	SandboxEventLogInvalid      = define("sandbox_event_log_invalid", Permanent, http.StatusInternalServerError, "the worker's event log in the control volume, read when forged re-adopted the attempt, failed its signatures, its sequence or its bounds")
 	SandboxCancelled            = define("sandbox_cancelled", Permanent, http.StatusConflict, "cancelled by request or signal")
 	SandboxRuntimeFailed        = define("sandbox_runtime_failed", Retryable, http.StatusInternalServerError, "anything uncoded (including a crashed actor)")
 	SandboxTeardownFailed       = define("teardown_failed", Permanent, http.StatusInternalServerError, "some labelled resource could not be removed; the attempt is reported degraded")
@@ -102,4 +113,28 @@ var (
 	StateIOFailed          = define("sandbox_state_io_failed", Retryable, http.StatusInternalServerError, "forged's state directory could not be read or written")
 	ReaperConfigInvalid    = define("reaper_config_invalid", Permanent, http.StatusInternalServerError, "a reaper round's runner identities are not full UUIDs")
 	ReaperListFailed       = define("reaper_list_failed", Retryable, http.StatusServiceUnavailable, "the engine's managed objects could not be listed")
+)
+
+// The seed's wire names that forged had renamed: the seed's name is the
+// code, forged's earlier one an alias (Spec.Alias).
+var (
+	// SandboxEgressProxyUnavailable is the seed's name; SandboxEgressUnsupported
+	// stays the same code.
+	SandboxEgressProxyUnavailable = alias(SandboxEgressUnsupported, "sandbox_egress_unsupported")
+)
+
+// Codes of the host repository.
+var (
+	SandboxRepositoryUnsupported = define("sandbox_repository_unsupported", Permanent, http.StatusUnprocessableEntity, "the host repository uses SHA-256 object names; the worker's git (go-git, built for SHA-1) cannot read them, so the attempt is refused before anything is prepared")
+)
+
+// Codes of the isolation tier (gVisor's runsc beside runc).
+var (
+	SandboxIsolationUnavailable      = define("sandbox_isolation_unavailable", Retryable, http.StatusServiceUnavailable, "the operator's isolation floor is gvisor and the engine has no working runsc runtime (not registered, or its probe container failed); the host takes no attempts until it has one")
+	SandboxIsolationNetworkUnsupport = define("sandbox_isolation_network_unsupported", Permanent, http.StatusUnprocessableEntity, "under the gvisor isolation floor an attempt runs with no network (runsc's netstack does not start on forged's attempt networks), so contracts declaring services and public_allowlist or open_public dispatches are refused before anything is created")
+)
+
+// Codes of the fleet (internal/fleet).
+var (
+	SandboxRunnerLost = define("sandbox_runner_lost", Retryable, http.StatusInternalServerError, "the fleet member running the attempt left the fleet (its etcd lease expired: killed, host gone or cut off) while it ran; its submitter ended the attempt")
 )

@@ -26,10 +26,15 @@ type Spec struct {
 	// Meaning is the one-line explanation in the code table,
 	// docs/failure-codes.md.
 	Meaning string
+	// Alias is an earlier name of the code that forged used before it put
+	// the seed's name back on the wire; Lookup still answers it, and the
+	// code table shows it. Never emitted.
+	Alias Code
 }
 
 var (
 	registry = map[Code]Spec{}
+	aliases  = map[Code]Code{}
 	order    []Code
 )
 
@@ -46,8 +51,27 @@ func define(name string, retry Retry, status int, meaning string) Code {
 	return code
 }
 
-// Lookup returns the registered spec of code.
+// alias registers name as an earlier name of code and returns code, so
+// that the Go name of the old code keeps meaning the wire name; it is
+// only called from codes.go, during package initialisation.
+func alias(code Code, name string) Code {
+	old := Code(name)
+	spec, ok := registry[code]
+	if _, dup := registry[old]; dup || !ok || spec.Alias != "" {
+		panic(fmt.Sprintf("failure: bad alias %q of %q", name, code))
+	}
+	spec.Alias = old
+	registry[code] = spec
+	aliases[old] = code
+	return code
+}
+
+// Lookup returns the registered spec of code, or of the code an alias
+// names.
 func Lookup(code Code) (Spec, bool) {
+	if c, ok := aliases[code]; ok {
+		code = c
+	}
 	s, ok := registry[code]
 	return s, ok
 }

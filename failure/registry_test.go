@@ -18,6 +18,9 @@ import (
 	"github.com/forgedev/forged/failure/internal/codedoc"
 )
 
+// aliasSuffix is how the table shows a code's earlier name.
+var aliasSuffix = regexp.MustCompile("^(.*) \\(forged's earlier name: `([a-z_]+)`\\)$")
+
 // tableRows returns the rows of a code table as registry specs:
 // | `code` | yes/no | status | meaning |.
 func tableRows(t *testing.T, page string) []failure.Spec {
@@ -32,11 +35,16 @@ func tableRows(t *testing.T, page string) []failure.Spec {
 		status, err := strconv.Atoi(cells[2])
 		require.NoError(t, err, line)
 		require.Contains(t, []string{"yes", "no"}, cells[1], line)
+		meaning, alias := strings.ReplaceAll(strings.TrimSpace(cells[3]), `\|`, "|"), ""
+		if m := aliasSuffix.FindStringSubmatch(meaning); m != nil {
+			meaning, alias = m[1], m[2]
+		}
 		rows = append(rows, failure.Spec{
 			Code:       failure.Code(strings.Trim(strings.TrimSpace(cells[0]), "`")),
 			Retryable:  cells[1] == "yes",
 			HTTPStatus: status,
-			Meaning:    strings.ReplaceAll(strings.TrimSpace(cells[3]), `\|`, "|"),
+			Meaning:    meaning,
+			Alias:      failure.Code(alias),
 		})
 	}
 	require.NotEmpty(t, rows)

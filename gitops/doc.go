@@ -21,6 +21,14 @@
 // validated credential that git only sees through its environment, leased
 // on the remote branch's observed value.
 //
+// The image build context is the config commit's tree written from its
+// objects (`git ls-tree` and `git cat-file --batch` into a tar forged
+// writes), never `git archive`: the archive applies the commit's own
+// .gitattributes (export-subst splices commit messages into files) and the
+// repository's filter drivers, so the Dockerfile built would not be the
+// blob the build policy checked. Raw blobs make them the same bytes; see
+// context.go for why this beats archiving and comparing afterwards.
+//
 // Prepare, ImportResult and Publish do not serialise themselves: callers
 // hold the per-repository lock from AcquireRepoLock around each call.
 package gitops

@@ -57,7 +57,8 @@ type Prepared struct {
 	// commit under the ref refs/forge/inputs/<attemptHex>.
 	BundlePath string
 	// ContextTarPath is WorkDir/input/context.tar, the image build context:
-	// `git archive --format=tar` of the config commit.
+	// the config commit's tree as committed, written from its objects with
+	// no attribute processing (see context.go).
 	ContextTarPath string
 	// ContextDigest is the lowercase hex sha256 of the context tar.
 	ContextDigest string
@@ -68,7 +69,7 @@ type Prepared struct {
 // branch, else the base branch, else origin's base branch) and the sandbox
 // config commit (the server-approved one, else the default branch), reads the
 // contract and Dockerfile from the config commit, bundles the input commit
-// and archives the config commit as the build context.
+// and writes the config commit's tree as the build context.
 //
 // Prepare does not lock: the caller holds AcquireRepoLock for RepoPath.
 // The temporary ref it bundles from is deleted before it returns.
@@ -78,6 +79,9 @@ func Prepare(ctx context.Context, git *Runner, req PrepareRequest) (*Prepared, e
 		return nil, err
 	}
 	repo := req.RepoPath
+	if err := checkObjectFormat(ctx, git, repo); err != nil {
+		return nil, err
+	}
 	if err := fetchOrigin(ctx, git, repo); err != nil {
 		return nil, err
 	}
@@ -109,8 +113,7 @@ func Prepare(ctx context.Context, git *Runner, req PrepareRequest) (*Prepared, e
 	if err := bundleInput(ctx, git, repo, inputRefPrefix+hexID, input, p.BundlePath); err != nil {
 		return nil, err
 	}
-	if _, err := git.Run(ctx, repo, RunOpts{Timeout: bundleTimeout, Code: failure.SandboxInputFailed},
-		"archive", "--format=tar", "--output="+p.ContextTarPath, config); err != nil {
+	if err := writeContext(ctx, git, repo, config, p.ContextTarPath); err != nil {
 		return nil, err
 	}
 	if p.ContextDigest, err = fileSHA256(p.ContextTarPath); err != nil {

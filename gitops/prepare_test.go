@@ -287,3 +287,26 @@ func TestPrepareHonoursCancellation(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, context.Canceled)
 }
+
+// A SHA-256 repository is refused with its own code before anything is
+// prepared: the worker's git reads SHA-1 objects only.
+func TestPrepareRefusesASHA256Repository(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "repo")
+	gitT(t, "", "init", "--quiet", "--object-format=sha256", "-b", "main", dir)
+	writeFile(t, filepath.Join(dir, ContractPath), testContract)
+	writeFile(t, filepath.Join(dir, DockerfilePath), testDockerfile)
+	gitT(t, dir, "add", "-A")
+	gitT(t, dir, "commit", "--quiet", "-m", "init")
+	req := prepareRequest(t, dir)
+	_, err := Prepare(context.Background(), NewRunner(), req)
+	require.Error(t, err)
+	assert.Equal(t, failure.SandboxRepositoryUnsupported, failure.CodeOf(err), "%v", err)
+	assert.Contains(t, err.Error(), "SHA-256")
+	entries, err := os.ReadDir(req.WorkDir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "nothing was prepared")
+
+	// A SHA-1 repository passes the check.
+	require.NoError(t, checkObjectFormat(context.Background(), NewRunner(), newRepo(t)))
+}

@@ -229,6 +229,10 @@ type PublishRequest struct {
 	ValidateRemote RemoteValidator
 	// Now is the clock for the credential's expiry; nil means time.Now.
 	Now func() time.Time
+	// Policy is the operator's publish policy, checked over
+	// input..result before the remote is contacted (the zero policy
+	// allows everything).
+	Policy PublishPolicy
 }
 
 // PublishResult reports a publication.
@@ -244,7 +248,8 @@ type PublishResult struct {
 // remote. It validates the request and the credential (see
 // ValidateCredential; failure.SandboxOutputPublishForbid), checks the branch
 // with `git check-ref-format --branch`, asks AssertCurrent, reads the
-// remote branch with ls-remote and decides with PushArgs: a no-op when the
+// remote branch with ls-remote and decides with PushArgs (after the
+// operator's Policy passed, failure.SandboxOutputPublishPolicy otherwise): a no-op when the
 // remote already holds the result, failure.SandboxOutputPublishStale when it
 // holds neither the input nor the result, else a push with
 // --force-with-lease on the observed commit between two AssertCurrent
@@ -285,6 +290,9 @@ func Publish(ctx context.Context, git *Runner, req PublishRequest) (PublishResul
 		return PublishResult{}, failure.New(failure.SandboxOutputPublishForbid, "publication credential refused: %s", reasonRemote)
 	}
 	if err := checkBranchFormat(ctx, git, req.RepoPath, req.Branch); err != nil {
+		return PublishResult{}, err
+	}
+	if err := checkPublishPolicy(ctx, git, req.RepoPath, req.InputCommitSHA, req.ResultCommitSHA, req.Policy); err != nil {
 		return PublishResult{}, err
 	}
 	if err := assertCurrent(); err != nil {
@@ -334,6 +342,9 @@ func (req PublishRequest) validate() error {
 		return failure.New(failure.SandboxOutputPublishForbid, "publication request: there is no result commit to publish")
 	case !messages.ValidBranch(req.Branch):
 		return failure.New(failure.SandboxOutputPublishForbid, "publication request: branch %q is not a valid branch name", text.Ellipsis(req.Branch, 64))
+	}
+	if err := req.Policy.Validate(); err != nil {
+		return failure.New(failure.SandboxOutputPublishPolicy, "publication request: publish policy: %v", err)
 	}
 	return checkPushIDs(req.Branch, req.ResultCommitSHA, req.InputCommitSHA, "")
 }

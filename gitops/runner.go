@@ -66,6 +66,10 @@ type RunOpts struct {
 	// Stdin feeds git's standard input (empty when nil). Run returns when
 	// git exits even if a Read on Stdin is still blocked.
 	Stdin io.Reader
+	// Stdout, when set, receives git's standard output as it comes instead
+	// of Run's result (which is then ""); MaxOutput still caps it. A write
+	// error from Stdout kills git and fails the call.
+	Stdout io.Writer
 	// Redact lists secrets that must never reach an error. Each non-empty
 	// entry is replaced in stderr before the excerpt is taken, longest
 	// first. When stderr was longer than the kept tail, the tail's leading
@@ -126,7 +130,13 @@ func (r *Runner) Run(ctx context.Context, dir string, opts RunOpts, args ...stri
 	stderr := &tailWriter{max: stderrTail}
 	cmd := exec.CommandContext(runCtx, gitPath, argv...)
 	cmd.Env = gitEnv(dir, opts.Config, opts.Env)
-	cmd.Stdout = stdout
+	var stream *streamOutput
+	if opts.Stdout != nil {
+		stream = &streamOutput{w: opts.Stdout, left: limit, onOverflow: cancel}
+		cmd.Stdout = stream
+	} else {
+		cmd.Stdout = stdout
+	}
 	cmd.Stderr = stderr
 	procgroup.Isolate(cmd)
 	cmd.WaitDelay = waitDelay
@@ -136,6 +146,9 @@ func (r *Runner) Run(ctx context.Context, dir string, opts RunOpts, args ...stri
 		err = cmd.Wait()
 	}
 	out, overflow := stdout.Result()
+	if stream != nil {
+		overflow = stream.overflowed()
+	}
 	switch {
 	case overflow:
 		return "", failure.Wrap(code, errOutputLimit, "git %s: output exceeds %d bytes", sub, limit)
@@ -343,6 +356,41 @@ func redact(w *tailWriter, secrets []string) string {
 		s = strings.ReplaceAll(s, secret, redactMark)
 	}
 	return s
+}
+
+// streamOutput hands git's stdout to w while at most left bytes have
+// come; past that (or when w fails) it refuses the write and stops git.
+type streamOutput struct {
+	mu         sync.Mutex
+	w          io.Writer
+	left       int64
+	overflow   bool
+	onOverflow func()
+}
+
+func (s *streamOutput) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.overflow {
+		return 0, errOutputLimit
+	}
+	if int64(len(p)) > s.left {
+		s.overflow = true
+		s.onOverflow()
+		return 0, errOutputLimit
+	}
+	s.left -= int64(len(p))
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.onOverflow()
+	}
+	return n, err
+}
+
+func (s *streamOutput) overflowed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.overflow
 }
 
 // tailWriter keeps the last max bytes written to it.

@@ -53,6 +53,32 @@ func TestRunnerOutputCap(t *testing.T) {
 	assert.Contains(t, err.Error(), "output exceeds 10 bytes")
 }
 
+// A streamed stdout is capped as a collected one, and a failing writer
+// stops git.
+func TestRunnerStreamedOutput(t *testing.T) {
+	t.Parallel()
+	repo := newRepo(t)
+	var buf strings.Builder
+	out, err := NewRunner().Run(testCtx(t), repo, RunOpts{Stdout: &buf}, "rev-parse", "HEAD")
+	require.NoError(t, err)
+	assert.Empty(t, out)
+	assert.Len(t, strings.TrimSpace(buf.String()), 40)
+
+	buf.Reset()
+	_, err = NewRunner().Run(testCtx(t), repo, RunOpts{MaxOutput: 10, Stdout: &buf, Code: failure.SandboxInputFailed},
+		"cat-file", "--batch-all-objects", "--batch-check")
+	assert.True(t, failure.Is(err, failure.SandboxInputFailed), "%v", err)
+	assert.ErrorIs(t, err, errOutputLimit)
+	assert.Empty(t, buf.String(), "nothing past the cap reaches the writer")
+
+	_, err = NewRunner().Run(testCtx(t), repo, RunOpts{Stdout: failingWriter{}, Stdin: blockingStdin(t)}, "cat-file", "--batch-check", "--batch-all-objects")
+	assert.Error(t, err)
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
+
 // blockingStdin is a reader that never returns data, so `git cat-file
 // --batch` waits forever.
 func blockingStdin(t *testing.T) io.Reader {

@@ -8,6 +8,17 @@ import "time"
 // InspectReply, RenewLeaseReply, CleanupReport, Event, AttemptOutcome) are
 // in protocol.go and beside it.
 
+// The daemon API's request guard (internal/daemon/httpapi): the Host name
+// package client and the CLI send over the unix socket, and the header
+// every state-changing request (POST, DELETE) carries with
+// `Content-Type: application/json`. A browser page of another origin can
+// set neither without a CORS preflight, which the daemon never grants.
+const (
+	APISocketHost   = "forged"
+	APIClientHeader = "X-Forged-Client"
+	APIClientValue  = "1"
+)
+
 // APIError is the body of every refusal and failure the API answers: the
 // failure code (package failure's registry gives its HTTP status) and a
 // message for a person.
@@ -101,15 +112,40 @@ type ActorView struct {
 	Stats *ActorStats `json:"stats,omitempty"`
 }
 
+// MemorySeries is the body of GET /v1/attempts/{id}/memory: the memory
+// sampler's last readings of the attempt's agent container, oldest first,
+// and the container's memory limit (0 before the first reading).
+type MemorySeries struct {
+	AttemptID  string         `json:"attemptId"`
+	LimitBytes int64          `json:"limitBytes"`
+	Samples    []MemorySample `json:"samples"`
+}
+
+// MemorySample is one reading: the memory in use and, when the kernel's
+// counters are read, the CPU time throttled so far.
+type MemorySample struct {
+	At                time.Time `json:"at"`
+	UsageBytes        uint64    `json:"usageBytes"`
+	CPUThrottledNanos uint64    `json:"cpuThrottledNanos,omitempty"`
+}
+
+// MessageCount is one kind of message an actor received lately and how
+// many times.
+type MessageCount struct {
+	Kind  string `json:"kind"`
+	Count uint64 `json:"count"`
+}
+
 // ActorStats is one live actor's counters.
 type ActorStats struct {
 	MailboxDepth int64  `json:"mailboxDepth"`
 	MessagesIn   uint64 `json:"messagesIn"`
 	MessagesOut  uint64 `json:"messagesOut"`
 	Restarts     uint64 `json:"restarts"`
-	// RecentMessages are the types of the last messages it received,
-	// oldest first.
-	RecentMessages []string `json:"recentMessages"`
+	// Recent are the kinds (Go types) of the messages it received lately,
+	// each once with its count, least recently seen first; the console's
+	// own polling (Inspect, SnapshotRequest) is left out.
+	Recent []MessageCount `json:"recent"`
 }
 
 // AttemptView is one attempt in the console: its summary and its phase

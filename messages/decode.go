@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -70,9 +71,10 @@ func DecodeDispatch(r io.Reader) (*Dispatch, error) {
 	}
 	var d Dispatch
 	if err := strictjson.Decode(raw, &d); errors.Is(err, strictjson.ErrTrailingData) {
-		return nil, failure.New(failure.DispatchInvalid, "trailing data after the dispatch document")
+		return nil, failure.New(failure.DispatchInvalid, "there is data after the dispatch's JSON object: send exactly one object")
 	} else if err != nil {
-		return nil, failure.Wrap(failure.DispatchInvalid, err, "%s", describeJSONError(err))
+		// The sentence says it all; the decoder's own words stay the cause.
+		return nil, failure.WrapWithheld(failure.DispatchInvalid, err, "%s", describeJSONError(err))
 	}
 	if err := d.Validate(); err != nil {
 		return nil, err
@@ -80,21 +82,51 @@ func DecodeDispatch(r io.Reader) (*Dispatch, error) {
 	return &d, nil
 }
 
+// describeJSONError turns a decoding error into one sentence that names
+// the field (where the decoder knows it) and says what to do.
 func describeJSONError(err error) string {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	var timeErr *time.ParseError
+	msg := strings.TrimPrefix(err.Error(), "json: ")
 	switch {
+	case errors.Is(err, io.EOF):
+		return "the dispatch is empty: send one JSON object (docs/dispatch-and-api.md)"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the dispatch's JSON ends early: send one complete object"
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return fmt.Sprintf("field %s must be a JSON %s, not %s", typeErr.Field, jsonKind(typeErr.Type.Kind()), typeErr.Value)
 	case errors.As(err, &typeErr):
-		return fmt.Sprintf("field %s: expected %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)
+		return fmt.Sprintf("the dispatch must be a JSON object, not %s", typeErr.Value)
 	case errors.As(err, &syntaxErr):
-		return fmt.Sprintf("malformed JSON at offset %d: %v", syntaxErr.Offset, syntaxErr)
+		return fmt.Sprintf("the dispatch is not valid JSON at byte %d (%s): fix the document", syntaxErr.Offset, msg)
 	case errors.As(err, &timeErr):
-		return fmt.Sprintf("bad timestamp %q: must be RFC 3339", timeErr.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return "unknown " + strings.TrimPrefix(err.Error(), "json: ")
+		return fmt.Sprintf("timestamp %q is not RFC 3339: write it as 2030-01-02T15:04:05Z", text.Ellipsis(timeErr.Value, 64))
+	case errors.Is(err, strictjson.ErrDuplicateKey):
+		key := strings.TrimPrefix(err.Error(), strictjson.ErrDuplicateKey.Error()+": ")
+		return fmt.Sprintf("key %s appears twice in one object (keys are compared without case): keep one", text.Ellipsis(key, 64))
+	case strings.HasPrefix(msg, "unknown field "):
+		return fmt.Sprintf("field %s is not part of a dispatch: remove it (docs/dispatch-and-api.md lists the fields)",
+			text.Ellipsis(strings.TrimPrefix(msg, "unknown field "), 64))
 	default:
-		return err.Error()
+		return text.Ellipsis(msg, 200)
+	}
+}
+
+// jsonKind names a Go kind as JSON does.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	default:
+		return "object"
 	}
 }
 

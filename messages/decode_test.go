@@ -130,8 +130,8 @@ func TestDecodeDispatchRefusals(t *testing.T) {
 		{"blank commit message", mutate(t, func(m map[string]any) { sub(m, "task")["commitMessage"] = " \n" }), "task.commitMessage"},
 		{"commit message with NUL", mutate(t, func(m map[string]any) { sub(m, "task")["commitMessage"] = "a\x00b" }), "task.commitMessage"},
 		{"huge commit message", mutate(t, func(m map[string]any) { sub(m, "task")["commitMessage"] = strings.Repeat("m", MaxCommitMessageBytes+1) }), "task.commitMessage"},
-		{"trailing data", validDispatch + "{}", "trailing"},
-		{"not json", "nope", "malformed"},
+		{"trailing data", validDispatch + "{}", "data after the dispatch"},
+		{"not json", "nope", "not valid JSON"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -201,12 +201,53 @@ func FuzzDecodeDispatch(f *testing.F) {
 			if failure.CodeOf(err) != failure.DispatchInvalid {
 				t.Fatalf("error without dispatch_invalid: %v", err)
 			}
+			checkRefusalReads(t, err)
 			return
 		}
 		if d.Validate() != nil {
 			t.Fatal("decoded dispatch does not validate")
 		}
 	})
+}
+
+// checkRefusalReads holds a refusal to the house style: one code, then a
+// non-empty sentence that neither repeats the code nor a word twice in a
+// row ("unknown unknown field").
+func checkRefusalReads(t *testing.T, err error) {
+	t.Helper()
+	msg := err.Error()
+	code := string(failure.CodeOf(err))
+	rest, ok := strings.CutPrefix(msg, code+": ")
+	if !ok || strings.TrimSpace(rest) == "" {
+		t.Fatalf("refusal %q is not the code and a sentence", msg)
+	}
+	if strings.Contains(rest, code) {
+		t.Fatalf("refusal %q repeats its code", msg)
+	}
+	words := strings.Fields(rest)
+	for i := 1; i < len(words); i++ {
+		if strings.EqualFold(words[i], words[i-1]) && strings.Trim(words[i], `"':,.`) != "" && !strings.ContainsAny(words[i], `"`) {
+			t.Fatalf("refusal %q repeats %q", msg, words[i])
+		}
+	}
+}
+
+func TestBadDispatchesReadWell(t *testing.T) {
+	for doc, want := range map[string]string{
+		`{"bad": 1}`:           `dispatch_invalid: field "bad" is not part of a dispatch: remove it (docs/dispatch-and-api.md lists the fields)`,
+		``:                     `dispatch_invalid: the dispatch is empty: send one JSON object (docs/dispatch-and-api.md)`,
+		`{"session": 5}`:       `dispatch_invalid: field session must be a JSON object, not number`,
+		`[1]`:                  `dispatch_invalid: the dispatch must be a JSON object, not array`,
+		`{"a":1,"A":2}`:        `dispatch_invalid: key "A" appears twice in one object (keys are compared without case): keep one`,
+		`{"session":{}} x`:     `dispatch_invalid: there is data after the dispatch's JSON object: send exactly one object`,
+		`{"x"`:                 `dispatch_invalid: the dispatch's JSON ends early: send one complete object`,
+		`{"session":{} "x":1}`: `dispatch_invalid: the dispatch is not valid JSON at byte 15 (invalid character '"' after object key:value pair): fix the document`,
+	} {
+		_, err := DecodeDispatch(strings.NewReader(doc))
+		require.Error(t, err, doc)
+		assert.Equal(t, want, err.Error(), doc)
+		checkRefusalReads(t, err)
+	}
 }
 
 func TestRunnerEventKind(t *testing.T) {

@@ -7,9 +7,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 )
 
 // Bounds on one worker event, as the seed enforces them.
@@ -89,29 +91,70 @@ func SignEventLine(key []byte, seq uint64, ev Event) ([]byte, error) {
 type EventVerifier struct {
 	key      []byte
 	next     uint64
-	Demoted  int // events that claimed another role than agent and were demoted
-	Verified int // events whose MAC verified
+	Demoted  int  // runner event lines that did not verify (the task's, made agent text)
+	Verified int  // events whose MAC verified
+	resumed  bool // NewResumedEventVerifier: drop lines the log delivered
 }
 
 // NewEventVerifier returns a verifier for one attempt's event key. With an
 // empty key nothing verifies.
 func NewEventVerifier(key []byte) *EventVerifier { return &EventVerifier{key: key} }
 
-// Parse is ParseRunnerEventLine followed by the role decision above.
+// Parse decodes one line of the worker's stdout. A line that is not a
+// runner event is noise: (nil, nil). A runner event whose MAC verifies is
+// the worker's, decoded strictly: a malformed one is
+// failure.SandboxEventInvalid (the worker broke the protocol). Any other
+// runner event line is the task's, whatever it claims, and never an error:
+// it arrives as agent text (unverifiedEvent), with the host's event type
+// and time.
 func (v *EventVerifier) Parse(line []byte) (*Event, error) {
-	ev, env, err := parseEventLine(line)
-	if err != nil || ev == nil {
-		return ev, err
+	env, ok := parseEnvelope(line)
+	if !ok {
+		return nil, nil
 	}
 	if v.verify(env) {
+		ev, err := decodeEvent(env.Event)
+		if err != nil {
+			return nil, err
+		}
 		v.Verified++
 		return ev, nil
 	}
-	if ev.Role != RoleAgent {
-		v.Demoted++
-		ev.Role = RoleAgent
+	if v.delivered(env) {
+		return nil, nil
 	}
-	return ev, nil
+	v.Demoted++
+	return unverifiedEvent(line, env), nil
+}
+
+// TaskOutputEventType is the event type of the task's output lines (the
+// worker's task_output events, and the lines the task wrote past it).
+const TaskOutputEventType = "task_output"
+
+// UnverifiedStream is the "stream" of an event's data when the line did
+// not come from the worker: the task wrote it into the host's stream past
+// the worker (through /proc/1/fd/1).
+const UnverifiedStream = "unverified"
+
+// unverifiedEvent is the agent text a runner event line becomes when its
+// MAC does not verify: role agent, kind checkpoint, the host's event type
+// (task_output, as the worker gives the task's own lines) and the host's
+// time. Its content is the claimed content of a well-formed event, else
+// the line itself (valid UTF-8, bounded); its data says where it came from
+// and what event type it claimed.
+func unverifiedEvent(line []byte, env envelope) *Event {
+	data := map[string]any{"stream": UnverifiedStream}
+	content := ""
+	if claimed, err := decodeEvent(env.Event); err == nil {
+		content = claimed.Content
+		data["claimedEventType"] = claimed.EventType
+	} else {
+		content = text.Clip(strings.ToValidUTF8(string(bytes.TrimSpace(line)), "\uFFFD"), maxEventContent)
+		data["malformed"] = true
+	}
+	raw, _ := json.Marshal(data)
+	d := string(raw)
+	return &Event{Role: RoleAgent, Kind: KindCheckpoint, EventType: TaskOutputEventType, Content: content, Data: &d, OccurredAt: time.Now().UTC()}
 }
 
 func (v *EventVerifier) verify(env envelope) bool {
@@ -126,13 +169,11 @@ func (v *EventVerifier) verify(env envelope) bool {
 	return true
 }
 
-// ParseRunnerEventLine parses one stdout line of the worker. Lines that are
-// not JSON objects, or not runner events, yield (nil, nil): they are noise,
-// not events. A runner event that breaks the field bounds is refused with
-// failure.SandboxEventInvalid. Without a key nothing is authenticated, so
-// every event comes back as RoleAgent; EventVerifier.Parse keeps the
-// worker's own events as RoleRunner. The worker is untrusted: nothing here
-// panics.
+// ParseRunnerEventLine parses one stdout line of the worker without a key:
+// lines that are not JSON objects, or not runner events, yield (nil, nil),
+// and every runner event comes back as the agent text of an unverified
+// line (see EventVerifier.Parse, which keeps the worker's own events). The
+// worker is untrusted: nothing here panics.
 func ParseRunnerEventLine(line []byte) (*Event, error) {
 	return NewEventVerifier(nil).Parse(line)
 }
@@ -145,16 +186,22 @@ type envelope struct {
 	MAC   *string         `json:"mac"`
 }
 
-// parseEventLine decodes a line and its event as claimed.
-func parseEventLine(line []byte) (*Event, envelope, error) {
+// parseEnvelope decodes a line's envelope; ok is false when the line is
+// not a runner event (noise).
+func parseEnvelope(line []byte) (envelope, bool) {
 	trimmed := bytes.TrimSpace(line)
 	var env envelope
 	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return nil, env, nil
+		return env, false
 	}
 	if err := json.Unmarshal(trimmed, &env); err != nil || env.Type != RunnerEventType {
-		return nil, env, nil
+		return env, false
 	}
+	return env, true
+}
+
+// decodeEvent decodes an event object strictly within the field bounds.
+func decodeEvent(event json.RawMessage) (*Event, error) {
 	var raw struct {
 		Role       *string `json:"role"`
 		Kind       *string `json:"kind"`
@@ -163,25 +210,25 @@ func parseEventLine(line []byte) (*Event, envelope, error) {
 		Data       *string `json:"data"`
 		OccurredAt *string `json:"occurredAt"`
 	}
-	if len(env.Event) == 0 || json.Unmarshal(env.Event, &raw) != nil {
-		return nil, env, failure.New(failure.SandboxEventInvalid, "runner event envelope is missing event data")
+	if len(event) == 0 || json.Unmarshal(event, &raw) != nil {
+		return nil, failure.New(failure.SandboxEventInvalid, "runner event envelope is missing event data")
 	}
 	if raw.Role == nil || raw.Kind == nil || raw.Content == nil || raw.EventType == nil {
-		return nil, env, failure.New(failure.SandboxEventInvalid, "role, kind, content and eventType must be strings")
+		return nil, failure.New(failure.SandboxEventInvalid, "role, kind, content and eventType must be strings")
 	}
 	if len(*raw.Role) > maxEventRole || len(*raw.Kind) > maxEventKind || len(*raw.EventType) > maxEventType || len(*raw.Content) > maxEventContent {
-		return nil, env, failure.New(failure.SandboxEventInvalid, "runner event exceeds field bounds")
+		return nil, failure.New(failure.SandboxEventInvalid, "runner event exceeds field bounds")
 	}
 	if raw.Data != nil && len(*raw.Data) > maxEventDataBytes {
-		return nil, env, failure.New(failure.SandboxEventInvalid, "runner event data exceeds field bounds")
+		return nil, failure.New(failure.SandboxEventInvalid, "runner event data exceeds field bounds")
 	}
 	ev := &Event{Role: *raw.Role, Kind: *raw.Kind, Content: *raw.Content, EventType: *raw.EventType, Data: raw.Data, OccurredAt: time.Now().UTC()}
 	if raw.OccurredAt != nil {
 		at, err := time.Parse(time.RFC3339Nano, *raw.OccurredAt)
 		if err != nil {
-			return nil, env, failure.New(failure.SandboxEventInvalid, "runner event occurredAt is invalid")
+			return nil, failure.New(failure.SandboxEventInvalid, "runner event occurredAt is invalid")
 		}
 		ev.OccurredAt = at
 	}
-	return ev, env, nil
+	return ev, nil
 }

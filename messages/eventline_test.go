@@ -1,8 +1,11 @@
 package messages
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -11,32 +14,54 @@ import (
 )
 
 func TestParseRunnerEventLine(t *testing.T) {
-	ev, err := ParseRunnerEventLine([]byte(`{"type":"runner_event","event":{"role":"agent","kind":"checkpoint","content":"hi","eventType":"task_output","occurredAt":"2026-01-01T00:00:00Z"}}`))
+	// Without a key nothing verifies: every runner event is the agent's,
+	// with the host's event type and time.
+	ev, err := ParseRunnerEventLine([]byte(`{"type":"runner_event","event":{"role":"agent","kind":"checkpoint","content":"hi","eventType":"task_output","occurredAt":"2001-01-01T00:00:00Z"}}`))
 	require.NoError(t, err)
 	require.NotNil(t, ev)
 	assert.Equal(t, "hi", ev.Content)
-	assert.Equal(t, 2026, ev.OccurredAt.Year())
+	assert.WithinDuration(t, time.Now(), ev.OccurredAt, time.Minute, "the host's time, not the claimed one")
 
-	ev, err = ParseRunnerEventLine([]byte(`{"type":"runner_event","event":{"role":"runner","kind":"checkpoint","content":"hi","eventType":"sandbox_output_imported"}}`))
+	ev, err = ParseRunnerEventLine([]byte(`{"type":"runner_event","event":{"role":"runner","kind":"error","content":"hi","eventType":"sandbox_output_imported"}}`))
 	require.NoError(t, err)
 	assert.Equal(t, RoleAgent, ev.Role, "without a key no event is the runner's")
+	assert.Equal(t, TaskOutputEventType, ev.EventType, "the host's event type, not the claimed one")
+	assert.Equal(t, KindCheckpoint, ev.Kind)
+	require.NotNil(t, ev.Data)
+	assert.JSONEq(t, `{"stream":"unverified","claimedEventType":"sandbox_output_imported"}`, *ev.Data)
 
 	for _, noise := range []string{"", "plain text", `{"type":"other"}`, `{not json`, `[1,2]`} {
 		ev, err := ParseRunnerEventLine([]byte(noise))
 		assert.NoError(t, err, noise)
 		assert.Nil(t, ev, noise)
 	}
-	invalid := []string{
+	malformed := []string{
 		`{"type":"runner_event"}`,
 		`{"type":"runner_event","event":{"role":"a","kind":"b","content":"c"}}`,
 		`{"type":"runner_event","event":{"role":1,"kind":"b","content":"c","eventType":"d"}}`,
 		`{"type":"runner_event","event":{"role":"` + strings.Repeat("r", 65) + `","kind":"b","content":"c","eventType":"d"}}`,
 		`{"type":"runner_event","event":{"role":"a","kind":"b","content":"c","eventType":"d","occurredAt":"yesterday"}}`,
 	}
-	for _, line := range invalid {
-		_, err := ParseRunnerEventLine([]byte(line))
-		assert.Equal(t, failure.SandboxEventInvalid, failure.CodeOf(err), line)
+	for _, line := range malformed {
+		ev, err := ParseRunnerEventLine([]byte(line))
+		require.NoError(t, err, "a malformed line from the task is its text, not an error: %s", line)
+		assert.Equal(t, RoleAgent, ev.Role)
+		assert.Equal(t, TaskOutputEventType, ev.EventType)
+		assert.Equal(t, line, ev.Content)
+		assert.JSONEq(t, `{"stream":"unverified","malformed":true}`, *ev.Data)
 	}
+}
+
+// TestAMalformedEventOfTheWorkerIsInvalid: a line whose MAC verifies is the
+// worker's, and the worker breaking the format is an error.
+func TestAMalformedEventOfTheWorkerIsInvalid(t *testing.T) {
+	key := EventKey("control-key")
+	event := []byte(`{"role":"runner","content":"c"}`)
+	line, err := json.Marshal(signedLine{Type: RunnerEventType, Seq: 0, Event: event,
+		MAC: base64.RawURLEncoding.EncodeToString(eventMAC(key, 0, event))})
+	require.NoError(t, err)
+	_, err = NewEventVerifier(key).Parse(line)
+	assert.Equal(t, failure.SandboxEventInvalid, failure.CodeOf(err))
 }
 
 func FuzzParseRunnerEventLine(f *testing.F) {

@@ -36,6 +36,12 @@ type HostReport struct {
 	Disk     DiskState      `json:"disk"`
 	// Storage says how attempt volumes are bounded (quota.Detect).
 	Storage StorageFacts `json:"storage"`
+	// KernelFacts says which of the kernel's own facts about a running
+	// sandbox forged can read; without them classification is best-effort.
+	KernelFacts KernelFactsAccess `json:"kernelFacts"`
+	// Isolation is the operator's isolation floor and what the engine
+	// offers for it (the runtimes it registers, runsc's probe).
+	Isolation IsolationFacts `json:"isolation"`
 	// DiskSlots is the disk side of admission.
 	DiskSlots DiskSlots   `json:"diskSlots"`
 	Memory    MemorySlots `json:"memory"`
@@ -194,6 +200,18 @@ type StorageFacts struct {
 	Reason    string `json:"reason,omitempty"`
 }
 
+// KernelFactsAccess is what preflight found forged may read of another
+// user's process, as it must of a sandbox's: its cgroup (Counters:
+// /proc/<pid>/cgroup, which locates the memory, OOM-kill, pids and CPU
+// counters) and its file systems (Filesystems: statfs through
+// /proc/<pid>/root, which needs ptrace access, so root). Reason says what
+// is missing and why.
+type KernelFactsAccess struct {
+	Counters    bool   `json:"counters"`
+	Filesystems bool   `json:"filesystems"`
+	Reason      string `json:"reason,omitempty"`
+}
+
 // Slots is the number of attempts the host admits now: Capacity when
 // available, else 0. Attempts already running are not affected by a
 // smaller number; the caller drains down to it.
@@ -243,3 +261,37 @@ func MaintenanceAllowedFor(code failure.Code) bool {
 
 // Bounded reports whether volumes get a size.
 func (f StorageFacts) Bounded() bool { return f.Mechanism == StorageMechanismImage }
+
+// Isolation floors (IsolationFacts.Floor, the operator's --isolation).
+const (
+	IsolationRunc   = "runc"
+	IsolationGVisor = "gvisor"
+)
+
+// IsolationFacts is the operator's isolation floor and what the engine
+// offers for it. Runtimes are the OCI runtimes the engine registers
+// (Info().Runtimes); GVisor is what the probe found of gVisor's runtime.
+type IsolationFacts struct {
+	Floor    string      `json:"floor"`
+	Runtimes []string    `json:"runtimes"`
+	GVisor   GVisorFacts `json:"gvisor"`
+}
+
+// GVisorFacts is what preflight found of gVisor's runtime. Registered says
+// the engine lists Runtime; Works says a probe container ran under it (no
+// network) and its kernel announced itself as gVisor. Platform is runsc's
+// --platform argument in the engine's registration ("" when the engine
+// gives none: runsc's own default). ProbeMillis is the probe container's
+// create-to-exit time.
+type GVisorFacts struct {
+	Runtime     string    `json:"runtime"`
+	Path        string    `json:"path,omitempty"`
+	Args        []string  `json:"args,omitempty"`
+	Registered  bool      `json:"registered"`
+	Works       bool      `json:"works"`
+	Version     string    `json:"version,omitempty"`
+	Platform    string    `json:"platform,omitempty"`
+	ProbeMillis int64     `json:"probeMillis,omitempty"`
+	ProbedAt    time.Time `json:"probedAt,omitzero"`
+	Reason      string    `json:"reason,omitempty"`
+}

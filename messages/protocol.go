@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/forgedev/forged/failure"
 )
 
 // This file lists the messages actors exchange. Requests answered with
@@ -68,13 +70,17 @@ type SnapshotRequest struct{}
 
 // Snapshot is the supervisor's view of its attempts.
 type Snapshot struct {
-	Slots      int      `json:"slots"`
-	Queued     int      `json:"queued"`
-	Starting   int      `json:"starting"`
-	Active     int      `json:"active"`
-	Degraded   int      `json:"degraded"`
-	BuildQueue int      `json:"buildQueue"`
-	Attempts   []string `json:"attempts"`
+	Slots    int `json:"slots"`
+	Queued   int `json:"queued"`
+	Starting int `json:"starting"`
+	Active   int `json:"active"`
+	// Degraded counts the attempts whose teardown left resources behind
+	// that no reaper round has cleared yet; DegradedTotal counts every
+	// such attempt since the start.
+	Degraded      int      `json:"degraded"`
+	DegradedTotal int      `json:"degradedTotal"`
+	BuildQueue    int      `json:"buildQueue"`
+	Attempts      []string `json:"attempts"`
 	// Preflight is the host report the slots come from (nil when the
 	// supervisor runs with a fixed number of slots).
 	Preflight *HostReport `json:"preflight,omitempty"`
@@ -202,6 +208,15 @@ type BuildPermitQueued struct {
 // ctx.Request so that the supervisor knows the sender.
 type ReleaseBuildPermit struct{}
 
+// MemorySampled is one reading of an attempt's agent container, sent by
+// the memory sampler to its attempt (which ignores it); the metrics
+// middleware keeps the last readings for the console's memory chart.
+type MemorySampled struct {
+	AttemptID  string
+	LimitBytes int64
+	Sample     MemorySample
+}
+
 // --- Inspection (debug console) ---
 
 // Inspect asks any forged actor for its state. Replied with InspectReply.
@@ -267,4 +282,22 @@ type PublicationRequest struct {
 	GrantID           string
 	Branch            string
 	ResultCommitSHA   string
+}
+
+// MaintenanceVerdict tells the reaper and the image collector whether
+// Docker maintenance may run (HostReport.MaintenanceAllowed): the root
+// supervisor sends it when the host report's verdict changes, and to a
+// fresh reaper or collector. While refused, they run no round and no
+// collection, and answer requests with an error naming Code.
+type MaintenanceVerdict struct {
+	Allowed bool
+	Code    failure.Code
+}
+
+// Err is nil when maintenance is allowed, else the refusal.
+func (v MaintenanceVerdict) Err() error {
+	if v.Allowed {
+		return nil
+	}
+	return failure.New(v.Code, "Docker maintenance is refused while the host reports %s", v.Code)
 }

@@ -31,6 +31,23 @@ const (
 	WorkerGID        = 10001
 )
 
+// The worker's stdout budget, counted alike on both sides: in the bytes of
+// the signed event lines (messages.SignEventLine) the worker writes, not in
+// the task's content (a one-byte line costs about 250 bytes on the wire).
+// The worker forwards the task's output lines only while the task_output
+// lines it wrote stay within TaskOutputBudgetBytes, and drops the rest; its
+// own events are bounded apart and fit in WorkerEventReserveBytes (at most
+// one task_active event every 20 s of an 8 h run, the fixed lifecycle
+// events, a bounded commit list). The host's capture bound on the worker's
+// stdout is the sum: an honest task never meets it, only lines the task
+// writes past the worker (into /proc/1/fd/1) can, and then the attempt
+// fails with sandbox_log_limit.
+const (
+	TaskOutputBudgetBytes   = 8 << 20
+	WorkerEventReserveBytes = 2 << 20
+	WorkerStdoutBudgetBytes = TaskOutputBudgetBytes + WorkerEventReserveBytes
+)
+
 // ReleaseSignal is the signal the host sends the worker container (its
 // init forwards it to the worker) once it has taken its last reading:
 // see StartPacket.ReleaseWaitMillis.

@@ -171,6 +171,11 @@ type TaskResources struct {
 	FDLimit      int  `json:"fdLimit"`
 	// MaxProcesses is the most task processes seen at once.
 	MaxProcesses int `json:"maxProcesses"`
+	// ExitWatch is true when the worker held each task process at its exit
+	// and before each syscall that frees storage, and looked then (the
+	// exit watch, internal/worker): FDExhausted and FullWhenFreed are then
+	// seen however quickly the task ends.
+	ExitWatch bool `json:"exitWatch,omitempty"`
 }
 
 // StorageObservation is one watched file system.
@@ -181,4 +186,8 @@ type StorageObservation struct {
 	MaxUsedBytes  uint64 `json:"maxUsedBytes"`
 	Full          bool   `json:"full"`
 	TmpfsInMemory bool   `json:"tmpfs"`
+	// FullWhenFreed is true when the file system was full at a moment the
+	// exit watch held a task process at a syscall that frees storage or
+	// ends it: it was full, even if the task freed it since.
+	FullWhenFreed bool `json:"fullWhenFreed,omitempty"`
 }

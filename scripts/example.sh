@@ -35,7 +35,7 @@ catalogue=()
 [ -f bin/services.tsv ] && catalogue=(--service-catalogue bin/services.tsv)
 # This machine's engine runs rootful and may have only two cores: accept
 # the rootful engine explicitly and keep no core back for the host.
-bin/forged run --allow-rootful --host-reserved-cores 0 "${catalogue[@]}" --state-root "$work/state" "$work/dispatch.json" || status=$?
+bin/forged run --host-reserved-cores 0 "${catalogue[@]}" --state-root "$work/state" "$work/dispatch.json" || status=$?
 
 echo
 echo "== managed branch forge/example-task in $work/repo"

@@ -7,6 +7,8 @@
 #     each phase of an attempt, while services, a per-attempt cache or the
 #     egress proxy run; the restarted forged must leave nothing behind),
 #     FORGED_SOAK_COUNT times (default 10);
+#   - the fast-failure tasks of internal/daemon/runner (descriptors, a full
+#     workspace, an OOM), each FORGED_SOAK_COUNT times, every run classified;
 #   - the actor test harness (./actortest/), five times as often, since its
 #     probes must be stable at -count=50.
 #
@@ -27,4 +29,8 @@ bash scripts/ensure-docker.sh
 bash scripts/service-images.sh
 
 go test -race -count="$count" -timeout 0 -run '^TestChaos' ./cmd/forged/ "$@"
+# The fast-failure tasks (issue 28, finding 8), each run $count times in one test.
+FORGED_FASTFAIL_RUNS="$count" FORGED_FASTFAIL_STRICT=1 go test -race -count=1 -timeout 0 \
+  -run '^(TestDescriptorExhaustionOfAQuickTaskIsClassified|TestFullWorkspaceOfAQuickTaskIsClassified|TestOOMOfATaskKeepsItsOutput)$' \
+  ./internal/daemon/runner/ "$@"
 go test -race -count="$((count * 5))" -timeout 0 ./actortest/ "$@"

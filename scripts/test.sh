@@ -15,6 +15,12 @@ export PATH="$PATH:/usr/local/go/bin"
 bash scripts/ensure-docker.sh chromium prometheus
 # The fleet's tests start their own etcd (internal/testkit/etcdtest).
 bash scripts/ensure-etcd.sh
+# The unit's user and loop devices it may open (cmd/forged's
+# TestUnitDeploymentBoundsAWriter runs forged as that user).
+bash scripts/ensure-forged-user.sh
+# gVisor's runsc, registered with the engine as the runtime "runsc" (by
+# SIGHUP, no engine restart), for the gVisor isolation tests.
+bash scripts/ensure-runsc.sh
 # The service images (postgres, redis, browser, the egress proxy) and their
 # catalogue, bin/services.tsv:
 # cached, only the first run on a machine builds them.

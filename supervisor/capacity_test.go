@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/host/preflight"
 	"github.com/forgedev/forged/internal/kit/clock"
 	"github.com/forgedev/forged/internal/state/ledger"
@@ -149,4 +150,38 @@ func TestQueuedAttemptsAreRefusedWhenTheHostBecomesUnavailable(t *testing.T) {
 	s := f.snapshot(t)
 	assert.Equal(t, []string{running.AttemptID()}, s.Attempts, "the running attempt carries on")
 	assert.Zero(t, s.Queued)
+}
+
+// The host report's maintenance verdict reaches the image collector (and
+// the reaper) when it changes, and only then: refused while the engine is
+// unreachable, allowed again once it answers. A capacity-low code allows
+// maintenance (collecting images is often its cure).
+func TestMaintenanceVerdictFollowsTheHostReport(t *testing.T) {
+	sys := actortest.NewSystem(t)
+	verdicts := sys.NewProbe()
+	recorder := actor.PropsFromFunc(func(ctx actor.Context) {
+		if v, ok := ctx.Message().(messages.MaintenanceVerdict); ok {
+			ctx.Send(verdicts.PID(), v)
+		}
+	})
+	source := &fakeCapacity{clock: sys.Clock}
+	source.mu.Lock()
+	source.report = preflight.Report{Code: failure.DockerUnreachable, Reason: "no engine"}
+	source.mu.Unlock()
+	sys.Spawn(Props(Config{
+		Slots: 1, Cleaner: &fakeCleaner{}, Ledgers: ledger.Store{Root: t.TempDir()}, Capacity: source,
+		RefreshInterval: refreshInterval, CapacityTTL: time.Hour, Clock: sys.Clock, Collector: recorder,
+		NewAttempt: func(*messages.Dispatch, *actor.PID, *actor.PID) *actor.Props { return nil },
+	}))
+	got := actortest.Expect[messages.MaintenanceVerdict](t, verdicts, within)
+	assert.Equal(t, messages.MaintenanceVerdict{Code: failure.DockerUnreachable}, got)
+
+	// The same verdict again is not sent; a capacity-low code allows.
+	require.Eventually(t, func() bool { return sys.Clock.Pending() > 0 }, within, time.Millisecond)
+	sys.Clock.Advance(refreshInterval)
+	actortest.ExpectNoMessage[messages.MaintenanceVerdict](t, verdicts, time.Minute)
+	source.set(0, "disk is low")
+	require.Eventually(t, func() bool { return sys.Clock.Pending() > 0 }, within, time.Millisecond)
+	sys.Clock.Advance(refreshInterval)
+	assert.Equal(t, messages.MaintenanceVerdict{Allowed: true}, actortest.Expect[messages.MaintenanceVerdict](t, verdicts, within))
 }

@@ -30,9 +30,12 @@
 // run on Config.Clock (internal/clock): tests move a manual clock instead
 // of sleeping.
 //
-// The build permit is granted FIFO to the actors that ask for it with
-// AcquireBuildPermit; one that must wait is told its place in the queue
-// (BuildPermitQueued). The supervisor watches every holder and waiter: the
+// The build permits are a pool of Config.BuildPermits (default 1), granted
+// FIFO to the actors that ask for one with AcquireBuildPermit, at most one
+// per image key: a waiter whose key is being built lets later waiters of
+// other keys pass, and builds once that build ends (finding its image in
+// the cache). One that must wait is told its place in the queue
+// (BuildPermitQueued). The supervisor watches every holder and waiter: a
 // permit is released when its holder replies ReleaseBuildPermit or
-// terminates for any reason, so a crashed build never keeps it.
+// terminates for any reason, so a crashed build never keeps one.
 package supervisor

@@ -89,6 +89,10 @@ type roundDone struct {
 
 // reaperActor runs reaper rounds on its own timer (re-armed after each
 // round, so rounds never overlap) and on request.
+// reaped tells the supervisor which attempts' ledgers a round reaped: a
+// degraded attempt among them is degraded no more.
+type reaped struct{ attemptIDs []string }
+
 type reaperActor struct {
 	cfg   ReaperConfig
 	live  *liveSet
@@ -100,6 +104,10 @@ type reaperActor struct {
 	running bool
 	rounds  int
 	last    ReapResult
+	// maintenance is the host's verdict (allowed until told otherwise);
+	// skipped counts the scheduled rounds it refused.
+	maintenance messages.MaintenanceVerdict
+	skipped     int
 }
 
 // interval is the period between rounds.
@@ -120,7 +128,9 @@ func newReaperProps(cfg ReaperConfig, live *liveSet, clk clock.Clock) *actor.Pro
 	}
 	// A panic in the reaper restarts it (its state is only counters and
 	// the last round), so one bad round never ends periodic reaping.
-	return actor.PropsFromProducer(func() actor.Actor { return &reaperActor{cfg: cfg, live: live, clock: clk} })
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &reaperActor{cfg: cfg, live: live, clock: clk, maintenance: messages.MaintenanceVerdict{Allowed: true}}
+	})
 }
 
 func (r *reaperActor) Receive(ctx actor.Context) {
@@ -135,10 +145,21 @@ func (r *reaperActor) Receive(ctx actor.Context) {
 		if r.cancel != nil {
 			r.cancel()
 		}
+	case messages.MaintenanceVerdict:
+		r.maintenance = msg
 	case reapTick:
 		r.timer = nil
+		if err := r.maintenance.Err(); err != nil {
+			r.skipped++
+			r.arm(ctx)
+			return
+		}
 		r.round(ctx, false, nil)
 	case ReapNow:
+		if err := r.maintenance.Err(); err != nil {
+			ctx.Respond(ReapResult{Err: err})
+			return
+		}
 		r.round(ctx, msg.DryRun, ctx.Sender())
 	case roundDone:
 		r.running = false
@@ -152,6 +173,9 @@ func (r *reaperActor) Receive(ctx actor.Context) {
 		}
 		if r.cfg.OnRound != nil && !msg.dryRun {
 			r.cfg.OnRound(msg.result.Round, msg.result.Err)
+		}
+		if !msg.dryRun && len(msg.result.Round.Reaped) > 0 && ctx.Parent() != nil {
+			ctx.Send(ctx.Parent(), reaped{attemptIDs: msg.result.Round.Reaped})
 		}
 		if msg.requester != nil {
 			ctx.Send(msg.requester, msg.result)
@@ -171,6 +195,12 @@ func (r *reaperActor) Receive(ctx actor.Context) {
 			"lastDegraded": strconv.Itoa(len(r.last.Round.Degraded))}
 		if r.last.Err != nil {
 			facts["lastError"] = r.last.Err.Error()
+		}
+		if r.skipped > 0 {
+			facts["skippedRounds"] = strconv.Itoa(r.skipped)
+		}
+		if !r.maintenance.Allowed {
+			phase, facts["maintenance"] = "refused", "refused: "+string(r.maintenance.Code)
 		}
 		ctx.Respond(messages.InspectReply{PID: ctx.Self().GetId(), Kind: "reaper", Phase: phase, Facts: facts})
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/internal/state/reaper"
 	"github.com/forgedev/forged/messages"
@@ -70,4 +71,39 @@ func TestReaperRoundSweepsImagesOfAttemptsNotLive(t *testing.T) {
 	defer sweeper.mu.Unlock()
 	assert.Equal(t, 1, sweeper.calls)
 	assert.Equal(t, map[string]bool{"0123456789abcdef0123456789abcdef": true, "ffffffffffffffffffffffffffffffff": false}, sweeper.live)
+}
+
+// While the host refuses maintenance, the reaper runs no round, scheduled
+// or requested; once allowed again it does.
+func TestReaperRunsNoRoundWhileMaintenanceIsRefused(t *testing.T) {
+	sys := actortest.NewSystem(t)
+	system := sys.ActorSystem
+	sweeper := &recordingSweeper{}
+	pid := sys.Spawn(newReaperProps(ReaperConfig{
+		Store: ledger.Store{Root: t.TempDir()}, Docker: emptyEngine{}, Interval: time.Minute, Images: sweeper,
+		Round: reaper.Config{RunnerID: "00000000-0000-4000-8000-000000000001", RunnerInstanceID: "00000000-0000-4000-8000-000000000002"},
+	}, newLiveSet(), sys.Clock))
+	system.Root.Send(pid, messages.MaintenanceVerdict{Code: failure.DockerUnreachable})
+
+	res, err := system.Root.RequestFuture(pid, ReapNow{}, 10*time.Second).Result()
+	require.NoError(t, err)
+	assert.Equal(t, failure.DockerUnreachable, failure.CodeOf(res.(ReapResult).Err))
+	inspect := func() messages.InspectReply {
+		res, err := system.Root.RequestFuture(pid, messages.Inspect{}, 10*time.Second).Result()
+		require.NoError(t, err)
+		return res.(messages.InspectReply)
+	}
+	require.Eventually(t, func() bool { return sys.Clock.Pending() == 1 }, 10*time.Second, time.Millisecond)
+	sys.Clock.Advance(time.Minute) // the scheduled round is skipped
+	require.Eventually(t, func() bool { return inspect().Facts["skippedRounds"] == "1" }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, "refused", inspect().Phase)
+	assert.Equal(t, "0", inspect().Facts["rounds"])
+
+	system.Root.Send(pid, messages.MaintenanceVerdict{Allowed: true})
+	res, err = system.Root.RequestFuture(pid, ReapNow{}, 10*time.Second).Result()
+	require.NoError(t, err)
+	require.NoError(t, res.(ReapResult).Err)
+	sweeper.mu.Lock()
+	defer sweeper.mu.Unlock()
+	assert.Equal(t, 1, sweeper.calls, "the round ran once allowed")
 }

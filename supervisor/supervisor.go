@@ -41,6 +41,9 @@ type Config struct {
 	Slots int
 	// QueueLimit is how many admitted-but-waiting attempts may queue.
 	QueueLimit int
+	// BuildPermits is how many image builds may run at once (at most one
+	// per image key); 0 means 1.
+	BuildPermits int
 	// NewAttempt builds an attempt's props.
 	NewAttempt AttemptFactory
 	// Cleaner tears down crashed attempts, through the one teardown
@@ -70,6 +73,19 @@ type Config struct {
 	// ManagedNS, when set, is the ref prefix every dispatch's worktree key
 	// must lie below (see messages.Dispatch.ValidateManagedRef).
 	ManagedNS string
+	// Adopt, when set, returns the attempts a previous forged process left
+	// running that this one re-adopts (see Adoption). It is called once,
+	// when the supervisor starts, before its reaper and before any
+	// admission: each adopted attempt holds its slot and is live first.
+	Adopt func(system *actor.ActorSystem) []Adoption
+}
+
+// Adoption is one re-adopted attempt: its dispatch, the subscriber of its
+// events, and its attempt actor's props.
+type Adoption struct {
+	Dispatch   *messages.Dispatch
+	Subscriber *actor.PID
+	NewAttempt func(subscriber, supervisor *actor.PID) *actor.Props
 }
 
 // Props returns the root supervisor's props.
@@ -110,16 +126,21 @@ type root struct {
 	queue    []pending
 	// inQueue holds the queued attempt ids: the duplicate check at
 	// admission is a lookup, not a scan of the queue.
-	inQueue  map[string]struct{}
-	running  map[string]*running // by attempt id
-	byPID    map[string]string   // attempt actor id → attempt id
-	degraded int
+	inQueue map[string]struct{}
+	running map[string]*running // by attempt id
+	byPID   map[string]string   // attempt actor id → attempt id
+	// degraded holds the attempts that finished degraded and that no
+	// reaper round has reaped since; degradedTotal counts them all.
+	degraded      map[string]bool
+	degradedTotal int
 
 	permit   *permit
 	capacity *capacity
-	live     *liveSet
-	reaper   *actor.PID
-	gc       *actor.PID // the image collector; nil: off, or failed beyond its bounds
+	// maintenance is the last verdict sent to the reaper and collector.
+	maintenance *messages.MaintenanceVerdict
+	live        *liveSet
+	reaper      *actor.PID
+	gc          *actor.PID // the image collector; nil: off, or failed beyond its bounds
 	// reaperRespawn is armed while no reaper runs.
 	reaperRespawn clock.Timer
 	runCtx        context.Context
@@ -134,7 +155,7 @@ type crashCleanupDone struct {
 }
 
 func newRoot(cfg Config, strategy *rootStrategy) *root {
-	return &root{cfg: cfg, strategy: strategy, running: map[string]*running{}, inQueue: map[string]struct{}{}, byPID: map[string]string{}, permit: &permit{}, live: newLiveSet(),
+	return &root{cfg: cfg, strategy: strategy, running: map[string]*running{}, degraded: map[string]bool{}, inQueue: map[string]struct{}{}, byPID: map[string]string{}, permit: newPermit(cfg.BuildPermits), live: newLiveSet(),
 		capacity: &capacity{clock: cfg.Clock, source: cfg.Capacity, interval: cfg.RefreshInterval, ttl: cfg.CapacityTTL}}
 }
 
@@ -143,8 +164,14 @@ func (r *root) Receive(ctx actor.Context) {
 	case *actor.Started:
 		r.runCtx, r.cancel = context.WithCancel(context.Background())
 		r.capacity.start(ctx, r.runCtx)
+		if r.cfg.Adopt != nil {
+			for _, a := range r.cfg.Adopt(ctx.ActorSystem()) {
+				r.adopt(ctx, a)
+			}
+		}
 		r.spawnReaper(ctx)
 		r.spawnCollector(ctx)
+		r.tellMaintenance(ctx)
 	case *actor.Stopping:
 		r.stopped = true
 		r.capacity.stop()
@@ -156,6 +183,7 @@ func (r *root) Receive(ctx actor.Context) {
 		r.capacity.refresh(ctx, r.runCtx)
 	case capacityRefreshed:
 		r.capacity.record(ctx, msg.report)
+		r.tellMaintenance(ctx)
 		if !msg.report.Available {
 			r.refuseQueued(ctx, msg.report)
 		}
@@ -195,7 +223,7 @@ func (r *root) Receive(ctx actor.Context) {
 		}
 		ctx.Forward(r.gc)
 	case messages.AcquireBuildPermit:
-		r.permit.acquire(ctx, ctx.Sender())
+		r.permit.acquire(ctx, ctx.Sender(), msg.Key)
 	case messages.ReleaseBuildPermit:
 		r.permit.release(ctx, ctx.Sender())
 	case *actor.Terminated:
@@ -217,6 +245,10 @@ func (r *root) Receive(ctx actor.Context) {
 			return
 		}
 		r.onAttemptGone(ctx, msg.who)
+	case reaped:
+		for _, id := range msg.attemptIDs {
+			delete(r.degraded, id)
+		}
 	case respawnReaper:
 		r.spawnReaper(ctx)
 	case crashCleanupDone:
@@ -243,7 +275,10 @@ func (r *root) submit(ctx actor.Context, msg messages.SubmitAttempt) messages.Su
 		}
 	}
 	if r.cfg.RunnerID != "" && d.Execution.RunnerID != r.cfg.RunnerID {
-		return refuse(id, failure.DispatchWrongRunner, fmt.Sprintf("the dispatch is for runner %s; this is runner %s", d.Execution.RunnerID, r.cfg.RunnerID))
+		// The ids go to the operator's log only: the refusal reaches whoever
+		// submitted, and this runner's id is what a forged dispatch needs.
+		ctx.Logger().Warn("refused a dispatch for another runner", "attempt", id, "dispatchRunner", d.Execution.RunnerID, "runner", r.cfg.RunnerID)
+		return refuse(id, failure.DispatchWrongRunner, "the dispatch names another runner than this one (execution.runnerId)")
 	}
 	if r.stopped {
 		return refuse(id, failure.SupervisorShuttingDown, "the supervisor is stopping")
@@ -315,6 +350,25 @@ func (r *root) spawn(ctx actor.Context, p pending) {
 	r.byPID[pid.GetId()] = id
 }
 
+// adopt re-holds a slot for an attempt a previous process left running
+// and spawns its attempt actor, whatever the capacity says: the attempt
+// is already running on this host.
+func (r *root) adopt(ctx actor.Context, a Adoption) {
+	id := a.Dispatch.AttemptID()
+	if _, ok := r.running[id]; ok {
+		return
+	}
+	r.live.add(id)
+	pid, err := ctx.SpawnNamed(a.NewAttempt(a.Subscriber, ctx.Self()), "attempt-"+strings.ReplaceAll(id, "-", ""))
+	if err != nil {
+		r.live.remove(id)
+		notify(ctx, a.Subscriber, r.failedOutcome(id, failure.AttemptDuplicate, err.Error(), false))
+		return
+	}
+	r.running[id] = &running{dispatch: a.Dispatch, need: needOf(a.Dispatch), subscriber: a.Subscriber, pid: pid, phase: messages.PhaseRunning}
+	r.byPID[pid.GetId()] = id
+}
+
 // admit starts queued attempts, FIFO, while the head of the queue fits: a
 // free slot and room in the host's budget beside what the admitted
 // attempts hold.
@@ -362,7 +416,8 @@ func (r *root) finish(ctx actor.Context, attemptID string, degraded bool) {
 	delete(r.byPID, att.pid.GetId())
 	r.live.remove(attemptID)
 	if degraded {
-		r.degraded++
+		r.degraded[attemptID] = true
+		r.degradedTotal++
 	}
 	r.admit(ctx)
 }
@@ -394,6 +449,32 @@ func (r *root) spawnReaper(ctx actor.Context) {
 	}
 	r.reaper = ctx.SpawnPrefix(newReaperProps(*r.cfg.Reaper, r.live, r.cfg.Clock), "reaper")
 	r.strategy.reaper = r.reaper
+	if r.maintenance != nil {
+		ctx.Send(r.reaper, *r.maintenance)
+	}
+}
+
+// tellMaintenance sends the host report's maintenance verdict to the
+// reaper and the collector when it changed (package doc: the reaper and
+// the collector run only while the verdict allows).
+func (r *root) tellMaintenance(ctx actor.Context) {
+	report := r.capacity.report
+	if report == nil {
+		return
+	}
+	v := messages.MaintenanceVerdict{Allowed: report.MaintenanceAllowed(), Code: report.Code}
+	if v.Allowed {
+		v.Code = ""
+	}
+	if r.maintenance != nil && *r.maintenance == v {
+		return
+	}
+	r.maintenance = &v
+	for _, child := range []*actor.PID{r.reaper, r.gc} {
+		if child != nil {
+			ctx.Send(child, v)
+		}
+	}
 }
 
 // errNoCollector answers collector.CollectNow when no collector runs.
@@ -405,6 +486,9 @@ func (r *root) spawnCollector(ctx actor.Context) {
 	}
 	r.gc = ctx.SpawnPrefix(r.cfg.Collector, collector.Kind)
 	r.strategy.collector = r.gc
+	if r.maintenance != nil {
+		ctx.Send(r.gc, *r.maintenance)
+	}
 }
 
 // onReaperGone spawns a fresh reaper an interval after the last one was
@@ -486,7 +570,7 @@ func notify(ctx actor.Context, subscriber *actor.PID, out messages.AttemptOutcom
 }
 
 func (r *root) snapshot() messages.Snapshot {
-	s := messages.Snapshot{Slots: r.slots(), Queued: len(r.queue), Degraded: r.degraded, BuildQueue: r.permit.queueLength(), Attempts: []string{}}
+	s := messages.Snapshot{Slots: r.slots(), Queued: len(r.queue), Degraded: len(r.degraded), DegradedTotal: r.degradedTotal, BuildQueue: r.permit.queueLength(), Attempts: []string{}}
 	if rep := r.capacity.report; rep != nil {
 		copied := *rep
 		s.Preflight = &copied
@@ -508,8 +592,9 @@ func (r *root) inspect(ctx actor.Context) messages.InspectReply {
 		"slots": strconv.Itoa(s.Slots), "queued": strconv.Itoa(s.Queued), "starting": strconv.Itoa(s.Starting),
 		"active": strconv.Itoa(s.Active), "degraded": strconv.Itoa(s.Degraded), "buildQueue": strconv.Itoa(s.BuildQueue),
 	}
-	if h := r.permit.holder; h != nil {
-		facts["buildPermitHolder"] = h.String()
+	facts["buildPermits"] = strconv.Itoa(r.permit.size)
+	if holders := r.permit.holderIDs(); len(holders) > 0 {
+		facts["buildPermitHolders"] = strings.Join(holders, ",")
 	}
 	var held need
 	for _, att := range r.running {

@@ -89,9 +89,14 @@ type fixture struct {
 
 func newFixture(t *testing.T, slots, queue int) *fixture {
 	t.Helper()
+	return newFixtureWithPermits(t, slots, queue, 0)
+}
+
+func newFixtureWithPermits(t *testing.T, slots, queue, permits int) *fixture {
+	t.Helper()
 	f := &fixture{system: actortest.NewSystem(t), cleaner: &fakeCleaner{}, ledgers: ledger.Store{Root: t.TempDir()}}
 	f.root = f.system.Spawn(Props(Config{
-		Slots: slots, QueueLimit: queue, Cleaner: f.cleaner, Ledgers: f.ledgers,
+		Slots: slots, QueueLimit: queue, Cleaner: f.cleaner, Ledgers: f.ledgers, BuildPermits: permits,
 		NewAttempt: func(d *messages.Dispatch, subscriber, _ *actor.PID) *actor.Props {
 			return actor.PropsFromProducer(func() actor.Actor { return &fakeAttempt{d: d, subscriber: subscriber} })
 		},
@@ -114,6 +119,13 @@ func (f *fixture) snapshot(t *testing.T) messages.Snapshot {
 	res, err := f.system.Root.RequestFuture(f.root, messages.SnapshotRequest{}, within).Result()
 	require.NoError(t, err)
 	return res.(messages.Snapshot)
+}
+
+func (f *fixture) inspect(t *testing.T) messages.InspectReply {
+	t.Helper()
+	res, err := f.system.Root.RequestFuture(f.root, messages.Inspect{}, within).Result()
+	require.NoError(t, err)
+	return res.(messages.InspectReply)
 }
 
 // attemptPID finds the attempt actor the supervisor spawned for d.
@@ -163,6 +175,29 @@ func TestAdmissionQueueAndRefusal(t *testing.T) {
 		s := f.snapshot(t)
 		return s.Queued == 0 && s.Active == 1 && len(s.Attempts) == 1 && s.Attempts[0] == b.AttemptID()
 	}, within, 10*time.Millisecond)
+}
+
+// A dispatch for another runner is refused without naming this runner's
+// id: the refusal goes back to whoever submitted, and the id is what a
+// forged dispatch for this runner would need.
+func TestWrongRunnerRefusalNamesNoRunnerID(t *testing.T) {
+	const ours = "00000000-0000-4000-8000-00000000a11d"
+	system := actortest.NewSystem(t)
+	root := system.Spawn(Props(Config{Slots: 1, QueueLimit: 1, RunnerID: ours,
+		NewAttempt: func(d *messages.Dispatch, subscriber, _ *actor.PID) *actor.Props {
+			return actor.PropsFromProducer(func() actor.Actor { return &fakeAttempt{d: d, subscriber: subscriber} })
+		},
+	}))
+	d := dispatch()
+	require.NotEqual(t, ours, d.Execution.RunnerID)
+	res, err := system.Root.RequestFuture(root, messages.SubmitAttempt{Dispatch: d, Subscriber: system.NewProbe().PID()}, within).Result()
+	require.NoError(t, err)
+	reply := res.(messages.SubmitReply)
+	assert.False(t, reply.Accepted)
+	assert.Equal(t, string(failure.DispatchWrongRunner), reply.Code)
+	assert.NotContains(t, reply.Message, ours)
+	assert.NotContains(t, reply.Message, d.Execution.RunnerID)
+	assert.Contains(t, reply.Message, "execution.runnerId")
 }
 
 func TestCancelQueuedAndRunning(t *testing.T) {
@@ -259,6 +294,16 @@ func TestCrashedAttemptWhoseTeardownFailsKeepsItsLedgerDegraded(t *testing.T) {
 	reports, err := f.ledgers.PendingReports()
 	require.NoError(t, err)
 	assert.Len(t, reports, 1)
+
+	// The snapshot counts it degraded until a reaper round reaps its
+	// ledger; the total since the start stays.
+	require.Eventually(t, func() bool { s := f.snapshot(t); return s.Degraded == 1 && s.DegradedTotal == 1 }, within, time.Millisecond)
+	f.system.Root.Send(f.root, reaped{attemptIDs: []string{"some-other-attempt"}})
+	assert.Equal(t, 1, f.snapshot(t).Degraded, "another attempt's reaping clears nothing")
+	f.system.Root.Send(f.root, reaped{attemptIDs: []string{a.AttemptID()}})
+	s := f.snapshot(t)
+	assert.Equal(t, 0, s.Degraded, "the reaper cleared it")
+	assert.Equal(t, 1, s.DegradedTotal)
 }
 
 // spawnStopSupervised spawns props under a parent that stops (never
@@ -301,6 +346,44 @@ func TestBuildPermitIsFIFOAndReleasedWhenItsHolderCrashes(t *testing.T) {
 	granted(t, grants, "third")
 	f.system.Root.Stop(third)
 	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 0 }, within, time.Millisecond)
+}
+
+// A pool of two permits: builds of different keys run side by side, a
+// second build of a key being built waits (and lets a later key pass), and
+// a release hands the permit to the first waiter that may hold one.
+func TestBuildPermitPoolRunsOneBuildPerKey(t *testing.T) {
+	f := newFixtureWithPermits(t, 1, 1, 2)
+	grants := f.system.NewProbe()
+	grantedTo := func(user string) {
+		t.Helper()
+		got := actortest.Expect[actortest.PermitGranted](t, grants, within)
+		assert.Equal(t, user, got.User, "granted out of order")
+	}
+	a1 := f.system.Spawn(actortest.PermitUserOf(f.root, "a1", "key-a", grants))
+	grantedTo("a1")
+	a2 := f.system.Spawn(actortest.PermitUserOf(f.root, "a2", "key-a", grants))
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 1 }, within, time.Millisecond)
+	actortest.ExpectNoMessage[actortest.PermitGranted](t, grants, time.Minute)
+
+	// key-b passes a2, which waits for key-a's build, not for a permit.
+	b := f.system.Spawn(actortest.PermitUserOf(f.root, "b", "key-b", grants))
+	grantedTo("b")
+	c := f.system.Spawn(actortest.PermitUserOf(f.root, "c", "key-c", grants))
+	require.Eventually(t, func() bool { return f.snapshot(t).BuildQueue == 2 }, within, time.Millisecond)
+	assert.Equal(t, "2", f.inspect(t).Facts["buildPermits"])
+
+	// b's permit goes to c: a2 still may not build key-a beside a1.
+	f.system.Root.Send(b, actortest.ReleasePermit{})
+	grantedTo("c")
+	actortest.ExpectNoMessage[actortest.PermitGranted](t, grants, time.Minute)
+	// a1 ends: a2 builds key-a (and finds a1's image in the cache).
+	f.system.Root.Stop(a1)
+	grantedTo("a2")
+	f.system.Root.Send(a2, actortest.ReleasePermit{})
+	f.system.Root.Send(c, actortest.ReleasePermit{})
+	require.Eventually(t, func() bool {
+		return f.snapshot(t).BuildQueue == 0 && f.inspect(t).Facts["buildPermitHolders"] == ""
+	}, within, time.Millisecond)
 }
 
 func TestWaiterThatStopsLeavesTheQueue(t *testing.T) {

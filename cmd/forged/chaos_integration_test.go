@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -180,20 +181,28 @@ func serviceCatalogue(t *testing.T) string {
 // TestChaosKill9AtEachPhase kills the daemon with SIGKILL at each phase of
 // an attempt, starts it again on the same state root, and checks that the
 // start-up reaper removed everything the attempt had created, reported it,
-// and recorded the attempt as sandbox_runner_restarted.
+// and recorded the attempt as sandbox_runner_restarted; or, once its worker
+// ran, that the restarted daemon re-adopted it and finished it.
 func TestChaosKill9AtEachPhase(t *testing.T) {
 	engine := enginetest.Client(t)
 	forged := enginetest.ForgedBinary(t)
 	phases := []struct {
 		event            string
 		createdResources bool // the attempt's ledger exists at this point
+		// readopt: the worker ran, so the restarted daemon re-adopts the
+		// attempt (see readopt_integration_test.go); maybe: the kill may
+		// land before or after the worker started.
+		readopt, maybe bool
 	}{
-		{"sandbox_preparing", false},
-		{"sandbox_build_started", false},
-		{"sandbox_started", true},
-		{"task_started", true},
-		{"sandbox_agent_exited", true},
-		{"sandbox_teardown_started", true},
+		{"sandbox_preparing", false, false, false},
+		{"sandbox_build_started", false, false, false},
+		{"sandbox_started", true, false, true},
+		{"task_started", true, true, false},
+		// The host saw the worker exit: past running, the attempt is reaped,
+		// unless the kill landed before the ledger said so (then it is
+		// collected like a worker that finished while forged was away).
+		{"sandbox_agent_exited", true, false, true},
+		{"sandbox_teardown_started", true, false, false},
 	}
 	base, stateRoot, lockRoot, runnerID := chaosRoots(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -222,9 +231,20 @@ func TestChaosKill9AtEachPhase(t *testing.T) {
 
 			restarted := startDaemon(t, forged, stateRoot, lockRoot)
 			defer restarted.stop()
+			if phase.readopt || phase.maybe {
+				got := restarted.follow(dispatch.AttemptID())
+				readopted := slices.Contains(got.types, "sandbox_readopted")
+				if phase.readopt || readopted {
+					require.True(t, readopted, "events %v", got.types)
+					assert.Equal(t, messages.StatusSucceeded, got.outcome.Status, "%s: %s", got.outcome.Code, got.outcome.Message)
+				} else {
+					assert.Contains(t, []string{"sandbox_runner_restarted", "sandbox_readopt_worker_gone"}, got.outcome.Code, got.outcome.Message)
+					assert.Positive(t, restarted.reportsFor(dispatch.AttemptID()), "a cleanup report is pending for the attempt")
+				}
+			}
 			enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
 			assertNoVolumeImages(t, stateRoot)
-			if phase.createdResources {
+			if phase.createdResources && !phase.readopt && !phase.maybe {
 				out := restarted.outcome(dispatch.AttemptID())
 				require.NotNil(t, out, "the restarted daemon records the attempt")
 				assert.Equal(t, "sandbox_runner_restarted", out.Code)
@@ -289,7 +309,8 @@ func TestSIGTERMDrainsTheDaemon(t *testing.T) {
 // TestChaosKill9WhileServicesRun kills forged while an attempt's postgres
 // and redis run (before the worker, and beside it): the restarted daemon's
 // start-up reaper removes the services, their network and every probe or
-// helper container with the rest, and reports the attempt restarted.
+// helper container with the rest, and reports the attempt restarted (before
+// the worker ran) or not re-adopted because services are not (beside it).
 func TestChaosKill9WhileServicesRun(t *testing.T) {
 	engine := enginetest.Client(t)
 	forged := enginetest.ForgedBinary(t)
@@ -300,6 +321,7 @@ func TestChaosKill9WhileServicesRun(t *testing.T) {
 	repo := filepath.Join(base, "repo")
 	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{
 		Contract: "version: 1\nworkingDirectory: /workspace\nservices:\n  - type: postgres\n  - type: redis\ncaches: []\n"}))
+	codes := map[string]string{"sandbox_service_ready": "sandbox_runner_restarted", "task_started": "sandbox_readopt_unsupported"}
 	for _, event := range []string{"sandbox_service_ready", "task_started"} {
 		t.Run(event, func(t *testing.T) {
 			d := startDaemon(t, forged, stateRoot, lockRoot, "--service-catalogue", catalogue)
@@ -317,7 +339,7 @@ func TestChaosKill9WhileServicesRun(t *testing.T) {
 			enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
 			out := restarted.outcome(dispatch.AttemptID())
 			require.NotNil(t, out, "the restarted daemon records the attempt")
-			assert.Equal(t, "sandbox_runner_restarted", out.Code)
+			assert.Equal(t, codes[event], out.Code)
 			entries, err := os.ReadDir(filepath.Join(stateRoot, "ledger"))
 			if err == nil {
 				assert.Empty(t, entries, "no ledger is left")
@@ -327,8 +349,9 @@ func TestChaosKill9WhileServicesRun(t *testing.T) {
 }
 
 // TestChaosKill9LeavesNoPerAttemptCache kills forged while a task fills its
-// per-attempt npm cache; the restarted forged leaves no volume of the
-// attempt (the cache's included) and no bounded image behind.
+// per-attempt npm cache; the restarted forged re-adopts the attempt, and
+// once it finished leaves no volume of the attempt (the cache's included)
+// and no bounded image behind.
 func TestChaosKill9LeavesNoPerAttemptCache(t *testing.T) {
 	engine := enginetest.Client(t)
 	forged := enginetest.ForgedBinary(t)
@@ -352,19 +375,20 @@ func TestChaosKill9LeavesNoPerAttemptCache(t *testing.T) {
 
 	restarted := startDaemon(t, forged, stateRoot, lockRoot)
 	defer restarted.stop()
+	got := restarted.follow(dispatch.AttemptID())
+	require.Contains(t, got.types, "sandbox_readopted", "events %v", got.types)
+	assert.Equal(t, messages.StatusSucceeded, got.outcome.Status, "%s: %s", got.outcome.Code, got.outcome.Message)
 	enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
 	_, err = engine.VolumeInspect(ctx, names.CacheVolume("npm"))
-	assert.True(t, cerrdefs.IsNotFound(err), "the cache volume is reaped: %v", err)
+	assert.True(t, cerrdefs.IsNotFound(err), "the cache volume is removed: %v", err)
 	assertNoVolumeImages(t, stateRoot)
-	out := restarted.outcome(dispatch.AttemptID())
-	require.NotNil(t, out, "the restarted daemon records the attempt")
-	assert.Equal(t, "sandbox_runner_restarted", out.Code)
 }
 
 // TestChaosKill9WhileTheEgressProxyRuns kills forged with SIGKILL while a
 // public_allowlist attempt runs (its egress proxy ready, then the task
 // started): the restarted daemon leaves nothing labelled, the egress
-// network and the proxy included.
+// network and the proxy included; an attempt with an egress proxy is not
+// re-adopted (sandbox_readopt_unsupported once its worker ran).
 func TestChaosKill9WhileTheEgressProxyRuns(t *testing.T) {
 	engine := enginetest.Client(t)
 	forged := enginetest.ForgedBinary(t)
@@ -376,6 +400,7 @@ func TestChaosKill9WhileTheEgressProxyRuns(t *testing.T) {
 	repo := filepath.Join(base, "repo")
 	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{}))
 	flags := []string{"--service-catalogue", catalogue, "--egress"}
+	codes := map[string]string{"sandbox_egress_ready": "sandbox_runner_restarted", "task_started": "sandbox_readopt_unsupported"}
 	for _, event := range []string{"sandbox_egress_ready", "task_started"} {
 		t.Run(event, func(t *testing.T) {
 			d := startDaemon(t, forged, stateRoot, lockRoot, flags...)
@@ -395,7 +420,7 @@ func TestChaosKill9WhileTheEgressProxyRuns(t *testing.T) {
 			enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
 			out := restarted.outcome(dispatch.AttemptID())
 			require.NotNil(t, out, "the restarted daemon records the attempt")
-			assert.Equal(t, "sandbox_runner_restarted", out.Code)
+			assert.Equal(t, codes[event], out.Code)
 		})
 	}
 }

@@ -31,6 +31,7 @@ type runnerFlags struct {
 	workerBinary   string
 	slots          int
 	queue          int
+	buildPermits   int
 	seccompProfile string
 	lsmOption      string
 	managedNS      string
@@ -44,8 +45,11 @@ type runnerFlags struct {
 	providerTTL    time.Duration
 	verifyCommand  string
 	verifyTimeout  time.Duration
+	allowPulls     bool
 	cacheModes     string
 	cacheBytes     int64
+	requireBounded bool
+	repoRoots      []string
 	preflight      preflightFlags
 	publish        publishFlags
 	network        networkFlags
@@ -60,15 +64,17 @@ type preflightFlags struct {
 	diskHigh          float64
 	diskLow           float64
 	serviceCatalogue  string
+	isolation         string
 }
 
 func (p *preflightFlags) register(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&p.allowRootful, "allow-rootful", false, "accept a Docker engine that does not run rootless")
+	cmd.Flags().BoolVar(&p.allowRootful, "allow-rootful", true, "accept a Docker engine that does not run rootless (the recommended set-up: attempt volumes are bounded); false demands a rootless engine, whose volumes are unbounded")
 	cmd.Flags().IntVar(&p.hostReservedCores, "host-reserved-cores", 1, "CPU cores kept for the host (0 keeps none)")
 	cmd.Flags().Int64Var(&p.hostReserveBytes, "host-reserve-bytes", 2<<30, "memory kept for the host, in bytes")
 	cmd.Flags().Int64Var(&p.minWorkspaceBytes, "min-workspace-bytes", 10<<30, "free bytes of the Docker root directory below which the disk is low")
 	cmd.Flags().Float64Var(&p.diskHigh, "disk-high-watermark", 0.90, "used ratio (0..1) of the Docker root directory at which the disk becomes low")
 	cmd.Flags().Float64Var(&p.diskLow, "disk-low-watermark", 0.80, "used ratio (0..1) at which a low disk recovers")
+	cmd.Flags().StringVar(&p.isolation, "isolation", messages.IsolationRunc, "the host's isolation floor: runc, or gvisor (every worker runs under the engine's runsc runtime with no network; the host is unavailable while runsc does not work, and services, public_allowlist and open_public are refused; see docs/gvisor.md)")
 	cmd.Flags().StringVar(&p.serviceCatalogue, "service-catalogue", "", "the service catalogue (scripts/service-images.sh writes bin/services.tsv); without one, contracts declaring services are refused")
 }
 
@@ -91,6 +97,8 @@ func (p *preflightFlags) validate() error {
 		return fmt.Errorf("--min-workspace-bytes %d must be positive", p.minWorkspaceBytes)
 	case p.diskHigh < 0.01 || p.diskHigh > 0.99:
 		return fmt.Errorf("--disk-high-watermark %g is outside [0.01, 0.99]", p.diskHigh)
+	case !preflight.ValidIsolation(p.isolation):
+		return fmt.Errorf("--isolation %q is neither runc nor gvisor", p.isolation)
 	case p.diskLow < 0 || p.diskLow >= p.diskHigh:
 		return fmt.Errorf("--disk-low-watermark %g must be at least 0 and below the high watermark %g", p.diskLow, p.diskHigh)
 	}
@@ -120,6 +128,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.workerBinary, "worker-binary", "", "static forged-worker binary to put into sandbox images (default: forged-worker beside this executable)")
 	cmd.Flags().IntVar(&f.slots, "slots", 2, "attempts that may run at once")
 	cmd.Flags().IntVar(&f.queue, "queue", 16, "attempts that may wait for a slot")
+	cmd.Flags().IntVar(&f.buildPermits, "build-permits", 0, "image builds that may run at once, one per image key (0: one per 2 cores and 4 GiB of memory, 1 to 4)")
 	cmd.Flags().StringVar(&f.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")
 	cmd.Flags().StringVar(&f.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
 	cmd.Flags().StringVar(&f.managedNS, "managed-namespace", messages.DefaultManagedNamespace, "ref prefix every dispatch's worktreeKey must lie below (refs/heads/…/)")
@@ -127,20 +136,24 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.hardWall, "hard-wall", timelimit.DefaultHardWall, "longest a worker may run (60s to 8h); a dispatch's task timeout can only shorten it")
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", timelimit.DefaultIdle, "longest a worker may go without output (60s up to the hard wall)")
 	cmd.Flags().StringArrayVar(&f.providerAuth, "provider-auth", nil, "PROVIDER=/abs/helper: the helper that writes PROVIDER's credentials for one attempt into its working directory (repeatable)")
+	cmd.Flags().BoolVar(&f.allowPulls, "allow-build-pulls", false, "let image builds pull an upstream image that is not present locally (never under sandbox_required)")
 	cmd.Flags().StringVar(&f.verifyCommand, "image-verify-command", "", "absolute path of a cosign-compatible verification command (image reference in, exit status out) for upstream images; required by sandbox_required")
 	cmd.Flags().DurationVar(&f.verifyTimeout, "image-verify-timeout", imagesig.DefaultTimeout, "deadline of one image verification")
 	cmd.Flags().DurationVar(&f.providerTTL, "provider-auth-timeout", providerauth.DefaultTimeout, "deadline of one provider auth helper run")
-	cmd.Flags().DurationVar(&f.sampleInterval, "sample-interval", 250*time.Millisecond, "period of the memory sampler")
+	cmd.Flags().DurationVar(&f.sampleInterval, "sample-interval", 250*time.Millisecond, "period of the memory sampler (10ms to 30s)")
 	cmd.Flags().DurationVar(&f.reapInterval, "reaper-interval", time.Minute, "period of the reaper's rounds")
 	cmd.Flags().DurationVar(&f.reapGrace, "reaper-grace", 2*time.Minute, "labelled resources younger than this are never reaped")
 	cmd.Flags().StringVar(&f.cacheModes, "cache-modes", caches.Policy{}.String(), "contract cache modes allowed: per_attempt, readonly, both (comma-separated) or none; a contract declaring another is refused with sandbox_caches_unsupported")
 	cmd.Flags().Int64Var(&f.cacheBytes, "cache-bytes", caches.DefaultPerAttemptBytes, "size of each per-attempt cache volume, in bytes, when volumes are bounded")
+	cmd.Flags().BoolVar(&f.requireBounded, "require-bounded-storage", false, "refuse every attempt (adoption too) with sandbox_storage_unbounded when attempt volumes are not bounded; sandbox_required attempts always are")
+	cmd.Flags().StringArrayVar(&f.repoRoots, "repo-root", nil, "directory under which every dispatch's repo.localPath must lie, symlinks resolved (repeatable; default: any repository forged can read)")
 	f.preflight.register(cmd)
 	f.publish.register(cmd)
 	f.network.register(cmd)
 	config.SetMin(cmd.Flags(), "cache-bytes", 64<<20)
 	config.SetMin(cmd.Flags(), "slots", 1)
 	config.SetMin(cmd.Flags(), "queue", 0)
+	config.SetMin(cmd.Flags(), "build-permits", 0)
 }
 
 // config returns the runner's configuration, or an error naming the flag
@@ -186,29 +199,37 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 			return runner.Config{}, fmt.Errorf("%s %s is below %s", d.name, d.value, d.min)
 		}
 	}
+	if f.sampleInterval > runner.MaxSampleInterval {
+		return runner.Config{}, fmt.Errorf("--sample-interval %s is above %s: the memory telemetry's samples must be at most %s apart", f.sampleInterval, runner.MaxSampleInterval, runner.MaxSampleInterval)
+	}
 	return runner.Config{
-		Slots:            f.slots,
-		QueueLimit:       f.queue,
-		StateRoot:        f.stateRoot,
-		LockRoot:         f.lockRoot,
-		WorkerBinary:     f.workerBinary,
-		SeccompProfile:   f.seccompProfile,
-		LSMOption:        f.lsmOption,
-		ManagedNamespace: f.managedNS,
-		Logger:           logger,
-		AllowRootful:     f.preflight.allowRootful,
-		Capacity:         f.preflight.policy(f.slots),
-		Disk:             f.preflight.disk(),
-		SampleInterval:   f.sampleInterval,
-		Limits:           limits,
-		ReapInterval:     f.reapInterval,
-		ReapGrace:        f.reapGrace,
-		ProviderAuth:     auth,
-		ImageVerifier:    verifier,
-		Egress:           egressOptions,
-		AllowOpenPublic:  f.network.allowOpenPublic,
-		Caches:           cachePolicy,
-		CacheBytes:       f.cacheBytes,
+		Slots:                 f.slots,
+		QueueLimit:            f.queue,
+		BuildPermits:          f.buildPermits,
+		StateRoot:             f.stateRoot,
+		LockRoot:              f.lockRoot,
+		WorkerBinary:          f.workerBinary,
+		SeccompProfile:        f.seccompProfile,
+		LSMOption:             f.lsmOption,
+		ManagedNamespace:      f.managedNS,
+		Logger:                logger,
+		AllowRootful:          f.preflight.allowRootful,
+		Isolation:             f.preflight.isolation,
+		Capacity:              f.preflight.policy(f.slots),
+		Disk:                  f.preflight.disk(),
+		SampleInterval:        f.sampleInterval,
+		Limits:                limits,
+		ReapInterval:          f.reapInterval,
+		ReapGrace:             f.reapGrace,
+		ProviderAuth:          auth,
+		ImageVerifier:         verifier,
+		Egress:                egressOptions,
+		AllowOpenPublic:       f.network.allowOpenPublic,
+		AllowBuildPulls:       f.allowPulls,
+		Caches:                cachePolicy,
+		CacheBytes:            f.cacheBytes,
+		RequireBoundedStorage: f.requireBounded,
+		RepoRoots:             f.repoRoots,
 	}, nil
 }
 

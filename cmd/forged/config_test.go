@@ -89,6 +89,8 @@ func TestInvalidConfigRefusesToStartNamingTheKey(t *testing.T) {
 		{"no slots", "slots: 0\n", nil, "config: slots ("},
 		{"negative queue from env", "", map[string]string{"FORGED_QUEUE": "-1"}, "config: queue (env FORGED_QUEUE)"},
 		{"a list for a number", "hostReservedCores: [1]\n", nil, "config: hostReservedCores ("},
+		{"negative build permits", "buildPermits: -1\n", nil, "config: buildPermits ("},
+		{"sample interval past the telemetry's bound", "sampleInterval: 31s\n", nil, "--sample-interval 31s is above 30s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,4 +174,18 @@ func TestContribConfigIsValid(t *testing.T) {
 	assert.Equal(t, "/run/lock/forged", settings["lockRoot"].Value)
 	assert.Equal(t, "/run/forged/forged.sock", settings["socket"].Value)
 	assert.Equal(t, config.SourceFile, settings["slots"].Source)
+}
+
+func TestIsolationFlagIsValidated(t *testing.T) {
+	p := preflightFlags{hostReserveBytes: 1, minWorkspaceBytes: 1, diskHigh: 0.9, diskLow: 0.8}
+	for _, ok := range []string{"runc", "gvisor"} {
+		p.isolation = ok
+		assert.NoError(t, p.validate(), ok)
+	}
+	for _, bad := range []string{"", "gVisor", "kata"} {
+		p.isolation = bad
+		err := p.validate()
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), "--isolation")
+	}
 }

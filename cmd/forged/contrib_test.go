@@ -44,7 +44,7 @@ func TestServiceUnitPassesSystemdAnalyzeVerify(t *testing.T) {
 
 	// The hardening that matters is there (and no capability is kept).
 	for _, line := range []string{"NoNewPrivileges=yes", "ProtectSystem=strict", "CapabilityBoundingSet=\n", "PrivateTmp=yes",
-		"SupplementaryGroups=docker", "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6", "SystemCallFilter=@system-service"} {
+		"SupplementaryGroups=docker disk", "DeviceAllow=block-loop rw", "DevicePolicy=closed", "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6", "SystemCallFilter=@system-service"} {
 		assert.Contains(t, string(unit), line)
 	}
 	security, err := exec.Command(analyze, "security", "--offline=yes", "--threshold=30", path).CombinedOutput()

@@ -25,7 +25,10 @@ func daemonCommand() *cobra.Command {
 	var metricsFlags metricsListenFlags
 	var manageTokenFile string
 	var allowUIDs []uint
+	var allowedHosts []string
+	var onStop string
 	var gc runner.ImageGCConfig
+	imageGC := true
 	var fleetSettings fleetFlags
 	cmd := &cobra.Command{
 		Use:   "daemon",
@@ -34,6 +37,9 @@ func daemonCommand() *cobra.Command {
 			logger := newLogger(flags.logLevel())
 			ctx, stop := interruptible(cmd, 0)
 			defer stop()
+			if onStop != onStopDrain && onStop != onStopDetach {
+				return fmt.Errorf("--on-stop %q is neither %s nor %s: set --on-stop (FORGED_ON_STOP, onStop) to one of them", onStop, onStopDrain, onStopDetach)
+			}
 			cfg, err := flags.config(logger)
 			if err != nil {
 				return err
@@ -41,11 +47,19 @@ func daemonCommand() *cobra.Command {
 			if err := flags.publish.apply(&cfg); err != nil {
 				return err
 			}
-			if gc.Interval > 0 {
+			if imageGC {
 				cfg.ImageGC = &gc
 			}
 			if cfg.Services, err = flags.preflight.services(); err != nil {
 				return err
+			}
+			for _, h := range allowedHosts {
+				if !httpapi.ValidHostName(h) {
+					return fmt.Errorf("config: apiAllowedHost %q: name a host name or an IP address, without a port", h)
+				}
+			}
+			if len(cfg.RepoRoots) == 0 {
+				logger.Warn("no --repo-root: a dispatch may name any repository forged can read; set the roots your repositories live under")
 			}
 			manageToken := ""
 			if manageTokenFile != "" {
@@ -62,11 +76,17 @@ func daemonCommand() *cobra.Command {
 			if metricsListener != nil {
 				defer metricsListener.Close()
 			}
+			cfg.Readopt = true
 			r, err := runner.New(ctx, cfg)
 			if err != nil {
 				return err
 			}
-			defer r.Close()
+			detached := false
+			defer func() {
+				if !detached {
+					_ = r.Close()
+				}
+			}()
 			member, err := joinFleet(fleetSettings.config(logger), r, logger)
 			if err != nil {
 				return err
@@ -105,7 +125,21 @@ func daemonCommand() *cobra.Command {
 			}
 			logger.Warn("forged daemon listening", "socket", socket)
 			fmt.Fprintf(os.Stderr, "forged: listening on %s\n", socket)
-			serveErr := httpapi.Serve(ctx, l, httpapi.HandlerWith(served, logger, httpapi.Options{ManageToken: manageToken}), 10*time.Second)
+			serveErr := httpapi.Serve(ctx, l, httpapi.HandlerWith(served, logger, httpapi.Options{ManageToken: manageToken, AllowedHosts: allowedHosts}), 10*time.Second)
+			if onStop == onStopDetach {
+				// Admission stopped with the API. Nothing of the running
+				// attempts is touched: not their contexts, not their
+				// ledgers, not the engine clients their goroutines use.
+				// The process ends here, and the next start on this state
+				// root re-adopts them (docs/operations.md).
+				detached = true
+				snap, _ := r.Snapshot()
+				logger.Warn("forged detached: running attempts keep running, and the next start re-adopts them", "attempts", snap.Attempts, "queued", snap.Queued)
+				if metricsDone != nil {
+					serveErr = errors.Join(serveErr, <-metricsDone)
+				}
+				return serveErr
+			}
 			// The first signal stopped admission (the API is closed); a
 			// second one now ends the process at once, leaving the rest to
 			// the next start's reaper. Cancel what runs and let every
@@ -126,19 +160,28 @@ func daemonCommand() *cobra.Command {
 		},
 	}
 	flags.register(cmd)
-	cmd.Flags().DurationVar(&gc.Interval, "image-gc-interval", 0, "run the image collector this often, and when the disk turns low (0: off)")
+	cmd.Flags().BoolVar(&imageGC, "image-gc", true, "run the image collector when the disk turns low (and every --image-gc-interval); false: never collect images")
+	cmd.Flags().DurationVar(&gc.Interval, "image-gc-interval", 0, "also run the image collector this often (0: only when the disk turns low, or on `forged gc`)")
 	cmd.Flags().IntVar(&gc.Policy.KeepPerProject, "image-gc-keep", 3, "image keys the collector keeps per project, newest first")
 	cmd.Flags().DurationVar(&gc.Policy.MaxAge, "image-gc-max-age", 7*24*time.Hour, "older keys beyond the newest are collected")
 	cmd.Flags().IntVar(&gc.Policy.AuditKeep, "image-gc-audit-keep", imagegc.DefaultAuditKeep, "image keys whose stored build logs the collector keeps, newest first")
 	cmd.Flags().DurationVar(&gc.Policy.AuditMaxAge, "image-gc-audit-max-age", imagegc.DefaultAuditMaxAge, "stored build logs older than this are collected (at least 1h)")
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default STATE_ROOT/forged.sock)")
 	cmd.Flags().UintSliceVar(&allowUIDs, "allow-uid", nil, "uids, besides root and forged's own, whose processes may use the socket (checked with SO_PEERCRED; repeatable)")
+	cmd.Flags().StringArrayVar(&allowedHosts, "api-allowed-host", nil, "a Host name (or address) the API answers to besides localhost, loopback addresses and forged, e.g. the name of a forward (repeatable)")
 	metricsFlags.register(cmd)
+	cmd.Flags().StringVar(&onStop, "on-stop", onStopDrain, "what SIGTERM does to running attempts: "+onStopDrain+" (cancel them and tear them down before exiting) or "+onStopDetach+" (stop admitting, leave them running and exit at once, for an upgrade: the next start re-adopts them)")
 	fleetSettings.register(cmd)
 	fleetSettings.registerPlacement(cmd)
 	cmd.Flags().StringVar(&manageTokenFile, "console-manage-token-file", "", "file (mode 0600) holding the bearer token that lets the console cancel attempts (default: the console is read-only)")
 	return cmd
 }
+
+// The values of --on-stop.
+const (
+	onStopDrain  = "drain"
+	onStopDetach = "detach"
+)
 
 // metricsListenFlags configure the optional TCP listener for /metrics. It
 // is off by default; when on, every request needs the bearer token.

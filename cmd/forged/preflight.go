@@ -47,17 +47,19 @@ func preflightCommand() *cobra.Command {
 				return exitError{2}
 			}
 			opts := preflight.Options{
-				AllowRootful: admission.allowRootful,
-				Endpoint:     cli.DaemonHost(),
-				StateRoot:    stateRoot,
-				Capacity:     admission.policy(maxSlots),
-				Disk:         admission.disk(),
+				AllowRootful:   admission.allowRootful,
+				Endpoint:       cli.DaemonHost(),
+				StateRoot:      stateRoot,
+				Capacity:       admission.policy(maxSlots),
+				Disk:           admission.disk(),
+				IsolationFloor: admission.isolation,
 			}
 			// The isolation probe needs a full client; without one the
 			// report says isolation is not verified.
 			if docker, err := dockerops.Connect(cmd.Context(), dockerops.Options{}); err == nil {
 				defer docker.Close()
 				opts.Isolation = docker
+				opts.Runtimes = docker
 				opts.Services = runner.ServiceCheck(catalogue, docker)
 			}
 			checker := preflight.NewChecker(cli, nil, opts)
@@ -125,7 +127,7 @@ func printPreflight(w io.Writer, r preflight.Report) error {
 	if !f.Rootless {
 		mode = "rootful"
 		if !r.RootlessRequired {
-			mode += " (allowed by --allow-rootful)"
+			mode += " (accepted: --allow-rootful, the default)"
 		}
 	}
 	lsm := strings.Join(f.LSM, ", ")
@@ -146,6 +148,20 @@ func printPreflight(w io.Writer, r preflight.Report) error {
 		row("volumes", "bounded by %s", r.Storage.Mechanism)
 	} else {
 		row("volumes", "not bounded: %s", r.Storage.Reason)
+	}
+	switch k := r.KernelFacts; {
+	case k.Counters && k.Filesystems:
+		row("kernel facts", "cgroup counters and sandbox file systems readable")
+	case k.Reason != "":
+		row("kernel facts", "best-effort: %s", k.Reason)
+	}
+	iso, g := r.Isolation, r.Isolation.GVisor
+	row("runtimes", "%s; isolation floor %s", strings.Join(iso.Runtimes, ", "), iso.Floor)
+	switch {
+	case g.Works:
+		row("gvisor", "%s works: version %s, platform %s, probe %d ms (attempts without a network only)", g.Runtime, g.Version, g.Platform, g.ProbeMillis)
+	default:
+		row("gvisor", "%s does not work: %s", g.Runtime, g.Reason)
 	}
 	row("build", "classic builder %s, BuildKit default %s", yes(f.ClassicBuilder), yes(f.BuildKit))
 	d := r.Disk

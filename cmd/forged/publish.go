@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/publish/redeem"
 )
@@ -18,6 +20,8 @@ type publishFlags struct {
 	tokenFile, caFile           string
 	timeout                     time.Duration
 	allowedHosts, allowedOwners []string
+	forbiddenPaths              []string
+	authorPolicy, identity      string
 }
 
 func (p *publishFlags) register(cmd *cobra.Command) {
@@ -29,6 +33,9 @@ func (p *publishFlags) register(cmd *cobra.Command) {
 	fs.DurationVar(&p.timeout, "publish-timeout", redeem.DefaultTimeout, "deadline of one grant redemption")
 	fs.StringSliceVar(&p.allowedHosts, "publish-allowed-hosts", []string{redeem.DefaultHost}, "hosts (host or host:port) publication may push to")
 	fs.StringSliceVar(&p.allowedOwners, "publish-allowed-owners", nil, "owners (first path segment) publication may push to; empty allows any")
+	fs.StringSliceVar(&p.forbiddenPaths, "publish-forbidden-paths", append([]string(nil), gitops.DefaultForbiddenPaths...), "paths a published result may not add, change or remove (a trailing / is a directory); empty allows all")
+	fs.StringVar(&p.authorPolicy, "publish-author-policy", gitops.AuthorAny, "any: publish commits' authors as written; require: refuse a result with a commit not authored and committed by --publish-identity")
+	fs.StringVar(&p.identity, "publish-identity", gitops.DefaultIdentity.String(), "the \"Name <email>\" --publish-author-policy require demands (default: the worker's own)")
 }
 
 // apply sets the runner's redeemer and remote validator.
@@ -41,5 +48,14 @@ func (p *publishFlags) apply(cfg *runner.Config) error {
 		return err
 	}
 	cfg.Redeemer, cfg.ValidateRemote = redeemer, validate
+	identity, err := gitops.ParseIdentity(p.identity)
+	if err != nil {
+		return fmt.Errorf("config: publishIdentity: %w", err)
+	}
+	policy := gitops.PublishPolicy{ForbiddenPaths: p.forbiddenPaths, Author: p.authorPolicy, Identity: identity}
+	if err := policy.Validate(); err != nil {
+		return fmt.Errorf("config: publishForbiddenPaths/publishAuthorPolicy: %w", err)
+	}
+	cfg.PublishPolicy = &policy
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/internal/daemon/config"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/publish/redeem"
@@ -72,4 +73,27 @@ func TestPublishFlagsRefuseAnInvalidConfiguration(t *testing.T) {
 	assert.Error(t, err)
 	_, _, err = parsePublish(t, "--publish-token-file", "/nonexistent")
 	assert.Error(t, err)
+}
+
+func TestPublishPolicyFlags(t *testing.T) {
+	cfg, _, err := parsePublish(t)
+	require.NoError(t, err)
+	require.NotNil(t, cfg.PublishPolicy)
+	assert.Equal(t, gitops.DefaultPublishPolicy(), *cfg.PublishPolicy, "CI configuration protected, authors as written")
+
+	cfg, _, err = parsePublish(t, "--publish-forbidden-paths=", "--publish-author-policy", "require", "--publish-identity", "Bot <bot@example.com>")
+	require.NoError(t, err)
+	assert.Empty(t, cfg.PublishPolicy.ForbiddenPaths)
+	assert.Equal(t, gitops.AuthorRequire, cfg.PublishPolicy.Author)
+	assert.Equal(t, gitops.Identity{Name: "Bot", Email: "bot@example.com"}, cfg.PublishPolicy.Identity)
+
+	for _, bad := range [][]string{
+		{"--publish-author-policy", "rewrite"},
+		{"--publish-identity", "bot@example.com"},
+		{"--publish-forbidden-paths", "/etc/passwd"},
+		{"--publish-forbidden-paths", "../x"},
+	} {
+		_, _, err := parsePublish(t, bad...)
+		assert.ErrorContains(t, err, "config: publish", bad)
+	}
 }

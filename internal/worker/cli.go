@@ -35,6 +35,9 @@ const probeInterval = 250 * time.Millisecond
 //	worker probe FLAGS    wait until a service answers its protocol's
 //	                      readiness check (package probe), in a probe
 //	                      container on the attempt network
+//	worker task-exec PATH ARGV...
+//	                      the task shim the worker starts the task through
+//	                      (TaskExec, the exit watch); it execs PATH
 //
 // A command line it does not accept exits ExitUsage.
 func Command(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -59,6 +62,12 @@ func Command(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	case "probe":
 		return probeCommand(args[1:], stderr)
+	case TaskExecCommand:
+		if len(args) < 3 {
+			fmt.Fprintln(stderr, "forged-worker: usage: forged-worker worker task-exec PATH ARGV0 [ARGS...]")
+			return ExitUsage
+		}
+		return TaskExec(args[1], args[2:])
 	}
 	fmt.Fprintf(stderr, "forged-worker: unknown command %q for worker\n", args[0])
 	return ExitUsage
@@ -75,6 +84,9 @@ func entrypoint(stdin io.Reader, stdout, stderr io.Writer) int {
 	defer signal.Stop(released)
 	cfg := DefaultConfig()
 	cfg.Released = released
+	if exe, err := os.Executable(); err == nil {
+		cfg.TaskShim = exe
+	}
 	return Main(ctx, stdin, stdout, stderr, cfg)
 }
 

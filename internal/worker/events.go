@@ -29,10 +29,17 @@ type emitter struct {
 	key       []byte // the event key; nil until the start packet is read
 	seq       uint64 // the number of the next line
 	err       error
-	maxOutput int64 // total task output content forwarded; negative: unlimited
+	maxOutput int64 // bytes of task_output lines written at most; negative: unlimited
 	output    int64
 	dropped   bool
 	activeAt  time.Time // the last task_active event
+	// log, when set, receives every line before w does (the event log in
+	// the control volume, messages.EventLogPath), up to
+	// messages.MaxEventLogBytes; a write error stops logging, never the
+	// run (the host then cannot re-adopt past the log's end).
+	log       io.Writer
+	logged    int64
+	logFailed bool
 }
 
 // activeEvery bounds how often task_active is emitted: often enough for
@@ -74,27 +81,36 @@ func (e *emitter) lifecycle(eventType, content string, data any) {
 
 // taskOutput emits one line of task output (role "agent"). It returns
 // false when the line was dropped because the output budget is spent; the
-// first such line reports true for firstDrop.
+// first such line reports true for firstDrop. The budget counts the bytes
+// of the signed lines written, as the host counts the worker's stdout.
 func (e *emitter) taskOutput(stream, line string) (sent, firstDrop bool) {
-	content := boundLine(line, MaxEventLineBytes)
-	e.mu.Lock()
-	if e.maxOutput >= 0 && e.output+int64(len(content)) > e.maxOutput {
-		first := !e.dropped
-		e.dropped = true
-		e.mu.Unlock()
-		return false, first
-	}
-	e.output += int64(len(content))
-	e.mu.Unlock()
 	data := `{"stream":"` + stream + `"}`
-	e.emit(messages.Event{
+	ev := messages.Event{
 		Role:       messages.RoleAgent,
 		Kind:       messages.KindCheckpoint,
 		EventType:  taskOutputEvent,
-		Content:    content,
+		Content:    boundLine(line, MaxEventLineBytes),
 		Data:       &data,
 		OccurredAt: time.Now().UTC(),
-	})
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return false, false
+	}
+	raw, err := messages.SignEventLine(e.key, e.seq, ev)
+	if err != nil {
+		return false, false
+	}
+	if e.maxOutput >= 0 && e.output+int64(len(raw)) > e.maxOutput {
+		first := !e.dropped
+		e.dropped = true
+		return false, first
+	}
+	e.output += int64(len(raw))
+	e.seq++
+	e.appendLog(raw) // every numbered line is in the log: a re-attached host reads it in sequence
+	_, e.err = e.w.Write(raw)
 	return true, false
 }
 
@@ -111,7 +127,32 @@ func (e *emitter) emit(ev messages.Event) {
 		return
 	}
 	e.seq++
+	e.appendLog(raw)
 	_, e.err = e.w.Write(raw)
+}
+
+// setLog makes every further line go to log first.
+func (e *emitter) setLog(log io.Writer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.log = log
+}
+
+// appendLog appends one line to the event log while it is within its
+// bound; e.mu is held.
+func (e *emitter) appendLog(raw []byte) {
+	if e.log == nil || e.logFailed {
+		return
+	}
+	if e.logged+int64(len(raw)) > messages.MaxEventLogBytes {
+		e.logFailed = true
+		return
+	}
+	n, err := e.log.Write(raw)
+	e.logged += int64(n)
+	if err != nil {
+		e.logFailed = true
+	}
 }
 
 // boundLine makes line valid UTF-8 and cuts it to at most max bytes on a

@@ -132,6 +132,7 @@ func newFixtureFrom(t *testing.T, host *hostRepo, argv ...string) *fixture {
 		InputBundlePath: filepath.Join(f.root, "input", "repo.bundle"),
 		OutputDir:       filepath.Join(f.root, "output"),
 		LeaseUpdatePath: filepath.Join(f.root, "lease-update.json"),
+		EventLogPath:    filepath.Join(f.root, "events.log"),
 		Released:        f.release,
 		HomeDir:         filepath.Join(f.root, "home"),
 		TempDir:         filepath.Join(f.root, "tmp"),

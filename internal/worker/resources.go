@@ -25,8 +25,11 @@ import (
 
 // Bounds of the watch.
 const (
-	watchInterval  = 50 * time.Millisecond
-	fullBelowBytes = 64 << 10
+	watchInterval = 50 * time.Millisecond
+	// fullBelowBytes: ext4 answers ENOSPC while statfs still shows up to
+	// about 1 MiB available (seen: 914 KiB on a 256 MiB workspace), so a
+	// file system with less than 2 MiB available counts as full.
+	fullBelowBytes = 2 << 20
 )
 
 // resourceWatch polls the task's resources on its own goroutine until
@@ -36,6 +39,10 @@ type resourceWatch struct {
 	stop  chan struct{}
 	done  chan struct{}
 
+	// fdFloor is the sandbox's descriptor limit (the worker's own hard
+	// RLIMIT_NOFILE), below which the exit watch counts no exhaustion.
+	fdFloor int
+
 	mu     sync.Mutex
 	report messages.TaskResources
 	seen   map[string]int // path -> index in report.Storage
@@ -43,7 +50,7 @@ type resourceWatch struct {
 
 // startResourceWatch starts watching the file systems at paths.
 func startResourceWatch(paths ...string) *resourceWatch {
-	w := &resourceWatch{paths: paths, stop: make(chan struct{}), done: make(chan struct{}), seen: map[string]int{}}
+	w := &resourceWatch{paths: paths, stop: make(chan struct{}), done: make(chan struct{}), seen: map[string]int{}, fdFloor: hardFDLimit()}
 	w.poll()
 	go w.loop()
 	return w
@@ -94,12 +101,49 @@ func (w *resourceWatch) poll() {
 	}
 }
 
-func (w *resourceWatch) pollStorage() {
-	for _, path := range w.paths {
-		st, err := statFS(path)
-		if err != nil {
+func (w *resourceWatch) pollStorage() { w.recordStorage(w.statStorage(), false) }
+
+// statStorage takes statfs of the watched file systems (nil entries for
+// those it could not read).
+func (w *resourceWatch) statStorage() []*fsStat {
+	out := make([]*fsStat, len(w.paths))
+	for i, path := range w.paths {
+		if st, err := statFS(path); err == nil {
+			out[i] = &st
+		}
+	}
+	return out
+}
+
+// sawHeld records what the exit watch saw while it held a task process:
+// its descriptors when it was exiting (files), and the file systems. A
+// process counts as out of descriptors only at a limit no lower than the
+// sandbox's (fdFloor): a task cannot lower its own limit to claim it.
+func (w *resourceWatch) sawHeld(files *procFiles, storage []*fsStat) {
+	w.recordStorage(storage, true)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.report.ExitWatch = true
+	if files == nil {
+		return
+	}
+	if files.openFiles > w.report.MaxOpenFiles {
+		w.report.MaxOpenFiles, w.report.FDLimit = files.openFiles, files.fdLimit
+	}
+	if files.fdLimit > 0 && files.fdLimit >= w.fdFloor && files.openFiles >= files.fdLimit {
+		w.report.FDExhausted = true
+		w.report.MaxOpenFiles, w.report.FDLimit = files.openFiles, files.fdLimit
+	}
+}
+
+// recordStorage merges one statfs of each watched file system; held says
+// the exit watch held a task process at the time.
+func (w *resourceWatch) recordStorage(stats []*fsStat, held bool) {
+	for i, path := range w.paths {
+		if stats[i] == nil {
 			continue
 		}
+		st := *stats[i]
 		w.mu.Lock()
 		i, ok := w.seen[path]
 		if !ok {
@@ -110,7 +154,9 @@ func (w *resourceWatch) pollStorage() {
 		o := &w.report.Storage[i]
 		o.MinFreeBytes = min(o.MinFreeBytes, st.free)
 		o.MaxUsedBytes = max(o.MaxUsedBytes, st.used)
-		o.Full = o.Full || (st.total > 0 && st.free < fullBelowBytes)
+		full := st.total > 0 && st.free < fullBelowBytes
+		o.Full = o.Full || full
+		o.FullWhenFreed = o.FullWhenFreed || (held && full)
 		w.mu.Unlock()
 	}
 }

@@ -112,3 +112,13 @@ func countDir(dir string) (int, error) {
 func raiseOOMScore(pid int) {
 	_ = os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte("1000"), 0)
 }
+
+// hardFDLimit is the worker's hard RLIMIT_NOFILE (the sandbox's limit),
+// or 0.
+func hardFDLimit() int {
+	var l unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &l); err != nil || l.Max > 1<<30 {
+		return 0
+	}
+	return int(l.Max)
+}

@@ -9,3 +9,5 @@ func statFS(string) (fsStat, error) { return fsStat{}, errors.ErrUnsupported }
 func taskProcesses() []procFiles { return nil }
 
 func raiseOOMScore(int) {}
+
+func hardFDLimit() int { return 0 }

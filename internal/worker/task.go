@@ -123,10 +123,15 @@ func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeo
 		Stderr:      errW,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
+	watchSock := r.throughShim(cmd, path)
 	err = cmd.Start()
 	closeAll(outW, errW)
+	closeAll(cmd.ExtraFiles...)
 	if err != nil {
 		closeAll(outR, errR)
+		if watchSock != nil {
+			closeAll(watchSock)
+		}
 		code := 126
 		if errors.Is(err, fs.ErrNotExist) {
 			code = 127
@@ -134,7 +139,11 @@ func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeo
 		return taskOutcome{ExitCode: code, Reason: reasonStartFailed, StartErr: err}
 	}
 	pgid := cmd.Process.Pid
-	raiseOOMScore(pgid)
+	if watchSock == nil {
+		raiseOOMScore(pgid)
+	} else if stopWatch := r.startWatch(watchSock); stopWatch != nil {
+		defer stopWatch()
+	}
 	r.events.lifecycle("task_started", "task started: "+boundLine(argv[0], 256),
 		map[string]any{"workingDirectory": r.pkt.WorkingDirectory, "timeoutSeconds": int(timeout / time.Second)})
 
@@ -162,6 +171,43 @@ func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeo
 	}
 	closeAll(outR, errR)
 	return taskOutcome{ExitCode: exitCode(cmd.ProcessState), Reason: reason}
+}
+
+// throughShim makes cmd start the task through the task shim (the exit
+// watch, exitwatch_linux.go) when the worker has one, and returns the
+// worker's end of the socket the shim sends the watch's listener on; nil
+// when the task starts directly.
+func (r *run) throughShim(cmd *exec.Cmd, path string) *os.File {
+	if r.cfg.TaskShim == "" || !watchAvailable || r.watch == nil {
+		return nil
+	}
+	mine, theirs, err := shimSocket()
+	if err != nil {
+		r.note("exit watch unavailable: %v", err)
+		return nil
+	}
+	cmd.Args = append([]string{r.cfg.TaskShim, "worker", TaskExecCommand, path}, cmd.Args...)
+	cmd.Path = r.cfg.TaskShim
+	cmd.ExtraFiles = []*os.File{theirs}
+	return mine
+}
+
+// startWatch receives the shim's listener and serves it until the
+// returned stop is called; nil when the shim could not install the watch
+// (the task then runs under the sampling alone).
+func (r *run) startWatch(sock *os.File) (stop func()) {
+	listener := receiveListener(sock)
+	closeAll(sock)
+	if listener < 0 {
+		r.note("exit watch unavailable: the kernel or the seccomp profile refused the task's filter")
+		return nil
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		serveWatch(listener, r.watch, quit)
+	}()
+	return func() { close(quit); <-done }
 }
 
 // supervise waits for the task to exit, stopping it on timeout, on idle
@@ -232,7 +278,7 @@ func (r *run) pump(wg *sync.WaitGroup, rd io.Reader, stream string, activity cha
 		}
 		sent, first := r.events.taskOutput(stream, line)
 		if first {
-			r.note("task output exceeds %d bytes; further lines are dropped", r.cfg.MaxOutputBytes)
+			r.note("task output exceeds its budget of %d bytes of event lines; further lines are dropped", r.cfg.MaxOutputBytes)
 		}
 		if !sent {
 			r.events.active()

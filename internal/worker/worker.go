@@ -52,7 +52,8 @@
 //   - The host (messages.EventVerifier, in the worker actor) keeps an
 //     event's role only when its MAC verifies and its number is above every
 //     one verified before; any other line that parses as an event arrives as
-//     role "agent". A task can thus suppress or delay worker lines it steals
+//     role "agent", with the host's event type and time, and one that breaks
+//     the event format arrives as the agent's text, never as an error. A task can thus suppress or delay worker lines it steals
 //     from the pipe, never forge, alter or replay one as the runner's. The
 //     host takes no decision from what an event says: outcomes come from
 //     the engine's inspected state and the validated output.
@@ -64,6 +65,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/forgedev/forged/failure"
@@ -87,7 +89,7 @@ const (
 // Defaults used by DefaultConfig.
 const (
 	DefaultKillGrace      = 10 * time.Second
-	DefaultMaxOutputBytes = 8 << 20
+	DefaultMaxOutputBytes = messages.TaskOutputBudgetBytes
 	defaultHomeDir        = messages.HomeDir
 	defaultTempDir        = messages.TempDir
 )
@@ -103,6 +105,11 @@ type Config struct {
 	InputBundlePath string
 	// OutputDir receives result.bundle, result.json and manifest.json.
 	OutputDir string
+	// EventLogPath is the event log (messages.EventLogPath): every event
+	// line, appended before it is written on stdout, so that a restarted
+	// host can resume the stream. Empty in DefaultConfig's caller means
+	// the default; "-" turns it off.
+	EventLogPath string
 	// LeaseUpdatePath is where the host may write a signed lease.Update to
 	// move the lease deadline (see WriteLeaseUpdateFile); it is read when
 	// the current deadline is reached.
@@ -123,7 +130,13 @@ type Config struct {
 	// KillGrace is the time between SIGTERM and SIGKILL when the task is
 	// stopped. Zero means DefaultKillGrace.
 	KillGrace time.Duration
-	// MaxOutputBytes bounds the total task output forwarded as events;
+	// TaskShim is the worker binary that starts the task through the task
+	// shim (`worker task-exec`, the exit watch); empty starts the task
+	// directly, under the sampling alone.
+	TaskShim string
+	// MaxOutputBytes bounds the task output forwarded as events, counted
+	// in the bytes of the signed task_output lines written (as the host
+	// counts the worker's stdout, see messages.TaskOutputBudgetBytes);
 	// further lines are dropped (with a diagnostic on stderr). Zero means
 	// DefaultMaxOutputBytes; negative means unlimited.
 	MaxOutputBytes int64
@@ -138,6 +151,7 @@ func DefaultConfig() Config {
 		InputBundlePath: messages.InputBundlePath,
 		OutputDir:       messages.OutputDir,
 		LeaseUpdatePath: messages.LeaseUpdatePath,
+		EventLogPath:    messages.EventLogPath,
 		HomeDir:         defaultHomeDir,
 		TempDir:         defaultTempDir,
 		KillGrace:       DefaultKillGrace,
@@ -158,6 +172,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseUpdatePath == "" {
 		c.LeaseUpdatePath = d.LeaseUpdatePath
+	}
+	if c.EventLogPath == "" {
+		c.EventLogPath = d.EventLogPath
 	}
 	if c.HomeDir == "" {
 		c.HomeDir = d.HomeDir
@@ -190,6 +207,10 @@ func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, cfg Co
 	}
 	r.pkt = pkt
 	r.events.setKey(messages.EventKey(pkt.LeaseControlKey))
+	if log := openEventLog(cfg.EventLogPath, r.stderr); log != nil {
+		defer log.Close()
+		r.events.setLog(log)
+	}
 	r.lease = r.newLeaseDeadline()
 	code, err := r.execute(ctx)
 	if err != nil {
@@ -206,6 +227,7 @@ type run struct {
 	lease  *lease.Deadline // from the start packet, moved by lease updates
 	events *emitter
 	stderr io.Writer
+	watch  *resourceWatch // the task's resources, while it runs
 }
 
 // diag writes one diagnostic line to stderr, prefixed with the failure
@@ -251,6 +273,7 @@ func (r *run) execute(ctx context.Context) (int, error) {
 	}
 
 	watch := startResourceWatch(r.cfg.TempDir, r.cfg.WorkspaceDir)
+	r.watch = watch
 	outcome := r.runTask(ctx, dir)
 	killStragglers()
 	r.reportResources(watch.finish(!outcome.succeeded(), outcome.ExitCode))
@@ -291,6 +314,21 @@ func (r *run) execute(ctx context.Context) (int, error) {
 	r.events.lifecycle("output_written", "manifest written", map[string]any{"exitCode": code})
 	r.awaitHostRelease(ctx)
 	return code, nil
+}
+
+// openEventLog creates (or empties) the event log, or returns nil when it
+// is off or cannot be created: the run goes on without it, and only a
+// re-adoption needs it.
+func openEventLog(path string, stderr io.Writer) *os.File {
+	if path == "-" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		fmt.Fprintf(stderr, "forged worker: event log %s: %v (a restarted host cannot re-adopt this run)\n", path, err)
+		return nil
+	}
+	return f
 }
 
 // skippedSummary mentions the paths left out of the result commit.

@@ -34,7 +34,11 @@ func Render(specs []failure.Spec) []byte {
 		if s.Retryable {
 			retry = "yes"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %d | %s |\n", s.Code, retry, s.HTTPStatus, cell(s.Meaning))
+		meaning := s.Meaning
+		if s.Alias != "" {
+			meaning += fmt.Sprintf(" (forged's earlier name: `%s`)", s.Alias)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %d | %s |\n", s.Code, retry, s.HTTPStatus, cell(meaning))
 	}
 	return b.Bytes()
 }

@@ -14,7 +14,7 @@ import (
 // The console's page, script and style, embedded: no build step, nothing
 // fetched from elsewhere.
 //
-//go:embed console/index.html console/console.js console/console.css
+//go:embed console/index.html console/console.js console/chart.js console/attempt.js console/console.css
 var consoleFiles embed.FS
 
 // Stream intervals of GET /v1/inspect/stream.
@@ -92,4 +92,17 @@ func (a *api) inspectStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// memory serves the attempt's memory series (the sampler's last readings
+// of its agent container and the container's limit) for the console's
+// chart: empty until the first reading, 404 for an unknown attempt.
+func (a *api) memory(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, ok := a.runner.Logs().Get(id); !ok {
+		writeJSON(w, http.StatusNotFound, errorBody{Code: string(failure.AttemptNotFound), Message: "no such attempt"})
+		return
+	}
+	series, _ := a.runner.Metrics().MemorySeries(id)
+	writeJSON(w, http.StatusOK, series)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -130,6 +131,22 @@ func TestConsolePageIsEmbeddedAndLockedDown(t *testing.T) {
 	assert.NotContains(t, js, "innerHTML", "daemon strings never become HTML")
 	assert.NotContains(t, js, "insertAdjacentHTML")
 	assert.Contains(t, js, "textContent = esc(")
+
+	// The attempt view and the charts: scripts of the page's own, loaded
+	// in order, putting daemon strings in as text only.
+	for _, name := range []string{"chart.js", "attempt.js"} {
+		assert.Contains(t, string(page), `<script src="`+name+`" defer></script>`)
+		res, err = http.Get(srv.URL + "/console/" + name)
+		require.NoError(t, err)
+		script, _ = io.ReadAll(res.Body)
+		res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode, name)
+		assert.Equal(t, res.Header.Get("Content-Security-Policy"), csp, name)
+		assert.NotContains(t, string(script), "innerHTML", name)
+		assert.NotContains(t, string(script), "insertAdjacentHTML", name)
+		assert.NotContains(t, string(script), "http://cdn", name)
+		assert.Contains(t, string(script), "textContent = esc(", name)
+	}
 }
 
 func TestConsoleIsReadOnlyByDefault(t *testing.T) {
@@ -137,7 +154,7 @@ func TestConsoleIsReadOnlyByDefault(t *testing.T) {
 	res, err := http.Get(srv.URL + "/v1/console/config")
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"manage":false}`, readAll(t, res))
-	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/v1/console/attempts/a1", nil)
+	req := consoleDelete(srv.URL + "/v1/console/attempts/a1")
 	req.Header.Set("Authorization", "Bearer anything-at-all-long")
 	res, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -165,7 +182,7 @@ func TestConsoleCancelNeedsTheFlagAndTheToken(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"manage":true}`, readAll(t, res))
 	for _, auth := range []string{"", "Bearer wrong", token} {
-		req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/v1/console/attempts/a1", nil)
+		req := consoleDelete(srv.URL + "/v1/console/attempts/a1")
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
@@ -175,11 +192,97 @@ func TestConsoleCancelNeedsTheFlagAndTheToken(t *testing.T) {
 		assert.Equal(t, http.StatusUnauthorized, res.StatusCode, auth)
 	}
 	assert.Empty(t, r.cancelled)
-	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/v1/console/attempts/a1", nil)
+	req := consoleDelete(srv.URL + "/v1/console/attempts/a1")
 	req.Header.Set("Authorization", "Bearer "+token)
 	res, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	res.Body.Close()
 	assert.Equal(t, http.StatusAccepted, res.StatusCode)
 	assert.Equal(t, []string{"a1"}, r.cancelled)
+}
+
+// consoleDelete is the console page's cancel request: the JSON content
+// type and the client header it sends, as the API's guard requires.
+func consoleDelete(url string) *http.Request {
+	req, _ := http.NewRequest(http.MethodDelete, url, nil)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(messages.APIClientHeader, messages.APIClientValue)
+	return req
+}
+
+// memoryRunner is a consoleRunner with one attempt's log and metrics fed
+// through an instrumented actor, as the daemon's tree feeds them.
+type memoryRunner struct {
+	consoleRunner
+	logs *runner.Logs
+}
+
+func (m *memoryRunner) Logs() *runner.Logs { return m.logs }
+
+func TestMemorySeriesRoute(t *testing.T) {
+	r := &memoryRunner{consoleRunner: consoleRunner{metrics: metrics.New()}, logs: runner.NewLogs(0)}
+	_, opened := r.logs.Open("att-1")
+	require.True(t, opened)
+	_, opened = r.logs.Open("att-quiet")
+	require.True(t, opened)
+	srv := httptest.NewServer(httpapi.Handler(r, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	defer srv.Close()
+
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	feedMemory(t, r.metrics, "att-1", at, 3)
+
+	get := func(id string) (int, string, messages.MemorySeries) {
+		res, err := http.Get(srv.URL + "/v1/attempts/" + id + "/memory")
+		require.NoError(t, err)
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		var series messages.MemorySeries
+		if res.StatusCode == http.StatusOK {
+			assert.Equal(t, "application/json", res.Header.Get("Content-Type"))
+			require.NoError(t, json.Unmarshal(body, &series))
+		}
+		return res.StatusCode, string(body), series
+	}
+	status, _, series := get("att-1")
+	require.Equal(t, http.StatusOK, status)
+	assert.Equal(t, int64(256<<20), series.LimitBytes)
+	require.Len(t, series.Samples, 3)
+	assert.Equal(t, uint64(3)<<20, series.Samples[2].UsageBytes)
+	assert.Equal(t, at.Add(3*time.Second), series.Samples[2].At)
+
+	status, body, series := get("att-quiet")
+	require.Equal(t, http.StatusOK, status, "an attempt not sampled yet has an empty series")
+	assert.Contains(t, body, `"samples":[]`)
+	assert.Empty(t, series.Samples)
+
+	status, body, _ = get("nope")
+	assert.Equal(t, http.StatusNotFound, status)
+	assert.Contains(t, body, "attempt_not_found")
+}
+
+// feedMemory hands m n readings of the attempt (1 MiB more each second,
+// under a 256 MiB limit) through an instrumented actor, as the attempt's
+// sampler does in the daemon.
+func feedMemory(t *testing.T, m *metrics.Metrics, attemptID string, at time.Time, n int) {
+	t.Helper()
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	done := make(chan struct{})
+	pid := system.Root.Spawn(m.Instrument(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(string); ok {
+			close(done)
+		}
+	}), "attempt"))
+	system.Root.Send(pid, messages.AttemptPhaseChanged{AttemptID: attemptID, Phase: messages.PhaseRunning})
+	for i := 1; i <= n; i++ {
+		system.Root.Send(pid, messages.MemorySampled{AttemptID: attemptID, LimitBytes: 256 << 20,
+			Sample: messages.MemorySample{At: at.Add(time.Duration(i) * time.Second), UsageBytes: uint64(i) << 20}})
+	}
+	system.Root.Send(pid, "done")
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the readings were not delivered")
+	}
 }

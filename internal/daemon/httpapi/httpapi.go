@@ -9,6 +9,7 @@
 //	POST   /v1/attempts             body: dispatch JSON → 202 {attemptId, queued} | 4xx {code, message}
 //	GET    /v1/attempts?state=running|finished|all&limit=N → {attempts: [{attemptId, state, submittedAt, events, outcome}]}
 //	GET    /v1/attempts/{id}/events NDJSON: {"type":"event","event":{...}} … {"type":"finished","outcome":{...}}
+//	GET    /v1/attempts/{id}/memory {attemptId, limitBytes, samples: [{at, usageBytes, cpuThrottledNanos}]}: the memory sampler's last readings
 //	DELETE /v1/attempts/{id}        cancel → 202 | 404
 //	POST   /v1/attempts/{id}/lease  body: {fencingToken, expiresAt} → 200 {accepted, expiresAt} | 404/409 {code, message}
 //	GET    /v1/cleanup-reports      pending cleanup reports (teardown and reaper), durable until acknowledged
@@ -21,6 +22,14 @@
 //	GET    /v1/console/config       {manage}: whether the console may cancel
 //	DELETE /v1/console/attempts/{id} cancel from the console: needs --console-manage-token-file and its bearer token (else 403 console_read_only, 401)
 //	GET    /console/                the live console: a read-only page (HTML and JS embedded in the binary)
+//	GET    /v1/openapi.json         the OpenAPI 3.1 contract of these routes (docs/openapi.json, embedded)
+//
+// The routes are one table (routes.go), which the router registers and
+// the contract test checks against docs/openapi.json.
+//
+// Every request passes the guard first (guard.go): a Host the daemon
+// answers to, no foreign Origin, and for POST and DELETE the JSON content
+// type and the X-Forged-Client header.
 package httpapi
 
 import (
@@ -69,42 +78,42 @@ type Options struct {
 	// carrying "Authorization: Bearer <ManageToken>". Empty keeps the
 	// console read-only (console_read_only).
 	ManageToken string
+	// AllowedHosts are Host names the API answers to besides localhost,
+	// loopback addresses and messages.APISocketHost (--api-allowed-host);
+	// every request is guarded (see guard).
+	AllowedHosts []string
 }
 
-// HandlerWith returns the API's handler with opts.
+// HandlerWith returns the API's handler with opts: every route of the
+// table (routes.go), behind the guard.
 func HandlerWith(r Runner, logger *slog.Logger, opts Options) http.Handler {
 	mux := http.NewServeMux()
-	api := &api{runner: r, logger: logger}
-	mux.HandleFunc("POST /v1/attempts", api.submit)
-	mux.HandleFunc("GET /v1/attempts", api.list)
-	mux.HandleFunc("GET /v1/attempts/{id}/events", api.events)
-	mux.HandleFunc("DELETE /v1/attempts/{id}", api.cancel)
-	mux.HandleFunc("POST /v1/attempts/{id}/lease", api.renew)
-	mux.HandleFunc("GET /v1/cleanup-reports", api.reports)
-	mux.HandleFunc("DELETE /v1/cleanup-reports/{id}", api.acknowledge)
-	mux.HandleFunc("POST /v1/reap", api.reap)
-	mux.HandleFunc("GET /v1/snapshot", api.snapshot)
-	mux.HandleFunc("GET /v1/inspect", api.inspect)
-	mux.HandleFunc("GET /v1/inspect/stream", api.inspectStream)
-	mux.Handle("GET /metrics", r.Metrics().Handler())
-	mux.Handle("GET /console/", consoleHandler())
-	mux.HandleFunc("GET /v1/console/config", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, messages.ConsoleConfig{Manage: opts.ManageToken != ""})
-	})
-	if opts.ManageToken != "" {
-		mux.Handle("DELETE /v1/console/attempts/{id}", bearer.Require(opts.ManageToken, "forged console", http.HandlerFunc(api.cancel)))
-	} else {
-		mux.HandleFunc("DELETE /v1/console/attempts/{id}", func(w http.ResponseWriter, _ *http.Request) {
-			writeRefusal(w, failure.ConsoleReadOnly, "the console is read-only: start the daemon with --console-manage-token-file to allow cancelling")
-		})
+	api := newAPI(r, logger, opts)
+	for _, route := range routes {
+		mux.HandleFunc(route.Method+" "+route.Pattern, func(w http.ResponseWriter, req *http.Request) { route.serve(api, w, req) })
 	}
-	mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
-	return mux
+	return guard(mux, opts.AllowedHosts)
 }
 
 type api struct {
 	runner Runner
 	logger *slog.Logger
+	opts   Options
+	// Built once: the metrics scrape, the embedded console's files and
+	// the console's cancel (behind the manage token when there is one).
+	metrics, console, consoleCancel http.Handler
+}
+
+func newAPI(r Runner, logger *slog.Logger, opts Options) *api {
+	a := &api{runner: r, logger: logger, opts: opts, metrics: r.Metrics().Handler(), console: consoleHandler()}
+	if opts.ManageToken != "" {
+		a.consoleCancel = bearer.Require(opts.ManageToken, "forged console", http.HandlerFunc(a.cancel))
+	} else {
+		a.consoleCancel = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			writeRefusal(w, failure.ConsoleReadOnly, "the console is read-only: start the daemon with --console-manage-token-file to allow cancelling")
+		})
+	}
+	return a
 }
 
 // errorBody is the body of every refusal and failure.
@@ -285,7 +294,11 @@ func (a *api) snapshot(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (a *api) inspect(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, a.runner.Inspect())
+	tree := a.runner.Inspect()
+	if tree == nil {
+		tree = []messages.InspectReply{} // an array, as documented: never null
+	}
+	writeJSON(w, http.StatusOK, tree)
 }
 
 // Serve serves the API on l until ctx is cancelled, then shuts down

@@ -62,12 +62,32 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 		stopServing()
 		assert.NoError(t, <-served)
 	}()
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+	socketTransport := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-	}}}
+	}}
+	client := &http.Client{Transport: clientHeaders{socketTransport}}
+
+	// A DNS-rebinding page behind the console's forward: its own Host, a
+	// simple text/plain POST with its own Origin. Both are refused on the
+	// real socket, and the POST never reaches the dispatch decoder.
+	raw := &http.Client{Transport: socketTransport}
+	req, err := http.NewRequest(http.MethodGet, "http://evil.example:8080/v1/snapshot", nil)
+	require.NoError(t, err)
+	res, err := raw.Do(req)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusMisdirectedRequest, res.StatusCode)
+	assert.Contains(t, readAll(t, res), "api_host_refused")
+	req, err = http.NewRequest(http.MethodPost, "http://localhost:8080/v1/attempts", strings.NewReader(`{"session":{"id":"x"}}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "text/plain")
+	req.Header.Set("Origin", "http://evil.example:8080")
+	res, err = raw.Do(req)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusForbidden, res.StatusCode)
+	assert.Contains(t, readAll(t, res), "api_origin_refused")
 
 	// A malformed dispatch is refused with its code.
-	res, err := client.Post("http://forged/v1/attempts", "application/json", strings.NewReader(`{"session":{"id":"x"}}`))
+	res, err = client.Post("http://forged/v1/attempts", "application/json", strings.NewReader(`{"session":{"id":"x"}}`))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusBadRequest, res.StatusCode)
 	assert.Contains(t, readAll(t, res), "dispatch_invalid")
@@ -147,7 +167,11 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 	assert.Equal(t, "supervisor", frame.Actors[0].Kind)
 	require.NotNil(t, frame.Actors[0].Stats, "the supervisor is instrumented")
 	assert.Positive(t, frame.Actors[0].Stats.MessagesIn)
-	assert.NotEmpty(t, frame.Actors[0].Stats.RecentMessages)
+	require.NotEmpty(t, frame.Actors[0].Stats.Recent)
+	for _, c := range frame.Actors[0].Stats.Recent {
+		assert.Positive(t, c.Count, c.Kind)
+		assert.NotContains(t, []string{"messages.Inspect", "messages.SnapshotRequest"}, c.Kind, "the console's polling is left out")
+	}
 	require.Len(t, frame.Attempts, 1)
 	var phases []string
 	for _, span := range frame.Attempts[0].Timeline {
@@ -156,6 +180,25 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 	}
 	assert.Equal(t, []string{messages.PhasePreparing, messages.PhaseBuilding, messages.PhaseProvisioning, messages.PhaseRunning,
 		messages.PhaseCollecting, messages.PhaseImporting, messages.PhaseTearingDown}, phases)
+
+	// The memory sampler's readings of the worker, against its limit,
+	// for the console's chart.
+	res, err = client.Get("http://forged/v1/attempts/" + d.AttemptID() + "/memory")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	var series messages.MemorySeries
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&series))
+	res.Body.Close()
+	assert.Equal(t, d.AttemptID(), series.AttemptID)
+	assert.Equal(t, d.Sandbox.RequestedResources.WorkerMemoryLimitBytes, series.LimitBytes)
+	require.NotEmpty(t, series.Samples, "the sampler read the worker while it ran")
+	for i, s := range series.Samples {
+		assert.Positive(t, s.UsageBytes, "sample %d", i)
+		assert.LessOrEqual(t, int64(s.UsageBytes), series.LimitBytes, "sample %d", i)
+		if i > 0 {
+			assert.False(t, s.At.Before(series.Samples[i-1].At), "oldest first")
+		}
+	}
 
 	// The finished attempt is listed, with its outcome.
 	res, err = client.Get("http://forged/v1/attempts?state=finished&limit=5")
@@ -179,12 +222,25 @@ func TestDaemonAPIOnTheRealEngine(t *testing.T) {
 		assert.Contains(t, readAll(t, res), "query_invalid", bad)
 	}
 
-	req, err := http.NewRequest(http.MethodDelete, "http://forged/v1/attempts/00000000-0000-4000-8000-000000000000", nil)
+	req, err = http.NewRequest(http.MethodDelete, "http://forged/v1/attempts/00000000-0000-4000-8000-000000000000", nil)
 	require.NoError(t, err)
 	res, err = client.Do(req)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusNotFound, res.StatusCode)
 	res.Body.Close()
+}
+
+// clientHeaders adds what the CLI and package client send on a
+// state-changing request (the API's guard refuses it without them).
+type clientHeaders struct{ next http.RoundTripper }
+
+func (c clientHeaders) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		req = req.Clone(req.Context())
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(messages.APIClientHeader, messages.APIClientValue)
+	}
+	return c.next.RoundTrip(req)
 }
 
 // assertMetricsMatchTheAttempt scrapes /metrics on the socket, parses it

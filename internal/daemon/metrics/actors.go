@@ -135,6 +135,8 @@ func (m *Metrics) received(kind string, rec *actorRecord, self *actor.PID, env *
 		}
 	case messages.AttemptPhaseChanged:
 		m.phaseChanged(msg.AttemptID, msg.Phase)
+	case messages.MemorySampled:
+		m.memorySampled(msg)
 	case messages.AcquireBuildPermit:
 		if env.Sender != nil {
 			m.permitRequested(env.Sender.GetId())

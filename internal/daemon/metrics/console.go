@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,11 +10,16 @@ import (
 	"github.com/forgedev/forged/messages"
 )
 
-// recentMessages is how many message types an actor's record keeps.
+// recentMessages is how many message kinds an actor's record keeps.
 const recentMessages = 8
 
-// timelinesKept bounds the attempts whose phase timeline is kept.
+// timelinesKept bounds the attempts whose phase timeline (and memory
+// series) is kept.
 const timelinesKept = 64
+
+// memorySamplesKept bounds the readings kept per attempt: at the default
+// sample interval, the last minutes.
+const memorySamplesKept = 600
 
 // ActorStats is one live actor's counters, for the console (the API's,
 // package messages).
@@ -24,26 +30,42 @@ type ActorStats = messages.ActorStats
 type actorRecord struct {
 	depth, in, out, restarts atomic.Int64
 	mu                       sync.Mutex
-	recent                   []string
+	recent                   []messages.MessageCount // least recently seen first
+}
+
+// polling reports the console's own polling messages, which the recent
+// list leaves out.
+func polling(msg any) bool {
+	switch msg.(type) {
+	case messages.Inspect, messages.SnapshotRequest:
+		return true
+	}
+	return false
 }
 
 func (r *actorRecord) received(msg any) {
+	if polling(msg) {
+		return
+	}
 	name := fmt.Sprintf("%T", msg)
 	r.mu.Lock()
-	if len(r.recent) == recentMessages {
-		copy(r.recent, r.recent[1:])
-		r.recent = r.recent[:recentMessages-1]
+	defer r.mu.Unlock()
+	count := uint64(0)
+	if i := slices.IndexFunc(r.recent, func(c messages.MessageCount) bool { return c.Kind == name }); i >= 0 {
+		count = r.recent[i].Count
+		r.recent = slices.Delete(r.recent, i, i+1)
+	} else if len(r.recent) == recentMessages {
+		r.recent = slices.Delete(r.recent, 0, 1)
 	}
-	r.recent = append(r.recent, name)
-	r.mu.Unlock()
+	r.recent = append(r.recent, messages.MessageCount{Kind: name, Count: count + 1})
 }
 
 func (r *actorRecord) stats() ActorStats {
 	r.mu.Lock()
-	recent := append([]string{}, r.recent...)
+	recent := append([]messages.MessageCount{}, r.recent...)
 	r.mu.Unlock()
 	return ActorStats{MailboxDepth: r.depth.Load(), MessagesIn: uint64(r.in.Load()), MessagesOut: uint64(r.out.Load()),
-		Restarts: uint64(r.restarts.Load()), RecentMessages: recent}
+		Restarts: uint64(r.restarts.Load()), Recent: recent}
 }
 
 // ActorStats returns the counters of the live actor pid.
@@ -80,6 +102,7 @@ func (m *Metrics) recordPhaseLocked(attemptID, phase string, now time.Time) {
 		m.timelineOrder = append(m.timelineOrder, attemptID)
 		if len(m.timelineOrder) > timelinesKept {
 			delete(m.timelines, m.timelineOrder[0])
+			delete(m.memory, m.timelineOrder[0])
 			m.timelineOrder = m.timelineOrder[1:]
 		}
 	}
@@ -90,4 +113,35 @@ func (m *Metrics) recordPhaseLocked(attemptID, phase string, now time.Time) {
 		spans = append(spans, PhaseSpan{Phase: phase, Start: now})
 	}
 	m.timelines[attemptID] = spans
+}
+
+// MemorySeries returns the attempt's memory readings (the last
+// memorySamplesKept, for the attempts whose timeline is kept), and whether
+// any was recorded.
+func (m *Metrics) MemorySeries(attemptID string) (messages.MemorySeries, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	series, ok := m.memory[attemptID]
+	if !ok {
+		return messages.MemorySeries{AttemptID: attemptID, Samples: []messages.MemorySample{}}, false
+	}
+	series.Samples = append([]messages.MemorySample{}, series.Samples...)
+	return series, true
+}
+
+// memorySampled keeps one reading; an attempt without a timeline (not
+// admitted through the instrumented tree, or long gone) is not kept.
+func (m *Metrics) memorySampled(msg messages.MemorySampled) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.timelines[msg.AttemptID]; !ok {
+		return
+	}
+	series := m.memory[msg.AttemptID]
+	series.AttemptID, series.LimitBytes = msg.AttemptID, msg.LimitBytes
+	if len(series.Samples) == memorySamplesKept {
+		series.Samples = slices.Delete(series.Samples, 0, 1)
+	}
+	series.Samples = append(series.Samples, msg.Sample)
+	m.memory[msg.AttemptID] = series
 }

@@ -11,6 +11,11 @@
 // messages (phase changes, the permit, build results) are read off the
 // same middleware; outcomes, reaper rounds and the slots are reported by
 // their owners (the runner and the supervisor's reaper).
+//
+// For the live console it also keeps, bounded, each live actor's counters
+// and recent message kinds (without the console's own polling), and per
+// attempt its phase timeline and its memory sampler's last readings
+// (messages.MemorySampled, read off the same middleware); see console.go.
 package metrics
 
 import (
@@ -66,6 +71,7 @@ type Metrics struct {
 	buildStart  map[string]time.Time // build actor pid → when it started
 	actors      map[string]*actorRecord
 	timelines   map[string][]PhaseSpan
+	memory      map[string]messages.MemorySeries // attempt id → its sampler's last readings
 	// timelineOrder is the attempts with a timeline, oldest first.
 	timelineOrder []string
 }
@@ -88,7 +94,7 @@ func New(opts ...Option) *Metrics {
 		registry: prometheus.NewRegistry(), now: time.Now,
 		kinds: map[string]bool{}, phaseSince: map[string]phaseMark{},
 		permitAsked: map[string]time.Time{}, buildStart: map[string]time.Time{},
-		actors: map[string]*actorRecord{}, timelines: map[string][]PhaseSpan{},
+		actors: map[string]*actorRecord{}, timelines: map[string][]PhaseSpan{}, memory: map[string]messages.MemorySeries{},
 	}
 	for _, o := range opts {
 		o(m)

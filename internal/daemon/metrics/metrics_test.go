@@ -204,9 +204,14 @@ func TestActorMetricsThroughInstrumentedProps(t *testing.T) {
 	stats, ok := m.ActorStats(build.GetId())
 	require.True(t, ok)
 	assert.Equal(t, uint64(1), stats.Restarts)
-	assert.Contains(t, stats.RecentMessages, "messages.BuildPermitGranted")
-	assert.Contains(t, stats.RecentMessages, "*actor.Restarting")
-	assert.LessOrEqual(t, len(stats.RecentMessages), recentMessages)
+	var kinds []string
+	for _, c := range stats.Recent {
+		kinds = append(kinds, c.Kind)
+		assert.Positive(t, c.Count, c.Kind)
+	}
+	assert.Contains(t, kinds, "messages.BuildPermitGranted")
+	assert.Contains(t, kinds, "*actor.Restarting")
+	assert.LessOrEqual(t, len(stats.Recent), recentMessages)
 	assert.GreaterOrEqual(t, stats.MessagesOut, uint64(2))
 
 	// A message to a stopped actor is a dead letter of its kind.
@@ -301,4 +306,76 @@ func TestTimelinesAreBounded(t *testing.T) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	assert.Len(t, m.timelines, timelinesKept)
+}
+
+// TestRecentMessagesAreCountedWithoutPolling: repeats of a kind count up
+// in one entry (moved to the end when seen again), the console's polling
+// is left out, and the list keeps only the latest kinds.
+func TestRecentMessagesAreCountedWithoutPolling(t *testing.T) {
+	var r actorRecord
+	for range 3 {
+		r.received(messages.AttemptPhaseChanged{})
+		r.received(messages.Inspect{})
+		r.received(messages.SnapshotRequest{})
+	}
+	r.received(&actor.Started{})
+	r.received(messages.AttemptPhaseChanged{})
+	assert.Equal(t, []messages.MessageCount{{Kind: "*actor.Started", Count: 1}, {Kind: "messages.AttemptPhaseChanged", Count: 4}}, r.stats().Recent)
+
+	for i := range recentMessages + 3 {
+		r.received(fmt.Sprint(i)) // string: one kind
+		r.received(i)             // int
+		r.received(float64(i))    // float64
+		r.received([]int{i})
+		r.received(map[int]int{i: i})
+		r.received(uint(i))
+		r.received(int8(i))
+	}
+	recent := r.stats().Recent
+	require.Len(t, recent, recentMessages)
+	assert.Equal(t, "messages.AttemptPhaseChanged", recent[0].Kind, "the least recently seen kinds are dropped first")
+	assert.Equal(t, messages.MessageCount{Kind: "int8", Count: recentMessages + 3}, recent[len(recent)-1])
+}
+
+// TestMemorySeriesIsKeptPerAttemptAndBounded: the sampler's readings reach
+// the series through the receive middleware, only for attempts with a
+// timeline, and only the last memorySamplesKept are kept.
+func TestMemorySeriesIsKeptPerAttemptAndBounded(t *testing.T) {
+	m := New()
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	got := make(chan struct{}, 1)
+	pid := system.Root.Spawn(m.Instrument(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(string); ok {
+			got <- struct{}{}
+		}
+	}), "attempt"))
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	sample := func(id string, i int) messages.MemorySampled {
+		return messages.MemorySampled{AttemptID: id, LimitBytes: 64 << 20, Sample: messages.MemorySample{At: at.Add(time.Duration(i) * time.Second), UsageBytes: uint64(i) << 20}}
+	}
+	system.Root.Send(pid, sample("unknown", 1))
+	m.phaseChanged("a", messages.PhaseRunning)
+	for i := range memorySamplesKept + 5 {
+		system.Root.Send(pid, sample("a", i))
+	}
+	system.Root.Send(pid, "done")
+	<-got
+
+	_, ok := m.MemorySeries("unknown")
+	assert.False(t, ok, "an attempt without a timeline keeps no series")
+	series, ok := m.MemorySeries("a")
+	require.True(t, ok)
+	assert.Equal(t, "a", series.AttemptID)
+	assert.Equal(t, int64(64<<20), series.LimitBytes)
+	require.Len(t, series.Samples, memorySamplesKept)
+	assert.Equal(t, uint64(5)<<20, series.Samples[0].UsageBytes, "the oldest readings are dropped")
+	assert.Equal(t, at.Add(time.Duration(memorySamplesKept+4)*time.Second), series.Samples[len(series.Samples)-1].At)
+
+	// The series goes with the attempt's timeline.
+	for i := range timelinesKept {
+		m.phaseChanged(fmt.Sprint("b", i), messages.PhasePreparing)
+	}
+	_, ok = m.MemorySeries("a")
+	assert.False(t, ok, "the oldest attempts' series are dropped with their timelines")
 }

@@ -21,6 +21,7 @@ var (
 	queueDesc      = prometheus.NewDesc(Namespace+"_queue_length", "Admitted attempts waiting for a slot.", nil, nil)
 	buildQueueDesc = prometheus.NewDesc(Namespace+"_build_permit_queue_length", "Builds waiting for the global build permit.", nil, nil)
 	degradedDesc   = prometheus.NewDesc(Namespace+"_attempts_degraded_total", "Attempts whose teardown left resources behind, since the start.", nil, nil)
+	degradedNow    = prometheus.NewDesc(Namespace+"_attempts_degraded", "Attempts whose teardown left resources behind that no reaper round has cleared yet.", nil, nil)
 	availableDesc  = prometheus.NewDesc(Namespace+"_host_available", "1 when the last preflight found the host able to run attempts, else 0 (its code is the label).", []string{"code"}, nil)
 	capacityDesc   = prometheus.NewDesc(Namespace+"_host_capacity", "Attempts the last preflight allows at once (0 when the host is unavailable).", nil, nil)
 )
@@ -28,7 +29,7 @@ var (
 type snapshotCollector struct{ read SnapshotFunc }
 
 func (c *snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{slotsTotalDesc, slotsUsedDesc, queueDesc, buildQueueDesc, degradedDesc, availableDesc, capacityDesc} {
+	for _, d := range []*prometheus.Desc{slotsTotalDesc, slotsUsedDesc, queueDesc, buildQueueDesc, degradedDesc, degradedNow, availableDesc, capacityDesc} {
 		ch <- d
 	}
 }
@@ -43,7 +44,8 @@ func (c *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(slotsUsedDesc, prometheus.GaugeValue, float64(len(snap.Attempts)))
 	ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(snap.Queued))
 	ch <- prometheus.MustNewConstMetric(buildQueueDesc, prometheus.GaugeValue, float64(snap.BuildQueue))
-	ch <- prometheus.MustNewConstMetric(degradedDesc, prometheus.CounterValue, float64(snap.Degraded))
+	ch <- prometheus.MustNewConstMetric(degradedDesc, prometheus.CounterValue, float64(snap.DegradedTotal))
+	ch <- prometheus.MustNewConstMetric(degradedNow, prometheus.GaugeValue, float64(snap.Degraded))
 	if host := snap.Preflight; host != nil {
 		available := 0.0
 		if host.Available {

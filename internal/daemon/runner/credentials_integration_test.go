@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,11 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/actors"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
@@ -77,4 +80,51 @@ func TestEndToEndProviderWithoutAdapterIsRefused(t *testing.T) {
 	out := e.wait(e.submit(d))
 	assert.Equal(t, string(failure.SandboxAuthUnavailable), out.Code)
 	assert.Contains(t, out.Message, `provider "anthropic"`)
+}
+
+// copySpy records whether any output copy put a given text on the host.
+type copySpy struct {
+	actors.Docker
+	secret string
+	copies atomic.Int32
+	leaked atomic.Bool
+}
+
+func (s *copySpy) CopyDirOut(ctx context.Context, containerID, srcDir, hostDir string, maxBytes int64, maxFiles int) error {
+	err := s.Docker.CopyDirOut(ctx, containerID, srcDir, hostDir, maxBytes, maxFiles)
+	s.copies.Add(1)
+	_ = filepath.WalkDir(hostDir, func(path string, entry fs.DirEntry, walkErr error) error {
+		if walkErr == nil && entry.Type().IsRegular() {
+			if content, err := os.ReadFile(path); err == nil && strings.Contains(string(content), s.secret) {
+				s.leaked.Store(true)
+			}
+		}
+		return nil
+	})
+	return err
+}
+
+// TestEndToEndOutputLinkedToTheSecretsIsNotCopied: a hostile task replaces
+// /control/output with a link to the secrets mount, where the provider
+// helper put a credential. The host's copy of the output follows no link:
+// the credential never lands in the state root, and the attempt fails.
+func TestEndToEndOutputLinkedToTheSecretsIsNotCopied(t *testing.T) {
+	raw := make([]byte, 24)
+	_, err := rand.Read(raw)
+	require.NoError(t, err)
+	secret := "sk-forge-" + hex.EncodeToString(raw)
+	helper := filepath.Join(t.TempDir(), "anthropic-auth")
+	require.NoError(t, os.WriteFile(helper, []byte("#!/bin/sh\nprintf '%s' '"+secret+"' > api-key\n"), 0o700))
+	auth, err := providerauth.Parse([]string{"anthropic=" + helper}, 0)
+	require.NoError(t, err)
+	spy := &copySpy{secret: secret}
+	e := newE2E(t, runner.Config{ProviderAuth: auth, WrapDocker: func(d actors.Docker) actors.Docker { spy.Docker = d; return spy }})
+
+	d := e.dispatch([]string{"/bin/sh", "-c", "rm -rf /control/output && ln -s /run/forge-secrets /control/output && ls -l /control/output/"}, 0)
+	d.Execution.Provider, d.Execution.AuthKind = "anthropic", "api_key"
+	log := e.submit(d)
+	out := e.wait(log)
+	assert.NotEqual(t, messages.StatusSucceeded, out.Status)
+	t.Logf("outcome %s %s: %s (copies %d)", out.Status, out.Code, out.Message, spy.copies.Load())
+	assert.False(t, spy.leaked.Load(), "the secrets mount was copied to the host")
 }

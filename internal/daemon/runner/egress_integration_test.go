@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/actors"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/daemon/runner"
@@ -153,7 +155,9 @@ func TestOpenPublicEndToEndRunsOnlyWhenTheOperatorAllowsIt(t *testing.T) {
 		assert.Equal(t, string(failure.PolicyMismatch), out.Code, out.Message)
 	})
 	t.Run("allowed", func(t *testing.T) {
-		e := newE2E(t, runner.Config{AllowOpenPublic: true})
+		catalogue, _ := serviceCatalogue(t) // the netns guard runs from the egress image
+		egresstest.EgressImage(t, filepath.Join("..", "..", ".."))
+		e := newE2E(t, runner.Config{AllowOpenPublic: true, Services: catalogue})
 		d := e.dispatch([]string{"/bin/sh", "-c", script}, 256<<20)
 		d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkOpenPublic}
 		log := e.submit(d)
@@ -162,4 +166,63 @@ func TestOpenPublicEndToEndRunsOnlyWhenTheOperatorAllowsIt(t *testing.T) {
 		started := waitForEvent(t, log, "sandbox_started")
 		assert.Contains(t, *started.Data, `"role":"open"`)
 	})
+}
+
+// noGuard is the control of the open_public guard test: the netns guard
+// never loads, as before the guard existed.
+type noGuard struct{ actors.Docker }
+
+func (noGuard) GuardNetns(context.Context, string, dockerops.NetGuard) error { return nil }
+
+// TestOpenPublicEndToEndTaskReachesNoHostOrMetadataAddress is the hostile
+// open_public task of issue 28: it dials its network's gateway (the host),
+// the metadata address and a public address of the host, all on a port
+// the operator allows. Stand-ins on this host (egresstest) listen on every
+// address. Unguarded (the control) the task reaches each; guarded it
+// reaches none and nothing is accepted.
+func TestOpenPublicEndToEndTaskReachesNoHostOrMetadataAddress(t *testing.T) {
+	catalogue, _ := serviceCatalogue(t)
+	egresstest.EgressImage(t, filepath.Join("..", "..", ".."))
+	targets := egresstest.AddHostAddresses(t)
+	trap := egresstest.Listen(t, ":0")
+	_, port, err := net.SplitHostPort(trap.Addr)
+	require.NoError(t, err)
+	p, err := egress.ParsePort(port)
+	require.NoError(t, err)
+	script := `gw=$(ip route | awk '$1 == "default" { print $3 }')
+[ -n "$gw" ] || { echo "no default route"; exit 3; }
+for a in gateway:$gw ` + strings.Join(targets, " ") + `; do
+  name=${a%%:*}; addr=${a#*:}
+  if echo x | nc -w 3 "$addr" ` + port + ` >/dev/null 2>&1; then echo "$name reached"; else echo "$name failed"; fi
+done >open.txt
+`
+	for _, guarded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("guarded=%v", guarded), func(t *testing.T) {
+			cfg := runner.Config{AllowOpenPublic: true, Services: catalogue, Egress: egress.Options{Ports: []int{p}}}
+			if !guarded {
+				cfg.WrapDocker = func(d actors.Docker) actors.Docker { return noGuard{d} }
+			}
+			e := newE2E(t, cfg)
+			d := e.dispatch([]string{"/bin/sh", "-c", script}, 256<<20)
+			d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkOpenPublic}
+			out := e.wait(e.submit(d))
+			require.Equal(t, messages.StatusSucceeded, out.Status, "%s %s", out.Code, out.Message)
+			got := e.git("show", example.Branch+":open.txt")
+			t.Logf("task (guarded=%v):\n%s\naccepted %d", guarded, got, trap.Accepted())
+			names := append([]string{"gateway"}, targets...)
+			for _, n := range names {
+				if guarded {
+					assert.Contains(t, got, n+" failed")
+				} else {
+					assert.Contains(t, got, n+" reached")
+				}
+			}
+			if guarded {
+				assert.Zero(t, trap.Accepted(), "nothing reached the host")
+			} else {
+				assert.EqualValues(t, len(names), trap.Accepted(), "the control reaches every stand-in")
+			}
+			trap.Reset()
+		})
+	}
 }

@@ -98,14 +98,17 @@ func (l *Logs) evictLocked() {
 // recordRestarted records the outcome of an attempt that a previous
 // process was running when it died: it was torn down at start-up and is
 // not run again.
-func (l *Logs) recordRestarted(attemptID string) (messages.AttemptOutcome, bool) {
+func (l *Logs) recordRestarted(attemptID string, why reaper.AdoptVerdict) (messages.AttemptOutcome, bool) {
 	log, ok := l.Open(attemptID)
 	if !ok {
 		return messages.AttemptOutcome{}, false
 	}
+	if why.Code == "" {
+		why = reaper.AdoptVerdict{Code: reaper.CodeRunnerRestarted, Reason: "forged restarted while the attempt ran; its resources were reaped and it was not run again"}
+	}
 	out := messages.AttemptOutcome{
-		AttemptID: attemptID, Status: messages.StatusFailed, Code: string(reaper.CodeRunnerRestarted),
-		Message: "forged restarted while the attempt ran; its resources were reaped and it was not run again", FinishedAt: time.Now().UTC(),
+		AttemptID: attemptID, Status: messages.StatusFailed, Code: string(why.Code),
+		Message: why.Reason, FinishedAt: time.Now().UTC(),
 	}
 	log.Finish(out)
 	return out, true

@@ -40,6 +40,9 @@ type Config struct {
 	// Slots and QueueLimit size admission.
 	Slots      int
 	QueueLimit int
+	// BuildPermits is how many image builds may run at once, at most one
+	// per image key; 0 derives it from the host (DefaultBuildPermits).
+	BuildPermits int
 	// StateRoot is forged's private state directory (created 0700).
 	StateRoot string
 	// WorkerBinary is the static forged-worker binary put into sandbox
@@ -55,6 +58,15 @@ type Config struct {
 	WrapDocker func(actors.Docker) actors.Docker
 	// AllowRootful accepts a Docker engine that does not run rootless.
 	AllowRootful bool
+	// Isolation is the host's isolation floor: messages.IsolationRunc
+	// ("" means it) or messages.IsolationGVisor, under which every worker
+	// runs under GVisorRuntime (default preflight.DefaultGVisorRuntime)
+	// and the host is unavailable while that runtime does not work.
+	// GVisorProbeImage is the preflight probe's image (default
+	// preflight.DefaultGVisorProbeImage).
+	Isolation        string
+	GVisorRuntime    string
+	GVisorProbeImage string
 	// Capacity sizes one attempt and the host's reserve for the preflight
 	// admission; its MaxSlots is Slots.
 	Capacity preflight.CapacityPolicy
@@ -87,6 +99,11 @@ type Config struct {
 	// and the allowed hosts), as `forged run` and `forged daemon` do.
 	Redeemer       actors.CredentialRedeemer
 	ValidateRemote gitops.RemoteValidator
+	// PublishPolicy is what a publication may carry (protected paths,
+	// required author); nil means gitops.DefaultPublishPolicy (CI
+	// configuration protected, authors as written). Refusals are
+	// sandbox_output_publish_policy, before anything is pushed.
+	PublishPolicy *gitops.PublishPolicy
 	// Services is the operator's service catalogue (nil: contracts that
 	// declare services are refused). ServiceReadyWithin and
 	// ServicesReadyWithin override the readiness caps (defaults 60s per
@@ -99,6 +116,14 @@ type Config struct {
 	// egress entry). AllowOpenPublic lets open_public attempts run.
 	Egress          egress.Options
 	AllowOpenPublic bool
+	// RequireBoundedStorage refuses adoption attempts too, with
+	// sandbox_storage_unbounded, when attempt volumes are not bounded
+	// (sandbox_required attempts always are refused then).
+	RequireBoundedStorage bool
+	// AllowBuildPulls lets image builds pull an upstream image that is not
+	// present locally (never under sandbox_required); false refuses such a
+	// build with sandbox_build_policy_failed before it starts.
+	AllowBuildPulls bool
 	// Caches is which contract cache modes are allowed (zero: both);
 	// CacheBytes bounds each per-attempt cache volume when volumes are
 	// bounded (zero: caches.DefaultPerAttemptBytes). See package caches.
@@ -115,6 +140,11 @@ type Config struct {
 	// verifies nothing: sandbox_required is refused with
 	// sandbox_image_signature_invalid, adoption warns.
 	ImageVerifier actors.ImageVerifier
+	// RepoRoots are the directories under which a dispatch's
+	// repo.localPath must lie, symlinks resolved (--repo-root); other
+	// dispatches are refused with dispatch_repo_outside_roots. Empty
+	// allows any repository forged can read.
+	RepoRoots []string
 	// ManagedNamespace is the ref prefix ("refs/heads/…/") every dispatch's
 	// worktree key must lie below; empty means refs/heads/forge/. Other
 	// dispatches are refused with dispatch_invalid.
@@ -122,6 +152,11 @@ type Config struct {
 	// SkipStartupReap leaves the previous process's ledgers alone at start
 	// (for a dry run that must change nothing).
 	SkipStartupReap bool
+	// Readopt re-adopts, at start, the attempts a previous process left
+	// running (see planAdoption); without it every one of them is reaped
+	// (sandbox_runner_restarted), as a one-shot `forged run` wants: it
+	// would stop them again when it exits. forged daemon sets it.
+	Readopt bool
 	// Clock drives every timer of the runner (capacity refresh and the
 	// preflight report's age, reaper, lease watchdogs, samplers) and its
 	// timestamps; nil means clock.System. Tests inject a clock.Manual.
@@ -147,6 +182,7 @@ type Runner struct {
 	metrics   *metrics.Metrics
 	store     ledger.Store
 	runnerID  string
+	repoRoots repoRoots
 	images    imagegc.EngineAPI
 	imageRefs *imagegc.Refs
 	logger    *slog.Logger
@@ -157,6 +193,9 @@ type Runner struct {
 	closeTimeout time.Duration
 	releaseOnce  sync.Once
 	releaseErr   error
+	// adopted are the attempts start re-adopts (the supervisor spawns them
+	// when it starts).
+	adopted []*actors.Adopted
 	// Restart is the reaper round run at start-up: the attempts a previous
 	// process left behind, torn down and reported sandbox_runner_restarted.
 	Restart reaper.Round
@@ -170,6 +209,11 @@ func (r *Runner) Logs() *Logs { return r.logs }
 
 // Submit admits a dispatch. Its events and outcome are recorded in Logs.
 func (r *Runner) Submit(d *messages.Dispatch) (messages.SubmitReply, error) {
+	if refused, ok := r.repoRoots.admit(d); !ok {
+		r.logger.Warn("refused a dispatch outside the repository roots", "attempt", d.AttemptID(), "repo", d.Repo.LocalPath)
+		r.metrics.Submitted(refused)
+		return refused, nil
+	}
 	log, ok := r.logs.Open(d.AttemptID())
 	if !ok {
 		reply := messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(failure.AttemptDuplicate),
@@ -360,15 +404,50 @@ func ServiceCheck(c *services.Catalogue, docker services.ImageInspector) func(co
 
 // confinementOf turns the latest preflight report into the attempts'
 // confinement facts; without a report nothing is known.
-func confinementOf(cache *preflight.Cache) actors.Confinement {
+// storage is the runner's own verdict on its volumes (unboundedStorage),
+// fixed at start: the volume store is chosen once.
+// The isolation floor and the workers' runtime are the operator's
+// (isolationOf), whatever the report says.
+func confinementOf(cache *preflight.Cache, storage error, iso actors.Confinement) actors.Confinement {
 	r, _, ok := cache.Last()
 	if !ok {
-		return actors.Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report yet")}
+		return actors.Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report yet"), Storage: storage,
+			Isolation: iso.Isolation, Runtime: iso.Runtime}
 	}
 	return actors.Confinement{
 		Security:         dockerops.EngineSecurity{Known: r.Engine.Reachable, Seccomp: r.Features.Seccomp, LSM: slices.Clone(r.Features.LSM)},
 		NetworkIsolation: r.Network.NetworkErr(),
+		Storage:          storage,
+		Isolation:        iso.Isolation,
+		Runtime:          iso.Runtime,
 	}
+}
+
+// isolationOf is the floor and the workers' runtime of cfg: runsc (or
+// cfg.GVisorRuntime) under the gvisor floor, the engine's default
+// otherwise.
+func isolationOf(cfg Config) actors.Confinement {
+	if cfg.Isolation != messages.IsolationGVisor {
+		return actors.Confinement{Isolation: messages.IsolationRunc}
+	}
+	rt := cfg.GVisorRuntime
+	if rt == "" {
+		rt = preflight.DefaultGVisorRuntime
+	}
+	return actors.Confinement{Isolation: messages.IsolationGVisor, Runtime: rt}
+}
+
+// unboundedStorage is nil when the runner bounds attempt volumes (it has a
+// volume store), otherwise the refusal sandbox_required dispatches get.
+func unboundedStorage(bounded bool, facts messages.StorageFacts) error {
+	if bounded {
+		return nil
+	}
+	reason := facts.Reason
+	if reason == "" {
+		reason = "preflight could not tell how to bound them"
+	}
+	return failure.New(failure.SandboxStorageUnbounded, "attempt volumes are not bounded on this runner (%s); see forged preflight", reason)
 }
 
 // prepareStateRoot creates the state root, or tightens an existing one, to

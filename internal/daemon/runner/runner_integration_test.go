@@ -373,3 +373,42 @@ func TestEndToEndBridgePushPublishesTheResult(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, out.ResultCommitSHA, strings.TrimSpace(string(published)))
 }
+
+// A task that writes a CI workflow under bridge_push: the result is
+// imported (the managed branch is the operator's own), but the default
+// publish policy refuses to push it, and the remote stays untouched.
+func TestEndToEndBridgePushRefusesAWorkflowResult(t *testing.T) {
+	remote := filepath.Join(t.TempDir(), "remote.git")
+	require.NoError(t, exec.Command("git", "init", "-q", "--bare", remote).Run())
+	e := newE2E(t, runner.Config{
+		Redeemer:       localRedeemer{remote: remote},
+		ValidateRemote: func(url string) error { return nil }, // a local bare repository stands in for GitHub
+	})
+	d := e.dispatch([]string{"/bin/sh", "-c", "mkdir -p .github/workflows && printf 'on: push\\njobs: {}\\n' > .github/workflows/x.yml"}, 0)
+	d.Sandbox.PublicationMode = messages.PublicationBridgePush
+	d.Sandbox.PublishGrant = &messages.PublishGrant{GrantID: "0123456789abcdef0123456789abcdef", Branch: d.Lease.WorktreeKey}
+	out := e.wait(e.submit(d))
+	assert.Equal(t, messages.StatusFailed, out.Status)
+	assert.Equal(t, string(failure.SandboxOutputPublishPolicy), out.Code, out.Message)
+	assert.Contains(t, out.Message, ".github/workflows/x.yml")
+	assert.Empty(t, out.PublishedCommitSHA)
+	refs, err := exec.Command("git", "-C", remote, "for-each-ref").Output()
+	require.NoError(t, err)
+	assert.Empty(t, strings.TrimSpace(string(refs)), "the remote is untouched")
+}
+
+// A hostile task looks for the attempt's fencing token (a credential of
+// the lease renewal and of the publication grant) in its environment and
+// in every environment it can read under /proc, and commits what it
+// found: the token is nowhere.
+func TestEndToEndTheTaskCannotReadTheFencingToken(t *testing.T) {
+	e := newE2E(t, runner.Config{})
+	d := e.dispatch([]string{"/bin/sh", "-c",
+		`env > found.txt; for f in /proc/[0-9]*/environ; do tr '\000' '\n' < "$f" >> found.txt 2>/dev/null; done; true`}, 0)
+	out := e.wait(e.submit(d))
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s", out.Code, out.Message)
+	found := e.git("show", out.ResultCommitSHA+":found.txt")
+	assert.Contains(t, found, "FORGE_DISPATCH_ATTEMPT_ID="+d.Sandbox.DispatchAttemptID, "the probe read the environment")
+	assert.NotContains(t, found, d.Lease.FencingToken)
+	assert.NotContains(t, found, "FORGE_FENCING_TOKEN")
+}

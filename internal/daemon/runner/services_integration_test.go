@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -109,7 +110,10 @@ type secretSpy struct {
 
 func (s *secretSpy) WriteSecrets(ctx context.Context, name, image, volume string, labels map[string]string, files map[string][]byte) error {
 	s.mu.Lock()
-	s.files = files
+	if s.files == nil {
+		s.files = map[string][]byte{}
+	}
+	maps.Copy(s.files, files) // the attempt's volume, then each service's own
 	s.mu.Unlock()
 	return s.Docker.WriteSecrets(ctx, name, image, volume, labels, files)
 }
@@ -202,6 +206,33 @@ func TestServicesEndToEndTaskTalksToPostgresAndRedisAndSecretsStayInTheVolume(t 
 			assert.False(t, bytes.Contains(hay, []byte(secret)), "a service password leaked into %s", name)
 		}
 	}
+	// No service container mounts the attempt's secrets volume (the
+	// provider credential, every password): each has only its own
+	// password's volume, read-only.
+	names, err := dockerops.NamesFor(d.AttemptID())
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, raw := range spy.inspects {
+		var c container.InspectResponse
+		require.NoError(t, json.Unmarshal(raw, &c))
+		for _, svc := range []string{"postgres", "redis"} {
+			if c.Name != "/"+names.Prefix+"-"+svc {
+				continue
+			}
+			seen[svc] = true
+			var mounted []string
+			for _, m := range c.Mounts {
+				mounted = append(mounted, m.Name)
+				assert.NotEqual(t, names.SecretsVolume, m.Name, "service %s mounts the attempt's secrets volume", svc)
+				if m.Name == names.Prefix+"-secrets-"+svc {
+					assert.False(t, m.RW, "its own secret is read-only")
+				}
+			}
+			assert.Equal(t, []string{names.Prefix + "-secrets-" + svc}, mounted, "service %s", svc)
+		}
+	}
+	assert.Equal(t, map[string]bool{"postgres": true, "redis": true}, seen, "both services were inspected while they ran")
+
 	// The inspect documents do hold the connection details.
 	joined := bytes.Join(spy.inspects, nil)
 	assert.Contains(t, string(joined), "FORGE_POSTGRES_PASSWORD_FILE=/run/forge-secrets/postgres-password")
@@ -349,4 +380,36 @@ func TestServicesEndToEndBrowserAnswersDevTools(t *testing.T) {
 	out := e.wait(log)
 	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
 	assert.Contains(t, e.git("show", example.Branch+":browser.txt"), "browser: Chrome/")
+}
+
+// guardedServices records which services were created with a netns guard.
+type guardedServices struct {
+	actors.Docker
+	mu      sync.Mutex
+	guarded map[string]bool
+}
+
+func (g *guardedServices) CreateSidecar(ctx context.Context, spec dockerops.Sidecar) (string, error) {
+	if s, ok := spec.(dockerops.ServiceSpec); ok {
+		g.mu.Lock()
+		g.guarded[s.Alias] = s.Guard != nil && s.Guard.Rules != ""
+		g.mu.Unlock()
+	}
+	return g.Docker.CreateSidecar(ctx, spec)
+}
+
+// TestServicesEndToEndOnOpenPublicAreGuardedAndStillServe: on an
+// open_public network the services get the worker's netns guard, and the
+// task, itself in its guarded holder's namespace, still talks to both.
+func TestServicesEndToEndOnOpenPublicAreGuardedAndStillServe(t *testing.T) {
+	spy := &guardedServices{guarded: map[string]bool{}}
+	e := newServicesE2E(t, runner.Config{AllowOpenPublic: true, WrapDocker: func(d actors.Docker) actors.Docker { spy.Docker = d; return spy }})
+	d := e.serviceDispatch([]string{"/usr/local/bin/svcclient", "talk"})
+	d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkOpenPublic}
+	out := e.wait(e.submit(d))
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s", out.Code, out.Message)
+	assert.Contains(t, e.git("show", example.Branch+":services.txt"), "postgres: written by the task")
+	spy.mu.Lock()
+	defer spy.mu.Unlock()
+	assert.Equal(t, map[string]bool{"postgres": true, "redis": true}, spy.guarded)
 }

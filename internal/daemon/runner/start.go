@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -33,7 +34,11 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{logs: NewLogs(0), metrics: cfg.Metrics, runnerID: cfg.RunnerID, logger: cfg.Logger, closeTimeout: cfg.CloseTimeout}
+	roots, err := resolveRepoRoots(cfg.RepoRoots)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{logs: NewLogs(0), metrics: cfg.Metrics, runnerID: cfg.RunnerID, repoRoots: roots, logger: cfg.Logger, closeTimeout: cfg.CloseTimeout}
 	plan, err := r.build(ctx, cfg, workerDigest)
 	if err == nil {
 		err = r.start(ctx, plan)
@@ -56,6 +61,11 @@ type startPlan struct {
 	volumes *quota.Store // nil: attempt volumes are not bounded
 	// supervisor is the root of the tree.
 	supervisor *actor.Props
+	// hostKey seals and opens the attempts' control keys (nil: nothing is
+	// re-adopted); now is the configured clock's.
+	hostKey []byte
+	now     func() time.Time
+	readopt bool // Config.Readopt
 }
 
 // build opens the engine clients and the context lock (each pushed on the
@@ -90,6 +100,11 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		Disk:         cfg.Disk,
 		Isolation:    docker,
 		Clock:        cfg.Clock,
+
+		IsolationFloor:   cfg.Isolation,
+		GVisorRuntime:    cfg.GVisorRuntime,
+		GVisorProbeImage: cfg.GVisorProbeImage,
+		Runtimes:         docker,
 	}), 0, cfg.Clock)
 	r.preflight = cache
 	// The first report is taken now, so that admission starts from it.
@@ -105,12 +120,20 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		cfg.Logger.Warn("attempt volumes are not bounded", "reason", first.Storage.Reason)
 	}
 	r.docker = docker
+	storage := unboundedStorage(store != nil, first.Storage)
+	isolation := isolationOf(cfg)
 
 	ledgers := ledger.Store{Root: cfg.StateRoot}
 	r.store = ledgers
+	hostKey, err := ledgers.HostKey()
+	if err != nil {
+		cfg.Logger.Error("the state root's host key is unavailable; attempts will not be re-adoptable after a restart", "err", err)
+		hostKey = nil
+	}
 	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace, Now: cfg.Clock.Now}
 	attemptCfg := actors.AttemptConfig{
 		StateRoot:           cfg.StateRoot,
+		HostKey:             hostKey,
 		WorkerBinary:        cfg.WorkerBinary,
 		WorkerDigest:        workerDigest,
 		Platform:            runtime.GOOS + "/" + runtime.GOARCH,
@@ -124,10 +147,12 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		ServicesReadyWithin: cfg.ServicesReadyWithin,
 		Egress:              cfg.Egress,
 		AllowOpenPublic:     cfg.AllowOpenPublic,
+		AllowBuildPulls:     cfg.AllowBuildPulls,
 		Caches:              cfg.Caches,
 		CacheBytes:          cfg.CacheBytes,
-		Confinement:         func() actors.Confinement { return confinementOf(cache) },
+		Confinement:         func() actors.Confinement { return confinementOf(cache, storage, isolation) },
 	}
+	attemptCfg.RequireBoundedStorage = cfg.RequireBoundedStorage
 	var attemptDocker actors.Docker = docker
 	if cfg.WrapDocker != nil {
 		attemptDocker = cfg.WrapDocker(docker)
@@ -135,7 +160,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 	r.imageRefs = imagegc.NewRefs()
 	deps := actors.Deps{
 		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: cfg.StateRoot, ValidateRemote: cfg.ValidateRemote,
-			ManagedNamespace: cfg.ManagedNamespace},
+			ManagedNamespace: cfg.ManagedNamespace, PublishPolicy: *cfg.PublishPolicy},
 		Docker:        attemptDocker,
 		Redeemer:      cfg.Redeemer,
 		ProviderAuth:  cfg.ProviderAuth,
@@ -155,34 +180,49 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		})
 	}
 	sup := cfg.Metrics.Instrument(supervisor.Props(supervisor.Config{
-		Slots:      cfg.Slots,
-		QueueLimit: cfg.QueueLimit,
-		Cleaner:    docker,
-		Ledgers:    ledgers,
-		Capacity:   cache,
-		RunnerID:   cfg.RunnerID,
-		Clock:      cfg.Clock,
-		ManagedNS:  cfg.ManagedNamespace,
-		Collector:  gc,
+		Slots:        cfg.Slots,
+		QueueLimit:   cfg.QueueLimit,
+		BuildPermits: cfg.BuildPermits,
+		Cleaner:      docker,
+		Ledgers:      ledgers,
+		Capacity:     cache,
+		RunnerID:     cfg.RunnerID,
+		Clock:        cfg.Clock,
+		ManagedNS:    cfg.ManagedNamespace,
+		Collector:    gc,
 		Reaper: &supervisor.ReaperConfig{Store: ledgers, Docker: docker, Round: round, Interval: cfg.ReapInterval, Images: imageSweeper(store),
 			OnRound: cfg.Metrics.ReaperRound},
 		NewAttempt: func(d *messages.Dispatch, subscriber, sup *actor.PID) *actor.Props {
 			return actors.AttemptProps(d, subscriber, sup, attemptCfg, deps)
 		},
+		// r.adopted is set by start, before the supervisor starts.
+		Adopt: func(system *actor.ActorSystem) []supervisor.Adoption {
+			return r.adoptions(r.adopted, func(ad *actors.Adopted, subscriber, sup *actor.PID) *actor.Props {
+				return actors.AdoptedAttemptProps(ad, subscriber, sup, attemptCfg, deps)
+			})(system)
+		},
 	}), "supervisor")
-	return startPlan{reap: round, skip: cfg.SkipStartupReap, volumes: store, supervisor: sup}, nil
+	return startPlan{reap: round, skip: cfg.SkipStartupReap, volumes: store, supervisor: sup, hostKey: hostKey, now: cfg.Clock.Now, readopt: cfg.Readopt}, nil
 }
 
 // start recovers what a previous process left behind and starts the tree.
 // Nothing of this process runs yet, and the context lock keeps other
 // forged processes off this engine: every ledger left in the state root
-// belongs to an attempt a previous process was running when it died. The
-// start-up reaper round tears those attempts down (they are reported
-// sandbox_runner_restarted), and the volume images left are released.
+// belongs to an attempt a previous process was running when it died (or
+// left running when it detached). Those it can re-adopt (planAdoption)
+// are live from the start; the start-up reaper round tears the others
+// down, each reported with the code saying why it was not re-adopted, and
+// the volume images of attempts not adopted are released.
 func (r *Runner) start(ctx context.Context, plan startPlan) error {
 	startup := plan.reap
-	startup.SnapshotAvailable = true // an empty snapshot: nothing is live
+	startup.SnapshotAvailable = true // an empty snapshot: only the adopted are live
 	startup.DryRun = plan.skip
+	adoption := adoptionPlan{live: map[string]bool{}, liveHex: map[string]bool{}}
+	if !plan.skip && plan.readopt {
+		adoption = r.planAdoption(ctx, startup.RunnerID, plan.hostKey, plan.now())
+	}
+	startup.Live = func(id string) bool { return adoption.live[id] }
+	r.adopted = adoption.adopted
 	if !plan.skip {
 		if _, err := r.store.RemoveTemporaryFiles(); err != nil {
 			r.logger.Warn("could not remove temporary ledger files", "err", err)
@@ -197,7 +237,7 @@ func (r *Runner) start(ctx context.Context, plan startPlan) error {
 	}
 	if plan.volumes != nil && !plan.skip {
 		// Nothing is live yet: every image left is a dead process's.
-		if released, err := plan.volumes.Sweep(ctx, nil); err != nil {
+		if released, err := plan.volumes.Sweep(ctx, func(hex string) bool { return adoption.liveHex[hex] }); err != nil {
 			r.logger.Error("start-up release of volume images failed", "err", err, "released", released)
 		} else if len(released) > 0 {
 			r.logger.Info("released leftover volume images", "images", released)
@@ -209,7 +249,7 @@ func (r *Runner) start(ctx context.Context, plan startPlan) error {
 		return err
 	}
 	for _, id := range restart.Reaped {
-		if out, ok := r.logs.recordRestarted(id); ok {
+		if out, ok := r.logs.recordRestarted(id, adoption.verdicts[id]); ok {
 			r.metrics.Finished(out)
 		}
 	}

@@ -83,6 +83,8 @@ func TestWriterPastItsQuotaIsStorageExhausted(t *testing.T) {
 	// /workspace (when the sampler's last reading saw it full) or the
 	// host's check of the bounded volume once the container exited.
 	assert.Regexp(t, `host saw /workspace full|volume forge-[0-9a-f]+-workspace is full`, out.Message)
+	// The kernel refused the writes past the quota: dd says ENOSPC.
+	assert.Contains(t, strings.Join(eventSummary(log), "\n"), "No space left on device", "the task met ENOSPC")
 	bundle := int64(1 << 20) // the sample repository's bundle is far smaller
 	slack := quota.ControlBytes(bundle, quotaBytes)
 	mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"github.com/forgedev/forged/internal/host/quota"
 	"github.com/forgedev/forged/internal/kit/clock"
 	"github.com/forgedev/forged/internal/kit/text"
+	"github.com/forgedev/forged/messages"
 )
 
 // Options configures a Checker. Zero fields take the defaults.
@@ -42,9 +43,24 @@ type Options struct {
 	// DetectStorage finds how attempt volumes are bounded, given whether
 	// the engine runs rootless. Default quota.Detect.
 	DetectStorage func(engineRootless bool) quota.Facts
+	// ProbeKernelFacts finds which kernel facts about a sandbox this
+	// process can read. Default ProbeKernelFacts.
+	ProbeKernelFacts func() messages.KernelFactsAccess
 	// Services, when set, reports the service catalogue's state in the
 	// engine (runner wires the catalogue's check here).
 	Services func(ctx context.Context) []ServiceImage
+	// IsolationFloor is the operator's isolation floor: messages.IsolationRunc
+	// (default) or messages.IsolationGVisor, under which a host without a
+	// working GVisorRuntime is unavailable (SandboxIsolationUnavailable).
+	IsolationFloor string
+	// GVisorRuntime is the engine's name for runsc; default
+	// DefaultGVisorRuntime. GVisorProbeImage is the probe container's
+	// image; default DefaultGVisorProbeImage. Runtimes runs the probe
+	// (nil: gVisor is never found working). The probe is cached like the
+	// network's, for IsolationTTL.
+	GVisorRuntime    string
+	GVisorProbeImage string
+	Runtimes         RuntimeProber
 }
 
 // supportedPlatforms are the OSes forged can drive Docker sandboxes from.
@@ -65,6 +81,10 @@ type Checker struct {
 	isolation    NetworkIsolation
 	isolationFor string
 	isolationAt  time.Time
+	// The last gVisor probe, for the engine and registration in gvisorFor.
+	gvisor    GVisorFacts
+	gvisorFor string
+	gvisorAt  time.Time
 }
 
 // NewChecker returns a Checker for engine (nil: every check reports
@@ -86,8 +106,20 @@ func NewChecker(engine Engine, host HostFacts, opts Options) *Checker {
 	if opts.DetectStorage == nil {
 		opts.DetectStorage = quota.Detect
 	}
+	if opts.ProbeKernelFacts == nil {
+		opts.ProbeKernelFacts = ProbeKernelFacts
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.System{}
+	}
+	if opts.IsolationFloor == "" {
+		opts.IsolationFloor = messages.IsolationRunc
+	}
+	if opts.GVisorRuntime == "" {
+		opts.GVisorRuntime = DefaultGVisorRuntime
+	}
+	if opts.GVisorProbeImage == "" {
+		opts.GVisorProbeImage = DefaultGVisorProbeImage
 	}
 	return &Checker{engine: engine, host: host, opts: opts, now: opts.Clock.Now}
 }
@@ -104,6 +136,7 @@ func (c *Checker) Check(ctx context.Context) Report {
 		Engine:           EngineFacts{Endpoint: c.opts.Endpoint},
 		Features:         Features{LSM: []string{}},
 		Network:          NetworkFacts{DefaultMode: "none", Code: failure.SandboxNetworkIsolation},
+		Isolation:        IsolationFacts{Floor: c.opts.IsolationFloor, Runtimes: []string{}, GVisor: GVisorFacts{Runtime: c.opts.GVisorRuntime}},
 	}
 	goos, goarch := c.host.Platform()
 	r.Platform = Platform{OS: goos, Arch: goarch, Supported: supportedPlatforms[goos]}
@@ -146,7 +179,9 @@ func (c *Checker) Check(ctx context.Context) Report {
 	}
 	if r.Engine.Linux {
 		r.Network = c.networkFacts(ctx, info.ID+"/"+r.Engine.ServerVersion, r.Engine.ServerVersion)
+		r.Isolation = c.isolationFacts(ctx, info, info.ID+"/"+r.Engine.ServerVersion)
 	}
+	isolationCode, isolationReason := isolationRefusal(r.Isolation)
 
 	switch {
 	case !r.Engine.Linux:
@@ -155,6 +190,8 @@ func (c *Checker) Check(ctx context.Context) Report {
 	case !r.Features.Rootless && !c.opts.AllowRootful:
 		r.Code = DockerRootlessRequired
 		r.Reason = fmt.Sprintf("the engine%s runs rootful (security options %v); run dockerd rootless, or allow a rootful engine explicitly (--allow-rootful)", c.at(), info.SecurityOptions)
+	case isolationCode != "":
+		r.Code, r.Reason = isolationCode, isolationReason
 	}
 	c.measure(&r, goos)
 	r.Reason = singleLine(r.Reason)
@@ -191,8 +228,10 @@ func (c *Checker) measure(r *Report, goos string) {
 	r.Capacity, r.Code, r.Reason = adm.Capacity, adm.Code, adm.Reason
 	if c.localEngine() && goos == "linux" {
 		r.Storage = c.opts.DetectStorage(r.Features.Rootless)
+		r.KernelFacts = c.opts.ProbeKernelFacts()
 	} else {
 		r.Storage = quota.Facts{Mechanism: quota.MechanismNone, Reason: "the engine does not share this host's devices"}
+		r.KernelFacts = messages.KernelFactsAccess{Reason: "the engine does not share this host's processes"}
 	}
 	stateTotal, stateFree, stateErr := total, free, diskErr
 	if path != c.opts.StateRoot {

@@ -14,20 +14,24 @@
 // Detect picks the best mechanism the host offers, and preflight reports
 // it:
 //
-//   - MechanismImage (rootful engine, forged running as root, a loop
-//     control device and mkfs.ext4): each volume is a fixed-size ext4
+//   - MechanismImage (rootful engine, a process that may attach loop
+//     devices, mkfs.ext4 and debugfs): each volume is a fixed-size ext4
 //     filesystem image, a sparse file under STATE_ROOT/volumes, attached to
 //     a loop device with the loop ioctls and handed to the engine's local
 //     volume driver as {type: ext4, device: /dev/loopN, o: nodev,nosuid}.
 //     The filesystem is made with e2fsprogs' mkfs.ext4, without a journal
 //     and without reserved blocks, its root owned by the worker's uid
-//     (10001) and, for the control volume, pre-populated with
-//     input/ and output/ owned by that uid (the engine's copy-up does not
-//     run on a filesystem image it did not make). The lost+found directory
-//     mkfs.ext4 makes (root's, 0700) is removed with debugfs before the
-//     image is attached: a task's tools walk /workspace and must not meet
+//     (10001) and, for the control volume, pre-populated (with debugfs)
+//     with input/ and output/ owned by that uid (the engine's copy-up does
+//     not run on a filesystem image it did not make). The lost+found
+//     directory mkfs.ext4 makes (root's, 0700) is removed with debugfs
+//     before the image is attached: a task's tools walk /workspace and must not meet
 //     a directory they cannot read; the worker still ignores one. The kernel refuses writes past the image's size
 //     (ENOSPC), so the host loses at most the image's size per volume.
+//     No step needs a capability: mkfs.ext4 and debugfs write a file
+//     forged owns, and the loop ioctls need only read-write access to
+//     /dev/loop-control and /dev/loopN (root's, and on Debian the disk
+//     group's). Detect tries an attach rather than assume who may.
 //   - MechanismNone: nothing bounds the volumes; preflight says so and why.
 //     Project quotas (XFS/ext4 prjquota on Docker's root directory) and a
 //     host-side usage watchdog are the planned fallbacks; neither is built

@@ -25,7 +25,11 @@ const (
 // attachLoop attaches the image to a free loop device (LOOP_CTL_GET_FREE,
 // then LOOP_CONFIGURE) and returns the device's path. Another process may
 // take the free device first (EBUSY): then the next free one is tried.
-func attachLoop(image string) (string, error) {
+func attachLoop(image string) (string, error) { return attachLoopFlags(image, 0) }
+
+// attachLoopFlags is attachLoop with loop flags (LO_FLAGS_*) set on the
+// device.
+func attachLoopFlags(image string, flags uint32) (string, error) {
 	ctl, err := os.OpenFile(loopControl, os.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", err
@@ -42,7 +46,7 @@ func attachLoop(image string) (string, error) {
 			return "", fmt.Errorf("LOOP_CTL_GET_FREE: %w", err)
 		}
 		dev := fmt.Sprintf("/dev/loop%d", n)
-		err = configure(dev, img, image)
+		err = configure(dev, img, image, flags)
 		if errors.Is(err, unix.EBUSY) {
 			continue
 		}
@@ -55,13 +59,14 @@ func attachLoop(image string) (string, error) {
 }
 
 // configure binds one loop device to the open image.
-func configure(dev string, img *os.File, name string) error {
+func configure(dev string, img *os.File, name string, flags uint32) error {
 	f, err := os.OpenFile(dev, os.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	cfg := unix.LoopConfig{Fd: uint32(img.Fd())}
+	cfg.Info.Flags = flags
 	copy(cfg.Info.File_name[:], name)
 	err = unix.IoctlLoopConfigure(int(f.Fd()), &cfg)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOTTY) {

@@ -160,64 +160,56 @@ func (s *Store) provision(ctx context.Context, volume string, bytes int64, dirs 
 
 // makeFilesystem runs mkfs.ext4 on the image: no journal (the filesystem
 // lives as long as one attempt), no reserved blocks (the task may use all
-// of it), the root and the populated directories owned by the worker.
+// of it), the root owned by the worker; then edits it with debugfs (see
+// editFilesystem). Neither needs a privilege: both write a file forged
+// owns, so the ownership is set without chown.
 func (s *Store) makeFilesystem(ctx context.Context, path string, dirs []string) error {
 	owner := strconv.Itoa(s.uid) + ":" + strconv.Itoa(s.gid)
-	args := []string{"-q", "-F", "-t", "ext4", "-m", "0", "-O", "^has_journal", "-E", "root_owner=" + owner, "-L", "forge"}
-	if len(dirs) > 0 {
-		root, err := os.MkdirTemp(s.dir, ".populate-")
-		if err != nil {
-			return err
+	args := []string{"-q", "-F", "-t", "ext4", "-m", "0", "-O", "^has_journal", "-E", "root_owner=" + owner, "-L", "forge", path}
+	for _, d := range dirs {
+		if d == "" || strings.ContainsAny(d, "/. \t\n\"") {
+			return fmt.Errorf("populate directory %q must be one plain name", d)
 		}
-		defer os.RemoveAll(root)
-		if err := os.Chmod(root, 0o755); err != nil {
-			return err
-		}
-		for _, d := range dirs {
-			if d == "" || strings.ContainsAny(d, "/.") {
-				return fmt.Errorf("populate directory %q must be one plain name", d)
-			}
-			p := filepath.Join(root, d)
-			if err := os.Mkdir(p, 0o755); err != nil {
-				return err
-			}
-			if err := os.Lchown(p, s.uid, s.gid); err != nil {
-				return err
-			}
-		}
-		if err := os.Lchown(root, s.uid, s.gid); err != nil {
-			return err
-		}
-		args = append(args, "-d", root)
 	}
 	ctx, cancel := context.WithTimeout(ctx, mkfsTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, s.mkfs, append(args, path)...)
+	cmd := exec.CommandContext(ctx, s.mkfs, args...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("mkfs.ext4: %w: %s", err, strings.TrimSpace(string(out)))
 	}
-	return s.removeLostFound(ctx, path)
+	return s.editFilesystem(ctx, path, dirs)
 }
 
-// removeLostFound removes the lost+found directory mkfs.ext4 always makes
-// (root's, mode 0700): in the task's /workspace it is a directory the task
-// cannot read, which breaks tools that walk the tree (`go vet ./...`). The
-// filesystem lives for one attempt and is never checked, so nothing needs
-// it; debugfs edits the unmounted image.
-func (s *Store) removeLostFound(ctx context.Context, path string) error {
+// editFilesystem edits the unmounted image with debugfs: it removes the
+// lost+found directory mkfs.ext4 always makes (root's, mode 0700: in the
+// task's /workspace it is a directory the task cannot read, which breaks
+// tools that walk the tree, `go vet ./...`; the filesystem lives for one
+// attempt and is never checked, so nothing needs it), and makes dirs in
+// the root, mode 0755, owned by the worker.
+func (s *Store) editFilesystem(ctx context.Context, path string, dirs []string) error {
 	if s.debugfs == "" {
 		return errors.New("debugfs not found (install e2fsprogs)")
 	}
-	cmd := exec.CommandContext(ctx, s.debugfs, "-w", "-R", "rmdir lost+found", path)
+	var script strings.Builder
+	script.WriteString("rmdir lost+found\n")
+	for _, d := range dirs {
+		fmt.Fprintf(&script, "mkdir %s\nsif %s uid %d\nsif %s gid %d\n", d, d, s.uid, d, s.gid)
+	}
+	cmd := exec.CommandContext(ctx, s.debugfs, "-w", "-f", "-", path)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	cmd.Stdin = strings.NewReader(script.String())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("debugfs rmdir lost+found: %w: %s", err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("debugfs: %w: %s", err, strings.TrimSpace(string(out)))
 	}
-	// debugfs reports a failed request on its output, not in its status.
-	if text := strings.TrimSpace(string(out)); strings.Contains(text, "rmdir:") {
-		return fmt.Errorf("debugfs rmdir lost+found: %s", text)
+	// debugfs reports a failed request on its output, not in its status:
+	// every line but its banner and the echo of each request is an error.
+	for _, line := range strings.Split(string(out), "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "debugfs ") && !strings.HasPrefix(line, "debugfs:") {
+			return fmt.Errorf("debugfs: %s", strings.TrimSpace(string(out)))
+		}
 	}
 	return nil
 }

@@ -178,3 +178,25 @@ func fillAs(t *testing.T, path string) {
 	require.NoError(t, err)
 	assert.Contains(t, string(out), "No space left on device")
 }
+
+// TestDetectLeavesNoLoopDevice: Detect tries a loop device with a scratch
+// image, and nothing of the try is left bound.
+func TestDetectLeavesNoLoopDevice(t *testing.T) {
+	facts := Detect(false)
+	if !facts.Bounded() && os.Getenv("CI") != "true" {
+		t.Skipf("no filesystem images here: %s", facts.Reason)
+	}
+	require.True(t, facts.Bounded(), facts.Reason)
+	// The kernel clears an autoclear device at its last close, from a
+	// work queue: wait for it, with a deadline.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		devs, err := loopsBackedBy(func(b string) bool { return strings.Contains(b, ".forged-loop-probe-") })
+		require.NoError(t, err)
+		if len(devs) == 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "probe images still bound: %v", devs)
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -29,7 +29,9 @@ type Config struct {
 	// StateRoot, when set, has the stored build logs collected too
 	// (imagegc.PurgeAudit).
 	StateRoot string
-	// Interval is the time between scheduled collections (default 1 h).
+	// Interval is the time between scheduled collections; 0 schedules
+	// none (the collector then runs when the disk turns low, and on
+	// request).
 	Interval time.Duration
 	// DiskLow says whether the preflight disk is low now (default: never);
 	// it is asked every DiskCheck (default 1 min), off the mailbox, and a
@@ -43,8 +45,8 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Interval <= 0 {
-		c.Interval = time.Hour
+	if c.Interval < 0 {
+		c.Interval = 0
 	}
 	if c.DiskCheck <= 0 {
 		c.DiskCheck = time.Minute
@@ -90,7 +92,9 @@ const collectTimeout = 30 * time.Minute
 // Props returns the collector's props.
 func Props(cfg Config) *actor.Props {
 	cfg = cfg.withDefaults()
-	return actor.PropsFromProducer(func() actor.Actor { return &collectorActor{cfg: cfg} })
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &collectorActor{cfg: cfg, maintenance: messages.MaintenanceVerdict{Allowed: true}}
+	})
 }
 
 type collectorActor struct {
@@ -101,6 +105,8 @@ type collectorActor struct {
 	next    time.Time // the next scheduled collection
 	busy    bool
 	diskLow bool
+	// maintenance is the host's verdict (allowed until told otherwise).
+	maintenance messages.MaintenanceVerdict
 
 	runs       int
 	lastReason string
@@ -114,7 +120,9 @@ func (c *collectorActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		c.runCtx, c.cancel = context.WithCancel(context.Background())
-		c.next = c.cfg.Clock.Now().Add(c.cfg.Interval)
+		if c.cfg.Interval > 0 {
+			c.next = c.cfg.Clock.Now().Add(c.cfg.Interval)
+		}
 		c.arm(ctx)
 	case *actor.Stopping:
 		if c.timer != nil {
@@ -123,9 +131,14 @@ func (c *collectorActor) Receive(ctx actor.Context) {
 		if c.cancel != nil {
 			c.cancel()
 		}
+	case messages.MaintenanceVerdict:
+		c.maintenance = msg
 	case tick:
 		c.arm(ctx)
-		if !c.cfg.Clock.Now().Before(c.next) {
+		if !c.maintenance.Allowed {
+			return // neither scheduled nor disk-pressure collections
+		}
+		if c.cfg.Interval > 0 && !c.cfg.Clock.Now().Before(c.next) {
 			c.next = c.cfg.Clock.Now().Add(c.cfg.Interval)
 			c.collect(ctx, "timer", false, nil)
 			return
@@ -148,6 +161,10 @@ func (c *collectorActor) Receive(ctx actor.Context) {
 			c.collect(ctx, "disk_low", false, nil)
 		}
 	case CollectNow:
+		if err := c.maintenance.Err(); err != nil {
+			ctx.Respond(CollectReply{Err: err})
+			return
+		}
 		if c.busy {
 			ctx.Respond(CollectReply{Err: ErrBusy})
 			return
@@ -177,8 +194,14 @@ func (c *collectorActor) Receive(ctx actor.Context) {
 			phase = "collecting"
 		}
 		facts := map[string]string{
-			"runs": strconv.Itoa(c.runs), "nextScheduled": c.next.UTC().Format(time.RFC3339),
+			"runs": strconv.Itoa(c.runs), "nextScheduled": "never (only when the disk turns low, or on request)",
 			"diskLow": strconv.FormatBool(c.diskLow),
+		}
+		if c.cfg.Interval > 0 {
+			facts["nextScheduled"] = c.next.UTC().Format(time.RFC3339)
+		}
+		if !c.maintenance.Allowed {
+			phase, facts["maintenance"] = "refused", "refused: "+string(c.maintenance.Code)
 		}
 		if c.runs > 0 {
 			facts["lastReason"], facts["lastAt"] = c.lastReason, c.lastAt.UTC().Format(time.RFC3339)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/internal/kit/clock"
 	"github.com/forgedev/forged/messages"
@@ -76,6 +77,11 @@ func (f *fixture) told() []string {
 
 func start(t *testing.T, refs *imagegc.Refs, diskLow func(context.Context) (bool, error)) *fixture {
 	t.Helper()
+	return startEvery(t, time.Hour, refs, diskLow)
+}
+
+func startEvery(t *testing.T, interval time.Duration, refs *imagegc.Refs, diskLow func(context.Context) (bool, error)) *fixture {
+	t.Helper()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	f := &fixture{system: actor.NewActorSystem(), clock: clock.NewManual(now), engine: &fakeEngine{now: now, listed: make(chan struct{}, 16)}}
 	t.Cleanup(f.system.Shutdown)
@@ -84,7 +90,7 @@ func start(t *testing.T, refs *imagegc.Refs, diskLow func(context.Context) (bool
 		defer f.mu.Unlock()
 		f.reports = append(f.reports, fmt.Sprintf("%s %d %v", reason, len(report.Removed)+len(report.Dangling), err))
 	}
-	f.pid = f.system.Root.Spawn(Props(Config{API: f.engine, Refs: refs, Clock: f.clock, Interval: time.Hour, DiskCheck: time.Minute, DiskLow: diskLow,
+	f.pid = f.system.Root.Spawn(Props(Config{API: f.engine, Refs: refs, Clock: f.clock, Interval: interval, DiskCheck: time.Minute, DiskLow: diskLow,
 		Policy: imagegc.Policy{KeepPerProject: 1, MaxAge: 24 * time.Hour}, OnCollection: onCollection}))
 	f.inspect(t) // started: its first tick is armed
 	return f
@@ -150,6 +156,23 @@ func TestCollectsWhenTheDiskTurnsLow(t *testing.T) {
 	f.expectNoCollection(t)
 }
 
+// Without an interval (the daemon's default) nothing is scheduled: the
+// collector still runs when the disk turns low.
+func TestWithoutAnIntervalOnlyDiskPressureCollects(t *testing.T) {
+	var low atomic.Bool
+	f := startEvery(t, 0, nil, func(context.Context) (bool, error) { return low.Load(), nil })
+	assert.Contains(t, f.inspect(t).Facts["nextScheduled"], "never")
+	for range 3 {
+		f.advance(t, time.Hour)
+		f.expectNoCollection(t)
+	}
+	low.Store(true)
+	f.advance(t, time.Minute)
+	f.expectCollection(t)
+	require.Eventually(t, func() bool { return f.inspect(t).Facts["runs"] == "1" }, within, time.Millisecond)
+	assert.Equal(t, "disk_low", f.inspect(t).Facts["lastReason"])
+}
+
 func TestCollectNowAndTheReferenceCount(t *testing.T) {
 	refs := imagegc.NewRefs()
 	require.NoError(t, refs.Acquire(t.Context(), "attempt", "old"))
@@ -168,4 +191,24 @@ func TestCollectNowAndTheReferenceCount(t *testing.T) {
 	require.Len(t, reply.Report.Removed, 1)
 	assert.True(t, reply.Report.DryRun)
 	assert.Empty(t, f.engine.removals(), "a dry run removes nothing")
+}
+
+// While the host refuses maintenance (the engine unreachable, say), the
+// collector runs nothing: not on its timer, not under disk pressure, not
+// on request; once allowed again it does.
+func TestRefusedMaintenanceCollectsNothing(t *testing.T) {
+	var low atomic.Bool
+	f := start(t, nil, func(context.Context) (bool, error) { return low.Load(), nil })
+	f.system.Root.Send(f.pid, messages.MaintenanceVerdict{Code: failure.DockerUnreachable})
+	require.Eventually(t, func() bool { return f.inspect(t).Phase == "refused" }, within, time.Millisecond)
+	low.Store(true)
+	f.advance(t, time.Hour)
+	f.expectNoCollection(t)
+	res, err := f.system.Root.RequestFuture(f.pid, CollectNow{}, within).Result()
+	require.NoError(t, err)
+	assert.Equal(t, failure.DockerUnreachable, failure.CodeOf(res.(CollectReply).Err))
+
+	f.system.Root.Send(f.pid, messages.MaintenanceVerdict{Allowed: true})
+	f.advance(t, time.Minute)
+	f.expectCollection(t)
 }

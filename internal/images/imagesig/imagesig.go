@@ -1,8 +1,9 @@
 // Package imagesig is the image-signature hook: an operator-configured
 // verification command, cosign-compatible (the image reference in, the
 // exit status out), run for the upstream images a sandbox build starts
-// from. forged executes it directly: no shell, the reference as its only
-// argument, its own process group, an environment of PATH, LC_ALL=C, HOME
+// from. forged executes it directly: no shell, two arguments, "--" and the
+// reference (so that a reference starting with "-" is never an option),
+// its own process group, an environment of PATH, LC_ALL=C, HOME
 // and TMPDIR, a timeout, stdout and stderr discarded. Exit status 0 means
 // verified; anything else, or no command configured, means unverified.
 //
@@ -57,7 +58,7 @@ func (v *Verifier) Verify(ctx context.Context, ref string) error {
 	}
 	runCtx, cancel := context.WithTimeout(ctx, v.timeout)
 	defer cancel()
-	cmd := exec.CommandContext(runCtx, v.command, ref)
+	cmd := exec.CommandContext(runCtx, v.command, "--", ref)
 	cmd.Env, cmd.Dir = procgroup.HelperEnv(), "/"
 	err := procgroup.RunHelper(cmd)
 	var exit *exec.ExitError

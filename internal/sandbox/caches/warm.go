@@ -151,7 +151,7 @@ func Warm(ctx context.Context, api WarmAPI, req WarmRequest) (report WarmReport,
 		// Removed on a context that survives the caller's cancellation.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		defer rcancel()
-		if rerr := api.ContainerRemove(rctx, created.ID, container.RemoveOptions{Force: true}); rerr != nil && !cerrdefs.IsNotFound(rerr) {
+		if rerr := api.ContainerRemove(rctx, created.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); rerr != nil && !cerrdefs.IsNotFound(rerr) {
 			err = errors.Join(err, fmt.Errorf("remove the warm-up container: %w", rerr))
 		}
 	}()

@@ -178,14 +178,15 @@ func HostsFile(o Options) string {
 	return b.String()
 }
 
-// WorkerEnv is the worker's proxy environment: HTTP_PROXY and HTTPS_PROXY
-// name the proxy, NO_PROXY the local names and the attempt's service
+// WorkerEnv is the worker's proxy environment: HTTP_PROXY, HTTPS_PROXY and
+// ALL_PROXY (as the seed sets them; curl and others read ALL_PROXY for
+// every scheme) name the proxy, NO_PROXY the local names and the attempt's service
 // aliases (reached directly on the attempt network), each also in lower
 // case, which many tools read instead.
 func WorkerEnv(serviceAliases []string) []string {
 	noProxy := strings.Join(append([]string{"localhost", "127.0.0.1", "::1"}, serviceAliases...), ",")
 	return []string{
-		"HTTP_PROXY=" + ProxyURL, "HTTPS_PROXY=" + ProxyURL, "NO_PROXY=" + noProxy,
-		"http_proxy=" + ProxyURL, "https_proxy=" + ProxyURL, "no_proxy=" + noProxy,
+		"HTTP_PROXY=" + ProxyURL, "HTTPS_PROXY=" + ProxyURL, "ALL_PROXY=" + ProxyURL, "NO_PROXY=" + noProxy,
+		"http_proxy=" + ProxyURL, "https_proxy=" + ProxyURL, "all_proxy=" + ProxyURL, "no_proxy=" + noProxy,
 	}
 }

@@ -26,4 +26,8 @@
 //     resolves to, so a listed name that resolves there is refused too;
 //   - logs one line per request to its stdout in the forge1 format
 //     (ParseLine), which forged reads through the engine's log stream.
+//
+// Below squid, GuardRules renders the netns guard's nftables rules
+// (guard.go) for the proxy's network namespace and an open_public
+// worker's.
 package egress

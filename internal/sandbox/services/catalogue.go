@@ -158,12 +158,12 @@ func (c *Catalogue) Verify(ctx context.Context, docker ImageInspector, services 
 
 // VerifyEgress checks the egress proxy's entry against the engine and
 // returns it: no entry, or an image the engine does not hold, is
-// sandbox_egress_unsupported; an image whose id is not the pinned one
+// sandbox_egress_proxy_unavailable; an image whose id is not the pinned one
 // sandbox_service_image_mismatch. Nothing is pulled.
 func (c *Catalogue) VerifyEgress(ctx context.Context, docker ImageInspector) (Entry, error) {
 	e, ok := c.Lookup(Egress)
 	if !ok {
-		return Entry{}, failure.New(failure.SandboxEgressUnsupported, "public_allowlist needs the egress proxy, and this runner's service catalogue has no %s image", Egress)
+		return Entry{}, failure.New(failure.SandboxEgressUnsupported, "public_allowlist and open_public need the %s image (the egress proxy and the netns guard run from it), and this runner's service catalogue has none: add it (scripts/service-images.sh)", Egress)
 	}
 	id, found, err := docker.ImageID(ctx, e.Ref)
 	if err != nil {

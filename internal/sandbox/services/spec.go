@@ -135,13 +135,14 @@ func NewPassword() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// Attempt is what an attempt's services share.
+// Attempt is what an attempt's services share. The attempt's secrets
+// volume is not among it: it holds the provider credential and every
+// service's password, and no service mounts it.
 type Attempt struct {
-	Prefix        string // the attempt's name prefix, forge-<hex>
-	Network       string
-	SecretsVolume string
-	Labels        map[string]string
-	SecurityOpts  []string
+	Prefix       string // the attempt's name prefix, forge-<hex>
+	Network      string
+	Labels       map[string]string
+	SecurityOpts []string
 	// ServiceMemoryBytes is the dispatch's serviceMemoryLimitBytes, split
 	// evenly between the services.
 	ServiceMemoryBytes int64
@@ -153,6 +154,19 @@ func ContainerName(prefix, service string) string { return prefix + "-" + servic
 
 // ProbeName is the readiness probe container's name.
 func ProbeName(prefix, service string) string { return prefix + "-probe-" + service }
+
+// SecretsVolumeName is the volume of service's own password: the only
+// secret its container (and its readiness probe) mounts.
+func SecretsVolumeName(prefix, service string) string { return prefix + "-secrets-" + service }
+
+// SecretsVolume is d's own secrets volume in the attempt of prefix, ""
+// for a service without credentials.
+func (d Definition) SecretsVolume(prefix string) string {
+	if d.SecretFile == "" {
+		return ""
+	}
+	return SecretsVolumeName(prefix, d.Service)
+}
 
 // SecretsHelperName is the secrets helper container's name.
 func SecretsHelperName(prefix string) string { return prefix + "-secrets-init" }
@@ -178,7 +192,7 @@ func (d Definition) ContainerSpec(a Attempt, imageID string) dockerops.ServiceSp
 		Env:           append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}, d.Env...),
 		Labels:        a.Labels,
 		Tmpfs:         tmpfs,
-		SecretsVolume: a.SecretsVolume,
+		SecretsVolume: d.SecretsVolume(a.Prefix),
 		MemoryBytes:   memory,
 		NanoCPUs:      serviceNanoCPUs,
 		PIDs:          d.PIDs,

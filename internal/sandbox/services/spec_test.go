@@ -11,7 +11,7 @@ import (
 )
 
 func TestContainerSpecsAreHardenedAndSplitTheMemory(t *testing.T) {
-	a := Attempt{Prefix: "forge-abc", Network: "forge-abc", SecretsVolume: "forge-abc-secrets",
+	a := Attempt{Prefix: "forge-abc", Network: "forge-abc",
 		Labels: map[string]string{"dev.forge.managed": "true"}, ServiceMemoryBytes: 2 << 30, Count: 2}
 	for _, s := range []string{Postgres, Redis, Browser} {
 		d, ok := DefinitionFor(s)
@@ -27,9 +27,14 @@ func TestContainerSpecsAreHardenedAndSplitTheMemory(t *testing.T) {
 			assert.Contains(t, opts, "noexec", dir)
 			assert.Contains(t, opts, "mode=0700", dir)
 		}
+		// Never the attempt's secrets volume (the provider credential and
+		// the other services' passwords): only the service's own.
+		assert.NotEqual(t, "forge-abc-secrets", spec.SecretsVolume)
 		if d.SecretFile == "" {
+			assert.Empty(t, spec.SecretsVolume, "the browser mounts no secret")
 			continue // the browser has no credentials
 		}
+		assert.Equal(t, "forge-abc-secrets-"+s, spec.SecretsVolume)
 		script := strings.Join(spec.Cmd, " ")
 		assert.Contains(t, script, "/run/forge-secrets/"+d.SecretFile, "the password is read from its file")
 		for _, env := range spec.Env {

@@ -56,7 +56,10 @@ type Entry struct {
 	Created          []Resource `json:"created"`
 	// PeakMemory is the attempt's resource record, once sampled.
 	PeakMemory *messages.SandboxTelemetry `json:"peakMemory,omitempty"`
-	UpdatedAt  time.Time                  `json:"updatedAt"`
+	// Adoption, once the worker exists, is what a restarted forged needs
+	// to re-adopt the attempt (adoption.go).
+	Adoption  *Adoption `json:"adoption,omitempty"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // Validate reports CodeLedgerInvalid, naming the field, when e does not
@@ -96,6 +99,11 @@ func (e Entry) Validate() error {
 	if p := e.PeakMemory; p != nil {
 		if err := p.Validate(); err != nil {
 			return invalid("peakMemory: %v", err)
+		}
+	}
+	if a := e.Adoption; a != nil {
+		if err := a.validate(); err != nil {
+			return err
 		}
 	}
 	return nil

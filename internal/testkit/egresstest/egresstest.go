@@ -2,8 +2,11 @@
 // Docker network of its own holding an HTTP server on ports 80, 443 and 22
 // (busybox httpd serving a page that names it) and a second server under a
 // dotted network alias, which the engine's embedded resolver answers with a
-// private address no operator mapping names. Everything stays on this
-// machine and is removed at the test's cleanup.
+// private address no operator mapping names; and (traps.go) stand-ins for
+// the metadata service and a public address of the host, on a bridge
+// interface of the test's own, with listeners that count what reaches
+// them. Everything stays on this machine and is removed at the test's
+// cleanup.
 package egresstest
 
 import (

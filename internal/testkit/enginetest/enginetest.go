@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -74,11 +75,67 @@ func Labelled(t testing.TB, c *client.Client, label string) []string {
 	return out
 }
 
-// AssertNoneLabelled fails the test if anything carries the attempt's label.
+// AssertNoneLabelled fails the test if anything carries the attempt's
+// label, or if an anonymous volume was left (AssertNoAnonymousVolumes).
 func AssertNoneLabelled(t testing.TB, c *client.Client, attemptID string) {
 	t.Helper()
 	if left := Labelled(t, c, "dev.forge.dispatch-attempt-id="+attemptID); len(left) > 0 {
 		t.Errorf("resources of attempt %s remain: %v", attemptID, left)
+	}
+	AssertNoAnonymousVolumes(t, c)
+}
+
+// processStart is when this test process began: the anonymous volumes the
+// leak check counts are those the engine created since.
+var processStart = time.Now().Truncate(time.Second)
+
+// anonymousName matches the engine's names of anonymous volumes (a random
+// 64-hex id); named volumes of tests never look like that.
+var anonymousName = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// AnonymousVolumes lists the anonymous volumes no container uses that the
+// engine created since this test process started: what a container
+// created from an image with a VOLUME, removed without its volumes, leaves
+// behind. They carry no label, so Labelled never sees them.
+func AnonymousVolumes(t testing.TB, c *client.Client) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := c.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("dangling", "true"))})
+	if err != nil {
+		t.Fatalf("list volumes: %v", err)
+	}
+	var out []string
+	for _, v := range list.Volumes {
+		if v == nil {
+			continue
+		}
+		created, err := time.Parse(time.RFC3339, v.CreatedAt)
+		if len(v.Labels) > 0 || !anonymousName.MatchString(v.Name) || (err == nil && created.Before(processStart)) {
+			continue
+		}
+		out = append(out, "volume "+v.Name)
+	}
+	return out
+}
+
+// AssertNoAnonymousVolumes fails the test if an anonymous volume created
+// since this test process started is left with no container. A container
+// removed with its volumes leaves them dangling for the moment between
+// the two removals, so the check waits up to 10 s for them to go.
+func AssertNoAnonymousVolumes(t testing.TB, c *client.Client) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := AnonymousVolumes(t, c)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("anonymous volumes remain: %v", left)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -8,6 +8,9 @@
 //	    hold it HOLD_MS, unmap it (usage really falls), sleep AFTER_MS
 //	stressprog fds HOLD_MS
 //	    open /dev/null until EMFILE, hold the descriptors HOLD_MS, exit 1
+//	stressprog grow STEP_MiB
+//	    map and touch STEP_MiB of anonymous memory at a time, forever (until
+//	    the OOM killer ends it)
 //
 // It is not part of forged and is never shipped in a sandbox image.
 package main
@@ -30,7 +33,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: stressprog spike|fds ...")
+		return errors.New("usage: stressprog spike|fds|grow ...")
 	}
 	nums := make([]int, 0, len(args)-1)
 	for _, a := range args[1:] {
@@ -45,6 +48,8 @@ func run(args []string) error {
 		return spike(nums[0], ms(nums[1]), ms(nums[2]), ms(nums[3]))
 	case args[0] == "fds" && len(nums) == 1:
 		return fds(ms(nums[0]))
+	case args[0] == "grow" && len(nums) == 1 && nums[0] > 0:
+		return grow(nums[0])
 	}
 	return fmt.Errorf("unknown command %v", args)
 }
@@ -85,4 +90,18 @@ func fds(hold time.Duration) error {
 	}
 	time.Sleep(hold)
 	return fmt.Errorf("opened %d descriptors, then: too many open files", len(files))
+}
+
+func grow(stepMiB int) error {
+	size := stepMiB << 20
+	page := os.Getpagesize()
+	for total := 0; ; total += stepMiB {
+		mem, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		if err != nil {
+			return fmt.Errorf("mmap %d MiB after %d MiB: %w", stepMiB, total, err)
+		}
+		for i := 0; i < size; i += page {
+			mem[i] = 1
+		}
+	}
 }

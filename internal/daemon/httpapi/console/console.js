@@ -26,6 +26,11 @@ const PHASE_COLOURS = {
 };
 
 let previous = null; // the last frame, for message rates
+let latestFrame = null; // the last frame, for the attempt view
+// history is the snapshot of each frame over the last historyMillis, for
+// the slots and queue chart.
+const historyMillis = 5 * 60 * 1000;
+const history = [];
 let manage = false; // the daemon allows cancelling, with the token
 
 function rate(now, actor) {
@@ -51,8 +56,17 @@ function renderActor(frame, byPID, pid, now) {
     stats.append(el("span", "", "mailbox " + s.mailboxDepth + " · in " + s.messagesIn + " · out " + s.messagesOut +
       " · " + rate(now, actor).toFixed(1) + " msg/s · "), el("span", s.restarts > 0 ? "restarts" : "", "restarts " + s.restarts));
     box.append(stats);
-    if (s.recentMessages && s.recentMessages.length) {
-      box.append(el("div", "recent", "recent: " + s.recentMessages.join(", ")));
+    if (s.recent && s.recent.length) {
+      // Kinds with counts, most recent last; the console's own polling is
+      // left out by the daemon.
+      const recent = el("div", "recent", "recent: ");
+      s.recent.forEach((m, i) => {
+        const item = el("span", "msg", m.kind + (m.count > 1 ? " ×" + m.count : ""));
+        item.dataset.kind = esc(m.kind);
+        item.dataset.count = esc(m.count);
+        recent.append(...(i ? [", ", item] : [item]));
+      });
+      box.append(recent);
     }
   }
   const keys = Object.keys(actor.facts || {}).filter((k) => actor.facts[k] !== "").sort();
@@ -91,8 +105,10 @@ function renderAttempts(frame, now) {
   if (manage) head.append(el("th", "", ""));
   table.append(head);
   for (const a of frame.attempts || []) {
-    const row = el("tr");
+    const row = el("tr", "pick");
     row.dataset.attempt = esc(a.attemptId);
+    if (selected && selected.id === a.attemptId) row.classList.add("selected");
+    row.addEventListener("click", (e) => { if (!e.target.closest("button")) openAttempt(a.attemptId); });
     const o = a.outcome || {};
     row.append(el("td", "", a.attemptId), el("td", "", a.state), el("td", "", o.status || "-"), el("td", "", o.code || "-"),
       el("td", "", a.events), renderTimeline(a, now));
@@ -122,17 +138,44 @@ function render(frame) {
     ? esc("slots " + (snap.attempts || []).length + "/" + snap.slots + " · queued " + snap.queued + " · build queue " + snap.buildQueue + " · degraded " + snap.degraded + " · " + frame.at)
     : esc(frame.at);
   previous = { at: now, byPID };
+  latestFrame = frame;
+  if (snap) {
+    history.push({ t: now, used: (snap.attempts || []).length, slots: snap.slots, queued: snap.queued });
+    while (history.length && history[0].t < now - historyMillis) history.shift();
+    drawSlots(now);
+  }
+  refreshAttempt(frame);
   document.body.dataset.frames = String((Number(document.body.dataset.frames) || 0) + 1);
 }
 
+// drawSlots charts the slots in use and the queue over the last minutes,
+// against the slot count.
+function drawSlots(now) {
+  const slots = Math.max(...history.map((h) => h.slots || 0));
+  const top = Math.max(slots, ...history.map((h) => h.queued || 0), 1);
+  const svg = lineChart({
+    title: "slots and queue", width: 520, height: 140, t0: Math.min(history[0].t, now - 60 * 1000), t1: now, yMax: top + 1,
+    yLabel: (v) => v.toFixed(v % 1 ? 1 : 0),
+    series: [
+      { name: "slots used", colour: "#43a047", points: history.map((h) => ({ t: h.t, v: h.used })) },
+      { name: "queued", colour: "#fb8c00", points: history.map((h) => ({ t: h.t, v: h.queued || 0 })) },
+    ],
+    limits: [{ name: "slots", value: slots, colour: "#546e7a" }],
+  });
+  document.getElementById("slots-chart").replaceChildren(svg);
+}
+
 // cancelAttempt asks the daemon to cancel an attempt, with the token the
-// operator typed (sent only in the Authorization header).
+// operator typed (sent only in the Authorization header). The JSON content
+// type and X-Forged-Client are the daemon's guard on state-changing
+// requests: a same-origin page may send them, another origin may not.
 async function cancelAttempt(id) {
   const result = document.getElementById("manage-result");
   const token = document.getElementById("token").value.trim();
   try {
     const res = await fetch("/v1/console/attempts/" + encodeURIComponent(id), {
-      method: "DELETE", headers: { Authorization: "Bearer " + token },
+      method: "DELETE",
+      headers: { Authorization: "Bearer " + token, "Content-Type": "application/json", "X-Forged-Client": "1" },
     });
     result.textContent = esc(res.ok ? "cancelling " + id : "refused (" + res.status + ")");
   } catch (err) {
@@ -158,4 +201,7 @@ function connect() {
   });
 }
 
-document.addEventListener("DOMContentLoaded", () => { loadConfig().finally(connect); });
+document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("av-close").addEventListener("click", closeAttempt);
+  loadConfig().finally(connect);
+});

@@ -1,0 +1,115 @@
+package dockerops
+
+import (
+	"context"
+	"maps"
+	"path"
+	"slices"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
+)
+
+// Image VOLUMEs.
+//
+// The engine gives every path an image declares with VOLUME an anonymous
+// volume of its own, on the Docker root's filesystem: writable under a
+// read-only root, outside every quota, unlabelled (so neither the teardown
+// nor the reaper knows it), and kept after the container unless it is
+// removed with its volumes. postgres, mysql and jenkins base images declare
+// such paths, so refusing them would refuse ordinary projects; forged
+// covers each one instead. Every container forged creates from the agent
+// image (worker, readiness probes, the secrets writer and the credential
+// loader) gets, at each declared path that none of its own mounts already
+// covers, a private tmpfs: the engine creates no anonymous volume for a
+// path it sees mounted. The worker's is as large as its scratch tmpfs
+// (ScratchTmpfsBytes), owned by the worker user and charged, like every
+// tmpfs, to the worker's memory limit; a helper's is 1 MiB (helpers never
+// write there). What the image had at that path is not copied in: a VOLUME
+// path starts empty. Every container is also removed with its anonymous
+// volumes (RemoveVolumes), for whatever an engine still creates.
+
+// maxImageVolumes bounds the VOLUME paths forged covers in one image.
+const maxImageVolumes = 32
+
+// helperVolumeTmpfsOptions cover a VOLUME path in a helper container.
+const helperVolumeTmpfsOptions = "rw,nosuid,nodev,noexec,size=1m,mode=0755"
+
+// imageVolumes returns the cleaned paths image declares with VOLUME,
+// sorted. Errors carry failure.SandboxCreateFailed.
+func (c *Client) imageVolumes(ctx context.Context, ref string) ([]string, error) {
+	volumes, _, err := c.imageFacts(ctx, ref)
+	return volumes, err
+}
+
+// imageFacts returns what a container inherits from image that forged
+// overrides: its VOLUME paths (cleaned, sorted) and its ENV. Errors carry
+// failure.SandboxCreateFailed.
+func (c *Client) imageFacts(ctx context.Context, ref string) (volumes, env []string, err error) {
+	resp, err := call(ctx, c, c.opts.Timeouts.Inspect, readCall, func(ctx context.Context) (image.InspectResponse, error) {
+		return c.creator.ImageInspect(ctx, ref)
+	})
+	if cerrdefs.IsNotFound(err) {
+		return nil, nil, nil // the create that follows names the missing image
+	}
+	if err != nil {
+		return nil, nil, opError(ctx, failure.SandboxCreateFailed, err, "image inspect %s", text.Clip(ref, 80))
+	}
+	if resp.Config == nil {
+		return nil, nil, nil
+	}
+	volumes, err = declaredVolumes(ref, resp.Config.Volumes)
+	return volumes, slices.Clone(resp.Config.Env), err
+}
+
+// declaredVolumes checks and cleans an image's VOLUME paths.
+func declaredVolumes(ref string, declared map[string]struct{}) ([]string, error) {
+	if len(declared) == 0 {
+		return nil, nil
+	}
+	if len(declared) > maxImageVolumes {
+		return nil, failure.New(failure.SandboxCreateFailed, "the image %s declares %d VOLUME paths, more than the %d forged covers with a bounded tmpfs; declare fewer VOLUMEs in .forge/Dockerfile",
+			text.Clip(ref, 80), len(declared), maxImageVolumes)
+	}
+	out := make([]string, 0, len(declared))
+	for _, p := range slices.Sorted(maps.Keys(declared)) {
+		clean := path.Clean(p)
+		if !path.IsAbs(clean) || clean == "/" {
+			return nil, failure.New(failure.SandboxCreateFailed, "the image %s declares the VOLUME %q, which is not an absolute path below /; remove it from .forge/Dockerfile",
+				text.Clip(ref, 80), text.Ellipsis(p, 120))
+		}
+		out = append(out, clean)
+	}
+	return slices.Compact(out), nil
+}
+
+// coverVolumes puts a tmpfs with options at every path of volumes that
+// host does not mount already.
+func coverVolumes(host *container.HostConfig, volumes []string, options string) {
+	mounted := map[string]bool{}
+	for target := range host.Tmpfs {
+		mounted[path.Clean(target)] = true
+	}
+	for _, m := range host.Mounts {
+		mounted[path.Clean(m.Target)] = true
+	}
+	for _, v := range volumes {
+		if mounted[v] {
+			continue
+		}
+		if host.Tmpfs == nil {
+			host.Tmpfs = map[string]string{}
+		}
+		host.Tmpfs[v] = options
+	}
+}
+
+// workerVolumeTmpfsOptions cover a VOLUME path in the worker: its scratch
+// size, owned by the worker user.
+func workerVolumeTmpfsOptions(workerMemoryBytes int64) string {
+	return scratchTmpfsOptions(ScratchTmpfsBytes(workerMemoryBytes), "0755")
+}

@@ -1,0 +1,119 @@
+package runner_test
+
+import (
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/messages"
+)
+
+// These tests run tasks that exhaust a resource and exit at once, before
+// any sampler could see them, on the real engine (issue 28, finding 8).
+// Each task runs fastFailRuns times and must be classified every time.
+
+// fastFailRuns is how often each task runs: FORGED_FASTFAIL_RUNS, 3 by
+// default (scripts/soak.sh runs 10).
+func fastFailRuns(t *testing.T) int {
+	if v := os.Getenv("FORGED_FASTFAIL_RUNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, "FORGED_FASTFAIL_RUNS")
+		return n
+	}
+	return 3
+}
+
+// TestDescriptorExhaustionOfAQuickTaskIsClassified: the task opens
+// /dev/null until EMFILE and exits at once.
+func TestDescriptorExhaustionOfAQuickTaskIsClassified(t *testing.T) {
+	e := newStressE2E(t)
+	runs, classified := fastFailRuns(t), 0
+	for i := range runs {
+		out := e.wait(e.submit(e.dispatch([]string{"/usr/local/bin/stressprog", "fds", "0"}, 0)))
+		t.Logf("run %d: %s: %s", i, out.Code, out.Message)
+		if out.Status == messages.StatusFailed && out.Code == string(failure.SandboxFDExhausted) {
+			classified++
+		}
+	}
+	assert.Equal(t, runs, classified, "runs classified %s", failure.SandboxFDExhausted)
+}
+
+// TestFullWorkspaceOfAQuickTaskIsClassified: the task fills its 256 MiB
+// workspace quota, gets ENOSPC, deletes what it wrote and exits at once.
+func TestFullWorkspaceOfAQuickTaskIsClassified(t *testing.T) {
+	e := newStressE2E(t)
+	requireBoundedStorage(t, e)
+	runs, classified := fastFailRuns(t), 0
+	for i := range runs {
+		d := e.dispatch([]string{"/bin/sh", "-c", "dd if=/dev/zero of=/workspace/fill bs=1M 2>/dev/null; rm -f /workspace/fill; exit 1"}, 0)
+		d.Sandbox.RequestedResources.WorkspaceBytes = 256 << 20
+		log := e.submit(d)
+		out := e.wait(log)
+		t.Logf("run %d: %s: %s", i, out.Code, out.Message)
+		if out.Status == messages.StatusFailed && out.Code == string(failure.SandboxStorageExhausted) {
+			classified++
+			continue
+		}
+		for _, ev := range log.Events() {
+			if ev.EventType == messages.TaskResourcesEvent || ev.Role == messages.RoleAgent {
+				t.Logf("  %s: %s %s", ev.EventType, ev.Content, deref(ev.Data))
+			}
+		}
+	}
+	assert.Equal(t, runs, classified, "runs classified %s", failure.SandboxStorageExhausted)
+}
+
+// TestOOMOfATaskKeepsItsOutput: the task writes a file, then allocates
+// memory in 16 MiB steps until the OOM killer ends it. Every run must end
+// sandbox_oom_killed (a host fact). The worker should survive its task's
+// OOM and commit the file, so that the validated output is imported (the
+// trusted-failure rule), but it does not yet every time: about 1 run in
+// 10 on a loaded 2-core machine, the kernel kills the worker too before
+// the task's memory is freed (docs/security.md, "Exact and best-effort
+// codes"). So the suite requires the output in at least one run, and
+// exactly the file the task wrote wherever it was imported;
+// FORGED_FASTFAIL_STRICT=1 (scripts/soak.sh) requires it in every run.
+func TestOOMOfATaskKeepsItsOutput(t *testing.T) {
+	e := newStressE2E(t)
+	runs, imported := fastFailRuns(t), 0
+	for i := range runs {
+		kept := "kept " + strconv.Itoa(i) // each run changes the managed branch
+		d := e.dispatch([]string{"/bin/sh", "-c", "echo '" + kept + "' > /workspace/kept.txt && exec /usr/local/bin/stressprog grow 16"}, 128<<20)
+		out := e.wait(e.submit(d))
+		t.Logf("run %d: %s: %s", i, out.Code, out.Message)
+		assert.Equal(t, string(failure.SandboxOOMKilled), out.Code, "run %d is classified from the host's facts", i)
+		if out.ResultCommitSHA != "" {
+			assert.Equal(t, kept, e.git("show", out.ResultCommitSHA+":kept.txt"), "run %d imported exactly the task's file", i)
+			imported++
+		}
+	}
+	t.Logf("output kept in %d of %d runs", imported, runs)
+	if os.Getenv("FORGED_FASTFAIL_STRICT") == "1" {
+		assert.Equal(t, runs, imported, "runs with their output imported")
+		return
+	}
+	assert.Positive(t, imported, "no run kept its output")
+}
+
+// requireBoundedStorage skips (fails under CI) where volumes cannot be
+// bounded.
+func requireBoundedStorage(t *testing.T, e *e2e) {
+	t.Helper()
+	if report := e.runner.Preflight(t.Context()); !report.Storage.Bounded() {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI needs bounded volumes: %s", report.Storage.Reason)
+		}
+		t.Skipf("volumes are not bounded here: %s", report.Storage.Reason)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

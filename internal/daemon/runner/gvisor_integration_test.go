@@ -1,0 +1,94 @@
+package runner_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/messages"
+)
+
+// These tests run under the gvisor isolation floor on the real engine,
+// which must have gVisor's runsc registered as "runsc"
+// (scripts/ensure-runsc.sh); they fail, never skip, without it.
+
+// TestGVisorEndToEndExampleRunsUnderRunsc runs the example attempt (no
+// services, network none) under the floor: the worker container's runtime
+// is runsc, the task sees gVisor's kernel, and the result lands.
+func TestGVisorEndToEndExampleRunsUnderRunsc(t *testing.T) {
+	e := newE2E(t, runner.Config{Isolation: messages.IsolationGVisor})
+	report := e.runner.Preflight(context.Background())
+	require.True(t, report.Isolation.GVisor.Works, "runsc does not work (run scripts/ensure-runsc.sh): %s", report.Isolation.GVisor.Reason)
+	require.True(t, report.Available, "%s: %s", report.Code, report.Reason)
+
+	// The task writes the example's file and the kernel's first log line:
+	// gVisor's banner under runsc, the host's log (unreadable) under runc.
+	d := e.dispatch([]string{"/bin/sh", "-c", "printf 'hello from the sandbox' > hello.txt; (dmesg 2>&1 | head -1) > kernel.txt; sleep 5"}, 256<<20)
+	log := e.submit(d)
+	waitForEvent(t, log, "task_started")
+	names, err := dockerops.NamesFor(d.AttemptID())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := e.engine.ContainerInspect(ctx, names.Container) // the task sleeps 5 s after its start
+	require.NoError(t, err)
+	assert.Equal(t, "runsc", info.HostConfig.Runtime)
+	assert.Equal(t, "none", string(info.HostConfig.NetworkMode))
+	out := e.wait(log)
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
+	assert.Equal(t, "hello from the sandbox", e.git("show", example.Branch+":hello.txt"))
+	assert.Contains(t, e.git("show", example.Branch+":kernel.txt"), "Starting gVisor", "the task ran on gVisor's kernel")
+	require.NotNil(t, out.Cleanup)
+	assert.Zero(t, out.Cleanup.Remaining)
+}
+
+// TestGVisorEndToEndRefusesWhatNeedsANetwork: under the floor a contract
+// declaring services, and a public_allowlist or open_public dispatch, are
+// refused with the registered code before anything is created (the
+// submit's cleanup asserts nothing labelled for the attempt remains).
+func TestGVisorEndToEndRefusesWhatNeedsANetwork(t *testing.T) {
+	e := newE2E(t, runner.Config{Isolation: messages.IsolationGVisor, AllowOpenPublic: true})
+	for _, mode := range []string{messages.NetworkPublicAllowlist, messages.NetworkOpenPublic} {
+		d := e.dispatch(nil, 0)
+		d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: mode}
+		if mode == messages.NetworkPublicAllowlist {
+			d.Sandbox.NetworkPolicy.AllowedHosts = []string{"example.com"}
+		}
+		out := e.wait(e.submit(d))
+		assert.Equal(t, messages.StatusFailed, out.Status, mode)
+		assert.Equal(t, string(failure.SandboxIsolationNetworkUnsupport), out.Code, "%s: %s", mode, out.Message)
+	}
+
+	require.NoError(t, os.WriteFile(filepath.Join(e.repo, ".forge", "forge.sandbox.yml"), []byte(servicesContract), 0o644))
+	e.git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-am", "services")
+	d := e.dispatch(nil, 0)
+	d.Sandbox.RequestedResources.ServiceMemoryLimitBytes = serviceMemory
+	out := e.wait(e.submit(d))
+	assert.Equal(t, messages.StatusFailed, out.Status)
+	assert.Equal(t, string(failure.SandboxIsolationNetworkUnsupport), out.Code, out.Message)
+	assert.False(t, e.branchExists(example.Branch))
+}
+
+// TestGVisorEndToEndHostWithoutTheRuntimeIsUnavailable: a floor whose
+// runtime the engine does not register makes the host unavailable with
+// the registered code, and a dispatch is not admitted.
+func TestGVisorEndToEndHostWithoutTheRuntimeIsUnavailable(t *testing.T) {
+	e := newE2E(t, runner.Config{Isolation: messages.IsolationGVisor, GVisorRuntime: "forged-test-runtime-not-registered"})
+	report := e.runner.Preflight(context.Background())
+	assert.False(t, report.Available)
+	assert.Equal(t, failure.SandboxIsolationUnavailable, report.Code, report.Reason)
+	assert.False(t, report.Isolation.GVisor.Registered)
+	reply, err := e.runner.Submit(e.dispatch(nil, 0))
+	require.NoError(t, err)
+	assert.False(t, reply.Accepted, "%+v", reply)
+	assert.Equal(t, string(failure.SandboxIsolationUnavailable), reply.Code, "%+v", reply)
+}
