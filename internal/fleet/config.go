@@ -34,10 +34,6 @@ type Config struct {
 	// RequestTimeout bounds one request to another member (default 5 s).
 	RequestTimeout time.Duration
 	Logger         *slog.Logger
-
-	// insecure lets a test build the control case, a member without TLS,
-	// to show that the TLS tests can fail. It is never set in product code.
-	insecure bool
 }
 
 // DefaultRequestTimeout bounds one member-to-member request.
@@ -69,9 +65,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: fleetAdvertise %q: name the address the other members dial, not %s", c.Advertise, host)
 	}
 	_ = port
-	if c.insecure {
-		return nil
-	}
 	if c.CAFile == "" || c.CertFile == "" || c.KeyFile == "" {
 		return errors.New("config: fleetCa, fleetCert, fleetKey: a fleet member needs the fleet CA and its own certificate and key (--fleet-ca, --fleet-cert, --fleet-key); docs/fleet.md shows how to make them")
 	}

@@ -1,7 +1,8 @@
 package fleet
 
-// Insecure returns cfg without TLS: the control case of the TLS tests.
-func Insecure(cfg Config) Config {
-	cfg.insecure = true
-	return cfg
-}
+// Choose and StateOf are placement's choice and a runner's directory
+// entry, for the in-process tests (no cluster).
+var (
+	Choose  = choose
+	StateOf = stateOf
+)

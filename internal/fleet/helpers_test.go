@@ -1,7 +1,6 @@
 package fleet_test
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -191,46 +190,5 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 	}
 }
 
-// join joins a member and leaves the fleet when the test ends.
-func join(t testing.TB, cfg fleet.Config, local fleet.Local) *fleet.Member {
-	t.Helper()
-	m, err := fleet.Join(cfg, local)
-	if err != nil {
-		t.Fatalf("join: %v", err)
-	}
-	t.Cleanup(m.Leave)
-	return m
-}
-
-// waitDirectory waits (up to deadline) until m's directory lists exactly
-// the runner ids want, each answering, and returns how long that took.
-func waitDirectory(t testing.TB, m *fleet.Member, deadline time.Duration, want ...string) time.Duration {
-	t.Helper()
-	start := time.Now()
-	var last []string
-	for time.Since(start) < deadline {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		dir := m.Directory(ctx)
-		cancel()
-		last = last[:0]
-		got := map[string]bool{}
-		for _, st := range dir {
-			if st.GetError() == "" {
-				got[st.GetRunnerId()] = true
-				last = append(last, st.GetRunnerId())
-			} else {
-				last = append(last, "error:"+st.GetError())
-			}
-		}
-		match := len(dir) == len(want)
-		for _, w := range want {
-			match = match && got[w]
-		}
-		if match {
-			return time.Since(start)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("directory of %s did not become %v within %s; last %v", m.Address(), want, deadline, last)
-	return 0
-}
+// fleetName is a fleet name of its own for one test.
+func fleetName() string { return "t" + ids.NewUUID()[:8] }

@@ -83,15 +83,13 @@ func Join(cfg Config, local Local) (m *Member, err error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	host, port, _ := splitAdvertise(cfg.Advertise)
-	remoteOpts := []remote.ConfigOption{}
-	if !cfg.insecure {
-		serverTLS, clientTLS, err := cfg.tlsConfigs()
-		if err != nil {
-			return nil, err
-		}
-		remoteOpts = append(remoteOpts,
-			remote.WithServerOptions(grpc.Creds(credentials.NewTLS(serverTLS))),
-			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(clientTLS))))
+	serverTLS, clientTLS, err := cfg.tlsConfigs()
+	if err != nil {
+		return nil, err
+	}
+	remoteOpts := []remote.ConfigOption{
+		remote.WithServerOptions(grpc.Creds(credentials.NewTLS(serverTLS))),
+		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(clientTLS))),
 	}
 	provider := &lazyEtcd{cfg: cfg}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
@@ -182,16 +180,24 @@ func (m *Member) memberAddresses() []memberRef { return m.topology.list() }
 
 // State is this member's own entry of the directory.
 func (m *Member) State() *fleetpb.MemberState {
+	snap, err := m.local.Snapshot()
+	st := stateOf(m.local.RunnerID(), snap, err, m.draining.Load())
+	st.Address, st.MemberId = m.Address(), m.MemberID()
+	return st
+}
+
+// stateOf is a runner's directory entry from its snapshot: its slots, the
+// free ones (those neither running, starting nor queued), its attempts,
+// its preflight and host capacity, and whether it drains. A snapshot that
+// failed gives an entry with Error set, which placement never picks.
+func stateOf(runnerID string, snap messages.Snapshot, snapErr error, draining bool) *fleetpb.MemberState {
 	st := &fleetpb.MemberState{
-		RunnerId:          m.local.RunnerID(),
-		Address:           m.Address(),
-		MemberId:          m.MemberID(),
-		Draining:          m.draining.Load(),
+		RunnerId:          runnerID,
+		Draining:          draining,
 		UpdatedUnixMillis: time.Now().UnixMilli(),
 	}
-	snap, err := m.local.Snapshot()
-	if err != nil {
-		st.Error = "snapshot: " + err.Error()
+	if snapErr != nil {
+		st.Error = "snapshot: " + snapErr.Error()
 		return st
 	}
 	st.Slots = int32(snap.Slots)

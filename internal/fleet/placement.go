@@ -16,18 +16,25 @@ import (
 // with dispatch_runner_mismatch, as a runner id no member has.
 const AnyMember = "00000000-0000-0000-0000-000000000000"
 
-// place chooses the member with the most free slots among those that
-// answer, pass preflight and are not draining (ties: the lowest runner id,
-// so the choice is deterministic). None: capacity_exhausted.
+// place chooses the member for a dispatch left to the fleet from the
+// directory as it is now (see choose).
 func (m *Member) place(ctx context.Context) (*fleetpb.MemberState, *failure.Error) {
+	return choose(m.Directory(ctx), m.cfg.Name)
+}
+
+// choose picks, from a directory, the member with the most free slots
+// among those that answered, pass preflight and are not draining (ties:
+// the lowest runner id, so the choice is deterministic). None:
+// capacity_exhausted, naming the fleet.
+func choose(dir []*fleetpb.MemberState, fleetName string) (*fleetpb.MemberState, *failure.Error) {
 	var fit []*fleetpb.MemberState
-	for _, st := range m.Directory(ctx) {
+	for _, st := range dir {
 		if st.GetError() == "" && st.GetPreflightAvailable() && !st.GetDraining() && st.GetFreeSlots() > 0 {
 			fit = append(fit, st)
 		}
 	}
 	if len(fit) == 0 {
-		return nil, failure.New(failure.CapacityExhausted, "no member of fleet %q has a free slot (or every member is draining or fails preflight); retry later", m.cfg.Name)
+		return nil, failure.New(failure.CapacityExhausted, "no member of fleet %q has a free slot (or every member is draining or fails preflight); retry later", fleetName)
 	}
 	sort.Slice(fit, func(i, j int) bool {
 		if fit[i].GetFreeSlots() != fit[j].GetFreeSlots() {

@@ -30,18 +30,15 @@ func QueryDirectory(ctx context.Context, cfg Config) ([]*fleetpb.MemberState, er
 	if err != nil {
 		return nil, err
 	}
-	var opts []remote.ConfigOption
-	if !cfg.insecure {
-		if cfg.CAFile == "" || cfg.CertFile == "" || cfg.KeyFile == "" {
-			return nil, errors.New("config: fleetCa, fleetCert, fleetKey: the cluster port speaks mutual TLS; give the fleet CA and a member certificate and key")
-		}
-		serverTLS, clientTLS, err := cfg.tlsConfigs()
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, remote.WithServerOptions(grpc.Creds(credentials.NewTLS(serverTLS))),
-			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(clientTLS))))
+	if cfg.CAFile == "" || cfg.CertFile == "" || cfg.KeyFile == "" {
+		return nil, errors.New("config: fleetCa, fleetCert, fleetKey: the cluster port speaks mutual TLS; give the fleet CA and a member certificate and key")
 	}
+	serverTLS, clientTLS, err := cfg.tlsConfigs()
+	if err != nil {
+		return nil, err
+	}
+	opts := []remote.ConfigOption{remote.WithServerOptions(grpc.Creds(credentials.NewTLS(serverTLS))),
+		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(clientTLS)))}
 	timeout := cfg.RequestTimeout
 	if timeout <= 0 {
 		timeout = 2 * DefaultRequestTimeout // the member asks every other one
