@@ -136,5 +136,5 @@ var (
 
 // Codes of the fleet (internal/fleet).
 var (
-	SandboxRunnerLost = define("sandbox_runner_lost", Retryable, http.StatusInternalServerError, "the fleet member running the attempt left the fleet (its etcd lease expired: killed, host gone or cut off) while it ran; its submitter ended the attempt")
+	SandboxRunnerLost = define("sandbox_runner_lost", Retryable, http.StatusInternalServerError, "the fleet member running the attempt left the fleet (its etcd lease expired: killed, host gone or cut off) while it ran; its submitter ended the attempt, and the member, returning, refuses to import or publish its result (the loss is recorded in etcd)")
 )

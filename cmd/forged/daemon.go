@@ -77,6 +77,13 @@ func daemonCommand() *cobra.Command {
 				defer metricsListener.Close()
 			}
 			cfg.Readopt = true
+			fleetCfg := fleetSettings.config(logger)
+			if fleetCfg.Enabled() {
+				// Every branch this member moves is claimed in the fleet
+				// first: an attempt declared lost is fenced (docs/fleet.md).
+				fleetCfg.Fence = fleet.NewFence()
+				cfg.Fence = fleetCfg.Fence.Check
+			}
 			r, err := runner.New(ctx, cfg)
 			if err != nil {
 				return err
@@ -87,7 +94,7 @@ func daemonCommand() *cobra.Command {
 					_ = r.Close()
 				}
 			}()
-			member, err := joinFleet(fleetSettings.config(logger), r, logger)
+			member, err := joinFleet(fleetCfg, r, logger)
 			if err != nil {
 				return err
 			}

@@ -31,6 +31,9 @@ type Config struct {
 	// Placement lets a dispatch whose execution.runnerId is AnyMember be
 	// placed on the member with the most free slots.
 	Placement bool
+	// Fence, when set, is the runner's fence (runner.Config.Fence) that
+	// Join attaches to the member.
+	Fence *Fence
 	// RequestTimeout bounds one request to another member (default 5 s).
 	RequestTimeout time.Duration
 	Logger         *slog.Logger

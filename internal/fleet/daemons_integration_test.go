@@ -89,15 +89,14 @@ func newTestFleet(t *testing.T, slots ...int) *testFleet {
 		if i == 0 {
 			m.args = append(m.args, "--fleet-placement")
 		}
-		m.start(m.args...)
+		m.start(t, m.args...)
 		f.members = append(f.members, m)
 	}
 	return f
 }
 
 // start starts the member's daemon with args and waits for its API.
-func (m *member) start(args ...string) {
-	t := m.t
+func (m *member) start(t *testing.T, args ...string) {
 	t.Helper()
 	socket := filepath.Join(m.stateRoot, "forged.sock")
 	cmd := exec.Command(m.forged, append([]string{"daemon", "--socket", socket, "--state-root", m.stateRoot,
@@ -335,6 +334,9 @@ func TestFleetOfDaemons(t *testing.T) {
 		if _, _, err := m2.outcome(ctx, d.AttemptID()); failure.CodeOf(err) == "" {
 			t.Fatalf("m2 knows an attempt naming m1: %v", err)
 		}
+		if got := branchAt(t, repo, d.Lease.WorktreeKey); got != out.ResultCommitSHA {
+			t.Fatalf("the managed branch is at %q; want the result %s", got, out.ResultCommitSHA)
+		}
 		t.Logf("ran on m1: %s, %d events proxied to m0", out.ResultCommitSHA, len(types))
 	})
 
@@ -412,7 +414,7 @@ func TestFleetOfDaemons(t *testing.T) {
 		}
 
 		// m2 returns, alone: what it left is its own to end and reap.
-		m2.start("--slots", "1")
+		m2.start(t, "--slots", "1")
 		if err := m2.api.Cancel(ctx, lostOne.AttemptID()); err != nil && failure.CodeOf(err) == "" {
 			t.Logf("cancel on the restarted m2: %v", err)
 		}
@@ -429,4 +431,54 @@ func TestFleetOfDaemons(t *testing.T) {
 		m2.stop()
 	})
 
+	t.Run("a member cut off past its TTL is fenced", func(t *testing.T) {
+		// m2 rejoins; an attempt forwarded to it runs; m2 is stopped
+		// (SIGSTOP: it neither renews its etcd lease nor answers) until its
+		// submitter declares the attempt lost, then continued. Its task
+		// finishes after that, and its result must not move the branch.
+		if m2.cmd.ProcessState != nil { // the previous subtest stopped it
+			m2.start(t, m2.args...)
+		}
+		f.waitDirectory(2*time.Minute, m0, m1, m2)
+		d := dispatch(m2.runnerID, "sleep 8; echo late > late.txt")
+		if _, err := m0.api.Submit(ctx, d); err != nil {
+			t.Fatalf("submit naming m2: %v", err)
+		}
+		m0.waitStarted(ctx, d.AttemptID())
+		if err := m2.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		stopped := time.Now()
+		waitCtx, waitCancel := context.WithTimeout(ctx, 30*time.Second)
+		out, types, err := m0.outcome(waitCtx, d.AttemptID())
+		waitCancel()
+		_ = m2.cmd.Process.Signal(syscall.SIGCONT)
+		if err != nil || out.Code != string(failure.SandboxRunnerLost) {
+			t.Fatalf("the submitter ended the attempt %+v, %v; events %v", out, err, types)
+		}
+		t.Logf("declared lost %s after SIGSTOP; continued", time.Since(stopped))
+		there, theirs, err := m2.outcome(ctx, d.AttemptID())
+		if err != nil || there.Code != string(failure.SandboxRunnerLost) || there.ResultCommitSHA != "" {
+			t.Fatalf("on the continued member the attempt ended %+v, %v; events %v; want %s, no result", there, err, theirs, failure.SandboxRunnerLost)
+		}
+		if got := branchAt(t, repo, d.Lease.WorktreeKey); got != "" {
+			t.Fatalf("the managed branch of an attempt declared lost moved to %s", got)
+		}
+		// The submitter's outcome stays the one it gave.
+		again, _, err := m0.outcome(ctx, d.AttemptID())
+		if err != nil || again.Code != out.Code || !again.FinishedAt.Equal(out.FinishedAt) {
+			t.Fatalf("the submitter's outcome changed: %+v, %v; was %+v", again, err, out)
+		}
+		t.Logf("fenced on m2: %s: %s", there.Code, there.Message)
+	})
+}
+
+// branchAt is the commit refs/heads/branch of repo is at, "" without one.
+func branchAt(t *testing.T, repo, branch string) string {
+	t.Helper()
+	out, err := exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -64,6 +64,10 @@ type Member struct {
 	stopping    atomic.Bool
 	topology    topology
 
+	// etcd is this member's own client, for the attempts' fates (fate.go),
+	// made after the cluster's remote started.
+	etcd *clientv3.Client
+
 	leaveOnce sync.Once
 }
 
@@ -107,12 +111,20 @@ func Join(cfg Config, local Local) (m *Member, err error) {
 		system.Shutdown()
 		return nil, fmt.Errorf("fleet: join %q at %s: %w", cfg.Name, cfg.Advertise, err)
 	}
+	m.etcd, err = clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		c.Shutdown(false)
+		return nil, fmt.Errorf("fleet: etcd client: %w", err)
+	}
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &fleetActor{member: m} }), actorName)
 	if err != nil {
 		c.Shutdown(false)
 		return nil, fmt.Errorf("fleet: fleet actor: %w", err)
 	}
 	m.self = pid
+	if cfg.Fence != nil {
+		cfg.Fence.attach(m)
+	}
 	return m, nil
 }
 
@@ -171,6 +183,7 @@ func (m *Member) Leave() {
 		m.stopping.Store(true)
 		m.cluster.Shutdown(true)
 		m.followers.Wait()
+		_ = m.etcd.Close()
 	})
 }
 

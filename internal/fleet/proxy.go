@@ -66,11 +66,24 @@ func (m *Member) follow(log *runner.Log, attemptID string, target *fleetpb.Membe
 			return
 		}
 		if !m.topology.contains(target.GetMemberId()) {
-			log.Finish(messages.AttemptOutcome{AttemptID: attemptID, Status: messages.StatusFailed, Code: string(failure.SandboxRunnerLost),
-				Message: fmt.Sprintf("fleet member %s (runner %s) left the fleet while the attempt ran; what it left is reaped by its own reaper when it returns",
-					target.GetAddress(), target.GetRunnerId())})
-			m.logger.Warn("a forwarded attempt's member was lost", "attempt", attemptID, "runner", target.GetRunnerId())
-			return
+			// The loss is recorded in etcd before the attempt ends here, so
+			// that the member, should it return, finds it and fences the
+			// attempt; a member that claimed it first is waited for.
+			lost, err := m.declareLost(attemptID, target.GetRunnerId())
+			if err != nil {
+				m.logger.Warn("the loss of a forwarded attempt could not be recorded in etcd yet", "attempt", attemptID, "err", err)
+				time.Sleep(eventsRetry)
+				continue
+			}
+			if lost {
+				log.Finish(messages.AttemptOutcome{AttemptID: attemptID, Status: messages.StatusFailed, Code: string(failure.SandboxRunnerLost),
+					Message: fmt.Sprintf("fleet member %s (runner %s) left the fleet while the attempt ran; what it left is reaped by its own reaper when it returns",
+						target.GetAddress(), target.GetRunnerId())})
+				m.logger.Warn("a forwarded attempt's member was lost", "attempt", attemptID, "runner", target.GetRunnerId())
+				return
+			}
+			// Claimed by its member before it left: its result may be
+			// moving a branch; its outcome comes if it returns.
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), eventsHold+m.cfg.RequestTimeout)
 		res, err := m.request(ctx, target.GetAddress(), &fleetpb.EventsRequest{AttemptId: attemptID, From: from})
