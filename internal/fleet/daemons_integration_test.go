@@ -295,12 +295,12 @@ func TestFleetOfDaemons(t *testing.T) {
 	t.Run("non-members are refused", func(t *testing.T) {
 		prober := testbin.Build(t, "fleetprobe", "", "github.com/forgedev/forged/internal/testkit/fleetprobe")
 		notRaceBuilt(t, prober)
-		if n := probe(t, prober, m2.advertise, m2.runnerID, "--timeout", "1s"); n != 0 {
+		if n := probe(t, prober, m2.advertise, m2.runnerID, "--timeout", "500ms"); n != 0 {
 			t.Errorf("a plain-text client got %d answers", n)
 		}
 		other := newTestCA(t)
 		cert, key := other.member(t, "intruder")
-		if n := probe(t, prober, m2.advertise, m2.runnerID, "--timeout", "1s", "--root-ca", f.ca.file, "--cert", cert, "--key", key); n != 0 {
+		if n := probe(t, prober, m2.advertise, m2.runnerID, "--timeout", "500ms", "--root-ca", f.ca.file, "--cert", cert, "--key", key); n != 0 {
 			t.Errorf("a client with another CA's certificate got %d answers", n)
 		}
 		if dir, err := f.fleetCLI(m0.advertise, f.ca.file, cert, key); err == nil {
@@ -318,11 +318,17 @@ func TestFleetOfDaemons(t *testing.T) {
 		}
 	})
 
-	t.Run("a dispatch naming a member runs there", func(t *testing.T) {
-		d := dispatch(m1.runnerID, "echo ran-on-m1 > where.txt")
+	t.Run("a dispatch naming a member runs there, across an etcd restart", func(t *testing.T) {
+		// etcd restarts while the task runs: the attempt is not lost, and
+		// the members are listed again after it.
+		d := dispatch(m1.runnerID, "sleep 6; echo ran-on-m1 > where.txt")
 		if _, err := m0.api.Submit(ctx, d); err != nil {
 			t.Fatalf("submit through m0: %v", err)
 		}
+		m0.waitStarted(ctx, d.AttemptID())
+		restarted := time.Now()
+		f.etcd.Restart()
+		t.Logf("etcd restarted in %s while the task ran", time.Since(restarted))
 		out, types, err := m0.outcome(ctx, d.AttemptID())
 		if err != nil || out.Status != messages.StatusSucceeded || out.ResultCommitSHA == "" {
 			t.Fatalf("proxied outcome %+v, %v; events %v", out, err, types)
@@ -337,7 +343,8 @@ func TestFleetOfDaemons(t *testing.T) {
 		if got := branchAt(t, repo, d.Lease.WorktreeKey); got != out.ResultCommitSHA {
 			t.Fatalf("the managed branch is at %q; want the result %s", got, out.ResultCommitSHA)
 		}
-		t.Logf("ran on m1: %s, %d events proxied to m0", out.ResultCommitSHA, len(types))
+		took := f.waitDirectory(2*time.Minute, m0, m1, m2)
+		t.Logf("ran on m1 across the etcd restart: %s, %d events proxied to m0; the three listed %s after", out.ResultCommitSHA, len(types), took)
 	})
 
 	t.Run("placement, cancel, and a member killed mid-attempt", func(t *testing.T) {
@@ -471,6 +478,7 @@ func TestFleetOfDaemons(t *testing.T) {
 		}
 		t.Logf("fenced on m2: %s: %s", there.Code, there.Message)
 	})
+
 }
 
 // branchAt is the commit refs/heads/branch of repo is at, "" without one.
