@@ -139,3 +139,8 @@ var (
 	SandboxImagePolicy     = define("sandbox_image_policy_failed", Permanent, http.StatusUnprocessableEntity, "the image policy could not be applied to a built image: the SBOM command or the scan command failed or answered out of shape, the provenance could not be signed, or an enforced policy is incomplete (`--image-policy-enforced` without `--image-sbom-command`, `--image-scan-command` and `--image-provenance-key`) for a `sandbox_required` attempt")
 	SandboxImageVulnerable = define("sandbox_image_vulnerable", Permanent, http.StatusUnprocessableEntity, "the scan command reported a finding, not allowlisted (`--image-scan-allow`), at or above `--image-scan-fail-severity` in the built image; the message names the findings")
 )
+
+// Codes of the fleet (internal/fleet).
+var (
+	SandboxRunnerLost = define("sandbox_runner_lost", Retryable, http.StatusInternalServerError, "the fleet member running the attempt left the fleet (its etcd lease expired: killed, host gone or cut off) while it ran; its submitter ended the attempt, and the member, returning, refuses to import or publish its result (the loss is recorded in etcd)")
+)

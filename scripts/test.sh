@@ -13,6 +13,8 @@ export PATH="$PATH:/usr/local/go/bin"
 # Headless chromium loads the live console in httpapi's browser test;
 # promtool (package prometheus) checks contrib/'s alert rules and dashboard.
 bash scripts/ensure-docker.sh chromium prometheus jq openssl
+# The fleet's tests start their own etcd (internal/testkit/etcdtest).
+bash scripts/ensure-etcd.sh
 # The unit's user and loop devices it may open (cmd/forged's
 # TestUnitDeploymentBoundsAWriter runs forged as that user).
 bash scripts/ensure-forged-user.sh

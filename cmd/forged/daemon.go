@@ -14,6 +14,7 @@ import (
 
 	"github.com/forgedev/forged/internal/daemon/httpapi"
 	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/fleet"
 	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/internal/kit/bearer"
 )
@@ -28,6 +29,7 @@ func daemonCommand() *cobra.Command {
 	var onStop string
 	var gc runner.ImageGCConfig
 	imageGC := true
+	var fleetSettings fleetFlags
 	cmd := &cobra.Command{
 		Use:   "daemon",
 		Short: "Serve the forged HTTP API on a unix socket",
@@ -75,6 +77,13 @@ func daemonCommand() *cobra.Command {
 				defer metricsListener.Close()
 			}
 			cfg.Readopt = true
+			fleetCfg := fleetSettings.config(logger)
+			if fleetCfg.Enabled() {
+				// Every branch this member moves is claimed in the fleet
+				// first: an attempt declared lost is fenced (docs/fleet.md).
+				fleetCfg.Fence = fleet.NewFence()
+				cfg.Fence = fleetCfg.Fence.Check
+			}
 			r, err := runner.New(ctx, cfg)
 			if err != nil {
 				return err
@@ -85,6 +94,15 @@ func daemonCommand() *cobra.Command {
 					_ = r.Close()
 				}
 			}()
+			member, err := joinFleet(fleetCfg, r, logger)
+			if err != nil {
+				return err
+			}
+			var served httpapi.Runner = r
+			if member != nil {
+				defer member.Leave()
+				served = fleet.Routed{Runner: r, Member: member}
+			}
 			var metricsDone chan error
 			if metricsListener != nil {
 				metricsDone = make(chan error, 1)
@@ -114,7 +132,7 @@ func daemonCommand() *cobra.Command {
 			}
 			logger.Warn("forged daemon listening", "socket", socket)
 			fmt.Fprintf(os.Stderr, "forged: listening on %s\n", socket)
-			serveErr := httpapi.Serve(ctx, l, httpapi.HandlerWith(r, logger, httpapi.Options{ManageToken: manageToken, AllowedHosts: allowedHosts}), 10*time.Second)
+			serveErr := httpapi.Serve(ctx, l, httpapi.HandlerWith(served, logger, httpapi.Options{ManageToken: manageToken, AllowedHosts: allowedHosts}), 10*time.Second)
 			if onStop == onStopDetach {
 				// Admission stopped with the API. Nothing of the running
 				// attempts is touched: not their contexts, not their
@@ -134,6 +152,9 @@ func daemonCommand() *cobra.Command {
 			// the next start's reaper. Cancel what runs and let every
 			// attempt tear down before the actor system stops.
 			stop()
+			if member != nil {
+				member.SetDraining(true)
+			}
 			drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
 			defer cancel()
 			if err := r.Drain(drainCtx, "the daemon is shutting down"); err != nil {
@@ -157,6 +178,8 @@ func daemonCommand() *cobra.Command {
 	cmd.Flags().StringArrayVar(&allowedHosts, "api-allowed-host", nil, "a Host name (or address) the API answers to besides localhost, loopback addresses and forged, e.g. the name of a forward (repeatable)")
 	metricsFlags.register(cmd)
 	cmd.Flags().StringVar(&onStop, "on-stop", onStopDrain, "what SIGTERM does to running attempts: "+onStopDrain+" (cancel them and tear them down before exiting) or "+onStopDetach+" (stop admitting, leave them running and exit at once, for an upgrade: the next start re-adopts them)")
+	fleetSettings.register(cmd)
+	fleetSettings.registerPlacement(cmd)
 	cmd.Flags().StringVar(&manageTokenFile, "console-manage-token-file", "", "file (mode 0600) holding the bearer token that lets the console cancel attempts (default: the console is read-only)")
 	return cmd
 }

@@ -51,7 +51,7 @@ func newRootCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	}
 	layer.root = root
 	root.PersistentFlags().StringVar(&layer.path, "config", "", "YAML configuration file (env "+configEnv+"); flags win over FORGED_* variables, which win over the file")
-	root.AddCommand(runCommand(), daemonCommand(), exampleCommand(), preflightCommand(), leaseCommand(), reapCommand(), inspectCommand(), gcCommand(), cacheCommand(), attemptsCommand(), eventsCommand(), configCommand(layer))
+	root.AddCommand(runCommand(), daemonCommand(), exampleCommand(), preflightCommand(), leaseCommand(), reapCommand(), inspectCommand(), gcCommand(), cacheCommand(), attemptsCommand(), eventsCommand(), fleetCommand(), configCommand(layer))
 	layer.describeEnv(root)
 	return root
 }

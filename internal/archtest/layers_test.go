@@ -92,6 +92,8 @@ var placement = map[string]int{
 	"supervisor/": layerSupervisor,
 
 	"internal/daemon/": layerDaemon,
+	"internal/fleet":   layerDaemon,
+	"internal/fleet/":  layerDaemon,
 	"client":           layerDaemon,
 	"client/":          layerDaemon,
 

@@ -57,6 +57,12 @@ type Config struct {
 	SeccompProfile string
 	LSMOption      string
 	Logger         *slog.Logger
+	// Fence, when set, is an outside authority's veto on moving a branch:
+	// it is asked, with the repository lock held, right before an
+	// attempt's result is imported and before it is published, after the
+	// attempt's own lease and fencing token were checked; an error stops
+	// the step (the fleet's record of an attempt declared lost).
+	Fence func(ctx context.Context, attemptID string) error
 	// WrapDocker, when set, wraps the Docker client the attempts use. It
 	// exists for fault-injection tests against the real engine.
 	WrapDocker func(actors.Docker) actors.Docker

@@ -191,6 +191,9 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		Volumes:       volumes,
 		ImageRefs:     r.imageRefs,
 	}
+	if cfg.Fence != nil {
+		deps.Git = fencedGit{Git: deps.Git, fence: cfg.Fence}
+	}
 	var gc *actor.Props
 	if cfg.ImageGC != nil {
 		gc = collector.Props(collector.Config{

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -110,7 +111,7 @@ func Build(t testing.TB, name, workdir string, args ...string) string {
 		b.path = filepath.Join(dir, name)
 		cmd := exec.Command("go", append([]string{"build", "-o", b.path}, args...)...)
 		cmd.Dir = workdir
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Env = append(WithoutRace(os.Environ()), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("build %s: %w: %s", name, err, out)
 		}
@@ -119,4 +120,26 @@ func Build(t testing.TB, name, workdir string, args ...string) string {
 		t.Fatal(b.err)
 	}
 	return b.path
+}
+
+// WithoutRace returns env with -race dropped from GOFLAGS: the binaries
+// tests build run as separate processes, never instrumented by the race
+// detector even when the tests themselves are (`go test -race` does not
+// set GOFLAGS; a caller's GOFLAGS=-race would). The fleet's tests rely on
+// it: Proto.Actor's cluster runs only in such processes (docs/fleet.md).
+func WithoutRace(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if flags, ok := strings.CutPrefix(kv, "GOFLAGS="); ok {
+			var kept []string
+			for _, f := range strings.Fields(flags) {
+				if f != "-race" && f != "--race" && f != "-race=true" && f != "--race=true" {
+					kept = append(kept, f)
+				}
+			}
+			kv = "GOFLAGS=" + strings.Join(kept, " ")
+		}
+		out = append(out, kv)
+	}
+	return out
 }

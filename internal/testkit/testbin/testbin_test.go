@@ -64,3 +64,8 @@ func TestBuildBuildsOncePerProcessIntoItsDirectory(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, info.ModTime(), again.ModTime(), "built once")
 }
+
+func TestWithoutRaceDropsOnlyTheRaceFlag(t *testing.T) {
+	got := WithoutRace([]string{"HOME=/root", "GOFLAGS=-mod=mod -race -trimpath", "RACE=-race"})
+	assert.Equal(t, []string{"HOME=/root", "GOFLAGS=-mod=mod -trimpath", "RACE=-race"}, got)
+}

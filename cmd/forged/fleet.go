@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/forgedev/forged/internal/fleet"
+	"github.com/forgedev/forged/internal/kit/termsafe"
+)
+
+// fleetFlags are a member's fleet settings (docs/fleet.md), shared by
+// `forged daemon` (which joins) and `forged fleet` (which asks a member).
+type fleetFlags struct {
+	etcd                  []string
+	name, advertise       string
+	caFile, cert, keyFile string
+	placement             bool
+}
+
+func (f *fleetFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringSliceVar(&f.etcd, "fleet-etcd", nil, "etcd client URLs of the fleet (comma-separated); with --fleet-name and --fleet-advertise the daemon joins the fleet (default: it runs alone)")
+	cmd.Flags().StringVar(&f.name, "fleet-name", "", "the fleet's name: its members register in etcd below /forged/fleet/NAME")
+	cmd.Flags().StringVar(&f.advertise, "fleet-advertise", "", "host:port of this member's cluster port (mutual TLS), which it listens on and the other members dial")
+	cmd.Flags().StringVar(&f.caFile, "fleet-ca", "", "the fleet CA's certificate (PEM): the cluster port accepts only certificates it signed")
+	cmd.Flags().StringVar(&f.cert, "fleet-cert", "", "this member's certificate (PEM, signed by the fleet CA, naming the advertised host)")
+	cmd.Flags().StringVar(&f.keyFile, "fleet-key", "", "this member's private key (PEM)")
+}
+
+// registerPlacement adds the daemon's placement switch.
+func (f *fleetFlags) registerPlacement(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.placement, "fleet-placement", false, "place a dispatch whose execution.runnerId is the nil UUID on the member with the most free slots (default: refused)")
+}
+
+func (f *fleetFlags) config(logger *slog.Logger) fleet.Config {
+	return fleet.Config{Endpoints: f.etcd, Name: f.name, Advertise: f.advertise,
+		CAFile: f.caFile, CertFile: f.cert, KeyFile: f.keyFile, Placement: f.placement, Logger: logger}
+}
+
+func fleetCommand() *cobra.Command {
+	var flags fleetFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "fleet",
+		Short: "List the fleet's members, their capacity and running attempts, as the member at --fleet-advertise sees them",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			members, err := fleet.QueryDirectory(ctx, flags.config(nil))
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(members)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "RUNNER\tADDRESS\tSLOTS\tFREE\tACTIVE\tQUEUED\tPREFLIGHT\tDRAINING\tATTEMPTS")
+			for _, m := range members {
+				if m.GetError() != "" {
+					fmt.Fprintf(w, "?\t%s\t-\t-\t-\t-\tunreachable: %s\t-\t-\n", termsafe.String(m.GetAddress()), termsafe.String(m.GetError()))
+					continue
+				}
+				preflight := "ok"
+				if !m.GetPreflightAvailable() {
+					preflight = termsafe.String(m.GetPreflightCode())
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%t\t%s\n", m.GetRunnerId(), termsafe.String(m.GetAddress()),
+					m.GetSlots(), m.GetFreeSlots(), m.GetActive(), m.GetQueued(), preflight, m.GetDraining(), strings.Join(m.GetAttempts(), ","))
+			}
+			return w.Flush()
+		},
+	}
+	flags.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the members as JSON")
+	return cmd
+}
+
+// joinFleet joins the fleet when any fleet setting is given (nil, nil when
+// none is: the daemon runs alone, as without a fleet).
+func joinFleet(cfg fleet.Config, local fleet.Local, logger *slog.Logger) (*fleet.Member, error) {
+	if !cfg.Enabled() {
+		return nil, nil
+	}
+	member, err := fleet.Join(cfg, local)
+	if err != nil {
+		return nil, err
+	}
+	logger.Warn("forged joined the fleet", "fleet", cfg.Name, "address", member.Address(), "member", member.MemberID(), "runner", local.RunnerID())
+	return member, nil
+}

@@ -1,0 +1,8 @@
+package fleet
+
+// Choose and StateOf are placement's choice and a runner's directory
+// entry, for the in-process tests (no cluster).
+var (
+	Choose  = choose
+	StateOf = stateOf
+)

@@ -1,0 +1,125 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/fleet/fleetpb"
+	"github.com/forgedev/forged/messages"
+)
+
+// Submit admits a dispatch submitted to this member: here when its
+// execution.runnerId is this member's runner id, else on the member the
+// directory maps that runner id to, through its fleet actor. raw is the
+// dispatch's JSON document (the other member decodes it again with the
+// same strict decoder). A runner id no member has is refused with
+// dispatch_runner_mismatch, as on one host. AnyMember leaves the member to
+// the fleet (with Config.Placement; see place).
+func (m *Member) Submit(ctx context.Context, raw []byte) (messages.SubmitReply, string, error) {
+	d, err := messages.DecodeDispatch(bytes.NewReader(raw))
+	if err != nil {
+		return messages.SubmitReply{Code: string(failure.CodeOf(err)), Message: err.Error()}, "", nil
+	}
+	target := d.Execution.RunnerID
+	var st *fleetpb.MemberState
+	if target == AnyMember {
+		if !m.cfg.Placement {
+			return messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(failure.DispatchWrongRunner), Message: m.placementRefused()}, "", nil
+		}
+		chosen, refusal := m.place(ctx)
+		if refusal != nil {
+			return messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(refusal.Code), Message: refusal.Message}, "", nil
+		}
+		// The chosen member runs it as a dispatch naming it.
+		st, target = chosen, chosen.GetRunnerId()
+		d.Execution.RunnerID = target
+		if raw, err = json.Marshal(d); err != nil {
+			return messages.SubmitReply{}, "", fmt.Errorf("fleet: encode the placed dispatch: %w", err)
+		}
+	}
+	if target == m.local.RunnerID() {
+		reply, err := m.local.Submit(d)
+		return reply, target, err
+	}
+	if st == nil {
+		st, err = m.Lookup(ctx, target)
+	}
+	if errors.Is(err, ErrNoSuchMember) {
+		return messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(failure.DispatchWrongRunner),
+			Message: fmt.Sprintf("execution.runnerId %s names no member of fleet %q; `forged fleet` lists the members' runner ids", target, m.cfg.Name)}, "", nil
+	}
+	if err != nil {
+		return messages.SubmitReply{}, "", err
+	}
+	res, err := m.request(ctx, st.GetAddress(), &fleetpb.SubmitRequest{DispatchJson: raw})
+	if err != nil {
+		return messages.SubmitReply{}, target, fmt.Errorf("fleet: forward to %s (%s): %w", target, st.GetAddress(), err)
+	}
+	resp, ok := res.(*fleetpb.SubmitResponse)
+	if !ok {
+		return messages.SubmitReply{}, target, fmt.Errorf("fleet: forward to %s: unexpected answer %T", target, res)
+	}
+	reply := messages.SubmitReply{AttemptID: resp.GetAttemptId(), Accepted: resp.GetAccepted(), Queued: resp.GetQueued(),
+		Code: resp.GetCode(), Message: resp.GetMessage()}
+	if reply.Accepted {
+		m.proxy(d.AttemptID(), st)
+	}
+	return reply, resp.GetRunnerId(), nil
+}
+
+// proxy starts copying a forwarded attempt's events into this member's log
+// and remembers where it runs.
+func (m *Member) proxy(attemptID string, target *fleetpb.MemberState) {
+	m.forwardedMu.Lock()
+	m.forwarded[attemptID] = target.GetRunnerId()
+	m.forwardedMu.Unlock()
+	log, ok := m.local.Logs().Open(attemptID)
+	if !ok {
+		m.logger.Warn("a forwarded attempt's id is already logged here; its events are not proxied", "attempt", attemptID)
+		return
+	}
+	if m.stopping.Load() {
+		return
+	}
+	m.followers.Add(1)
+	go m.follow(log, attemptID, target)
+}
+
+// CancelAttempt cancels an attempt submitted through this member: on the
+// member it was forwarded to, else here.
+func (m *Member) CancelAttempt(ctx context.Context, attemptID, reason string) (bool, error) {
+	m.forwardedMu.Lock()
+	runnerID, ok := m.forwarded[attemptID]
+	m.forwardedMu.Unlock()
+	if !ok {
+		return m.local.Cancel(attemptID, reason)
+	}
+	return m.Cancel(ctx, runnerID, attemptID, reason)
+}
+
+// Cancel cancels an attempt on the member whose runner id is runnerID.
+func (m *Member) Cancel(ctx context.Context, runnerID, attemptID, reason string) (bool, error) {
+	if runnerID == m.local.RunnerID() {
+		return m.local.Cancel(attemptID, reason)
+	}
+	st, err := m.Lookup(ctx, runnerID)
+	if err != nil {
+		return false, err
+	}
+	res, err := m.request(ctx, st.GetAddress(), &fleetpb.CancelRequest{AttemptId: attemptID, Reason: reason})
+	if err != nil {
+		return false, fmt.Errorf("fleet: cancel on %s: %w", runnerID, err)
+	}
+	resp, ok := res.(*fleetpb.CancelResponse)
+	if !ok {
+		return false, fmt.Errorf("fleet: cancel on %s: unexpected answer %T", runnerID, res)
+	}
+	if resp.GetError() != "" {
+		return false, fmt.Errorf("fleet: cancel on %s: %s", runnerID, resp.GetError())
+	}
+	return resp.GetFound(), nil
+}

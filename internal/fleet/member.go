@@ -1,0 +1,295 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/fleet/fleetpb"
+	"github.com/forgedev/forged/messages"
+)
+
+// Local is the member's own runner, as the fleet uses it: its identity,
+// its capacity and the ways into it. *runner.Runner implements it.
+type Local interface {
+	RunnerID() string
+	Snapshot() (messages.Snapshot, error)
+	Submit(d *messages.Dispatch) (messages.SubmitReply, error)
+	Cancel(attemptID, reason string) (bool, error)
+	// Logs holds the attempts' events: those run here, which other members
+	// read (EventsRequest), and those forwarded from here, which this
+	// member copies from the member running them.
+	Logs() *runner.Logs
+}
+
+// actorName is the name of every member's fleet actor, so that a member
+// reaches another's at actor.NewPID(address, actorName).
+const actorName = "forged-fleet"
+
+// etcdBaseKey is the etcd prefix below which every fleet registers; each
+// fleet's members are under etcdBaseKey/NAME/.
+const etcdBaseKey = "/forged/fleet"
+
+// Member is this daemon's membership of a fleet: one Proto.Actor cluster
+// member, with its own actor system (the attempt tree keeps its own), and
+// the fleet actor that answers the other members.
+type Member struct {
+	cfg      Config
+	local    Local
+	logger   *slog.Logger
+	system   *actor.ActorSystem
+	cluster  *cluster.Cluster
+	self     *actor.PID
+	draining atomic.Bool
+
+	// forwarded maps the attempts this member forwarded to the runner id
+	// running them, for cancellation through this member.
+	forwardedMu sync.Mutex
+	forwarded   map[string]string
+	followers   sync.WaitGroup
+	stopping    atomic.Bool
+	topology    topology
+
+	// etcd is this member's own client, for the attempts' fates (fate.go),
+	// made after the cluster's remote started.
+	etcd *clientv3.Client
+
+	leaveOnce sync.Once
+}
+
+// Join starts this daemon's cluster member on cfg.Advertise, registers it
+// in etcd under the fleet's name and spawns its fleet actor. The cluster's
+// own start is synchronous (it waits about a second for the member list);
+// Join fails if it panics (the library reports a bad listen address or an
+// unreachable etcd that way).
+func Join(cfg Config, local Local) (m *Member, err error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	host, port, _ := splitAdvertise(cfg.Advertise)
+	serverTLS, clientTLS, err := cfg.tlsConfigs()
+	if err != nil {
+		return nil, err
+	}
+	remoteOpts := []remote.ConfigOption{
+		remote.WithServerOptions(grpc.Creds(credentials.NewTLS(serverTLS))),
+		remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(clientTLS))),
+	}
+	provider := &lazyEtcd{cfg: cfg}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return cfg.Logger.With("component", "fleet")
+	}))
+	remoteCfg := remote.Configure(host, port, remoteOpts...)
+	clusterCfg := cluster.Configure(cfg.Name, provider, disthash.New(), remoteCfg)
+	c := cluster.New(system, clusterCfg)
+	m = &Member{cfg: cfg, local: local, logger: cfg.Logger, system: system, cluster: c, forwarded: map[string]string{}}
+	system.EventStream.Subscribe(m.topology.observe)
+	if err := startMember(c); err != nil {
+		if c.Remote != nil {
+			c.Remote.Shutdown(false)
+		}
+		system.Shutdown()
+		return nil, fmt.Errorf("fleet: join %q at %s: %w", cfg.Name, cfg.Advertise, err)
+	}
+	m.etcd, err = clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		c.Shutdown(false)
+		return nil, fmt.Errorf("fleet: etcd client: %w", err)
+	}
+	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &fleetActor{member: m} }), actorName)
+	if err != nil {
+		c.Shutdown(false)
+		return nil, fmt.Errorf("fleet: fleet actor: %w", err)
+	}
+	m.self = pid
+	if cfg.Fence != nil {
+		cfg.Fence.attach(m)
+	}
+	return m, nil
+}
+
+// probeEtcdTimeout bounds the probe of etcd before a join.
+const probeEtcdTimeout = 10 * time.Second
+
+func probeEtcd(cfg Config) error {
+	client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: probeEtcdTimeout})
+	if err != nil {
+		return fmt.Errorf("fleet: etcd client for %v: %w", cfg.Endpoints, err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), probeEtcdTimeout)
+	defer cancel()
+	if _, err := client.Get(ctx, etcdBaseKey+"/"+cfg.Name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("fleet: etcd at %v did not answer within %s (check --fleet-etcd and that etcd runs): %w", cfg.Endpoints, probeEtcdTimeout, err)
+	}
+	return nil
+}
+
+// startMember runs the cluster's StartMember, which panics on failure.
+func startMember(c *cluster.Cluster) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	c.StartMember()
+	return nil
+}
+
+// MemberID is the cluster's id of this member, as the member list holds
+// it (the etcd provider names it FLEET@SYSTEM-ID, the system id being
+// random per process).
+func (m *Member) MemberID() string {
+	for _, cm := range m.memberAddresses() {
+		if cm.Address == m.Address() {
+			return cm.ID
+		}
+	}
+	return m.system.ID
+}
+
+// Address is this member's cluster address.
+func (m *Member) Address() string { return m.system.Address() }
+
+// SetDraining marks this member as admitting no new work in what it
+// publishes (the daemon sets it when it stops admitting).
+func (m *Member) SetDraining(v bool) { m.draining.Store(v) }
+
+// Leave deregisters the member from etcd, stops its actor system and
+// waits for the followers of forwarded attempts to stop (their logs stay
+// unfinished here: the daemon is stopping).
+func (m *Member) Leave() {
+	m.leaveOnce.Do(func() {
+		m.stopping.Store(true)
+		m.cluster.Shutdown(true)
+		m.followers.Wait()
+		_ = m.etcd.Close()
+	})
+}
+
+// memberAddresses lists the cluster's current members: their ids and
+// addresses, as the etcd provider's member list last published them.
+func (m *Member) memberAddresses() []memberRef { return m.topology.list() }
+
+// State is this member's own entry of the directory.
+func (m *Member) State() *fleetpb.MemberState {
+	snap, err := m.local.Snapshot()
+	st := stateOf(m.local.RunnerID(), snap, err, m.draining.Load())
+	st.Address, st.MemberId = m.Address(), m.MemberID()
+	return st
+}
+
+// stateOf is a runner's directory entry from its snapshot: its slots, the
+// free ones (those neither running, starting nor queued), its attempts,
+// its preflight and host capacity, and whether it drains. A snapshot that
+// failed gives an entry with Error set, which placement never picks.
+func stateOf(runnerID string, snap messages.Snapshot, snapErr error, draining bool) *fleetpb.MemberState {
+	st := &fleetpb.MemberState{
+		RunnerId:          runnerID,
+		Draining:          draining,
+		UpdatedUnixMillis: time.Now().UnixMilli(),
+	}
+	if snapErr != nil {
+		st.Error = "snapshot: " + snapErr.Error()
+		return st
+	}
+	st.Slots = int32(snap.Slots)
+	st.Active = int32(snap.Active)
+	st.Queued = int32(snap.Queued)
+	st.Starting = int32(snap.Starting)
+	st.FreeSlots = int32(max(0, snap.Slots-snap.Active-snap.Starting-snap.Queued))
+	st.Attempts = append([]string(nil), snap.Attempts...)
+	st.PreflightAvailable = true
+	if p := snap.Preflight; p != nil {
+		st.PreflightAvailable = p.Available
+		st.PreflightCode = string(p.Code)
+		st.PreflightReason = p.Reason
+		st.MemoryAvailableBytes = p.Memory.AvailableBytes
+		st.CpuAvailableMillis = int32(p.CPU.AvailableMillis)
+		st.DiskFreeBytes = p.Disk.FreeBytes
+		st.DiskLow = p.Disk.Low
+	}
+	return st
+}
+
+// Directory asks every member the cluster lists for its state, this one
+// included, and returns them by cluster order. A member that does not
+// answer within the request timeout is listed with Error set.
+func (m *Member) Directory(ctx context.Context) []*fleetpb.MemberState {
+	members := m.memberAddresses()
+	out := make([]*fleetpb.MemberState, len(members))
+	var wg sync.WaitGroup
+	for i, cm := range members {
+		addr := cm.Address
+		if addr == m.Address() {
+			out[i] = m.State()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := &fleetpb.MemberState{}
+			res, err := m.request(ctx, addr, &fleetpb.StateRequest{})
+			if err == nil {
+				if got, ok := res.(*fleetpb.MemberState); ok {
+					st = got
+				} else {
+					err = fmt.Errorf("unexpected answer %T", res)
+				}
+			}
+			if err != nil {
+				st = &fleetpb.MemberState{Address: addr, Error: err.Error()}
+			}
+			st.MemberId = cm.ID
+			out[i] = st
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// ErrNoSuchMember means no member of the fleet has the runner id asked for.
+var ErrNoSuchMember = errors.New("fleet: no member has that runner id")
+
+// Lookup finds the member whose runner id is runnerID.
+func (m *Member) Lookup(ctx context.Context, runnerID string) (*fleetpb.MemberState, error) {
+	for _, st := range m.Directory(ctx) {
+		if st.Error == "" && st.RunnerId == runnerID {
+			return st, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s", ErrNoSuchMember, runnerID)
+}
+
+// request sends msg to the fleet actor at addr and waits for its answer.
+func (m *Member) request(ctx context.Context, addr string, msg any) (any, error) {
+	timeout := m.cfg.RequestTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	return m.system.Root.RequestFuture(actor.NewPID(addr, actorName), msg, timeout).Result()
+}
+
+// MemberCount is how many members the cluster's member list holds now,
+// this one included.
+func (m *Member) MemberCount() int { return len(m.topology.list()) }

@@ -1,0 +1,113 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/fleet/fleetpb"
+	"github.com/forgedev/forged/messages"
+)
+
+// Proxy timings: how long a member holds an events request with nothing
+// new (the long poll), and how long the submitter waits before asking again
+// after a request failed while the member is still listed.
+const (
+	eventsHold  = 2 * time.Second
+	eventsRetry = 500 * time.Millisecond
+)
+
+// eventsHere answers an events request from this member's runner logs,
+// holding it up to eventsHold while there is nothing new.
+func (m *Member) eventsHere(ctx context.Context, req *fleetpb.EventsRequest) *fleetpb.EventsResponse {
+	log, ok := m.local.Logs().Get(req.GetAttemptId())
+	if !ok {
+		return &fleetpb.EventsResponse{}
+	}
+	from := int(req.GetFrom())
+	events, outcome, next, changed := log.Read(from)
+	if len(events) == 0 && outcome == nil {
+		select {
+		case <-changed:
+		case <-time.After(eventsHold):
+		case <-ctx.Done():
+		}
+		events, outcome, next, _ = log.Read(from)
+	}
+	resp := &fleetpb.EventsResponse{Known: true, Next: int64(next)}
+	for _, ev := range events {
+		raw, err := json.Marshal(ev)
+		if err != nil {
+			continue // an event that does not encode is not one the runner made
+		}
+		resp.EventsJson = append(resp.EventsJson, raw)
+	}
+	if outcome != nil {
+		resp.OutcomeJson, _ = json.Marshal(outcome)
+	}
+	return resp
+}
+
+// follow copies a forwarded attempt's events and outcome from the member
+// running it into this member's log, so that a client reads it through the
+// one socket it submitted to. It ends at the outcome, when this member
+// leaves, or when the running member leaves the cluster's member list (its
+// etcd lease expired): the attempt then ends, here, with
+// sandbox_runner_lost. A failed request alone is not the loss signal: while
+// the member is listed, follow asks again.
+func (m *Member) follow(log *runner.Log, attemptID string, target *fleetpb.MemberState) {
+	defer m.followers.Done()
+	from := int64(0)
+	for {
+		if m.stopping.Load() {
+			return
+		}
+		if !m.topology.contains(target.GetMemberId()) {
+			// The loss is recorded in etcd before the attempt ends here, so
+			// that the member, should it return, finds it and fences the
+			// attempt; a member that claimed it first is waited for.
+			lost, err := m.declareLost(attemptID, target.GetRunnerId())
+			if err != nil {
+				m.logger.Warn("the loss of a forwarded attempt could not be recorded in etcd yet", "attempt", attemptID, "err", err)
+				time.Sleep(eventsRetry)
+				continue
+			}
+			if lost {
+				log.Finish(messages.AttemptOutcome{AttemptID: attemptID, Status: messages.StatusFailed, Code: string(failure.SandboxRunnerLost),
+					Message: fmt.Sprintf("fleet member %s (runner %s) left the fleet while the attempt ran; what it left is reaped by its own reaper when it returns",
+						target.GetAddress(), target.GetRunnerId())})
+				m.logger.Warn("a forwarded attempt's member was lost", "attempt", attemptID, "runner", target.GetRunnerId())
+				return
+			}
+			// Claimed by its member before it left: its result may be
+			// moving a branch; its outcome comes if it returns.
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), eventsHold+m.cfg.RequestTimeout)
+		res, err := m.request(ctx, target.GetAddress(), &fleetpb.EventsRequest{AttemptId: attemptID, From: from})
+		cancel()
+		resp, ok := res.(*fleetpb.EventsResponse)
+		if err != nil || !ok || !resp.GetKnown() {
+			time.Sleep(eventsRetry)
+			continue
+		}
+		for _, raw := range resp.GetEventsJson() {
+			var ev messages.Event
+			if json.Unmarshal(raw, &ev) == nil {
+				log.Append(ev)
+			}
+		}
+		from = resp.GetNext()
+		if len(resp.GetOutcomeJson()) > 0 {
+			var out messages.AttemptOutcome
+			if err := json.Unmarshal(resp.GetOutcomeJson(), &out); err != nil || out.AttemptID != attemptID {
+				out = messages.AttemptOutcome{AttemptID: attemptID, Status: messages.StatusFailed, Code: string(failure.SandboxRuntimeFailed),
+					Message: "the running member's outcome could not be read"}
+			}
+			log.Finish(out)
+			return
+		}
+	}
+}
