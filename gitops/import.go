@@ -36,11 +36,19 @@ type ImportRequest struct {
 	AssertCurrent func() error
 	// Budget bounds the import; the zero value takes the defaults.
 	Budget Budget
+	// RewriteIdentity, when set, makes every commit of input..result
+	// authored and committed by it before the branch moves (rewrite.go;
+	// the publish policy's AuthorRewrite): the managed branch then holds
+	// the rewritten result, ImportReport.ResultCommitSHA.
+	RewriteIdentity *Identity
 }
 
 // ImportReport is the host's account of an imported result, from the
 // quarantine (never from the worker's words).
 type ImportReport struct {
+	// ResultCommitSHA is the commit the managed branch moved to: the
+	// request's result, or its rewrite under RewriteIdentity.
+	ResultCommitSHA string
 	// Commits is the number of commits between the input and the result.
 	Commits int
 	// Newest lists the newest of them (at most messages.MaxReportedCommits),
@@ -120,7 +128,16 @@ func ImportResult(ctx context.Context, git *Runner, req ImportRequest) (ImportRe
 	if err != nil {
 		return ImportReport{}, err
 	}
-	if err := q.publish(ctx, importRef, req.ResultCommitSHA); err != nil {
+	imported := req.ResultCommitSHA
+	if req.RewriteIdentity != nil {
+		if imported, err = q.rewriteIdentities(ctx, req.InputCommitSHA, req.ResultCommitSHA, *req.RewriteIdentity); err != nil {
+			return ImportReport{}, err
+		}
+		if newest, err = q.summaries(ctx, req.InputCommitSHA, imported); err != nil {
+			return ImportReport{}, err
+		}
+	}
+	if err := q.publish(ctx, importRef, imported); err != nil {
 		return ImportReport{}, err
 	}
 
@@ -133,7 +150,7 @@ func ImportResult(ctx context.Context, git *Runner, req ImportRequest) (ImportRe
 	}
 	if got, ok, err := refValue(ctx, git, repo, importRef, failure.SandboxRuntimeFailed); err != nil {
 		return ImportReport{}, err
-	} else if !ok || got != req.ResultCommitSHA {
+	} else if !ok || got != imported {
 		return ImportReport{}, failure.New(failure.SandboxRuntimeFailed, "imported ref %s does not hold the result commit", importRef)
 	}
 
@@ -142,8 +159,8 @@ func ImportResult(ctx context.Context, git *Runner, req ImportRequest) (ImportRe
 			return ImportReport{}, err
 		}
 	}
-	report := ImportReport{Commits: depth, Newest: newest}
-	left, err := moveManagedBranch(ctx, git, repo, req.WorktreeKey, req.InputCommitSHA, req.ResultCommitSHA, budget)
+	report := ImportReport{ResultCommitSHA: imported, Commits: depth, Newest: newest}
+	left, err := moveManagedBranch(ctx, git, repo, req.WorktreeKey, req.InputCommitSHA, imported, budget)
 	if err != nil {
 		return ImportReport{}, err
 	}
