@@ -251,7 +251,7 @@ func ClassifyHostFailure(ev ResourceEvidence) *failure.Error {
 	}
 	if !ev.Kernel.PidsKnown && ev.Worker != nil && ev.PidsLimit > 0 && int64(ev.Worker.MaxProcesses) >= ev.PidsLimit-1 {
 		return result(failure.SandboxPIDExhausted, "the sandbox hit its process (PID) limit",
-			fmt.Sprintf("worker saw %d task processes under a limit of %d", ev.Worker.MaxProcesses, ev.PidsLimit))
+			fmt.Sprintf("worker saw %d processes beside itself under a limit of %d", ev.Worker.MaxProcesses, ev.PidsLimit))
 	}
 	if w := ev.Worker; w != nil && w.FDExhausted {
 		how := "worker saw a task process hold %d descriptors at its limit of %d"

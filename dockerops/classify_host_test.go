@@ -58,7 +58,7 @@ func TestClassifyHostFailure(t *testing.T) {
 		"the worker's process count, where the host has no pids.events": {
 			ev:       ResourceEvidence{ExitCode: 1, PidsLimit: 64, Kernel: KernelFacts{OOMKnown: true, StorageKnown: true}, Worker: &messages.TaskResources{TaskFailed: true, TaskExitCode: 1, MaxProcesses: 63}},
 			code:     failure.SandboxPIDExhausted,
-			contains: []string{"worker saw 63 task processes under a limit of 64", "the host could not read pids.events (see"},
+			contains: []string{"worker saw 63 processes beside itself under a limit of 64", "the host could not read pids.events (see"},
 		},
 		"full when the exit watch held the task, though the host's final statfs is after the task freed it": {
 			ev: ResourceEvidence{ExitCode: 1, Kernel: KernelFacts{StorageKnown: true, StorageFinal: true, Storage: []messages.StorageObservation{{Path: "/workspace", TotalBytes: 256 << 20, MinFreeBytes: 250 << 20}}},

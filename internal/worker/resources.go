@@ -91,10 +91,13 @@ func (w *resourceWatch) finish(taskFailed bool, taskExitCode int) messages.TaskR
 
 func (w *resourceWatch) poll() {
 	w.pollStorage()
-	procs := taskProcesses(w.notTask)
+	procs, others := taskProcesses(w.notTask)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.report.MaxProcesses = max(w.report.MaxProcesses, len(procs))
+	// Every process beside the worker counts against pids.max, its OOM
+	// guards too: the host compares this count with the limit where it
+	// cannot read pids.events.
+	w.report.MaxProcesses = max(w.report.MaxProcesses, len(procs)+others)
 	for _, p := range procs {
 		if p.openFiles > w.report.MaxOpenFiles {
 			w.report.MaxOpenFiles, w.report.FDLimit = p.openFiles, p.fdLimit

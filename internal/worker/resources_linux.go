@@ -28,11 +28,12 @@ func statFS(path string) (fsStat, error) {
 // with its descriptors counted when it is close to its limit (the table
 // size, FDSize, bounds the count from above, so only a process whose table
 // reached its limit has its descriptors counted). The worker's children
-// in notTask (its OOM guards) are not the task's.
-func taskProcesses(notTask map[int]bool) []procFiles {
-	var out []procFiles
+// in notTask (its OOM guards) are not the task's: they are only counted,
+// in others.
+func taskProcesses(notTask map[int]bool) (out []procFiles, others int) {
 	for _, pid := range descendants(os.Getpid()) {
 		if notTask[pid] {
+			others++
 			continue
 		}
 		dir := "/proc/" + strconv.Itoa(pid)
@@ -44,7 +45,7 @@ func taskProcesses(notTask map[int]bool) []procFiles {
 		}
 		out = append(out, p)
 	}
-	return out
+	return out, others
 }
 
 // maxWatchedProcesses bounds one walk of the process tree.
