@@ -343,7 +343,11 @@ func importStep(ctx context.Context, in importInput) importDone {
 	if err != nil {
 		return importDone{summary: summary, err: err}
 	}
-	return importDone{result: *in.output.Manifest.ResultCommitSHA, report: report, summary: summary}
+	result := *in.output.Manifest.ResultCommitSHA
+	if report.ResultCommitSHA != "" {
+		result = report.ResultCommitSHA // rewritten at import (the publish policy)
+	}
+	return importDone{result: result, report: report, summary: summary}
 }
 
 // teardownInput is what the teardown step reads.

@@ -64,6 +64,10 @@ func (g GitHost) ImportResult(ctx context.Context, d *messages.Dispatch, out *gi
 		ManagedNamespace: g.ManagedNamespace,
 		Squash:           d.Task.Squash(),
 		AssertCurrent:    assertCurrent,
+		// A result to be pushed gets the operator's identity here, under
+		// --publish-author-policy rewrite: the managed branch and the
+		// remote then hold the same commits.
+		RewriteIdentity: g.PublishPolicy.RewriteIdentity(d.Sandbox.PublicationMode == messages.PublicationBridgePush),
 	})
 }
 

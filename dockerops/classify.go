@@ -104,6 +104,22 @@ type KernelFacts struct {
 	StorageFinal bool
 }
 
+// unread names the facts the host could not read, "" when it read them
+// all.
+func (k KernelFacts) unread() string {
+	var missing []string
+	if !k.OOMKnown {
+		missing = append(missing, "the cgroup's OOM kills")
+	}
+	if !k.PidsKnown {
+		missing = append(missing, "pids.events")
+	}
+	if !k.StorageKnown {
+		missing = append(missing, "the sandbox's file systems")
+	}
+	return strings.Join(missing, ", ")
+}
+
 // tmpfsShareOfMemory is the share of the memory limit a tmpfs must hold,
 // at an OOM kill, for the kill to be reported as storage exhaustion: the
 // kernel charges tmpfs pages to the container's memory, so a task that
@@ -147,6 +163,12 @@ func ClassifyHostFailure(ev ResourceEvidence) *failure.Error {
 	failed := ev.ExitCode != 0 || (ev.Worker != nil && ev.Worker.TaskFailed)
 	if !failed && !oom {
 		return nil
+	}
+	// What the host could not read is said, never passed over: the code
+	// then rests on the engine's state or the worker's report alone (under
+	// the shipped unit, ProtectProc=invisible hides the counters).
+	if missing := ev.Kernel.unread(); missing != "" {
+		chain = append(chain, "the host could not read "+missing+" (see forged preflight, kernel facts)")
 	}
 	result := func(code failure.Code, summary string, facts ...string) *failure.Error {
 		parts := append(append([]string{}, facts...), chain...)
@@ -229,7 +251,7 @@ func ClassifyHostFailure(ev ResourceEvidence) *failure.Error {
 	}
 	if !ev.Kernel.PidsKnown && ev.Worker != nil && ev.PidsLimit > 0 && int64(ev.Worker.MaxProcesses) >= ev.PidsLimit-1 {
 		return result(failure.SandboxPIDExhausted, "the sandbox hit its process (PID) limit",
-			fmt.Sprintf("worker saw %d task processes under a limit of %d", ev.Worker.MaxProcesses, ev.PidsLimit))
+			fmt.Sprintf("worker saw %d processes beside itself under a limit of %d", ev.Worker.MaxProcesses, ev.PidsLimit))
 	}
 	if w := ev.Worker; w != nil && w.FDExhausted {
 		how := "worker saw a task process hold %d descriptors at its limit of %d"

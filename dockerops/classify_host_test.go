@@ -51,6 +51,14 @@ func TestClassifyHostFailure(t *testing.T) {
 		"the worker's storage claim, where the host has no statfs": {
 			ev:   ResourceEvidence{ExitCode: 1, Worker: &messages.TaskResources{TaskFailed: true, TaskExitCode: 1, Storage: []messages.StorageObservation{{Path: "/workspace", Full: true}}}},
 			code: failure.SandboxStorageExhausted,
+			// Under the unit (ProtectProc=invisible) the host reads no
+			// kernel fact: the fallback says so (issue 28, finding 9).
+			contains: []string{"worker saw /workspace full", "the host could not read the cgroup's OOM kills, pids.events, the sandbox's file systems (see forged preflight, kernel facts)"},
+		},
+		"the worker's process count, where the host has no pids.events": {
+			ev:       ResourceEvidence{ExitCode: 1, PidsLimit: 64, Kernel: KernelFacts{OOMKnown: true, StorageKnown: true}, Worker: &messages.TaskResources{TaskFailed: true, TaskExitCode: 1, MaxProcesses: 63}},
+			code:     failure.SandboxPIDExhausted,
+			contains: []string{"worker saw 63 processes beside itself under a limit of 64", "the host could not read pids.events (see"},
 		},
 		"full when the exit watch held the task, though the host's final statfs is after the task freed it": {
 			ev: ResourceEvidence{ExitCode: 1, Kernel: KernelFacts{StorageKnown: true, StorageFinal: true, Storage: []messages.StorageObservation{{Path: "/workspace", TotalBytes: 256 << 20, MinFreeBytes: 250 << 20}}},
@@ -81,6 +89,9 @@ func TestClassifyHostFailure(t *testing.T) {
 			assert.Equal(t, tc.code, err.Code, err.Message)
 			for _, s := range tc.contains {
 				assert.Contains(t, err.Message, s)
+			}
+			if k := tc.ev.Kernel; k.OOMKnown && k.PidsKnown && k.StorageKnown {
+				assert.NotContains(t, err.Message, "could not read", "every fact was read")
 			}
 		})
 	}

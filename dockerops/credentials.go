@@ -44,11 +44,9 @@ func (c *Client) LoadVolume(ctx context.Context, image, name, volume string, lab
 		NetworkDisabled: true,
 	}
 	host := loaderHostConfig(volume, loaderMount)
-	volumes, err := c.imageVolumes(ctx, image)
-	if err != nil {
+	if err := c.asHelper(ctx, image, cfg, host); err != nil {
 		return err
 	}
-	coverVolumes(host, volumes, helperVolumeTmpfsOptions)
 	id, err := call(ctx, c, c.opts.Timeouts.Create, onceCall, func(ctx context.Context) (string, error) {
 		resp, err := c.creator.ContainerCreate(ctx, cfg, host, nil, nil, name)
 		return resp.ID, err

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -34,17 +35,68 @@ import (
 // path starts empty. Every container is also removed with its anonymous
 // volumes (RemoveVolumes), for whatever an engine still creates.
 
+// What else a container takes from its image.
+//
+// Beside its VOLUMEs, an image sets defaults every container made from it
+// inherits unless its create says otherwise: a HEALTHCHECK (a command of
+// the image's the engine runs in the container every interval), a
+// STOPSIGNAL (the signal a stop sends first, instead of the SIGTERM that
+// docker-init forwards and forged's programs handle), and ENV (variables
+// merged into the container's own). None is forged's choice, and the
+// agent image's are the project's, so every container forged creates from
+// the agent or a service image for its own work (the worker, readiness
+// probes, the secrets writer, the credential loader, the netns guard and
+// holder) resets them through one helper, notFromImage. A service itself
+// keeps its image's ENV and STOPSIGNAL (postgres stops on SIGINT and finds
+// its binaries through PATH); forged builds those images itself.
+
+// resetImageRuntime overrides the image's HEALTHCHECK (none runs) and
+// STOPSIGNAL (SIGTERM) in cfg.
+func resetImageRuntime(cfg *container.Config) {
+	cfg.Healthcheck = &container.HealthConfig{Test: []string{"NONE"}}
+	cfg.StopSignal = "SIGTERM"
+}
+
+// notFromImage resets in cfg what the container would otherwise take from
+// its image (resetImageRuntime), and unsets each of the image's variables
+// (imageEnv) that cfg does not set itself, unless inherit lets it through
+// (nil: none is): a bare NAME in the container's Env unsets NAME in the
+// engine's merge of the image's ENV with the container's.
+func notFromImage(cfg *container.Config, imageEnv []string, inherit func(name string) bool) {
+	resetImageRuntime(cfg)
+	set := map[string]bool{}
+	for _, kv := range cfg.Env {
+		name, _, _ := strings.Cut(kv, "=")
+		set[name] = true
+	}
+	for _, kv := range imageEnv {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "" || set[name] || (inherit != nil && inherit(name)) {
+			continue
+		}
+		set[name] = true
+		cfg.Env = append(cfg.Env, name)
+	}
+}
+
 // maxImageVolumes bounds the VOLUME paths forged covers in one image.
 const maxImageVolumes = 32
 
 // helperVolumeTmpfsOptions cover a VOLUME path in a helper container.
 const helperVolumeTmpfsOptions = "rw,nosuid,nodev,noexec,size=1m,mode=0755"
 
-// imageVolumes returns the cleaned paths image declares with VOLUME,
-// sorted. Errors carry failure.SandboxCreateFailed.
-func (c *Client) imageVolumes(ctx context.Context, ref string) ([]string, error) {
-	volumes, _, err := c.imageFacts(ctx, ref)
-	return volumes, err
+// asHelper makes cfg and host, a helper container's, take nothing from
+// image: no HEALTHCHECK, STOPSIGNAL or ENV of its own (notFromImage), and
+// a 1 MiB tmpfs over each VOLUME. Errors carry
+// failure.SandboxCreateFailed.
+func (c *Client) asHelper(ctx context.Context, image string, cfg *container.Config, host *container.HostConfig) error {
+	volumes, env, err := c.imageFacts(ctx, image)
+	if err != nil {
+		return err
+	}
+	coverVolumes(host, volumes, helperVolumeTmpfsOptions)
+	notFromImage(cfg, env, nil)
+	return nil
 }
 
 // imageFacts returns what a container inherits from image that forged

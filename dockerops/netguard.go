@@ -84,6 +84,9 @@ func (c *Client) GuardNetns(ctx context.Context, target string, g NetGuard) erro
 		return failure.New(failure.SandboxEgressFailed, "a netns guard needs a name, an image, rules and a target container")
 	}
 	cfg, host := NetGuardContainerConfig(g, target)
+	if err := c.asHelper(ctx, g.Image, cfg, host); err != nil {
+		return failure.Wrap(failure.SandboxEgressFailed, err, "netns guard create")
+	}
 	id, err := c.createContainer(ctx, g.Name, g.Labels, cfg, host, &network.NetworkingConfig{})
 	if err != nil {
 		return failure.Wrap(failure.SandboxEgressFailed, err, "netns guard create")
@@ -118,7 +121,7 @@ func (h NetnsHolder) Sidecar() (SidecarSpec, error) {
 		Name: h.Name, Image: h.Image, User: fmt.Sprintf("%d:%d", holderUID, holderUID),
 		Entrypoint: []string{"/bin/sleep", "infinity"}, Cmd: []string{}, Labels: h.Labels, Network: h.Network,
 		MemoryBytes: guardMemoryBytes, NanoCPUs: guardNanoCPUs, PIDs: guardPIDs, SecurityOpts: h.SecurityOpts,
-		Code: failure.SandboxEgressFailed, What: "netns holder",
+		Code: failure.SandboxEgressFailed, What: "netns holder", Helper: true,
 	}, nil
 }
 

@@ -156,11 +156,9 @@ func ProbeContainerConfig(spec ProbeSpec) (*container.Config, *container.HostCon
 // container is removed on a context that survives ctx.
 func (c *Client) RunProbe(ctx context.Context, spec ProbeSpec) (int, string, error) {
 	cfg, host, net := ProbeContainerConfig(spec)
-	volumes, err := c.imageVolumes(ctx, spec.Image)
-	if err != nil {
+	if err := c.asHelper(ctx, spec.Image, cfg, host); err != nil {
 		return -1, "", err
 	}
-	coverVolumes(host, volumes, helperVolumeTmpfsOptions)
 	id, err := c.createContainer(ctx, spec.Name, spec.Labels, cfg, host, net)
 	if err != nil {
 		return -1, "", err
@@ -189,11 +187,9 @@ func (c *Client) removeHelper(ctx context.Context, id string) error {
 func (c *Client) WriteSecrets(ctx context.Context, name, image, volume string, labels map[string]string, files map[string][]byte) error {
 	cfg := &container.Config{Image: image, User: "0:0", Labels: maps.Clone(labels), Entrypoint: []string{"/nonexistent"}}
 	host := loaderHostConfig(volume, SecretsDir)
-	volumes, err := c.imageVolumes(ctx, image)
-	if err != nil {
+	if err := c.asHelper(ctx, image, cfg, host); err != nil {
 		return err
 	}
-	coverVolumes(host, volumes, helperVolumeTmpfsOptions)
 	id, err := c.createContainer(ctx, name, labels, cfg, host, &network.NetworkingConfig{})
 	if err != nil {
 		return err

@@ -2,8 +2,10 @@ package dockerops
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -64,6 +66,23 @@ type SidecarSpec struct {
 	// ("service", "egress proxy").
 	Code failure.Code
 	What string
+	// Helper says it runs forged's own program, not its image's (the
+	// netns holder): it takes no HEALTHCHECK, STOPSIGNAL or ENV from the
+	// image (notFromImage).
+	Helper bool
+}
+
+// sidecarVolumeTmpfsOptions cover a VOLUME path its image declares in a
+// sidecar (imagevolumes.go): a tmpfs of the scratch size of its memory
+// limit (ScratchTmpfsBytes: half of it, which it is charged to), owned by
+// its user, where the engine would have made an unbounded anonymous
+// volume.
+func sidecarVolumeTmpfsOptions(spec SidecarSpec) string {
+	uid, gid, ok := strings.Cut(spec.User, ":")
+	if !ok {
+		gid = uid
+	}
+	return fmt.Sprintf("rw,nosuid,nodev,noexec,size=%dm,uid=%s,gid=%s,mode=0755", ScratchTmpfsBytes(spec.MemoryBytes)>>20, uid, gid)
 }
 
 // SidecarContainerConfig returns the hardened create configuration of a
@@ -126,6 +145,14 @@ func (c *Client) CreateSidecar(ctx context.Context, s Sidecar) (string, error) {
 		return "", err
 	}
 	cfg, host, net := SidecarContainerConfig(spec)
+	volumes, env, err := c.imageFacts(ctx, spec.Image)
+	if err != nil {
+		return "", failure.Wrap(spec.Code, err, "%s create", spec.What)
+	}
+	coverVolumes(host, volumes, sidecarVolumeTmpfsOptions(spec))
+	if spec.Helper {
+		notFromImage(cfg, env, nil)
+	}
 	id, err := c.createContainer(ctx, spec.Name, spec.Labels, cfg, host, net)
 	if err != nil {
 		if failure.CodeOf(err) != spec.Code {

@@ -76,11 +76,9 @@ func (c *Client) OwnVolumes(ctx context.Context, image, name string, labels map[
 		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeVolume, Source: v.Volume,
 			Target: ownerMount + "/" + strconv.Itoa(i), VolumeOptions: noCopy()})
 	}
-	imageVolumes, err := c.imageVolumes(ctx, image)
-	if err != nil {
+	if err := c.asHelper(ctx, image, cfg, host); err != nil {
 		return err
 	}
-	coverVolumes(host, imageVolumes, helperVolumeTmpfsOptions)
 	id, err := c.createContainer(ctx, name, labels, cfg, host, &network.NetworkingConfig{})
 	if err != nil {
 		return err

@@ -197,12 +197,10 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 		StdinOnce:    true,
 		Tty:          false,
 		StopTimeout:  &stopTimeout,
-		// The image's HEALTHCHECK and STOPSIGNAL are not the worker's: no
-		// health probe runs in the sandbox, and docker-init forwards the
-		// SIGTERM the worker handles.
-		Healthcheck: &container.HealthConfig{Test: []string{"NONE"}},
-		StopSignal:  "SIGTERM",
 	}
+	// The image's HEALTHCHECK and STOPSIGNAL are not the worker's (its ENV
+	// is reset at create, notFromImage).
+	resetImageRuntime(cfg)
 	host := &container.HostConfig{
 		Runtime:        spec.Runtime,
 		NetworkMode:    network.NetworkNone,
@@ -310,7 +308,7 @@ func (c *Client) CreateWorker(ctx context.Context, spec WorkerSpec) (string, err
 		cfg, host, net := WorkerContainerConfig(spec)
 		host.ExtraHosts = slices.Clone(extraHosts)
 		coverVolumes(host, volumes, workerVolumeTmpfsOptions(spec.Resources.WorkerMemoryLimitBytes, spec.User.OrImage()))
-		cfg.Env = append(cfg.Env, unsetImageEnv(imageEnv, spec.Env)...)
+		notFromImage(cfg, imageEnv, inheritable)
 		resp, err := c.creator.ContainerCreate(ctx, cfg, host, net, nil, spec.Name)
 		if err == nil {
 			return resp.ID, nil
@@ -385,9 +383,8 @@ func WorkerEnv(d *messages.Dispatch, inputCommitSHA string) []string {
 	}
 }
 
-// unsetImageEnv returns the names (a bare NAME unsets it in the engine's
-// merge of the image's ENV with the container's) of the image's variables
-// the worker must not inherit, unless forged's env sets them itself:
+// inheritable says which of the image's variables the worker (and its
+// task) keeps (notFromImage): all but
 //   - forged's own namespace, FORGE_*: only forged names those;
 //   - the Go runtime's knobs (GODEBUG, GOGC, GOMEMLIMIT, GOMAXPROCS,
 //     GOTRACEBACK), which would steer the worker binary itself;
@@ -397,24 +394,7 @@ func WorkerEnv(d *messages.Dispatch, inputCommitSHA string) []string {
 //
 // Every other variable survives into the worker and the task: PATH and
 // the toolchains' own (GOPATH, CARGO_HOME, JAVA_HOME, LANG, …).
-func unsetImageEnv(imageEnv, env []string) []string {
-	set := map[string]bool{}
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		set[name] = true
-	}
-	var out []string
-	for _, kv := range imageEnv {
-		name, _, _ := strings.Cut(kv, "=")
-		if !set[name] && !inheritable(name) {
-			set[name] = true
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
-// notInherited are the image variables unsetImageEnv removes by name.
+// notInherited are the image variables inheritable refuses by name.
 var notInherited = map[string]bool{
 	"GODEBUG": true, "GOGC": true, "GOMEMLIMIT": true, "GOMAXPROCS": true, "GOTRACEBACK": true,
 	"LD_PRELOAD": true, "LD_AUDIT": true,

@@ -36,6 +36,11 @@ type ImportRequest struct {
 	AssertCurrent func() error
 	// Budget bounds the import; the zero value takes the defaults.
 	Budget Budget
+	// RewriteIdentity, when set, makes every commit of input..result
+	// authored and committed by it before the branch moves (rewrite.go;
+	// the publish policy's AuthorRewrite): the managed branch then holds
+	// the rewritten result, ImportReport.ResultCommitSHA.
+	RewriteIdentity *Identity
 
 	// beforeLock, when set (tests only), is called once the result is
 	// proven and its objects are in the host, right before the
@@ -46,6 +51,9 @@ type ImportRequest struct {
 // ImportReport is the host's account of an imported result, from the
 // quarantine (never from the worker's words).
 type ImportReport struct {
+	// ResultCommitSHA is the commit the managed branch moved to: the
+	// request's result, or its rewrite under RewriteIdentity.
+	ResultCommitSHA string
 	// Commits is the number of commits between the input and the result.
 	Commits int
 	// Newest lists the newest of them (at most messages.MaxReportedCommits),
@@ -132,7 +140,16 @@ func ImportResult(ctx context.Context, git *Runner, req ImportRequest) (ImportRe
 	if err != nil {
 		return ImportReport{}, err
 	}
-	if err := q.publish(ctx, importRef, req.ResultCommitSHA); err != nil {
+	imported := req.ResultCommitSHA
+	if req.RewriteIdentity != nil {
+		if imported, err = q.rewriteIdentities(ctx, req.InputCommitSHA, req.ResultCommitSHA, *req.RewriteIdentity); err != nil {
+			return ImportReport{}, err
+		}
+		if newest, err = q.summaries(ctx, req.InputCommitSHA, imported); err != nil {
+			return ImportReport{}, err
+		}
+	}
+	if err := q.publish(ctx, importRef, imported); err != nil {
 		return ImportReport{}, err
 	}
 
@@ -145,23 +162,24 @@ func ImportResult(ctx context.Context, git *Runner, req ImportRequest) (ImportRe
 	}
 	if got, ok, err := refValue(ctx, git, repo, importRef, failure.SandboxRuntimeFailed); err != nil {
 		return ImportReport{}, err
-	} else if !ok || got != req.ResultCommitSHA {
+	} else if !ok || got != imported {
 		return ImportReport{}, failure.New(failure.SandboxRuntimeFailed, "imported ref %s does not hold the result commit", importRef)
 	}
 
 	if req.beforeLock != nil {
 		req.beforeLock()
 	}
-	left, err := moveLocked(ctx, git, req, budget)
+	left, err := moveLocked(ctx, git, req, imported, budget)
 	if err != nil {
 		return ImportReport{}, err
 	}
-	return ImportReport{Commits: depth, Newest: newest, WorktreeLeft: left.path, WorktreeLeftReason: left.reason}, nil
+	return ImportReport{ResultCommitSHA: imported, Commits: depth, Newest: newest, WorktreeLeft: left.path, WorktreeLeftReason: left.reason}, nil
 }
 
 // moveLocked takes the repository lock, consults AssertCurrent and moves
-// the managed branch (compare-and-swap), releasing the lock afterwards.
-func moveLocked(ctx context.Context, git *Runner, req ImportRequest, budget Budget) (worktreeLeft, error) {
+// the managed branch to result (compare-and-swap), releasing the lock
+// afterwards.
+func moveLocked(ctx context.Context, git *Runner, req ImportRequest, result string, budget Budget) (worktreeLeft, error) {
 	release, err := AcquireRepoLock(ctx, req.StateRoot, req.RepoPath)
 	if err != nil {
 		return worktreeLeft{}, err
@@ -172,7 +190,7 @@ func moveLocked(ctx context.Context, git *Runner, req ImportRequest, budget Budg
 			return worktreeLeft{}, err
 		}
 	}
-	return moveManagedBranch(ctx, git, req.RepoPath, req.WorktreeKey, req.InputCommitSHA, req.ResultCommitSHA, budget)
+	return moveManagedBranch(ctx, git, req.RepoPath, req.WorktreeKey, req.InputCommitSHA, result, budget)
 }
 
 // readBundleHeader opens the bundle and parses its header.

@@ -19,10 +19,14 @@ import (
 
 // Author policies: AuthorAny publishes the commits' authors as written;
 // AuthorRequire refuses a result with a commit whose author or committer
-// is not the policy's Identity.
+// is not the policy's Identity; AuthorRewrite makes the policy's Identity
+// the author and committer of every commit of a result that is to be
+// published, at its import (ImportRequest.RewriteIdentity), and then
+// checks it as AuthorRequire does.
 const (
 	AuthorAny     = "any"
 	AuthorRequire = "require"
+	AuthorRewrite = "rewrite"
 )
 
 // DefaultIdentity is the identity of the commits the in-sandbox worker
@@ -63,9 +67,10 @@ type PublishPolicy struct {
 	// change to a directory above an entry (.github replaced by a symlink
 	// or a file) is refused too.
 	ForbiddenPaths []string
-	// Author is AuthorAny (or empty) or AuthorRequire.
+	// Author is AuthorAny (or empty), AuthorRequire or AuthorRewrite.
 	Author string
-	// Identity is the author and committer AuthorRequire demands.
+	// Identity is the author and committer AuthorRequire demands and
+	// AuthorRewrite writes.
 	Identity Identity
 }
 
@@ -91,12 +96,12 @@ func (p PublishPolicy) Validate() error {
 	}
 	switch p.Author {
 	case "", AuthorAny:
-	case AuthorRequire:
+	case AuthorRequire, AuthorRewrite:
 		if p.Identity.Name == "" || p.Identity.Email == "" {
 			return fmt.Errorf("author policy %q needs an identity", p.Author)
 		}
 	default:
-		return fmt.Errorf("author policy %q is neither %s nor %s", p.Author, AuthorAny, AuthorRequire)
+		return fmt.Errorf("author policy %q is not %s, %s or %s", p.Author, AuthorAny, AuthorRequire, AuthorRewrite)
 	}
 	return nil
 }
@@ -143,7 +148,7 @@ func checkPublishPolicy(ctx context.Context, git *Runner, repo, input, result st
 			}
 		}
 	}
-	if p.Author == AuthorRequire {
+	if p.Author == AuthorRequire || p.Author == AuthorRewrite {
 		out, err := git.Run(ctx, repo, opts, "log", "-z", "--no-mailmap", "--format=%H%x00%an%x00%ae%x00%cn%x00%ce", span, "--")
 		if err != nil {
 			return err
@@ -160,10 +165,21 @@ func checkPublishPolicy(ctx context.Context, git *Runner, repo, input, result st
 			committer := Identity{Name: fields[i+3], Email: fields[i+4]}
 			if author != p.Identity || committer != p.Identity {
 				return failure.New(failure.SandboxOutputPublishPolicy,
-					"publication refused: commit %s is authored %q and committed %q, and the operator's publish policy requires %q (--publish-author-policy require)",
-					strings.TrimLeft(fields[i], "\n"), text.Ellipsis(author.String(), 200), text.Ellipsis(committer.String(), 200), p.Identity.String())
+					"publication refused: commit %s is authored %q and committed %q, and the operator's publish policy requires %q (--publish-author-policy %s)",
+					strings.TrimLeft(fields[i], "\n"), text.Ellipsis(author.String(), 200), text.Ellipsis(committer.String(), 200), p.Identity.String(), p.Author)
 			}
 		}
 	}
 	return nil
+}
+
+// RewriteIdentity is the identity the import of a result that is to be
+// published (publishing says so) rewrites its commits to under
+// AuthorRewrite, nil otherwise.
+func (p PublishPolicy) RewriteIdentity(publishing bool) *Identity {
+	if !publishing || p.Author != AuthorRewrite {
+		return nil
+	}
+	id := p.Identity
+	return &id
 }

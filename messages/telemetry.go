@@ -169,7 +169,9 @@ type TaskResources struct {
 	FDExhausted  bool `json:"fdExhausted"`
 	MaxOpenFiles int  `json:"maxOpenFiles"`
 	FDLimit      int  `json:"fdLimit"`
-	// MaxProcesses is the most task processes seen at once.
+	// MaxProcesses is the most processes seen at once beside the worker:
+	// the task's and the worker's OOM guards, which all count against
+	// pids.max.
 	MaxProcesses int `json:"maxProcesses"`
 	// ExitWatch is true when the worker held each task process at its exit
 	// and before each syscall that frees storage, and looked then (the

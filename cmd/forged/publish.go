@@ -34,8 +34,8 @@ func (p *publishFlags) register(cmd *cobra.Command) {
 	fs.StringSliceVar(&p.allowedHosts, "publish-allowed-hosts", []string{redeem.DefaultHost}, "hosts (host or host:port) publication may push to")
 	fs.StringSliceVar(&p.allowedOwners, "publish-allowed-owners", nil, "owners (first path segment) publication may push to; empty allows any")
 	fs.StringSliceVar(&p.forbiddenPaths, "publish-forbidden-paths", append([]string(nil), gitops.DefaultForbiddenPaths...), "paths a published result may not add, change or remove (a trailing / is a directory); empty allows all")
-	fs.StringVar(&p.authorPolicy, "publish-author-policy", gitops.AuthorAny, "any: publish commits' authors as written; require: refuse a result with a commit not authored and committed by --publish-identity")
-	fs.StringVar(&p.identity, "publish-identity", gitops.DefaultIdentity.String(), "the \"Name <email>\" --publish-author-policy require demands (default: the worker's own)")
+	fs.StringVar(&p.authorPolicy, "publish-author-policy", gitops.AuthorAny, "any: publish commits' authors as written; require: refuse a result with a commit not authored and committed by --publish-identity; rewrite: make --publish-identity the author and committer of a bridge_push result's commits at its import")
+	fs.StringVar(&p.identity, "publish-identity", gitops.DefaultIdentity.String(), "the \"Name <email>\" --publish-author-policy require demands and rewrite writes (default: the worker's own)")
 }
 
 // apply sets the runner's redeemer and remote validator.

@@ -87,8 +87,14 @@ func TestPublishPolicyFlags(t *testing.T) {
 	assert.Equal(t, gitops.AuthorRequire, cfg.PublishPolicy.Author)
 	assert.Equal(t, gitops.Identity{Name: "Bot", Email: "bot@example.com"}, cfg.PublishPolicy.Identity)
 
+	cfg, _, err = parsePublish(t, "--publish-author-policy", "rewrite", "--publish-identity", "Bot <bot@example.com>")
+	require.NoError(t, err)
+	assert.Equal(t, gitops.AuthorRewrite, cfg.PublishPolicy.Author)
+	assert.Equal(t, &gitops.Identity{Name: "Bot", Email: "bot@example.com"}, cfg.PublishPolicy.RewriteIdentity(true))
+	assert.Nil(t, cfg.PublishPolicy.RewriteIdentity(false), "a result that is not published is imported as written")
+
 	for _, bad := range [][]string{
-		{"--publish-author-policy", "rewrite"},
+		{"--publish-author-policy", "impersonate"},
 		{"--publish-identity", "bot@example.com"},
 		{"--publish-forbidden-paths", "/etc/passwd"},
 		{"--publish-forbidden-paths", "../x"},

@@ -38,6 +38,8 @@ const probeInterval = 250 * time.Millisecond
 //	worker task-exec PATH ARGV...
 //	                      the task shim the worker starts the task through
 //	                      (TaskExec, the exit watch); it execs PATH
+//	worker oom-guard      a process the OOM killer takes instead of the
+//	                      worker while its killed task drains (OOMGuard)
 //
 // A command line it does not accept exits ExitUsage.
 func Command(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -68,6 +70,12 @@ func Command(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return ExitUsage
 		}
 		return TaskExec(args[1], args[2:])
+	case OOMGuardCommand:
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "forged-worker: worker %s takes no arguments, got %q\n", OOMGuardCommand, args[1:])
+			return ExitUsage
+		}
+		return OOMGuard()
 	}
 	fmt.Fprintf(stderr, "forged-worker: unknown command %q for worker\n", args[0])
 	return ExitUsage

@@ -27,7 +27,7 @@ func TestTaskShimHoldsTheTaskForTheWatch(t *testing.T) {
 	}
 	bin := workerbin.Path(t)
 	dir := t.TempDir()
-	watch := startResourceWatch(dir)
+	watch := startResourceWatch(nil, dir)
 	mine, theirs, err := shimSocket()
 	require.NoError(t, err)
 	out, err := os.Create(filepath.Join(dir, "out"))

@@ -39,6 +39,10 @@ type resourceWatch struct {
 	stop  chan struct{}
 	done  chan struct{}
 
+	// notTask are the worker's children that are not the task's (its OOM
+	// guards): never counted as task processes.
+	notTask map[int]bool
+
 	// fdFloor is the sandbox's descriptor limit (the worker's own hard
 	// RLIMIT_NOFILE), below which the exit watch counts no exhaustion.
 	fdFloor int
@@ -48,9 +52,10 @@ type resourceWatch struct {
 	seen   map[string]int // path -> index in report.Storage
 }
 
-// startResourceWatch starts watching the file systems at paths.
-func startResourceWatch(paths ...string) *resourceWatch {
-	w := &resourceWatch{paths: paths, stop: make(chan struct{}), done: make(chan struct{}), seen: map[string]int{}, fdFloor: hardFDLimit()}
+// startResourceWatch starts watching the file systems at paths, and the
+// worker's descendants but notTask.
+func startResourceWatch(notTask map[int]bool, paths ...string) *resourceWatch {
+	w := &resourceWatch{paths: paths, notTask: notTask, stop: make(chan struct{}), done: make(chan struct{}), seen: map[string]int{}, fdFloor: hardFDLimit()}
 	w.poll()
 	go w.loop()
 	return w
@@ -86,10 +91,13 @@ func (w *resourceWatch) finish(taskFailed bool, taskExitCode int) messages.TaskR
 
 func (w *resourceWatch) poll() {
 	w.pollStorage()
-	procs := taskProcesses()
+	procs, others := taskProcesses(w.notTask)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.report.MaxProcesses = max(w.report.MaxProcesses, len(procs))
+	// Every process beside the worker counts against pids.max, its OOM
+	// guards too: the host compares this count with the limit where it
+	// cannot read pids.events.
+	w.report.MaxProcesses = max(w.report.MaxProcesses, len(procs)+others)
 	for _, p := range procs {
 		if p.openFiles > w.report.MaxOpenFiles {
 			w.report.MaxOpenFiles, w.report.FDLimit = p.openFiles, p.fdLimit

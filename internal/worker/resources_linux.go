@@ -27,10 +27,15 @@ func statFS(path string) (fsStat, error) {
 // every orphan of the task, so these are all the task's processes), each
 // with its descriptors counted when it is close to its limit (the table
 // size, FDSize, bounds the count from above, so only a process whose table
-// reached its limit has its descriptors counted).
-func taskProcesses() []procFiles {
-	var out []procFiles
+// reached its limit has its descriptors counted). The worker's children
+// in notTask (its OOM guards) are not the task's: they are only counted,
+// in others.
+func taskProcesses(notTask map[int]bool) (out []procFiles, others int) {
 	for _, pid := range descendants(os.Getpid()) {
+		if notTask[pid] {
+			others++
+			continue
+		}
 		dir := "/proc/" + strconv.Itoa(pid)
 		p := procFiles{fdLimit: openFilesLimit(dir)}
 		if p.fdLimit > 0 && fdTableSize(dir) >= p.fdLimit {
@@ -40,7 +45,7 @@ func taskProcesses() []procFiles {
 		}
 		out = append(out, p)
 	}
-	return out
+	return out, others
 }
 
 // maxWatchedProcesses bounds one walk of the process tree.

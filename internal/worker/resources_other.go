@@ -6,7 +6,7 @@ import "errors"
 
 func statFS(string) (fsStat, error) { return fsStat{}, errors.ErrUnsupported }
 
-func taskProcesses() []procFiles { return nil }
+func taskProcesses(map[int]bool) ([]procFiles, int) { return nil, 0 }
 
 func raiseOOMScore(int) {}
 

@@ -60,7 +60,7 @@ func TestResourcesClaimsInTaskOutputAreNotReports(t *testing.T) {
 func TestResourceWatchSeesAFullFileSystem(t *testing.T) {
 	// A real tmpfs cannot be mounted here without privilege; the check is
 	// the threshold on statfs's numbers, exercised on the real root.
-	w := startResourceWatch(t.TempDir())
+	w := startResourceWatch(nil, t.TempDir())
 	r := w.finish(true, 1)
 	require.Len(t, r.Storage, 1)
 	s := r.Storage[0]

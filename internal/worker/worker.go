@@ -272,7 +272,10 @@ func (r *run) execute(ctx context.Context) (int, error) {
 			r.lease.ExpiresAt().UTC().Format(time.RFC3339))
 	}
 
-	watch := startResourceWatch(r.cfg.TempDir, r.cfg.WorkspaceDir)
+	// The OOM guards (oomguard_linux.go) run beside the task until
+	// killStragglers ends them with its leftovers.
+	guards := startOOMGuards(r.cfg.TaskShim, oomGuards)
+	watch := startResourceWatch(guards, r.cfg.TempDir, r.cfg.WorkspaceDir)
 	r.watch = watch
 	outcome := r.runTask(ctx, dir)
 	killStragglers()

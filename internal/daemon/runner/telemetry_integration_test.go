@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -63,7 +64,9 @@ func stressImage(tb testing.TB, docker *dockerops.Client, engine *client.Client)
 	bin, err := os.ReadFile(stressBinary(tb))
 	require.NoError(tb, err)
 	sum := sha256.Sum256(bin)
-	tag := "forged-test/stress:" + hex.EncodeToString(sum[:6])
+	// The process id keeps another test process (running at the same
+	// time) from untagging this one's image at its own cleanup.
+	tag := "forged-test/stress:" + hex.EncodeToString(sum[:6]) + "-" + strconv.Itoa(os.Getpid())
 	dockerfile := "FROM " + example.BaseImage + "\nCOPY stressprog /usr/local/bin/stressprog\n"
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
