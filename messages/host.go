@@ -106,6 +106,12 @@ type EngineFeatures struct {
 	BuildKit bool `json:"buildKit"`
 	// BuilderVersion is Ping's Builder-Version ("1" classic, "2" BuildKit).
 	BuilderVersion string `json:"builderVersion,omitempty"`
+	// SecurityProfile is the seed's feature of that name: the operator
+	// configured both a seccomp profile and an LSM option for workers,
+	// and the engine enforces seccomp and the module the option names
+	// (AppArmor for apparmor=, SELinux for label=). Without it the
+	// sandbox_required policy refuses every attempt.
+	SecurityProfile bool `json:"securityProfile"`
 }
 
 // NetworkIsolation is what a probe learnt about isolated networks on this

@@ -32,8 +32,6 @@ type runnerFlags struct {
 	slots          int
 	queue          int
 	buildPermits   int
-	seccompProfile string
-	lsmOption      string
 	managedNS      string
 	verbose        bool
 	sampleInterval time.Duration
@@ -65,6 +63,8 @@ type preflightFlags struct {
 	diskLow           float64
 	serviceCatalogue  string
 	isolation         string
+	seccompProfile    string
+	lsmOption         string
 }
 
 func (p *preflightFlags) register(cmd *cobra.Command) {
@@ -75,6 +75,8 @@ func (p *preflightFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Float64Var(&p.diskHigh, "disk-high-watermark", 0.90, "used ratio (0..1) of the Docker root directory at which the disk becomes low")
 	cmd.Flags().Float64Var(&p.diskLow, "disk-low-watermark", 0.80, "used ratio (0..1) at which a low disk recovers")
 	cmd.Flags().StringVar(&p.isolation, "isolation", messages.IsolationRunc, "the host's isolation floor: runc, or gvisor (every worker runs under the engine's runsc runtime with no network; the host is unavailable while runsc does not work, and services, public_allowlist and open_public are refused; see docs/gvisor.md)")
+	cmd.Flags().StringVar(&p.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")
+	cmd.Flags().StringVar(&p.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
 	cmd.Flags().StringVar(&p.serviceCatalogue, "service-catalogue", "", "the service catalogue (scripts/service-images.sh writes bin/services.tsv); without one, contracts declaring services are refused")
 }
 
@@ -129,8 +131,6 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.slots, "slots", 2, "attempts that may run at once")
 	cmd.Flags().IntVar(&f.queue, "queue", 16, "attempts that may wait for a slot")
 	cmd.Flags().IntVar(&f.buildPermits, "build-permits", 0, "image builds that may run at once, one per image key (0: one per 2 cores and 4 GiB of memory, 1 to 4)")
-	cmd.Flags().StringVar(&f.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")
-	cmd.Flags().StringVar(&f.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
 	cmd.Flags().StringVar(&f.managedNS, "managed-namespace", messages.DefaultManagedNamespace, "ref prefix every dispatch's worktreeKey must lie below (refs/heads/…/)")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "debug logging")
 	cmd.Flags().DurationVar(&f.hardWall, "hard-wall", timelimit.DefaultHardWall, "longest a worker may run (60s to 8h); a dispatch's task timeout can only shorten it")
@@ -209,8 +209,8 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		StateRoot:             f.stateRoot,
 		LockRoot:              f.lockRoot,
 		WorkerBinary:          f.workerBinary,
-		SeccompProfile:        f.seccompProfile,
-		LSMOption:             f.lsmOption,
+		SeccompProfile:        f.preflight.seccompProfile,
+		LSMOption:             f.preflight.lsmOption,
 		ManagedNamespace:      f.managedNS,
 		Logger:                logger,
 		AllowRootful:          f.preflight.allowRootful,

@@ -105,6 +105,8 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		GVisorRuntime:    cfg.GVisorRuntime,
 		GVisorProbeImage: cfg.GVisorProbeImage,
 		Runtimes:         docker,
+		SeccompProfile:   cfg.SeccompProfile,
+		LSMOption:        cfg.LSMOption,
 	}), 0, cfg.Clock)
 	r.preflight = cache
 	// The first report is taken now, so that admission starts from it.

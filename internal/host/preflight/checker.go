@@ -61,6 +61,11 @@ type Options struct {
 	GVisorRuntime    string
 	GVisorProbeImage string
 	Runtimes         RuntimeProber
+	// SeccompProfile and LSMOption are the operator's worker security
+	// settings (--seccomp-profile, --lsm); the report's securityProfile
+	// feature says whether the engine enforces both.
+	SeccompProfile string
+	LSMOption      string
 }
 
 // supportedPlatforms are the OSes forged can drive Docker sandboxes from.
@@ -174,6 +179,7 @@ func (c *Checker) Check(ctx context.Context) Report {
 		MemTotalBytes:   info.MemTotal,
 	}
 	r.Features = featuresOf(info, ping)
+	r.Features.SecurityProfile = securityProfile(r.Features, c.opts.SeccompProfile, c.opts.LSMOption)
 	if c.opts.Services != nil {
 		r.Services = c.opts.Services(ctx)
 	}
