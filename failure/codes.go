@@ -113,6 +113,7 @@ var (
 	StateIOFailed          = define("sandbox_state_io_failed", Retryable, http.StatusInternalServerError, "forged's state directory could not be read or written")
 	ReaperConfigInvalid    = define("reaper_config_invalid", Permanent, http.StatusInternalServerError, "a reaper round's runner identities are not full UUIDs")
 	ReaperListFailed       = define("reaper_list_failed", Retryable, http.StatusServiceUnavailable, "the engine's managed objects could not be listed")
+	ReapRequestInvalid     = define("reap_request_invalid", Permanent, http.StatusBadRequest, "a POST /v1/reap body is not {attemptSnapshot: [{dispatchAttemptId, fencingToken, runnerInstanceId: full UUIDs, expiresAt: RFC 3339}]}")
 )
 
 // The seed's wire names that forged had renamed: the seed's name is the

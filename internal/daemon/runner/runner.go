@@ -264,8 +264,8 @@ func (r *Runner) Renew(attemptID, fencingToken string, expiresAt time.Time) (mes
 func (r *Runner) RunnerID() string { return r.runnerID }
 
 // Reap runs one reaper round now (dryRun: only list what it would remove).
-func (r *Runner) Reap(dryRun bool) (reaper.Round, error) {
-	res, err := r.system.Root.RequestFuture(r.root, supervisor.ReapNow{DryRun: dryRun}, 6*time.Minute).Result()
+func (r *Runner) Reap(dryRun bool, snapshot *reaper.Snapshot) (reaper.Round, error) {
+	res, err := r.system.Root.RequestFuture(r.root, supervisor.ReapNow{DryRun: dryRun, Snapshot: snapshot}, 6*time.Minute).Result()
 	if err != nil {
 		return reaper.Round{}, fmt.Errorf("reap: %w", err)
 	}

@@ -181,6 +181,13 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 			},
 		})
 	}
+	// Every reaper round collects the stored build logs and attestations
+	// by the seed's retention, the keys of running attempts kept.
+	var auditPolicy imagegc.Policy
+	if cfg.ImageGC != nil {
+		auditPolicy = cfg.ImageGC.Policy
+	}
+	round.Audit = &reaper.AuditRetention{StateRoot: cfg.StateRoot, Policy: auditPolicy, Refs: r.imageRefs}
 	sup := cfg.Metrics.Instrument(supervisor.Props(supervisor.Config{
 		Slots:        cfg.Slots,
 		QueueLimit:   cfg.QueueLimit,
