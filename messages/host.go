@@ -84,6 +84,9 @@ type EngineFacts struct {
 	DockerRootDir   string `json:"dockerRootDir,omitempty"`
 	NCPU            int    `json:"ncpu,omitempty"`
 	MemTotalBytes   int64  `json:"memTotalBytes,omitempty"`
+	// DockerDesktop: the engine is Docker Desktop's VM seen from a
+	// non-Linux host; its memory is measured in the VM.
+	DockerDesktop bool `json:"dockerDesktop,omitempty"`
 }
 
 // EngineFeatures are the engine's isolation and build facilities.

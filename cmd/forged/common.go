@@ -65,6 +65,7 @@ type preflightFlags struct {
 	isolation         string
 	seccompProfile    string
 	lsmOption         string
+	allowDesktop      bool
 }
 
 func (p *preflightFlags) register(cmd *cobra.Command) {
@@ -75,6 +76,7 @@ func (p *preflightFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Float64Var(&p.diskHigh, "disk-high-watermark", 0.90, "used ratio (0..1) of the Docker root directory at which the disk becomes low")
 	cmd.Flags().Float64Var(&p.diskLow, "disk-low-watermark", 0.80, "used ratio (0..1) at which a low disk recovers")
 	cmd.Flags().StringVar(&p.isolation, "isolation", messages.IsolationRunc, "the host's isolation floor: runc, or gvisor (every worker runs under the engine's runsc runtime with no network; the host is unavailable while runsc does not work, and services, public_allowlist and open_public are refused; see docs/gvisor.md)")
+	cmd.Flags().BoolVar(&p.allowDesktop, "allow-docker-desktop", preflight.DesktopAllowedByEnv(), "accept a Docker Desktop engine (macOS, Windows) although it is not rootless; its memory is measured in its VM (default: the seed's "+preflight.DesktopEnv+"=true; untested on a real Mac)")
 	cmd.Flags().StringVar(&p.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")
 	cmd.Flags().StringVar(&p.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
 	cmd.Flags().StringVar(&p.serviceCatalogue, "service-catalogue", "", "the service catalogue (scripts/service-images.sh writes bin/services.tsv); without one, contracts declaring services are refused")
@@ -214,6 +216,7 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		ManagedNamespace:      f.managedNS,
 		Logger:                logger,
 		AllowRootful:          f.preflight.allowRootful,
+		AllowDockerDesktop:    f.preflight.allowDesktop,
 		Isolation:             f.preflight.isolation,
 		Capacity:              f.preflight.policy(f.slots),
 		Disk:                  f.preflight.disk(),

@@ -55,6 +55,8 @@ func preflightCommand() *cobra.Command {
 				IsolationFloor: admission.isolation,
 				SeccompProfile: admission.seccompProfile,
 				LSMOption:      admission.lsmOption,
+
+				AllowDockerDesktop: admission.allowDesktop,
 			}
 			// The isolation probe needs a full client; without one the
 			// report says isolation is not verified.

@@ -53,6 +53,11 @@ type Config struct {
 	SeccompProfile string
 	LSMOption      string
 	Logger         *slog.Logger
+
+	// AllowDockerDesktop accepts a Docker Desktop engine although it is
+	// not rootless (preflight.Options.AllowDockerDesktop).
+	AllowDockerDesktop bool
+
 	// WrapDocker, when set, wraps the Docker client the attempts use. It
 	// exists for fault-injection tests against the real engine.
 	WrapDocker func(actors.Docker) actors.Docker

@@ -107,6 +107,8 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		Runtimes:         docker,
 		SeccompProfile:   cfg.SeccompProfile,
 		LSMOption:        cfg.LSMOption,
+
+		AllowDockerDesktop: cfg.AllowDockerDesktop,
 	}), 0, cfg.Clock)
 	r.preflight = cache
 	// The first report is taken now, so that admission starts from it.
