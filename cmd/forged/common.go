@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/actors"
+	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/internal/daemon/config"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/host/preflight"
@@ -44,6 +45,9 @@ type runnerFlags struct {
 	verifyCommand  string
 	verifyTimeout  time.Duration
 	allowPulls     bool
+	buildNoFile    int64
+	buildMemory    int64
+	buildPIDs      int64
 	cacheModes     string
 	cacheBytes     int64
 	requireBounded bool
@@ -139,6 +143,9 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", timelimit.DefaultIdle, "longest a worker may go without output (60s up to the hard wall)")
 	cmd.Flags().StringArrayVar(&f.providerAuth, "provider-auth", nil, "PROVIDER=/abs/helper: the helper that writes PROVIDER's credentials for one attempt into its working directory (repeatable)")
 	cmd.Flags().BoolVar(&f.allowPulls, "allow-build-pulls", false, "let image builds pull an upstream image that is not present locally (never under sandbox_required)")
+	cmd.Flags().Int64Var(&f.buildNoFile, "build-nofile", dockerops.DefaultBuildNoFile, "open files of an image build's RUN steps (the seed's range: 256 to 65536)")
+	cmd.Flags().Int64Var(&f.buildMemory, "build-memory-bytes", dockerops.DefaultBuildMemory, "memory of an image build's RUN steps, in bytes, with no swap (the seed's range: 512 MiB to 16 GiB)")
+	cmd.Flags().Int64Var(&f.buildPIDs, "build-pids", dockerops.DefaultBuildPIDs, "processes of an image build, all RUN steps together, through a cgroup parent (the seed's range: 128 to 4096; 0: none). Needs a local rootful engine with the cgroupfs driver, else every build is refused with sandbox_build_policy_failed")
 	cmd.Flags().StringVar(&f.verifyCommand, "image-verify-command", "", "absolute path of a cosign-compatible verification command (image reference in, exit status out) for upstream images; required by sandbox_required")
 	cmd.Flags().DurationVar(&f.verifyTimeout, "image-verify-timeout", imagesig.DefaultTimeout, "deadline of one image verification")
 	cmd.Flags().DurationVar(&f.providerTTL, "provider-auth-timeout", providerauth.DefaultTimeout, "deadline of one provider auth helper run")
@@ -201,6 +208,9 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 			return runner.Config{}, fmt.Errorf("%s %s is below %s", d.name, d.value, d.min)
 		}
 	}
+	if err := dockerops.CheckBuildRanges(f.buildNoFile, f.buildMemory, f.buildPIDs); err != nil {
+		return runner.Config{}, err
+	}
 	if f.sampleInterval > runner.MaxSampleInterval {
 		return runner.Config{}, fmt.Errorf("--sample-interval %s is above %s: the memory telemetry's samples must be at most %s apart", f.sampleInterval, runner.MaxSampleInterval, runner.MaxSampleInterval)
 	}
@@ -229,6 +239,7 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		Egress:                egressOptions,
 		AllowOpenPublic:       f.network.allowOpenPublic,
 		AllowBuildPulls:       f.allowPulls,
+		BuildLimits:           dockerops.BuildLimits{NoFile: f.buildNoFile, MemoryBytes: f.buildMemory, PIDs: f.buildPIDs},
 		Caches:                cachePolicy,
 		CacheBytes:            f.cacheBytes,
 		RequireBoundedStorage: f.requireBounded,

@@ -54,6 +54,9 @@ type Config struct {
 	LSMOption      string
 	Logger         *slog.Logger
 
+	// BuildLimits confine image builds (zero fields: dockerops' defaults,
+	// the seed's).
+	BuildLimits dockerops.BuildLimits
 	// AllowDockerDesktop accepts a Docker Desktop engine although it is
 	// not rootless (preflight.Options.AllowDockerDesktop).
 	AllowDockerDesktop bool

@@ -152,6 +152,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		Egress:              cfg.Egress,
 		AllowOpenPublic:     cfg.AllowOpenPublic,
 		AllowBuildPulls:     cfg.AllowBuildPulls,
+		BuildLimits:         cfg.BuildLimits,
 		Caches:              cfg.Caches,
 		CacheBytes:          cfg.CacheBytes,
 		Confinement:         func() actors.Confinement { return confinementOf(cache, storage, isolation) },
