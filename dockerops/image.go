@@ -124,8 +124,9 @@ const (
 	MaxBuildNoFile = 65_536
 	MinBuildMemory = 512 << 20
 	MaxBuildMemory = 16 << 30
-	// DefaultBuildPIDs is the seed's builder PIDs limit, the operator's
-	// default (--build-pids); 0 means none.
+	// DefaultBuildPIDs is the seed's builder PIDs limit. forged's
+	// --build-pids defaults to 0 (none): it can be applied only by a root
+	// forged beside a local rootful cgroupfs engine.
 	DefaultBuildPIDs = 512
 	MinBuildPIDs     = 128
 	MaxBuildPIDs     = 4096

@@ -145,7 +145,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.allowPulls, "allow-build-pulls", false, "let image builds pull an upstream image that is not present locally (never under sandbox_required)")
 	cmd.Flags().Int64Var(&f.buildNoFile, "build-nofile", dockerops.DefaultBuildNoFile, "open files of an image build's RUN steps (the seed's range: 256 to 65536)")
 	cmd.Flags().Int64Var(&f.buildMemory, "build-memory-bytes", dockerops.DefaultBuildMemory, "memory of an image build's RUN steps, in bytes, with no swap (the seed's range: 512 MiB to 16 GiB)")
-	cmd.Flags().Int64Var(&f.buildPIDs, "build-pids", dockerops.DefaultBuildPIDs, "processes of an image build, all RUN steps together, through a cgroup parent (the seed's range: 128 to 4096; 0: none). Needs a local rootful engine with the cgroupfs driver, else every build is refused with sandbox_build_policy_failed")
+	cmd.Flags().Int64Var(&f.buildPIDs, "build-pids", 0, "processes of an image build, all RUN steps together, through a cgroup parent (the seed's range: 128 to 4096, its value 512; 0: none). Needs forged as root beside a local rootful engine with the cgroupfs driver, else every build is refused with sandbox_build_policy_failed")
 	cmd.Flags().StringVar(&f.verifyCommand, "image-verify-command", "", "absolute path of a cosign-compatible verification command (image reference in, exit status out) for upstream images; required by sandbox_required")
 	cmd.Flags().DurationVar(&f.verifyTimeout, "image-verify-timeout", imagesig.DefaultTimeout, "deadline of one image verification")
 	cmd.Flags().DurationVar(&f.providerTTL, "provider-auth-timeout", providerauth.DefaultTimeout, "deadline of one provider auth helper run")
