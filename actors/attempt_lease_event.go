@@ -1,7 +1,10 @@
 package actors
 
 import (
+	"maps"
+
 	"github.com/forgedev/forged/dockerops"
+	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -29,7 +32,7 @@ func (a *attemptActor) startedVolumes() []map[string]any {
 // is a credential of the lease API.
 func (a *attemptActor) runtimeLease(state string) map[string]any {
 	d := a.d
-	res := d.Sandbox.RequestedResources
+	res := a.reservation()
 	return map[string]any{
 		"leaseId":           d.Sandbox.ExecutionLeaseID,
 		"dispatchAttemptId": d.Sandbox.DispatchAttemptID,
@@ -42,10 +45,37 @@ func (a *attemptActor) runtimeLease(state string) map[string]any {
 		"state":             state,
 		"expiresAt":         d.Lease.ExpiresAt,
 		"resources": map[string]any{
-			"memoryReservationBytes": res.WorkerMemoryLimitBytes + res.ServiceMemoryLimitBytes + res.RuntimeOverheadBytes,
+			"memoryReservationBytes": res.MemoryBytes,
 			"cpuMillis":              res.CPUMillis,
 			"pids":                   res.PIDs,
 			"ports":                  []any{},
 		},
 	}
+}
+
+// reservation is what the attempt reserved on the host: the worker's, its
+// services' and the runtime's memory, its CPU and PIDs.
+func (a *attemptActor) reservation() ledger.Reservation {
+	r := a.d.Sandbox.RequestedResources
+	return ledger.Reservation{MemoryBytes: r.WorkerMemoryLimitBytes + r.ServiceMemoryLimitBytes + r.RuntimeOverheadBytes,
+		CPUMillis: r.CPUMillis, PIDs: r.PIDs}
+}
+
+// ledgerSnapshot is the seed's snapshot the ledger keeps beside the
+// resources: the reservation, the sandbox's paths with their roles (the
+// volumes' mounts and the worker's tmpfs) and the exact labels of the
+// attempt's objects (nil before the image is known).
+func (a *attemptActor) ledgerSnapshot() (*ledger.Reservation, []ledger.Path, map[string]string) {
+	res := a.reservation()
+	paths := []ledger.Path{
+		{Path: messages.WorkspaceDir, Role: "worktree"},
+		{Path: messages.ControlDir, Role: "control"},
+		{Path: messages.TempDir, Role: "temporary"},
+		{Path: messages.HomeDir, Role: "home"},
+		{Path: dockerops.SecretsDir, Role: "secrets"},
+	}
+	for _, m := range a.in.cacheMounts {
+		paths = append(paths, ledger.Path{Path: m.Target, Role: "cache"})
+	}
+	return &res, paths, maps.Clone(a.in.labels)
 }

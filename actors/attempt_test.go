@@ -259,6 +259,15 @@ func TestFailedTeardownMarksTheAttemptDegraded(t *testing.T) {
 	assert.ElementsMatch(t, want, created)
 	require.Len(t, host.specs, 1)
 	assert.Empty(t, host.specs[0].Network, "network none")
+	// The seed's snapshot: the reservation, the sandbox's paths and the
+	// exact labels every object of the attempt carries.
+	res := testDispatch(time.Now()).Sandbox.RequestedResources
+	assert.Equal(t, &ledger.Reservation{MemoryBytes: res.WorkerMemoryLimitBytes + res.ServiceMemoryLimitBytes + res.RuntimeOverheadBytes,
+		CPUMillis: res.CPUMillis, PIDs: res.PIDs}, entries[0].Reservation)
+	assert.Contains(t, entries[0].Paths, ledger.Path{Path: messages.WorkspaceDir, Role: "worktree"})
+	assert.Contains(t, entries[0].Paths, ledger.Path{Path: messages.TempDir, Role: "temporary"})
+	assert.Equal(t, host.specs[0].Labels, entries[0].Labels, "the ledger keeps the labels the worker was created with")
+	assert.Equal(t, "true", entries[0].Labels["dev.forge.managed"])
 	require.Eventually(t, func() bool {
 		res, err := h.system.Root.RequestFuture(h.root, messages.SnapshotRequest{}, within).Result()
 		return err == nil && res.(messages.Snapshot).Degraded == 1

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/messages"
 )
@@ -64,4 +65,37 @@ func TestHelperFailureIsAuthUnavailableAndTearsDown(t *testing.T) {
 	assert.Zero(t, host.called("loadvolume"))
 	assert.Zero(t, host.called("create"))
 	assert.Equal(t, 1, host.teardowns)
+}
+
+// The provider's credentials never reach a service: no service container
+// mounts the attempt's secrets volume (where they are loaded), only its
+// own password's volume, and none carries them in its environment or
+// arguments. Each service's container config is checked as dockerops
+// builds it.
+func TestProviderCredentialsAreNeverMountedIntoServices(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	h := serviceHarness(t, host, nil)
+	h.auth = &fakeAuth{}
+	d := serviceDispatch()
+	d.Execution.Provider, d.Execution.AuthKind = "anthropic", "api_key"
+	out := h.run(t, d)
+	require.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+	require.Len(t, host.loaded, 1)
+	credentials := host.loaded[0].volume
+	host.mu.Lock()
+	defer host.mu.Unlock()
+	services := sidecarsOf[dockerops.ServiceSpec](host)
+	require.Len(t, services, 2)
+	for _, s := range services {
+		spec, err := s.Sidecar()
+		require.NoError(t, err)
+		_, hostCfg, _ := dockerops.SidecarContainerConfig(spec)
+		for _, m := range hostCfg.Mounts {
+			assert.NotEqual(t, credentials, m.Source, "service %s mounts the volume holding the provider's credentials", spec.Name)
+		}
+		assert.NotEqual(t, credentials, spec.SecretsVolume)
+		for _, v := range append(append([]string{}, spec.Env...), append(spec.Entrypoint, spec.Cmd...)...) {
+			assert.NotContains(t, v, "sk-fake", "service %s carries the credential", spec.Name)
+		}
+	}
 }

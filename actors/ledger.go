@@ -151,6 +151,7 @@ func (a *attemptActor) ledgerEntry(state ledger.State) ledger.Entry {
 	e.Planned = append(e.Planned, planned...)
 	e.Created = append(e.Created, created...)
 	e.PeakMemory = a.worker.telemetry.Telemetry
+	e.Reservation, e.Paths, e.Labels = a.ledgerSnapshot()
 	if state == ledger.Active {
 		e.Adoption = a.adoptionRecord()
 	}

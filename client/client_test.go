@@ -100,8 +100,8 @@ func (f *fakeRunner) AcknowledgeReport(id string) error {
 	return nil
 }
 
-func (f *fakeRunner) Reap(bool) (reaper.Round, error) { return reaper.Round{}, nil }
-func (f *fakeRunner) Metrics() *metrics.Metrics       { return f.metrics }
+func (f *fakeRunner) Reap(bool, *reaper.Snapshot) (reaper.Round, error) { return reaper.Round{}, nil }
+func (f *fakeRunner) Metrics() *metrics.Metrics                         { return f.metrics }
 
 func (f *fakeRunner) Console() runner.ConsoleFrame {
 	f.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -151,4 +152,42 @@ func TestIntegrationBuildLogRedacted(t *testing.T) {
 	}
 	assert.Contains(t, all, "leaking "+buildlog.Redacted)
 	assert.Contains(t, all, "GITHUB_TOKEN="+buildlog.Redacted)
+}
+
+// The classic builder takes no PIDs limit: forged gives the build a cgroup
+// parent with pids.max. A RUN step that starts 300 sleepers together is
+// refused forks under a limit of 128, and the same step passes without
+// one, which shows the test can tell the two apart. The parent is gone
+// after the build.
+func TestIntegrationBuildPIDsLimit(t *testing.T) {
+	c := requireEngine(t)
+	base := baseImage(t)
+	build := func(tag string, pids int64) ([]string, error) {
+		// A fresh first line each time: never a cached layer.
+		dockerfile := fmt.Sprintf("FROM %s\nRUN echo %s; i=0; while [ $i -lt 300 ]; do sleep 10 & i=$((i+1)); done; wait; echo all-forked\n", base, ids.NewUUID()[:8])
+		var logs []string
+		_, err := c.BuildImage(testCtx(t), BuildRequest{
+			ContextTar: tarOf(t, map[string][]byte{"Dockerfile": []byte(dockerfile)}, nil),
+			Tags:       []string{buildTag(t, tag)},
+			Limits:     BuildLimits{PIDs: pids, Timeout: 3 * time.Minute},
+			OnLog:      func(l string) { logs = append(logs, l) },
+		})
+		return logs, err
+	}
+	before, err := filepath.Glob("/sys/fs/cgroup/pids/forged-build-*")
+	require.NoError(t, err)
+	logs, err := build("pids", 128)
+	if failure.CodeOf(err) == failure.SandboxBuildPolicy {
+		t.Skipf("this host cannot bound a classic build's PIDs: %v", err)
+	}
+	require.Error(t, err)
+	assert.Equal(t, failure.SandboxBuildFailed, failure.CodeOf(err), err)
+	assert.Contains(t, strings.Join(logs, "\n"), "can't fork", "forks were refused at pids.max")
+	assert.NotContains(t, logs, "all-forked")
+	after, _ := filepath.Glob("/sys/fs/cgroup/pids/forged-build-*")
+	assert.Equal(t, before, after, "the build's cgroup parent is removed")
+
+	logs, err = build("nopids", 0)
+	require.NoError(t, err, strings.Join(logs, "\n"))
+	assert.Contains(t, logs, "all-forked")
 }

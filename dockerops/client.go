@@ -8,6 +8,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/host/cgroups"
 	"github.com/forgedev/forged/internal/host/dockerctx"
 )
 
@@ -32,6 +33,9 @@ type Options struct {
 	// CreateVolumeWithOptions); Teardown releases an attempt's images once
 	// its volumes are gone.
 	VolumeImages VolumeImages
+	// Cgroups finds the host's cgroup hierarchies for a build's PIDs
+	// limit (BuildLimits.PIDs); the zero value reads this host's.
+	Cgroups cgroups.Locator
 }
 
 // VolumeImages releases the filesystem images behind an attempt's volumes

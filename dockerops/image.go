@@ -21,6 +21,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/internal/kit/text"
 )
 
@@ -115,12 +116,47 @@ const (
 	cpuPeriod             = 100_000 // CFS period in µs; the quota is millis × 100
 )
 
+// The seed's ranges of the operator's build limits (buildResourcePolicy):
+// open files 256 to 65,536 and memory 512 MiB to 16 GiB. The shared
+// memory is the seed's fixed 256m.
+const (
+	MinBuildNoFile = 256
+	MaxBuildNoFile = 65_536
+	MinBuildMemory = 512 << 20
+	MaxBuildMemory = 16 << 30
+	// DefaultBuildPIDs is the seed's builder PIDs limit. forged's
+	// --build-pids defaults to 0 (none): it can be applied only by a root
+	// forged beside a local rootful cgroupfs engine.
+	DefaultBuildPIDs = 512
+	MinBuildPIDs     = 128
+	MaxBuildPIDs     = 4096
+)
+
+// CheckBuildRanges refuses operator build limits outside the seed's
+// ranges, naming the flag. A PIDs limit of 0 is none.
+func CheckBuildRanges(noFile, memoryBytes, pids int64) error {
+	switch {
+	case pids != 0 && (pids < MinBuildPIDs || pids > MaxBuildPIDs):
+		return fmt.Errorf("--build-pids %d is outside the seed's range [%d, %d] (0: no limit)", pids, MinBuildPIDs, MaxBuildPIDs)
+	case noFile < MinBuildNoFile || noFile > MaxBuildNoFile:
+		return fmt.Errorf("--build-nofile %d is outside the seed's range [%d, %d]", noFile, MinBuildNoFile, MaxBuildNoFile)
+	case memoryBytes < MinBuildMemory || memoryBytes > MaxBuildMemory:
+		return fmt.Errorf("--build-memory-bytes %d is outside the seed's range [%d (512 MiB), %d (16 GiB)]", memoryBytes, int64(MinBuildMemory), int64(MaxBuildMemory))
+	}
+	return nil
+}
+
 // BuildLimits confine the containers the classic builder runs for RUN
 // steps. Zero fields take the defaults: no network, 3 GiB of memory with
 // no swap, 2 CPUs, 4,096 open files, and Options.Timeouts.Build.
 //
-// The classic builder (API 1.41) takes no PIDs limit: a fork bomb in a RUN
-// step is bounded by the memory limit and the build timeout only.
+// The classic builder (API 1.41) takes no PIDs limit. PIDs, when set,
+// bounds the build's processes all together through a cgroup parent
+// forged creates with that pids.max (cgroups.BuildParent): it needs a
+// local rootful engine with the cgroupfs driver, and a build whose limit
+// cannot be applied is refused with sandbox_build_policy_failed. Zero
+// means none: a fork bomb in a RUN step is then bounded by the memory
+// limit and the build timeout only.
 type BuildLimits struct {
 	// Network is "none" or "bridge"; "bridge" is the operator's explicit
 	// opt-in (the egress proxy's network will be the other choice).
@@ -128,6 +164,7 @@ type BuildLimits struct {
 	MemoryBytes int64
 	CPUMillis   int64
 	NoFile      int64
+	PIDs        int64
 	Timeout     time.Duration
 }
 
@@ -199,6 +236,16 @@ func (c *Client) BuildImage(ctx context.Context, req BuildRequest) (string, erro
 	buildCtx, cancel := context.WithTimeout(ctx, limits.Timeout)
 	defer cancel()
 	opts := limits.options()
+	if limits.PIDs > 0 {
+		parent, err := c.opts.Cgroups.NewBuildParent("forged-build-"+strings.ReplaceAll(ids.NewUUID(), "-", ""), limits.PIDs)
+		if err != nil {
+			return "", failure.Wrap(failure.SandboxBuildPolicy, err, "image build: the builder PIDs limit of %d cannot be applied (the classic builder takes it only through a cgroup parent, which needs a local rootful engine with the cgroupfs driver); set --build-pids 0 to build without one", limits.PIDs)
+		}
+		// Removed once the build's containers are (ForceRemove); a
+		// leftover is empty and bounded by nothing but its name.
+		defer func() { _ = parent.Remove() }()
+		opts.CgroupParent = parent.Name
+	}
 	opts.Version = build.BuilderV1
 	opts.Dockerfile = dockerfile
 	opts.Tags = slices.Clone(req.Tags)

@@ -261,3 +261,32 @@ func TestImageIDAndRemoveImageWithFake(t *testing.T) {
 	require.NoError(t, c.RemoveImage(context.Background(), "b:1"), "not found is success")
 	assert.Equal(t, []string{"a:1"}, f.removed)
 }
+
+// The operator's build limits take the seed's ranges (buildResourcePolicy),
+// and the shared memory is the seed's fixed 256m.
+func TestCheckBuildRanges(t *testing.T) {
+	assert.NoError(t, CheckBuildRanges(DefaultBuildNoFile, DefaultBuildMemory, DefaultBuildPIDs))
+	assert.NoError(t, CheckBuildRanges(256, 512<<20, 0))
+	assert.NoError(t, CheckBuildRanges(65_536, 16<<30, 4096))
+	for _, c := range []struct {
+		nofile, memory int64
+		flag           string
+	}{{255, DefaultBuildMemory, "--build-nofile"}, {65_537, DefaultBuildMemory, "--build-nofile"},
+		{DefaultBuildNoFile, 512<<20 - 1, "--build-memory-bytes"}, {DefaultBuildNoFile, 16<<30 + 1, "--build-memory-bytes"}} {
+		err := CheckBuildRanges(c.nofile, c.memory, 128)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), c.flag)
+	}
+	for _, pids := range []int64{127, 4097, -1} {
+		err := CheckBuildRanges(DefaultBuildNoFile, DefaultBuildMemory, pids)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "--build-pids")
+	}
+	f := &fakeImages{stream: `{"aux":{"ID":"sha256:aux"}}`, images: map[string]string{"t:1": "sha256:built"}}
+	_, err := newClient(fastOptions(), f).BuildImage(context.Background(), BuildRequest{ContextTar: strings.NewReader("tar"), Tags: []string{"t:1"}})
+	require.NoError(t, err)
+	assert.Empty(t, f.opts.CgroupParent, "no PIDs limit, no cgroup parent")
+	assert.Equal(t, int64(256<<20), f.opts.ShmSize)
+	assert.Equal(t, int64(DefaultBuildNoFile), f.opts.Ulimits[0].Soft)
+	assert.Equal(t, int64(DefaultBuildMemory), f.opts.MemorySwap, "no swap")
+}

@@ -62,7 +62,7 @@ var (
 	SandboxConfigInvalid        = define("sandbox_config_commit_invalid", Permanent, http.StatusUnprocessableEntity, "the config commit is not a full commit sha of the repository")
 	SandboxConfigMismatch       = define("sandbox_config_commit_mismatch", Permanent, http.StatusUnprocessableEntity, "the config commit does not carry the approved sandbox configuration")
 	SandboxBuildFailed          = define("sandbox_build_failed", Permanent, http.StatusInternalServerError, "the image build failed, exceeded a limit (named) or its timeout")
-	SandboxBuildPolicy          = define("sandbox_build_policy_failed", Permanent, http.StatusUnprocessableEntity, "the Dockerfile breaks the build policy (URL `ADD`; under `sandbox_required` an unpinned, absent or variable upstream image, or a `syntax` frontend); the message names the line")
+	SandboxBuildPolicy          = define("sandbox_build_policy_failed", Permanent, http.StatusUnprocessableEntity, "the Dockerfile breaks the build policy (URL `ADD`; under `sandbox_required` an unpinned, absent or variable upstream image, or a `syntax` frontend); the message names the line), or a builder limit that cannot be applied (the builder PIDs limit)")
 	SandboxCreateFailed         = define("sandbox_create_failed", Retryable, http.StatusInternalServerError, "the network, volumes or worker could not be created")
 	SandboxWorkerFailed         = define("sandbox_worker_failed", Permanent, http.StatusInternalServerError, "the worker or its task exited non-zero; the message carries the diagnostic")
 	SandboxOOMKilled            = define("sandbox_oom_killed", Permanent, http.StatusInternalServerError, "the engine's inspected state says OOMKilled, or the memory cgroup's `oom_kill` count is above 0 (never inferred from exit code 137 or the task's output)")
@@ -113,6 +113,7 @@ var (
 	StateIOFailed          = define("sandbox_state_io_failed", Retryable, http.StatusInternalServerError, "forged's state directory could not be read or written")
 	ReaperConfigInvalid    = define("reaper_config_invalid", Permanent, http.StatusInternalServerError, "a reaper round's runner identities are not full UUIDs")
 	ReaperListFailed       = define("reaper_list_failed", Retryable, http.StatusServiceUnavailable, "the engine's managed objects could not be listed")
+	ReapRequestInvalid     = define("reap_request_invalid", Permanent, http.StatusBadRequest, "a POST /v1/reap body is not {attemptSnapshot: [{dispatchAttemptId, fencingToken, runnerInstanceId: full UUIDs, expiresAt: RFC 3339}]}")
 )
 
 // The seed's wire names that forged had renamed: the seed's name is the

@@ -84,6 +84,9 @@ type EngineFacts struct {
 	DockerRootDir   string `json:"dockerRootDir,omitempty"`
 	NCPU            int    `json:"ncpu,omitempty"`
 	MemTotalBytes   int64  `json:"memTotalBytes,omitempty"`
+	// DockerDesktop: the engine is Docker Desktop's VM seen from a
+	// non-Linux host; its memory is measured in the VM.
+	DockerDesktop bool `json:"dockerDesktop,omitempty"`
 }
 
 // EngineFeatures are the engine's isolation and build facilities.
@@ -110,6 +113,12 @@ type EngineFeatures struct {
 	// every part (SBOM command, scan command, provenance key) and builds
 	// with no network. An operator setting, not an engine fact.
 	ImagePolicy bool `json:"imagePolicy"`
+	// SecurityProfile is the seed's feature of that name: the operator
+	// configured both a seccomp profile and an LSM option for workers,
+	// and the engine enforces seccomp and the module the option names
+	// (AppArmor for apparmor=, SELinux for label=). Without it the
+	// sandbox_required policy refuses every attempt.
+	SecurityProfile bool `json:"securityProfile"`
 }
 
 // NetworkIsolation is what a probe learnt about isolated networks on this

@@ -43,6 +43,10 @@ type ImageSweeper interface {
 // ReapNow asks the reaper for one round now. Replied with ReapResult.
 type ReapNow struct {
 	DryRun bool
+	// Snapshot, when set, is the server's list of this runner's live
+	// attempts for this round (POST /v1/reap): the reaper keeps those and
+	// reaps the rest by the seed's rule (reaper.ShouldReapLedger).
+	Snapshot *reaper.Snapshot
 }
 
 // ReapResult is one round's account.
@@ -152,7 +156,7 @@ func (r *reaperActor) Receive(ctx actor.Context) {
 			// The engine answers again (after a restart of dockerd, say):
 			// what the attempts that ended with it left behind is reaped
 			// now, not at the next scheduled round.
-			r.round(ctx, false, nil)
+			r.round(ctx, false, nil, nil)
 		}
 	case reapTick:
 		r.timer = nil
@@ -161,13 +165,13 @@ func (r *reaperActor) Receive(ctx actor.Context) {
 			r.arm(ctx)
 			return
 		}
-		r.round(ctx, false, nil)
+		r.round(ctx, false, nil, nil)
 	case ReapNow:
 		if err := r.maintenance.Err(); err != nil {
 			ctx.Respond(ReapResult{Err: err})
 			return
 		}
-		r.round(ctx, msg.DryRun, ctx.Sender())
+		r.round(ctx, msg.DryRun, msg.Snapshot, ctx.Sender())
 	case roundDone:
 		r.running = false
 		r.rounds++
@@ -223,7 +227,7 @@ func (r *reaperActor) arm(ctx actor.Context) {
 
 // round runs one reaper round off the mailbox. A request that arrives
 // while a round runs is refused rather than queued: rounds never overlap.
-func (r *reaperActor) round(ctx actor.Context, dryRun bool, requester *actor.PID) {
+func (r *reaperActor) round(ctx actor.Context, dryRun bool, snapshot *reaper.Snapshot, requester *actor.PID) {
 	if r.running {
 		if requester != nil {
 			ctx.Send(requester, ReapResult{Err: errRoundRunning})
@@ -234,6 +238,7 @@ func (r *reaperActor) round(ctx actor.Context, dryRun bool, requester *actor.PID
 	cfg := r.cfg.Round
 	cfg.DryRun = dryRun
 	cfg.Live = r.live.has
+	snapshot.Apply(&cfg)
 	store, docker, timeout, images, live := r.cfg.Store, r.cfg.Docker, r.cfg.Timeout, r.cfg.Images, r.live
 	actorkit.Go(ctx, r.runCtx, "reaper round", func(runCtx context.Context) any {
 		roundCtx, cancel := context.WithTimeout(runCtx, timeout)

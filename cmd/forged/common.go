@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/actors"
+	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/internal/daemon/config"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/host/preflight"
@@ -34,8 +35,6 @@ type runnerFlags struct {
 	sandboxUIDBase int
 	queue          int
 	buildPermits   int
-	seccompProfile string
-	lsmOption      string
 	managedNS      string
 	verbose        bool
 	sampleInterval time.Duration
@@ -49,6 +48,9 @@ type runnerFlags struct {
 	verifyTimeout  time.Duration
 	imagePolicy    imagePolicyFlags
 	allowPulls     bool
+	buildNoFile    int64
+	buildMemory    int64
+	buildPIDs      int64
 	cacheModes     string
 	cacheBytes     int64
 	requireBounded bool
@@ -68,6 +70,9 @@ type preflightFlags struct {
 	diskLow           float64
 	serviceCatalogue  string
 	isolation         string
+	seccompProfile    string
+	lsmOption         string
+	allowDesktop      bool
 }
 
 func (p *preflightFlags) register(cmd *cobra.Command) {
@@ -78,6 +83,9 @@ func (p *preflightFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Float64Var(&p.diskHigh, "disk-high-watermark", 0.90, "used ratio (0..1) of the Docker root directory at which the disk becomes low")
 	cmd.Flags().Float64Var(&p.diskLow, "disk-low-watermark", 0.80, "used ratio (0..1) at which a low disk recovers")
 	cmd.Flags().StringVar(&p.isolation, "isolation", messages.IsolationRunc, "the host's isolation floor: runc, or gvisor (every worker runs under the engine's runsc runtime with no network; the host is unavailable while runsc does not work, and services, public_allowlist and open_public are refused; see docs/gvisor.md)")
+	cmd.Flags().BoolVar(&p.allowDesktop, "allow-docker-desktop", preflight.DesktopAllowedByEnv(), "accept a Docker Desktop engine (macOS, Windows) although it is not rootless; its memory is measured in its VM (default: the seed's "+preflight.DesktopEnv+"=true; untested on a real Mac)")
+	cmd.Flags().StringVar(&p.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")
+	cmd.Flags().StringVar(&p.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
 	cmd.Flags().StringVar(&p.serviceCatalogue, "service-catalogue", "", "the service catalogue (scripts/service-images.sh writes bin/services.tsv); without one, contracts declaring services are refused")
 }
 
@@ -133,14 +141,15 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.queue, "queue", 16, "attempts that may wait for a slot")
 	cmd.Flags().IntVar(&f.sandboxUIDBase, "sandbox-uid-base", supervisor.DefaultUIDBase, "first of the sandbox uids, one per slot (uid base+slot, gid equal): unused uids, at least 20000; under a rootless engine, inside its subordinate id range (at most 65536)")
 	cmd.Flags().IntVar(&f.buildPermits, "build-permits", 0, "image builds that may run at once, one per image key (0: one per 2 cores and 4 GiB of memory, 1 to 4)")
-	cmd.Flags().StringVar(&f.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")
-	cmd.Flags().StringVar(&f.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
 	cmd.Flags().StringVar(&f.managedNS, "managed-namespace", messages.DefaultManagedNamespace, "ref prefix every dispatch's worktreeKey must lie below (refs/heads/…/)")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "debug logging")
 	cmd.Flags().DurationVar(&f.hardWall, "hard-wall", timelimit.DefaultHardWall, "longest a worker may run (60s to 8h); a dispatch's task timeout can only shorten it")
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", timelimit.DefaultIdle, "longest a worker may go without output (60s up to the hard wall)")
 	cmd.Flags().StringArrayVar(&f.providerAuth, "provider-auth", nil, "PROVIDER=/abs/helper: the helper that writes PROVIDER's credentials for one attempt into its working directory (repeatable)")
 	cmd.Flags().BoolVar(&f.allowPulls, "allow-build-pulls", false, "let image builds pull an upstream image that is not present locally (never under sandbox_required)")
+	cmd.Flags().Int64Var(&f.buildNoFile, "build-nofile", dockerops.DefaultBuildNoFile, "open files of an image build's RUN steps (the seed's range: 256 to 65536)")
+	cmd.Flags().Int64Var(&f.buildMemory, "build-memory-bytes", dockerops.DefaultBuildMemory, "memory of an image build's RUN steps, in bytes, with no swap (the seed's range: 512 MiB to 16 GiB)")
+	cmd.Flags().Int64Var(&f.buildPIDs, "build-pids", 0, "processes of an image build, all RUN steps together, through a cgroup parent (the seed's range: 128 to 4096, its value 512; 0: none). Needs forged as root beside a local rootful engine with the cgroupfs driver, else every build is refused with sandbox_build_policy_failed")
 	cmd.Flags().StringVar(&f.verifyCommand, "image-verify-command", "", "absolute path of a cosign-compatible verification command (image reference in, exit status out) for upstream images; required by sandbox_required")
 	cmd.Flags().DurationVar(&f.verifyTimeout, "image-verify-timeout", imagesig.DefaultTimeout, "deadline of one image verification")
 	cmd.Flags().DurationVar(&f.providerTTL, "provider-auth-timeout", providerauth.DefaultTimeout, "deadline of one provider auth helper run")
@@ -209,6 +218,9 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 			return runner.Config{}, fmt.Errorf("%s %s is below %s", d.name, d.value, d.min)
 		}
 	}
+	if err := dockerops.CheckBuildRanges(f.buildNoFile, f.buildMemory, f.buildPIDs); err != nil {
+		return runner.Config{}, err
+	}
 	if f.sampleInterval > runner.MaxSampleInterval {
 		return runner.Config{}, fmt.Errorf("--sample-interval %s is above %s: the memory telemetry's samples must be at most %s apart", f.sampleInterval, runner.MaxSampleInterval, runner.MaxSampleInterval)
 	}
@@ -220,11 +232,12 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		StateRoot:             f.stateRoot,
 		LockRoot:              f.lockRoot,
 		WorkerBinary:          f.workerBinary,
-		SeccompProfile:        f.seccompProfile,
-		LSMOption:             f.lsmOption,
+		SeccompProfile:        f.preflight.seccompProfile,
+		LSMOption:             f.preflight.lsmOption,
 		ManagedNamespace:      f.managedNS,
 		Logger:                logger,
 		AllowRootful:          f.preflight.allowRootful,
+		AllowDockerDesktop:    f.preflight.allowDesktop,
 		Isolation:             f.preflight.isolation,
 		Capacity:              f.preflight.policy(f.slots),
 		Disk:                  f.preflight.disk(),
@@ -239,6 +252,7 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		Egress:                egressOptions,
 		AllowOpenPublic:       f.network.allowOpenPublic,
 		AllowBuildPulls:       f.allowPulls,
+		BuildLimits:           dockerops.BuildLimits{NoFile: f.buildNoFile, MemoryBytes: f.buildMemory, PIDs: f.buildPIDs},
 		Caches:                cachePolicy,
 		CacheBytes:            f.cacheBytes,
 		RequireBoundedStorage: f.requireBounded,

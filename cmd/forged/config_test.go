@@ -91,6 +91,8 @@ func TestInvalidConfigRefusesToStartNamingTheKey(t *testing.T) {
 		{"a list for a number", "hostReservedCores: [1]\n", nil, "config: hostReservedCores ("},
 		{"negative build permits", "buildPermits: -1\n", nil, "config: buildPermits ("},
 		{"sample interval past the telemetry's bound", "sampleInterval: 31s\n", nil, "--sample-interval 31s is above 30s"},
+		{"build nofile below the seed's range", "buildNofile: 255\n", nil, "--build-nofile 255 is outside the seed's range [256, 65536]"},
+		{"build memory above the seed's range from env", "", map[string]string{"FORGED_BUILD_MEMORY_BYTES": "17179869185"}, "--build-memory-bytes 17179869185 is outside the seed's range"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -53,6 +53,10 @@ func preflightCommand() *cobra.Command {
 				Capacity:       admission.policy(maxSlots),
 				Disk:           admission.disk(),
 				IsolationFloor: admission.isolation,
+				SeccompProfile: admission.seccompProfile,
+				LSMOption:      admission.lsmOption,
+
+				AllowDockerDesktop: admission.allowDesktop,
 			}
 			// The isolation probe needs a full client; without one the
 			// report says isolation is not verified.
@@ -135,6 +139,7 @@ func printPreflight(w io.Writer, r preflight.Report) error {
 		lsm = "none"
 	}
 	row("isolation", "%s, user namespaces %s, cgroup v%s (%s), seccomp %s, LSM %s", mode, yes(f.UserNamespaces), f.CgroupVersion, f.CgroupDriver, yes(f.Seccomp), lsm)
+	row("security profile", "%s (--seccomp-profile and --lsm set, and enforced by the engine)", yes(f.SecurityProfile))
 	n := r.Network
 	row("network", "attempts without services or egress: %s (loopback only)", n.DefaultMode)
 	if n.Isolation.Verified {

@@ -34,7 +34,7 @@ func reapCommand() *cobra.Command {
 				return err
 			}
 			defer r.Close()
-			round, err := r.Reap(dryRun)
+			round, err := r.Reap(dryRun, nil)
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
 			if encodeErr := enc.Encode(map[string]any{"startup": r.Restart, "round": round}); encodeErr != nil {

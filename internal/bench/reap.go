@@ -46,7 +46,7 @@ func (e *Env) measureReap(ctx context.Context) (map[string]Summary, error) {
 		// whole second as their creation time ("created before the round").
 		time.Sleep(1100 * time.Millisecond)
 		start := time.Now()
-		round, err := r.Reap(false)
+		round, err := r.Reap(false, nil)
 		forged = append(forged, time.Since(start))
 		if err != nil {
 			return nil, fmt.Errorf("reaper: %w", err)

@@ -47,7 +47,9 @@ func (c *consoleRunner) Inspect() []messages.InspectReply                  { ret
 func (c *consoleRunner) Logs() *runner.Logs                                { return runner.NewLogs(0) }
 func (c *consoleRunner) CleanupReports() ([]messages.CleanupReport, error) { return nil, nil }
 func (c *consoleRunner) AcknowledgeReport(string) error                    { return nil }
-func (c *consoleRunner) Reap(bool) (reaper.Round, error)                   { return reaper.Round{}, nil }
+func (c *consoleRunner) Reap(bool, *reaper.Snapshot) (reaper.Round, error) {
+	return reaper.Round{}, nil
+}
 
 func newConsoleServer(t *testing.T) (*httptest.Server, *consoleRunner) {
 	t.Helper()

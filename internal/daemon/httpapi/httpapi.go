@@ -64,7 +64,7 @@ type Runner interface {
 	Logs() *runner.Logs
 	CleanupReports() ([]messages.CleanupReport, error)
 	AcknowledgeReport(reportID string) error
-	Reap(dryRun bool) (reaper.Round, error)
+	Reap(dryRun bool, snapshot *reaper.Snapshot) (reaper.Round, error)
 	Metrics() *metrics.Metrics
 	Console() runner.ConsoleFrame
 }
@@ -309,7 +309,18 @@ func (a *api) acknowledge(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) reap(w http.ResponseWriter, r *http.Request) {
-	round, err := a.runner.Reap(r.URL.Query().Get("dryRun") == "true")
+	// The optional body is the server's snapshot of the live attempts.
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		writeRefusal(w, failure.ReapRequestInvalid, "the reap request body is unreadable or larger than 1 MiB")
+		return
+	}
+	snapshot, err := reaper.ParseSnapshot(raw)
+	if err != nil {
+		writeRefusal(w, failure.ReapRequestInvalid, err.Error())
+		return
+	}
+	round, err := a.runner.Reap(r.URL.Query().Get("dryRun") == "true", snapshot)
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: string(failure.CodeOf(err)), Message: err.Error()})
 		return

@@ -33,6 +33,7 @@ import (
 	"github.com/forgedev/forged/internal/daemon/httpapi"
 	"github.com/forgedev/forged/internal/daemon/metrics"
 	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/internal/state/reaper"
 	"github.com/forgedev/forged/messages"
 )
@@ -120,7 +121,8 @@ func contractDocument(t *testing.T) []byte {
 // contractRunner is a daemon whose every route has something to answer.
 type contractRunner struct {
 	consoleRunner
-	logs *runner.Logs
+	logs      *runner.Logs
+	snapshots []reaper.Snapshot // the reap requests' snapshots
 }
 
 func (c *contractRunner) Submit(d *messages.Dispatch) (messages.SubmitReply, error) {
@@ -155,8 +157,13 @@ func (c *contractRunner) CleanupReports() ([]messages.CleanupReport, error) {
 	}}}}, nil
 }
 
-func (c *contractRunner) Reap(dryRun bool) (reaper.Round, error) {
+func (c *contractRunner) Reap(dryRun bool, snapshot *reaper.Snapshot) (reaper.Round, error) {
 	round := reaper.Round{Started: time.Unix(1, 0).UTC()}
+	if snapshot != nil {
+		c.snapshots = append(c.snapshots, *snapshot)
+		round.Reaped = []string{"a3"}
+		round.Audit = &imagegc.AuditReport{Removed: []imagegc.AuditRecord{{Key: strings.Repeat("a", 64), Modified: time.Unix(1, 0).UTC(), Dir: "attestations"}}, Kept: 2, Failed: []string{}}
+	}
 	object := reaper.Object{Kind: "container", ID: "c1", Name: "forge-a1", Labels: map[string]string{"dev.forge.managed": "true"}, Created: time.Unix(1, 0).UTC()}
 	if dryRun {
 		round.WouldReap = []string{"a1"}
@@ -366,6 +373,8 @@ func TestEveryAnswerMatchesTheContract(t *testing.T) {
 	})
 	write := map[string]string{"Content-Type": "application/json", messages.APIClientHeader: messages.APIClientValue}
 	bearer := map[string]string{"Content-Type": "application/json", messages.APIClientHeader: messages.APIClientValue, "Authorization": "Bearer " + manageToken}
+	snapshot := fmt.Sprintf(`{"attemptSnapshot":[{"dispatchAttemptId":%q,"fencingToken":%q,"runnerInstanceId":%q,"expiresAt":%q}]}`,
+		d.AttemptID(), d.Lease.FencingToken, d.Sandbox.RunnerInstanceID, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
 	renew := fmt.Sprintf(`{"fencingToken":%q,"expiresAt":%q}`, d.Lease.FencingToken, time.Now().Add(2*time.Hour).UTC().Format(time.RFC3339))
 
 	cases := []struct {
@@ -404,6 +413,10 @@ func TestEveryAnswerMatchesTheContract(t *testing.T) {
 		{v, http.MethodGet, "/v1/cleanup-reports", "", nil, http.StatusOK, false},
 		{v, http.MethodDelete, "/v1/cleanup-reports/r1", "", write, http.StatusNoContent, false},
 		{v, http.MethodPost, "/v1/reap?dryRun=true", "", write, http.StatusOK, false},
+		{v, http.MethodPost, "/v1/reap", snapshot, write, http.StatusOK, false},
+		{v, http.MethodPost, "/v1/reap", `{"attemptSnapshot":[]}`, write, http.StatusOK, false},
+		{v, http.MethodPost, "/v1/reap", `{"attemptSnapshot":[{"dispatchAttemptId":"nope"}]}`, write, http.StatusBadRequest, true},
+		{v, http.MethodPost, "/v1/reap", `{"attempts":[]}`, write, http.StatusBadRequest, true},
 		{v, http.MethodGet, "/v1/snapshot", "", nil, http.StatusOK, false},
 		{v, http.MethodGet, "/v1/inspect", "", nil, http.StatusOK, false},
 		{v, http.MethodGet, "/v1/inspect/stream?interval=10s", "", nil, http.StatusOK, false},
@@ -451,6 +464,12 @@ func TestEveryAnswerMatchesTheContract(t *testing.T) {
 	v.seen = append(v.seen, vReadOnly.seen...)
 	v.mu.Unlock()
 	v.covered(t, doc)
+	// The two valid snapshots reached the runner, the invalid ones did not.
+	require.Len(t, r.snapshots, 2)
+	require.Len(t, r.snapshots[0].Attempts, 1)
+	assert.Equal(t, d.AttemptID(), r.snapshots[0].Attempts[0].AttemptID)
+	assert.NotNil(t, r.snapshots[1].Attempts, "an empty snapshot is a snapshot")
+	assert.Empty(t, r.snapshots[1].Attempts)
 }
 
 // TestClientMatchesTheContract runs every method of package client

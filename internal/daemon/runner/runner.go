@@ -63,6 +63,14 @@ type Config struct {
 	// attempt's own lease and fencing token were checked; an error stops
 	// the step (the fleet's record of an attempt declared lost).
 	Fence func(ctx context.Context, attemptID string) error
+
+	// BuildLimits confine image builds (zero fields: dockerops' defaults,
+	// the seed's).
+	BuildLimits dockerops.BuildLimits
+	// AllowDockerDesktop accepts a Docker Desktop engine although it is
+	// not rootless (preflight.Options.AllowDockerDesktop).
+	AllowDockerDesktop bool
+
 	// WrapDocker, when set, wraps the Docker client the attempts use. It
 	// exists for fault-injection tests against the real engine.
 	WrapDocker func(actors.Docker) actors.Docker
@@ -284,8 +292,8 @@ func (r *Runner) Renew(attemptID, fencingToken string, expiresAt time.Time) (mes
 func (r *Runner) RunnerID() string { return r.runnerID }
 
 // Reap runs one reaper round now (dryRun: only list what it would remove).
-func (r *Runner) Reap(dryRun bool) (reaper.Round, error) {
-	res, err := r.system.Root.RequestFuture(r.root, supervisor.ReapNow{DryRun: dryRun}, 6*time.Minute).Result()
+func (r *Runner) Reap(dryRun bool, snapshot *reaper.Snapshot) (reaper.Round, error) {
+	res, err := r.system.Root.RequestFuture(r.root, supervisor.ReapNow{DryRun: dryRun, Snapshot: snapshot}, 6*time.Minute).Result()
 	if err != nil {
 		return reaper.Round{}, fmt.Errorf("reap: %w", err)
 	}

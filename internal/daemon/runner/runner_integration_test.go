@@ -341,7 +341,7 @@ func TestTwoRunnersOnOneEngineNeverTouchEachOther(t *testing.T) {
 	names, err := dockerops.NamesFor(d.AttemptID())
 	require.NoError(t, err)
 
-	round, err := b.runner.Reap(false)
+	round, err := b.runner.Reap(false, nil)
 	require.NoError(t, err)
 	for _, obj := range round.Removed {
 		assert.NotEqual(t, d.AttemptID(), obj.Labels["dev.forge.dispatch-attempt-id"], "B removed A's %s %s", obj.Kind, obj.Name)

@@ -120,6 +120,10 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		ImagePolicy: cfg.ImagePolicy.Complete(),
 
 		GVisorNetworkRuntime: cfg.GVisorNetworkRuntime,
+		SeccompProfile:       cfg.SeccompProfile,
+		LSMOption:            cfg.LSMOption,
+
+		AllowDockerDesktop: cfg.AllowDockerDesktop,
 	}), 0, cfg.Clock)
 	r.preflight = cache
 	// The first report is taken now, so that admission starts from it.
@@ -170,6 +174,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		Egress:              cfg.Egress,
 		AllowOpenPublic:     cfg.AllowOpenPublic,
 		AllowBuildPulls:     cfg.AllowBuildPulls,
+		BuildLimits:         cfg.BuildLimits,
 		Caches:              cfg.Caches,
 		CacheBytes:          cfg.CacheBytes,
 		Confinement:         func() actors.Confinement { return confinementOf(cache, storage, isolation) },
@@ -205,6 +210,13 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 			},
 		})
 	}
+	// Every reaper round collects the stored build logs and attestations
+	// by the seed's retention, the keys of running attempts kept.
+	var auditPolicy imagegc.Policy
+	if cfg.ImageGC != nil {
+		auditPolicy = cfg.ImageGC.Policy
+	}
+	round.Audit = &reaper.AuditRetention{StateRoot: cfg.StateRoot, Policy: auditPolicy, Refs: r.imageRefs}
 	sup := cfg.Metrics.Instrument(supervisor.Props(supervisor.Config{
 		Slots:        cfg.Slots,
 		UIDBase:      cfg.SandboxUIDBase,

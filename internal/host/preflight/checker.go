@@ -69,6 +69,17 @@ type Options struct {
 	// GVisorRuntime under the gvisor floor. When it does not work, the
 	// host stays available for attempts without a network.
 	GVisorNetworkRuntime string
+	// SeccompProfile and LSMOption are the operator's worker security
+	// settings (--seccomp-profile, --lsm); the report's securityProfile
+	// feature says whether the engine enforces both.
+	SeccompProfile string
+	LSMOption      string
+	// AllowDockerDesktop accepts a Docker Desktop engine (desktop.go)
+	// although it is not rootless. ContainerMemory sums the running
+	// containers' memory on such an engine; default: over the Engine API
+	// when the engine is a *client.Client.
+	AllowDockerDesktop bool
+	ContainerMemory    ContainerMemory
 }
 
 // supportedPlatforms are the OSes forged can drive Docker sandboxes from.
@@ -130,6 +141,9 @@ func NewChecker(engine Engine, host HostFacts, opts Options) *Checker {
 	if opts.GVisorNetworkRuntime == "" {
 		opts.GVisorNetworkRuntime = DefaultGVisorNetworkRuntime
 	}
+	if opts.ContainerMemory == nil {
+		opts.ContainerMemory = engineContainerMemory(engine)
+	}
 	return &Checker{engine: engine, host: host, opts: opts, now: opts.Clock.Now}
 }
 
@@ -182,9 +196,11 @@ func (c *Checker) Check(ctx context.Context) Report {
 		DockerRootDir:   info.DockerRootDir,
 		NCPU:            info.NCPU,
 		MemTotalBytes:   info.MemTotal,
+		DockerDesktop:   isDockerDesktop(goos, info.OperatingSystem),
 	}
 	r.Features = featuresOf(info, ping)
 	r.Features.ImagePolicy = c.opts.ImagePolicy
+	r.Features.SecurityProfile = securityProfile(r.Features, c.opts.SeccompProfile, c.opts.LSMOption)
 	if c.opts.Services != nil {
 		r.Services = c.opts.Services(ctx)
 	}
@@ -198,13 +214,16 @@ func (c *Checker) Check(ctx context.Context) Report {
 	case !r.Engine.Linux:
 		r.Code = DockerLinuxRequired
 		r.Reason = fmt.Sprintf("the engine%s runs %q containers; sandbox images need a Linux engine", c.at(), info.OSType)
-	case !r.Features.Rootless && !c.opts.AllowRootful:
+	case !r.Features.Rootless && !c.opts.AllowRootful && !(r.Engine.DockerDesktop && c.opts.AllowDockerDesktop):
 		r.Code = DockerRootlessRequired
 		r.Reason = fmt.Sprintf("the engine%s runs rootful (security options %v); run dockerd rootless, or allow a rootful engine explicitly (--allow-rootful)", c.at(), info.SecurityOptions)
+		if r.Engine.DockerDesktop {
+			r.Reason += "; on Docker Desktop, allow it with --allow-docker-desktop (or " + DesktopEnv + "=true)"
+		}
 	case isolationCode != "":
 		r.Code, r.Reason = isolationCode, isolationReason
 	}
-	c.measure(&r, goos)
+	c.measure(ctx, &r, goos)
 	r.Reason = singleLine(r.Reason)
 	r.Available = r.Code == "" && r.Capacity > 0
 	return r
@@ -212,7 +231,7 @@ func (c *Checker) Check(ctx context.Context) Report {
 
 // measure fills disk, memory, CPU and, unless the engine already refused,
 // the capacity with its code and reason.
-func (c *Checker) measure(r *Report, goos string) {
+func (c *Checker) measure(ctx context.Context, r *Report, goos string) {
 	path := c.opts.StateRoot
 	if goos == "linux" && c.localEngine() && filepath.IsAbs(r.Engine.DockerRootDir) {
 		path = r.Engine.DockerRootDir
@@ -230,6 +249,11 @@ func (c *Checker) measure(r *Report, goos string) {
 	memory, memErr := c.host.AvailableMemory()
 	if memErr != nil {
 		memory = 0
+	}
+	if r.Engine.DockerDesktop {
+		if vm, ok := c.desktopMemory(ctx, r.Engine.MemTotalBytes); ok {
+			memory = vm
+		}
 	}
 	adm := Capacity(c.disk, memory, c.host.CPUCores(), c.opts.Capacity)
 	r.Disk, r.Memory, r.CPU, r.MaxSlots = c.disk, adm.Memory, adm.CPU, adm.MaxSlots

@@ -208,3 +208,33 @@ func TestCheckReportsTheServiceCatalogue(t *testing.T) {
 	withServices := check(t, rootlessEngine(), bigHost(), Options{Capacity: CapacityPolicy{ServiceMemoryBytes: 2 << 30}})
 	assert.Equal(t, int64(2<<30)+r.Memory.PerAttemptBytes, withServices.Memory.PerAttemptBytes, "admission counts service memory")
 }
+
+// The seed's securityProfile feature: both settings configured, and the
+// engine enforces seccomp and the module the LSM option names.
+func TestSecurityProfileFeature(t *testing.T) {
+	const profile, apparmor = "/etc/forged/seccomp.json", "apparmor=forge-sandbox"
+	cases := []struct {
+		name         string
+		securityOpts []string
+		seccomp, lsm string
+		want         bool
+	}{
+		{"both configured, engine enforces both", []string{"name=seccomp,profile=builtin", "name=apparmor"}, profile, apparmor, true},
+		{"no settings", []string{"name=seccomp,profile=builtin", "name=apparmor"}, "", "", false},
+		{"no seccomp profile", []string{"name=seccomp,profile=builtin", "name=apparmor"}, "", apparmor, false},
+		{"no LSM option", []string{"name=seccomp,profile=builtin", "name=apparmor"}, profile, " ", false},
+		{"engine without seccomp", []string{"name=apparmor"}, profile, apparmor, false},
+		{"engine without the named module", []string{"name=seccomp,profile=builtin", "name=apparmor"}, profile, "label=type:container_t", false},
+		{"SELinux option on an SELinux engine", []string{"name=seccomp,profile=builtin", "name=selinux"}, profile, "label=type:container_t", true},
+		{"unknown option kind", []string{"name=seccomp,profile=builtin", "name=apparmor"}, profile, "smack=x", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := rootlessEngine()
+			e.info.SecurityOptions = append([]string{"name=rootless"}, c.securityOpts...)
+			r := check(t, e, bigHost(), Options{SeccompProfile: c.seccomp, LSMOption: c.lsm})
+			require.True(t, r.Engine.Reachable)
+			assert.Equal(t, c.want, r.Features.SecurityProfile)
+		})
+	}
+}

@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/docker/docker/api/types"
@@ -84,6 +85,21 @@ func featuresOf(info system.Info, ping types.Ping) Features {
 		}
 	}
 	return f
+}
+
+// securityProfile is the seed's securityProfile feature: both a seccomp
+// profile and an LSM option are configured, and the engine enforces
+// seccomp and the security module the option names ("apparmor=…" needs
+// AppArmor, "label=…" SELinux). It does not read the profile: the attempt
+// does, and refuses one it cannot use (dockerops.ResolveSecurityOptions).
+func securityProfile(f Features, seccompProfile, lsmOption string) bool {
+	lsm := strings.TrimSpace(lsmOption)
+	if strings.TrimSpace(seccompProfile) == "" || lsm == "" || !f.Seccomp {
+		return false
+	}
+	kind, _, _ := strings.Cut(lsm, "=")
+	module := map[string]string{"apparmor": "apparmor", "label": "selinux"}[kind]
+	return module != "" && slices.Contains(f.LSM, module)
 }
 
 // securityOption splits "name=seccomp,profile=default" into its name and

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // availableMemory reads MemAvailable from /proc/meminfo.
@@ -35,27 +33,6 @@ func parseMemAvailable(meminfo []byte) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("meminfo has no MemAvailable")
-}
-
-// diskUsage is statfs of path's nearest existing ancestor.
-func diskUsage(path string) (int64, int64, error) {
-	p, err := existingAncestor(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(p, &st); err != nil {
-		return 0, 0, fmt.Errorf("statfs %s: %w", p, err)
-	}
-	bsize := uint64(st.Bsize)
-	return clampInt64(st.Blocks * bsize), clampInt64(st.Bavail * bsize), nil
-}
-
-func clampInt64(v uint64) int64 {
-	if v > 1<<63-1 {
-		return 1<<63 - 1
-	}
-	return int64(v)
 }
 
 // cgroupCPUQuota returns the CPU quota of this process's cgroup in cores,

@@ -12,10 +12,19 @@ import (
 )
 
 // Audit artifacts are the restricted files forged keeps per image cache
-// key under the state root: the stored build logs (package buildlog,
-// STATE_ROOT/build-logs/<key>/). Acknowledged cleanup reports need no
-// collection: acknowledging one removes it.
-const auditDir = "build-logs"
+// key under the state root, in the seed's two directories: the stored
+// build logs (package buildlog, STATE_ROOT/build-logs/<key>/) and the
+// image policy's attestations (STATE_ROOT/attestations/<key>/: SBOM,
+// provenance). Each directory is collected apart, by the same rule.
+// Acknowledged cleanup reports need no collection: acknowledging one
+// removes it.
+const (
+	auditDir       = "build-logs"
+	attestationDir = "attestations"
+)
+
+// auditDirs are the audit directories, in collection order.
+var auditDirs = []string{auditDir, attestationDir}
 
 // Bounds of audit retention, as the seed's: at least one key is kept, and
 // nothing younger than an hour is removed for its age.
@@ -32,6 +41,9 @@ var auditKey = regexp.MustCompile(`^[0-9a-f]{64}$`)
 type AuditRecord struct {
 	Key      string    `json:"key"`
 	Modified time.Time `json:"modified"`
+	// Dir is the audit directory ("build-logs", "attestations"); empty
+	// means build-logs.
+	Dir string `json:"dir,omitempty"`
 }
 
 // AuditReport is what one collection did with the audit artifacts.
@@ -59,11 +71,14 @@ func SelectAudit(records []AuditRecord, keep int, maxAge time.Duration, protecte
 	return out
 }
 
-// ListAudit lists the audit directories under stateRoot. Anything that is
-// not a real directory named by a cache key (a symbolic link, a file, a
-// stray name) is ignored, never followed.
-func ListAudit(stateRoot string) ([]AuditRecord, error) {
-	root := filepath.Join(stateRoot, auditDir)
+// ListAudit lists the build-log directories under stateRoot. Anything
+// that is not a real directory named by a cache key (a symbolic link, a
+// file, a stray name) is ignored, never followed.
+func ListAudit(stateRoot string) ([]AuditRecord, error) { return listAuditDir(stateRoot, auditDir) }
+
+// listAuditDir lists one audit directory's keys, as ListAudit.
+func listAuditDir(stateRoot, dir string) ([]AuditRecord, error) {
+	root := filepath.Join(stateRoot, dir)
 	entries, err := os.ReadDir(root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -80,20 +95,17 @@ func ListAudit(stateRoot string) ([]AuditRecord, error) {
 		if err != nil || !info.IsDir() {
 			continue // gone meanwhile, or not a plain directory
 		}
-		records = append(records, AuditRecord{Key: e.Name(), Modified: info.ModTime().UTC()})
+		records = append(records, AuditRecord{Key: e.Name(), Modified: info.ModTime().UTC(), Dir: dir})
 	}
 	return records, nil
 }
 
-// PurgeAudit collects the audit artifacts under stateRoot by SelectAudit,
-// protecting the keys in use (req.InUse and req.Refs). With req.DryRun it
-// only reports.
+// PurgeAudit collects the audit artifacts under stateRoot (build logs and
+// attestations, each directory apart) by SelectAudit, protecting the keys
+// in use (req.InUse and req.Refs). With req.DryRun it only reports. The
+// reaper calls it every round, the image collector every collection.
 func PurgeAudit(stateRoot string, req Request) (AuditReport, error) {
 	report := AuditReport{Removed: []AuditRecord{}, Failed: []string{}}
-	records, err := ListAudit(stateRoot)
-	if err != nil {
-		return report, err
-	}
 	protected := map[string]bool{}
 	for k := range req.InUse {
 		protected[k] = true
@@ -104,16 +116,24 @@ func PurgeAudit(stateRoot string, req Request) (AuditReport, error) {
 		}
 	}
 	policy := req.Policy.withDefaults()
-	gone := SelectAudit(records, policy.AuditKeep, policy.AuditMaxAge, protected, req.Now)
-	report.Kept = len(records) - len(gone)
-	for _, r := range gone {
-		if !req.DryRun {
-			if err := os.RemoveAll(filepath.Join(stateRoot, auditDir, r.Key)); err != nil {
-				report.Failed = append(report.Failed, r.Key+": "+err.Error())
-				continue
-			}
+	var errs []error
+	for _, dir := range auditDirs {
+		records, err := listAuditDir(stateRoot, dir)
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
-		report.Removed = append(report.Removed, r)
+		gone := SelectAudit(records, policy.AuditKeep, policy.AuditMaxAge, protected, req.Now)
+		report.Kept += len(records) - len(gone)
+		for _, r := range gone {
+			if !req.DryRun {
+				if err := os.RemoveAll(filepath.Join(stateRoot, dir, r.Key)); err != nil {
+					report.Failed = append(report.Failed, dir+"/"+r.Key+": "+err.Error())
+					continue
+				}
+			}
+			report.Removed = append(report.Removed, r)
+		}
 	}
-	return report, nil
+	return report, errors.Join(errs...)
 }

@@ -60,6 +60,13 @@ type Entry struct {
 	// to re-adopt the attempt (adoption.go).
 	Adoption  *Adoption `json:"adoption,omitempty"`
 	UpdatedAt time.Time `json:"updatedAt"`
+
+	// Reservation, Paths and Labels are the seed's snapshot of what the
+	// attempt reserved, the sandbox's paths and its objects' exact labels
+	// (snapshot.go).
+	Reservation *Reservation      `json:"reservation,omitempty"`
+	Paths       []Path            `json:"paths,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
 }
 
 // Validate reports CodeLedgerInvalid, naming the field, when e does not
@@ -106,7 +113,7 @@ func (e Entry) Validate() error {
 			return err
 		}
 	}
-	return nil
+	return e.validSnapshot()
 }
 
 // validResources checks one resource list.

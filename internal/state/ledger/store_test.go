@@ -165,7 +165,7 @@ func TestListKeepsAndReportsCorruptLedgers(t *testing.T) {
 	cases := map[string]corruptLedger{
 		"not JSON":         named([]byte("{\"schemaVersion\": 1,")),
 		"trailing data":    named(append(valid(func(map[string]any) {}), []byte(" {}")...)),
-		"unknown field":    named(valid(func(m map[string]any) { m["labels"] = map[string]string{} })),
+		"unknown field":    named(valid(func(m map[string]any) { m["volumesByRole"] = map[string]string{} })),
 		"unknown state":    named(valid(func(m map[string]any) { m["state"] = "paused" })),
 		"legacy schema":    named(valid(func(m map[string]any) { m["schemaVersion"] = 2 })),
 		"short uuid":       named(valid(func(m map[string]any) { m["fencingToken"] = "2d2f7c9e" })),

@@ -7,12 +7,13 @@ import (
 )
 
 // ServerAttempt is the server's view of one attempt of this runner, from
-// its snapshot of the attempts it still considers live.
+// its snapshot of the attempts it still considers live. Its JSON is the
+// seed's attemptSnapshot entry (POST /v1/reap).
 type ServerAttempt struct {
-	AttemptID        string
-	FencingToken     string
-	RunnerInstanceID string
-	ExpiresAt        time.Time
+	AttemptID        string    `json:"dispatchAttemptId"`
+	FencingToken     string    `json:"fencingToken"`
+	RunnerInstanceID string    `json:"runnerInstanceId"`
+	ExpiresAt        time.Time `json:"expiresAt"`
 }
 
 // ShouldReapLedger decides whether the attempt recorded in e may be

@@ -3,6 +3,7 @@ package reaper
 import (
 	"time"
 
+	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
 )
@@ -39,6 +40,9 @@ type Config struct {
 	// it is used only when SnapshotAvailable is true.
 	ServerSnapshot    []ServerAttempt
 	SnapshotAvailable bool
+	// Audit, when set, collects the stored build logs and attestations
+	// at the end of the round (snapshot.go).
+	Audit *AuditRetention
 }
 
 // SkipReason says why a round left a ledger or an object alone.
@@ -93,4 +97,7 @@ type Round struct {
 	WouldRemoveDirs []string `json:"wouldRemoveDirs,omitempty"`
 	// Reports are the cleanup reports stored during the round.
 	Reports []messages.CleanupReport `json:"reports"`
+	// Audit is what the round did with the stored build logs and
+	// attestations (Config.Audit).
+	Audit *imagegc.AuditReport `json:"audit,omitempty"`
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/internal/state/teardown"
 	"github.com/forgedev/forged/messages"
@@ -77,6 +78,13 @@ func Run(ctx context.Context, cfg Config, store ledger.Store, docker Docker) (Ro
 	}
 	if err := s.workDirs(); err != nil {
 		s.errs = append(s.errs, err)
+	}
+	if a := cfg.Audit; a != nil {
+		audit, err := imagegc.PurgeAudit(a.StateRoot, imagegc.Request{Policy: a.Policy, Refs: a.Refs, Now: s.round.Started, DryRun: cfg.DryRun})
+		s.round.Audit = &audit
+		if err != nil {
+			s.errs = append(s.errs, err)
+		}
 	}
 	return s.round, errors.Join(s.errs...)
 }
