@@ -38,6 +38,7 @@ func TestNamesFor(t *testing.T) {
 		ControlVolume:   "forge-" + hex + "-control",
 		SecretsVolume:   "forge-" + hex + "-secrets",
 		SecretsLoader:   "forge-" + hex + "-secrets-loader",
+		VolumeOwner:     "forge-" + hex + "-volume-owner",
 	}, n)
 
 	for _, bad := range []string{"", "0123abcd", "0123ABCD-0000-4000-8000-00000000ABCD", "0123abcd000040008000" + "00000000abcd",
