@@ -41,8 +41,12 @@ func TestCreateWorkerRefusesACredentialsMountOutsideItsRoots(t *testing.T) {
 		{Volume: "v", Target: "/home/forge"},
 		{Volume: "v", Target: "/home/forge/../../etc"},
 		{Volume: "", Target: "/home/forge/.codex"},
+		{Volume: "v", Target: "/home/forge/.npm"},
+		{Volume: "v", Target: "/home/forge/.npm/creds"},
+		{Volume: "v", Target: "/home/forge/.cache"},
 	} {
 		spec := testSpec()
+		spec.Caches = []CacheMount{{Volume: "forge-x-cache-npm", Target: "/home/forge/.npm"}, {Volume: "forge-x-cache-yarn", Target: "/home/forge/.cache/yarn"}}
 		spec.Credentials = &m
 		_, err := c.CreateWorker(context.Background(), spec)
 		assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err), "%+v", m)

@@ -284,6 +284,8 @@ func (s WorkerSpec) validate() error {
 		return fmt.Errorf("worker hosts need an isolated network")
 	case s.Credentials != nil && (s.Credentials.Volume == "" || messages.ValidateCredentialMountPath(s.Credentials.Target) != nil):
 		return fmt.Errorf("worker credentials mount needs a volume and a target under %s/ or %s", messages.HomeDir, messages.CredentialsDir)
+	case s.Credentials != nil && overlapsCache(s.Credentials.Target, s.Caches):
+		return fmt.Errorf("the credentials mount %s overlaps a package cache's mount: choose another execution.credentialMount.path", s.Credentials.Target)
 	case !validCaches(s.Caches):
 		return fmt.Errorf("worker cache mounts need a volume and an absolute target under %s", messages.HomeDir)
 	case s.WorkingDir == "" || !path.IsAbs(s.WorkingDir):
@@ -292,6 +294,17 @@ func (s WorkerSpec) validate() error {
 		return fmt.Errorf("worker memory, CPU and PID limits must be positive")
 	}
 	return nil
+}
+
+// overlapsCache reports whether target is, holds or lies inside a cache's
+// mount.
+func overlapsCache(target string, cs []CacheMount) bool {
+	for _, c := range cs {
+		if target == c.Target || strings.HasPrefix(c.Target, target+"/") || strings.HasPrefix(target, c.Target+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func validCaches(cs []CacheMount) bool {

@@ -155,6 +155,7 @@ func TestEndToEndWritableCredentialMount(t *testing.T) {
 			"sha256sum $c/auth.json | cut -d' ' -f1 > seen.txt; stat -c '%u %a' $c/auth.json > perms.txt; " +
 			"printf '%s' '" + refreshed + "' > $c/auth.json.new; mv $c/auth.json.new $c/auth.json; " +
 			"test \"$(cat $c/auth.json)\" = '" + refreshed + "'; " +
+			"if dd if=/dev/zero of=$c/fill bs=1M count=64 2>/dev/null; then echo unbounded > bound.txt; else echo bounded > bound.txt; fi; rm -f $c/fill; " +
 			"if ls /run/forge-secrets/auth.json 2>/dev/null; then echo in-secrets > where.txt; else echo own-volume > where.txt; fi"}, 0)
 		d.Execution.Provider, d.Execution.AuthKind = "openai", "chatgpt"
 		d.Execution.CredentialMount = &messages.CredentialMount{Path: "/home/forge/.codex", Writable: true}
@@ -165,6 +166,11 @@ func TestEndToEndWritableCredentialMount(t *testing.T) {
 		assert.Equal(t, hex.EncodeToString(digest[:]), e.git("show", example.Branch+":seen.txt"), "the task read the helper's credential")
 		assert.Equal(t, strconv.Itoa(supervisor.DefaultUIDBase)+" 600", e.git("show", example.Branch+":perms.txt"))
 		assert.Equal(t, "own-volume", e.git("show", example.Branch+":where.txt"))
+		if e.runner.Preflight(t.Context()).Storage.Bounded() {
+			assert.Equal(t, "bounded", e.git("show", example.Branch+":bound.txt"), "64 MiB do not fit the writable credentials volume")
+		} else {
+			t.Logf("volumes are not bounded here: the credentials volume's bound is not exercised")
+		}
 		require.NoError(t, filepath.WalkDir(e.stateRoot, func(path string, entry fs.DirEntry, err error) error {
 			if err != nil || !entry.Type().IsRegular() {
 				return err
