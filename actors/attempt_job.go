@@ -52,6 +52,7 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 			WorkspaceVolume: a.in.names.WorkspaceVolume,
 			ControlVolume:   a.in.names.ControlVolume,
 			SecretsVolume:   a.in.names.SecretsVolume,
+			Credentials:     a.credentialsMount(),
 			Caches:          a.in.cacheMounts,
 			Entrypoint:      []string{messages.WorkerBinaryPath, "worker"},
 			Runtime:         workerRuntime(conf, a.sidecars.network),

@@ -20,6 +20,9 @@ func (a *attemptActor) startedVolumes() []map[string]any {
 		{"name": a.in.names.ControlVolume, "role": "control", "mount": messages.ControlDir},
 		{"name": a.in.names.SecretsVolume, "role": "secrets", "mount": dockerops.SecretsDir, "readOnly": true},
 	}
+	if c := a.credentialsMount(); c != nil {
+		vols = append(vols, map[string]any{"name": c.Volume, "role": "credentials", "mount": c.Target, "readOnly": !c.Writable})
+	}
 	for _, m := range a.in.cacheMounts {
 		vols = append(vols, map[string]any{"name": m.Volume, "role": "cache", "mount": m.Target, "readOnly": m.ReadOnly})
 	}
@@ -73,6 +76,9 @@ func (a *attemptActor) ledgerSnapshot() (*ledger.Reservation, []ledger.Path, map
 		{Path: messages.TempDir, Role: "temporary"},
 		{Path: messages.HomeDir, Role: "home"},
 		{Path: dockerops.SecretsDir, Role: "secrets"},
+	}
+	if c := a.credentialsMount(); c != nil {
+		paths = append(paths, ledger.Path{Path: c.Target, Role: "credentials"})
 	}
 	for _, m := range a.in.cacheMounts {
 		paths = append(paths, ledger.Path{Path: m.Target, Role: "cache"})

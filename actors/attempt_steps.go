@@ -145,6 +145,11 @@ type provisionInput struct {
 	image string
 }
 
+// CredentialsVolumeBytes bounds a writable credentials volume when the
+// attempt's volumes are bounded (a volume store): a refreshed token is
+// small.
+const CredentialsVolumeBytes = 16 << 20
+
 // provisionStep makes the ledger durable with the planned resources, then
 // creates the attempt's volumes, each labelled with the attempt's
 // ownership. The ledger comes first so that a crash from here on leaves
@@ -159,9 +164,18 @@ func provisionStep(ctx context.Context, in provisionInput) provisionDone {
 	if err != nil {
 		return provisionDone{err: err}
 	}
+	attemptVolumes := []string{in.names.WorkspaceVolume, in.names.ControlVolume, in.names.SecretsVolume}
+	if in.credentials.ownVolume() {
+		attemptVolumes = append(attemptVolumes, in.names.CredentialsVolume)
+		if bounded != nil && in.credentials.writable() {
+			if bounded[in.names.CredentialsVolume], err = in.volumes.Provision(ctx, in.names.CredentialsVolume, CredentialsVolumeBytes); err != nil {
+				return provisionDone{err: err}
+			}
+		}
+	}
 	// The volumes are independent: they are created at once.
 	var volumes errgroup.Group
-	for _, volume := range []string{in.names.WorkspaceVolume, in.names.ControlVolume, in.names.SecretsVolume} {
+	for _, volume := range attemptVolumes {
 		volumes.Go(func() error {
 			if err := in.docker.CreateVolumeWithOptions(ctx, volume, in.labels, bounded[volume]); err != nil {
 				return failure.Wrap(failure.SandboxCreateFailed, err, "create volume %s", volume)
@@ -174,6 +188,15 @@ func provisionStep(ctx context.Context, in provisionInput) provisionDone {
 	}
 	if in.credentials != nil {
 		if err := loadCredentials(ctx, in.docker, in.names, in.labels, *in.credentials); err != nil {
+			return provisionDone{err: err}
+		}
+	}
+	if in.credentials.writable() {
+		// The sandbox user may create files beside its credentials (a
+		// refreshed token written and renamed over the old one). No
+		// copy-up gives the image's user this volume: it is owned always.
+		if err := in.docker.OwnVolumes(ctx, in.image, in.names.VolumeOwner, in.labels,
+			[]dockerops.OwnedVolume{{Volume: in.names.CredentialsVolume}}, in.credentials.user); err != nil {
 			return provisionDone{err: err}
 		}
 	}

@@ -99,3 +99,38 @@ func TestProviderCredentialsAreNeverMountedIntoServices(t *testing.T) {
 		}
 	}
 }
+
+// A dispatch that chooses the credentials' mount gets them in the
+// attempt's own credentials volume at that path: writable ones as 0600
+// files in a volume the sandbox user owns, mounted read-write; the
+// secrets volume keeps its read-only place.
+func TestProviderCredentialsAtTheChosenMount(t *testing.T) {
+	for _, writable := range []bool{false, true} {
+		host := newFakeHost(t.TempDir())
+		h := newHarness(t, host, nil)
+		h.auth = &fakeAuth{}
+		d := providerDispatch("anthropic")
+		d.Execution.CredentialMount = &messages.CredentialMount{Path: "/home/forge/.codex", Writable: writable}
+		out := h.run(t, d)
+		require.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+		names, err := dockerops.NamesFor(d.AttemptID())
+		require.NoError(t, err)
+		require.Len(t, host.loaded, 1)
+		assert.Equal(t, names.CredentialsVolume, host.loaded[0].volume)
+		assert.Equal(t, writable, host.loaded[0].files[0].Writable)
+		spec := host.workerSpec()
+		assert.Equal(t, &dockerops.CredentialsMount{Volume: names.CredentialsVolume, Target: "/home/forge/.codex", Writable: writable}, spec.Credentials)
+		assert.Equal(t, names.SecretsVolume, spec.SecretsVolume)
+		var owned []string
+		for _, o := range host.owned {
+			for _, v := range o.volumes {
+				owned = append(owned, v.Volume)
+			}
+		}
+		if writable {
+			assert.Contains(t, owned, names.CredentialsVolume, "the sandbox user owns its writable credentials volume")
+		} else {
+			assert.NotContains(t, owned, names.CredentialsVolume)
+		}
+	}
+}

@@ -137,6 +137,13 @@ func (a *attemptActor) ledgerEntry(state ledger.State) ledger.Entry {
 			ledger.Resource{Type: ledger.ResourceVolume, Name: a.in.names.ControlVolume, Role: "control"},
 			ledger.Resource{Type: ledger.ResourceVolume, Name: a.in.names.SecretsVolume, Role: "secrets"})
 	}
+	if a.credentialsMount() != nil {
+		r := ledger.Resource{Type: ledger.ResourceVolume, Name: a.in.names.CredentialsVolume, Role: "credentials"}
+		e.Planned = append(e.Planned, r)
+		if a.in.provisioned {
+			e.Created = append(e.Created, r)
+		}
+	}
 	if a.worker.containerID != "" {
 		e.Created = append(e.Created, ledger.Resource{Type: ledger.ResourceContainer, Name: a.in.names.Container, ID: a.worker.containerID, Role: "agent"})
 	}

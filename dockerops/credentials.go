@@ -19,12 +19,16 @@ import (
 type VolumeFile struct {
 	Name    string
 	Content []byte
+	// Writable makes the file mode 0600 instead of 0400 (a writable
+	// credential mount, whose CLI rewrites its token file).
+	Writable bool
 }
 
 // loaderMount is where a loader container mounts the volume it fills.
 const loaderMount = "/load"
 
-// LoadVolume puts files into volume, owned by uid:gid with mode 0400,
+// LoadVolume puts files into volume, owned by uid:gid with mode 0400 (0600
+// when Writable),
 // through a loader container: created from image with the volume mounted
 // read-write, never started (no process of the image runs, no network),
 // the files copied in through the API, and the container removed. The
@@ -68,7 +72,8 @@ func (c *Client) LoadVolume(ctx context.Context, image, name, volume string, lab
 	return nil
 }
 
-// volumeArchive is the tar of files: flat, regular, 0400.
+// volumeArchive is the tar of files: flat, regular, 0400 (0600 when
+// Writable).
 func volumeArchive(files []VolumeFile, uid, gid int) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -77,7 +82,11 @@ func volumeArchive(files []VolumeFile, uid, gid int) ([]byte, error) {
 		if !validVolumeFileName(f.Name) {
 			return nil, fmt.Errorf("invalid file name %q", f.Name)
 		}
-		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.Name, Size: int64(len(f.Content)), Mode: 0o400,
+		mode := int64(0o400)
+		if f.Writable {
+			mode = 0o600
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.Name, Size: int64(len(f.Content)), Mode: mode,
 			Uid: uid, Gid: gid, ModTime: now, Format: tar.FormatPAX}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return nil, err

@@ -30,15 +30,16 @@ func TestNamesFor(t *testing.T) {
 	require.NoError(t, err)
 	hex := "0123abcd000040008000" + "00000000abcd"
 	assert.Equal(t, Names{
-		AttemptHex:      hex,
-		Prefix:          "forge-" + hex,
-		Container:       "forge-agent-" + hex,
-		Network:         "forge-" + hex,
-		WorkspaceVolume: "forge-" + hex + "-workspace",
-		ControlVolume:   "forge-" + hex + "-control",
-		SecretsVolume:   "forge-" + hex + "-secrets",
-		SecretsLoader:   "forge-" + hex + "-secrets-loader",
-		VolumeOwner:     "forge-" + hex + "-volume-owner",
+		AttemptHex:        hex,
+		Prefix:            "forge-" + hex,
+		Container:         "forge-agent-" + hex,
+		Network:           "forge-" + hex,
+		WorkspaceVolume:   "forge-" + hex + "-workspace",
+		ControlVolume:     "forge-" + hex + "-control",
+		SecretsVolume:     "forge-" + hex + "-secrets",
+		SecretsLoader:     "forge-" + hex + "-secrets-loader",
+		VolumeOwner:       "forge-" + hex + "-volume-owner",
+		CredentialsVolume: "forge-" + hex + "-credentials",
 	}, n)
 
 	for _, bad := range []string{"", "0123abcd", "0123ABCD-0000-4000-8000-00000000ABCD", "0123abcd000040008000" + "00000000abcd",

@@ -19,6 +19,10 @@ type Names struct {
 	WorkspaceVolume string // forge-<hex>-workspace
 	ControlVolume   string // forge-<hex>-control
 	SecretsVolume   string // forge-<hex>-secrets
+	// CredentialsVolume holds the provider credentials when the dispatch
+	// chooses their mount (messages.CredentialMount): the attempt's own,
+	// never mounted into a service.
+	CredentialsVolume string // forge-<hex>-credentials
 	// SecretsLoader is the container that fills the secrets volume with
 	// provider credentials (created, never started, removed at once).
 	SecretsLoader string // forge-<hex>-secrets-loader
@@ -37,15 +41,16 @@ func NamesFor(attemptID string) (Names, error) {
 	hex := strings.ReplaceAll(attemptID, "-", "")
 	prefix := "forge-" + hex
 	return Names{
-		AttemptHex:      hex,
-		Prefix:          prefix,
-		Container:       "forge-agent-" + hex,
-		Network:         prefix,
-		WorkspaceVolume: prefix + "-workspace",
-		ControlVolume:   prefix + "-control",
-		SecretsVolume:   prefix + "-secrets",
-		SecretsLoader:   prefix + "-secrets-loader",
-		VolumeOwner:     prefix + "-volume-owner",
+		AttemptHex:        hex,
+		Prefix:            prefix,
+		Container:         "forge-agent-" + hex,
+		Network:           prefix,
+		WorkspaceVolume:   prefix + "-workspace",
+		ControlVolume:     prefix + "-control",
+		SecretsVolume:     prefix + "-secrets",
+		CredentialsVolume: prefix + "-credentials",
+		SecretsLoader:     prefix + "-secrets-loader",
+		VolumeOwner:       prefix + "-volume-owner",
 	}, nil
 }
 

@@ -97,6 +97,9 @@ type WorkerSpec struct {
 	// ResolveSecurityOptions. no-new-privileges is always set.
 	SecurityOpts                                  []string
 	WorkspaceVolume, ControlVolume, SecretsVolume string
+	// Credentials, when set, mounts the provider credentials volume at
+	// the dispatch's chosen path (messages.CredentialMount).
+	Credentials *CredentialsMount
 	// Caches are the contract's package caches (package caches).
 	Caches []CacheMount
 	// Entrypoint is the worker command, e.g. ["/opt/forge/forged", "worker"].
@@ -114,6 +117,13 @@ type WorkerSpec struct {
 	// which gVisor's network stack cannot reach: CreateWorker looks up
 	// each container's address on Network.
 	Hosts []HostAlias
+}
+
+// CredentialsMount is the worker's provider credentials volume at the
+// dispatch's chosen Target, read-only unless Writable.
+type CredentialsMount struct {
+	Volume, Target string
+	Writable       bool
 }
 
 // HostAlias is one /etc/hosts name of the worker: Alias resolves to
@@ -231,6 +241,9 @@ func WorkerContainerConfig(spec WorkerSpec) (*container.Config, *container.HostC
 			},
 		},
 	}
+	if c := spec.Credentials; c != nil {
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeVolume, Source: c.Volume, Target: c.Target, ReadOnly: !c.Writable, VolumeOptions: noCopy()})
+	}
 	for _, c := range spec.Caches {
 		m := mount.Mount{Type: mount.TypeVolume, Source: c.Volume, Target: c.Target, ReadOnly: c.ReadOnly, VolumeOptions: owned}
 		if c.ReadOnly {
@@ -269,6 +282,10 @@ func (s WorkerSpec) validate() error {
 		return fmt.Errorf("an open_public worker joins only its guarded netns holder, and none is given")
 	case len(s.Hosts) > 0 && (s.Network == "" || s.OpenNetwork):
 		return fmt.Errorf("worker hosts need an isolated network")
+	case s.Credentials != nil && (s.Credentials.Volume == "" || messages.ValidateCredentialMountPath(s.Credentials.Target) != nil):
+		return fmt.Errorf("worker credentials mount needs a volume and a target under %s/ or %s", messages.HomeDir, messages.CredentialsDir)
+	case s.Credentials != nil && overlapsCache(s.Credentials.Target, s.Caches):
+		return fmt.Errorf("the credentials mount %s overlaps a package cache's mount: choose another execution.credentialMount.path", s.Credentials.Target)
 	case !validCaches(s.Caches):
 		return fmt.Errorf("worker cache mounts need a volume and an absolute target under %s", messages.HomeDir)
 	case s.WorkingDir == "" || !path.IsAbs(s.WorkingDir):
@@ -277,6 +294,17 @@ func (s WorkerSpec) validate() error {
 		return fmt.Errorf("worker memory, CPU and PID limits must be positive")
 	}
 	return nil
+}
+
+// overlapsCache reports whether target is, holds or lies inside a cache's
+// mount.
+func overlapsCache(target string, cs []CacheMount) bool {
+	for _, c := range cs {
+		if target == c.Target || strings.HasPrefix(c.Target, target+"/") || strings.HasPrefix(target, c.Target+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func validCaches(cs []CacheMount) bool {

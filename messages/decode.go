@@ -340,9 +340,12 @@ func ValidManagedNamespace(ns string) bool {
 var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // validateProvider checks execution.provider and execution.authKind: both
-// or neither, each a provider name.
+// or neither, each a provider name; and execution.credentialMount, only
+// with them, at a path ValidateCredentialMountPath admits.
 func (e ExecutionRef) validateProvider() error {
 	switch {
+	case e.Provider == "" && e.AuthKind == "" && e.CredentialMount != nil:
+		return fieldError("execution.credentialMount", "needs execution.provider and execution.authKind")
 	case e.Provider == "" && e.AuthKind == "":
 		return nil
 	case e.Provider == "":
@@ -353,6 +356,8 @@ func (e ExecutionRef) validateProvider() error {
 		return fieldError("execution.provider", "must be 1-64 characters of [a-z0-9_-]")
 	case !providerName.MatchString(e.AuthKind):
 		return fieldError("execution.authKind", "must be 1-64 characters of [a-z0-9_-]")
+	case e.CredentialMount != nil:
+		return ValidateCredentialMountPath(e.CredentialMount.Path)
 	}
 	return nil
 }

@@ -48,6 +48,10 @@ type ExecutionRef struct {
 	// the agent's model-provider credentials (both or neither).
 	Provider string `json:"provider,omitempty"`
 	AuthKind string `json:"authKind,omitempty"`
+	// CredentialMount, with Provider, chooses where the credential files
+	// are mounted and whether they are writable; nil keeps them read-only
+	// in the secrets volume at /run/forge-secrets.
+	CredentialMount *CredentialMount `json:"credentialMount,omitempty"`
 }
 
 // RepoRef is the host repository the attempt works on.

@@ -130,3 +130,76 @@ func TestEndToEndOutputLinkedToTheSecretsIsNotCopied(t *testing.T) {
 	t.Logf("outcome %s %s: %s (copies %d)", out.Status, out.Code, out.Message, spy.copies.Load())
 	assert.False(t, spy.leaked.Load(), "the secrets mount was copied to the host")
 }
+
+// TestEndToEndWritableCredentialMount: the dispatch chooses the
+// credentials' mount. A writable one (a CLI that refreshes its token) is
+// the sandbox user's own: the task reads its token at the chosen path,
+// writes a refreshed one beside it and renames it over, and succeeds;
+// nothing it wrote there reaches the host's state root or the branch,
+// and the attempt leaves no object behind. A read-only one at a chosen
+// path refuses the task's write.
+func TestEndToEndWritableCredentialMount(t *testing.T) {
+	raw := make([]byte, 24)
+	_, err := rand.Read(raw)
+	require.NoError(t, err)
+	secret := "sk-forge-" + hex.EncodeToString(raw)
+	refreshed := "refreshed-" + hex.EncodeToString(raw)
+	helper := filepath.Join(t.TempDir(), "openai-auth")
+	require.NoError(t, os.WriteFile(helper, []byte("#!/bin/sh\nprintf '%s' '"+secret+"' > auth.json\n"), 0o700))
+	auth, err := providerauth.Parse([]string{"openai=" + helper}, 0)
+	require.NoError(t, err)
+
+	t.Run("writable", func(t *testing.T) {
+		e := newE2E(t, runner.Config{ProviderAuth: auth})
+		d := e.dispatch([]string{"/bin/sh", "-c", "set -e; c=/home/forge/.codex; " +
+			"sha256sum $c/auth.json | cut -d' ' -f1 > seen.txt; stat -c '%u %a' $c/auth.json > perms.txt; " +
+			"printf '%s' '" + refreshed + "' > $c/auth.json.new; mv $c/auth.json.new $c/auth.json; " +
+			"test \"$(cat $c/auth.json)\" = '" + refreshed + "'; " +
+			"if dd if=/dev/zero of=$c/fill bs=1M count=64 2>/dev/null; then echo unbounded > bound.txt; else echo bounded > bound.txt; fi; rm -f $c/fill; " +
+			"if ls /run/forge-secrets/auth.json 2>/dev/null; then echo in-secrets > where.txt; else echo own-volume > where.txt; fi"}, 0)
+		d.Execution.Provider, d.Execution.AuthKind = "openai", "chatgpt"
+		d.Execution.CredentialMount = &messages.CredentialMount{Path: "/home/forge/.codex", Writable: true}
+		log := e.submit(d)
+		out := e.wait(log)
+		require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
+		digest := sha256.Sum256([]byte(secret))
+		assert.Equal(t, hex.EncodeToString(digest[:]), e.git("show", example.Branch+":seen.txt"), "the task read the helper's credential")
+		assert.Equal(t, strconv.Itoa(supervisor.DefaultUIDBase)+" 600", e.git("show", example.Branch+":perms.txt"))
+		assert.Equal(t, "own-volume", e.git("show", example.Branch+":where.txt"))
+		if e.runner.Preflight(t.Context()).Storage.Bounded() {
+			assert.Equal(t, "bounded", e.git("show", example.Branch+":bound.txt"), "64 MiB do not fit the writable credentials volume")
+		} else {
+			t.Logf("volumes are not bounded here: the credentials volume's bound is not exercised")
+		}
+		require.NoError(t, filepath.WalkDir(e.stateRoot, func(path string, entry fs.DirEntry, err error) error {
+			if err != nil || !entry.Type().IsRegular() {
+				return err
+			}
+			content, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			assert.False(t, strings.Contains(string(content), secret), "the secret is in %s", path)
+			assert.False(t, strings.Contains(string(content), refreshed), "the task's refreshed token is in %s", path)
+			return nil
+		}))
+		history := e.git("log", "-p", "--all")
+		assert.NotContains(t, history, secret)
+		assert.NotContains(t, history, refreshed)
+	})
+
+	t.Run("read-only", func(t *testing.T) {
+		e := newE2E(t, runner.Config{ProviderAuth: auth})
+		d := e.dispatch([]string{"/bin/sh", "-c", "c=/run/forge-credentials/codex; " +
+			"sha256sum $c/auth.json | cut -d' ' -f1 > seen.txt; " +
+			"if printf x > $c/auth.json 2>/dev/null || touch $c/new 2>/dev/null; then echo writable > ro.txt; else echo read-only > ro.txt; fi"}, 0)
+		d.Execution.Provider, d.Execution.AuthKind = "openai", "chatgpt"
+		d.Execution.CredentialMount = &messages.CredentialMount{Path: "/run/forge-credentials/codex"}
+		log := e.submit(d)
+		out := e.wait(log)
+		require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
+		digest := sha256.Sum256([]byte(secret))
+		assert.Equal(t, hex.EncodeToString(digest[:]), e.git("show", example.Branch+":seen.txt"))
+		assert.Equal(t, "read-only", e.git("show", example.Branch+":ro.txt"))
+	})
+}

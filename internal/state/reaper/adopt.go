@@ -70,11 +70,11 @@ func DecideAdoption(e ledger.Entry, worker WorkerFacts, knownProtocol func(int) 
 }
 
 // hasSidecars reports whether the ledger plans anything beyond the worker,
-// its volumes and its caches.
+// its volumes (its own credentials volume among them) and its caches.
 func hasSidecars(e ledger.Entry) bool {
 	for _, r := range e.Planned {
 		switch {
-		case r.Role == "agent", r.Role == "workspace", r.Role == "control", r.Role == "secrets", strings.HasPrefix(r.Role, "cache:"):
+		case r.Role == "agent", r.Role == "workspace", r.Role == "control", r.Role == "secrets", r.Role == "credentials", strings.HasPrefix(r.Role, "cache:"):
 		default:
 			return true
 		}

@@ -42,6 +42,9 @@ func TestDecideAdoption(t *testing.T) {
 		{"past running", func(e *ledger.Entry) { e.Adoption.ExitSeen = true }, WorkerFacts{Found: true}, false, CodeRunnerRestarted},
 		{"tearing down", func(e *ledger.Entry) { e.State = ledger.Releasing }, running, false, CodeRunnerRestarted},
 		{"degraded", func(e *ledger.Entry) { e.State = ledger.Degraded }, running, false, CodeRunnerRestarted},
+		{"its own credentials volume", func(e *ledger.Entry) {
+			e.Planned = append(e.Planned, ledger.Resource{Type: ledger.ResourceVolume, Name: "forge-x-credentials", Role: "credentials"})
+		}, running, true, ""},
 		{"a service sidecar", func(e *ledger.Entry) {
 			e.Planned = append(e.Planned, ledger.Resource{Type: ledger.ResourceContainer, Name: "forge-x-postgres", Role: "service:postgres"})
 		}, running, false, failure.SandboxReadoptUnsupported},
