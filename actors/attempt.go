@@ -258,7 +258,14 @@ func (a *attemptActor) start(ctx actor.Context) {
 	a.worker.controlKey = key
 	a.watchdog = a.children.spawn(ctx, newLeaseWatchdogProps(a.d.Lease.ExpiresAt, a.cfg.Clock), kindWatchdog)
 	a.emit(ctx, messages.RunnerEvent("sandbox_preparing", fmt.Sprintf("Preparing Docker sandbox attempt %s.", a.d.AttemptID()), nil))
-	if err := checkDispatchSupported(a.d, a.deps.Redeemer != nil, a.cfg.Confinement(),
+	conf, err := attemptConfinement(a.d, a.cfg.Confinement())
+	if err != nil {
+		a.fail(err)
+		a.advance(ctx)
+		return
+	}
+	a.in.confinement = conf
+	if err := checkDispatchSupported(a.d, a.deps.Redeemer != nil, conf,
 		networkPolicyConfig{egressEnabled: a.cfg.Egress.Enabled, allowOpenPublic: a.cfg.AllowOpenPublic}); err != nil {
 		a.fail(err)
 		a.advance(ctx)
@@ -282,7 +289,7 @@ func (a *attemptActor) start(ctx actor.Context) {
 	}
 	a.in.names = names
 	a.in.workDir = attemptWorkDir(a.cfg.StateRoot, names.AttemptHex)
-	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.in.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption, confinement: a.cfg.Confinement(), cachePolicy: a.cfg.Caches,
+	in := prepareInput{git: a.deps.Git, d: a.d, workDir: a.in.workDir, seccompProfile: a.cfg.SeccompProfile, lsmOption: a.cfg.LSMOption, confinement: conf, cachePolicy: a.cfg.Caches,
 		verifier: a.deps.ImageVerifier, catalogue: a.cfg.Services, images: a.deps.Docker}
 	a.step(ctx, "prepare", func(stepCtx context.Context) any { return prepareStep(stepCtx, in) })
 }

@@ -16,7 +16,7 @@ import (
 // workerJob assembles the hardened worker container and its start packet.
 func (a *attemptActor) workerJob() (workerJob, error) {
 	limits := a.limits()
-	conf := a.cfg.Confinement()
+	conf := a.in.confinement
 	a.worker.packetExpiry = a.fence.expiry()
 	packet := messages.StartPacket{
 		SchemaVersion:      messages.StartPacketSchema,

@@ -31,6 +31,10 @@ type attemptInput struct {
 	// stateDigest is the digest of the attempt's adoption state file
 	// (readopt.go); "" when it could not be written.
 	stateDigest string
+	// confinement is the engine's and host's facts as this attempt runs
+	// under them, its isolation resolved once at start
+	// (attemptConfinement).
+	confinement Confinement
 }
 
 // attemptImage is the sandbox image: the build actor while it resolves

@@ -48,6 +48,16 @@ type Confinement struct {
 	// when none works; NetworkRuntimeErr then says why.
 	NetworkRuntime    string
 	NetworkRuntimeErr string
+	// OfferGVisor is the operator's permission for dispatches to ask for
+	// gVisor on a runc-floor runner (--allow-gvisor-dispatch), and
+	// RequiredIsolation the isolation sandbox_required dispatches demand
+	// (--sandbox-required-isolation; "" or runc: the floor). GVisorRuntime
+	// is runsc's registration when its probe passed ("" otherwise;
+	// GVisorErr then says why). See attemptConfinement.
+	OfferGVisor       bool
+	RequiredIsolation string
+	GVisorRuntime     string
+	GVisorErr         string
 }
 
 // unknownConfinement is assumed without preflight facts: nothing that

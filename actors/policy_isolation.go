@@ -55,3 +55,39 @@ func workerRuntime(conf Confinement, attemptNetwork string) string {
 	}
 	return conf.Runtime
 }
+
+// attemptConfinement is conf as the dispatch d runs under it: its
+// isolation is the floor, raised to gVisor when d asks for it
+// (sandbox.isolation) or when d is sandbox_required and the operator's
+// RequiredIsolation is gvisor. Asking for less than the floor is refused
+// (failure.SandboxIsolationBelowFloor). On a runc floor gVisor needs a
+// working runsc (and, when d asked for it, the operator's OfferGVisor);
+// otherwise the refusal is failure.SandboxIsolationUnavailable. The
+// result's Isolation is then gvisor and its Runtime runsc's, so the
+// worker runs exactly as under the gvisor floor (checkIsolationNetwork,
+// workerRuntime).
+func attemptConfinement(d *messages.Dispatch, conf Confinement) (Confinement, error) {
+	asked := d.Sandbox.Isolation
+	if asked == messages.IsolationRunc && gVisorFloor(conf) {
+		return Confinement{}, failure.New(failure.SandboxIsolationBelowFloor,
+			"sandbox.isolation runc is below this runner's gvisor isolation floor (--isolation); omit sandbox.isolation or ask for gvisor")
+	}
+	required := d.Sandbox.ExecutionPolicy == messages.PolicySandboxRequired && conf.RequiredIsolation == messages.IsolationGVisor
+	if gVisorFloor(conf) || (asked != messages.IsolationGVisor && !required) {
+		return conf, nil
+	}
+	why := "sandbox.isolation gvisor"
+	if asked != messages.IsolationGVisor {
+		why = "sandbox_required under --sandbox-required-isolation gvisor"
+	}
+	if asked == messages.IsolationGVisor && !required && !conf.OfferGVisor {
+		return Confinement{}, failure.New(failure.SandboxIsolationUnavailable,
+			"%s is not offered by this runner, whose isolation floor is runc: ask a runner that allows it (--allow-gvisor-dispatch) or omit sandbox.isolation", why)
+	}
+	if conf.GVisorRuntime == "" {
+		return Confinement{}, failure.New(failure.SandboxIsolationUnavailable,
+			"%s needs gVisor, which does not work on this runner: %s; see forged preflight and docs/gvisor.md", why, conf.GVisorErr)
+	}
+	conf.Isolation, conf.Runtime = messages.IsolationGVisor, conf.GVisorRuntime
+	return conf, nil
+}

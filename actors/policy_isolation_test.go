@@ -56,3 +56,76 @@ func TestWorkerRuntimeFollowsTheAttemptNetwork(t *testing.T) {
 	assert.Empty(t, workerRuntime(r, ""))
 	assert.Empty(t, workerRuntime(r, "forge-abc-net"))
 }
+
+// TestAttemptIsolationPolicy: the isolation an attempt runs under is the
+// floor, raised to gVisor when the dispatch asks for it (and the runner
+// offers it) or when it is sandbox_required under
+// --sandbox-required-isolation gvisor; never below the floor, and never
+// a silent runc when gVisor is demanded but does not work.
+func TestAttemptIsolationPolicy(t *testing.T) {
+	const works, broken = true, false
+	conf := func(floor string, offer bool, required string, gvisorWorks bool) Confinement {
+		c := Confinement{Isolation: floor, OfferGVisor: offer, RequiredIsolation: required,
+			NetworkRuntime: "runsc-net"}
+		if floor == messages.IsolationGVisor {
+			c.Runtime = "runsc"
+		}
+		if gvisorWorks {
+			c.GVisorRuntime = "runsc"
+		} else {
+			c.GVisorErr = `runtime "runsc" does not work: the engine registers no runtime "runsc"`
+		}
+		return c
+	}
+	const (
+		runc, gvisor = messages.IsolationRunc, messages.IsolationGVisor
+		required     = messages.PolicySandboxRequired
+		adoption     = messages.PolicyAdoption
+	)
+	for name, tc := range map[string]struct {
+		conf     Confinement
+		asked    string // sandbox.isolation
+		policy   string // sandbox.executionPolicy
+		runtime  string // the worker's runtime when admitted
+		gvisor   bool   // runs under gVisor
+		refusal  failure.Code
+		mentions string
+	}{
+		"runc floor, nothing asked":                          {conf: conf(runc, false, "", works), policy: adoption},
+		"runc floor, runc asked":                             {conf: conf(runc, true, "", works), asked: runc, policy: adoption},
+		"runc floor, gvisor asked and offered":               {conf: conf(runc, true, "", works), asked: gvisor, policy: adoption, runtime: "runsc", gvisor: true},
+		"runc floor, gvisor asked, not offered":              {conf: conf(runc, false, "", works), asked: gvisor, policy: adoption, refusal: failure.SandboxIsolationUnavailable, mentions: "--allow-gvisor-dispatch"},
+		"runc floor, gvisor asked, offered, runsc broken":    {conf: conf(runc, true, "", broken), asked: gvisor, policy: adoption, refusal: failure.SandboxIsolationUnavailable, mentions: "registers no runtime"},
+		"runc floor, sandbox_required, runc demanded":        {conf: conf(runc, false, runc, works), policy: required},
+		"runc floor, sandbox_required, gvisor demanded":      {conf: conf(runc, false, gvisor, works), policy: required, runtime: "runsc", gvisor: true},
+		"runc floor, sandbox_required demands, runsc broken": {conf: conf(runc, false, gvisor, broken), policy: required, refusal: failure.SandboxIsolationUnavailable, mentions: "--sandbox-required-isolation"},
+		"runc floor, gvisor demanded, adoption dispatch":     {conf: conf(runc, false, gvisor, works), policy: adoption},
+		"runc floor, sandbox_required asks gvisor itself":    {conf: conf(runc, false, gvisor, works), asked: gvisor, policy: required, runtime: "runsc", gvisor: true},
+		"runc floor, sandbox_required asks runc, demanded":   {conf: conf(runc, false, gvisor, works), asked: runc, policy: required, runtime: "runsc", gvisor: true},
+		"gvisor floor, nothing asked":                        {conf: conf(gvisor, false, "", works), policy: adoption, runtime: "runsc", gvisor: true},
+		"gvisor floor, gvisor asked":                         {conf: conf(gvisor, false, "", works), asked: gvisor, policy: required, runtime: "runsc", gvisor: true},
+		"gvisor floor, runc asked":                           {conf: conf(gvisor, true, "", works), asked: runc, policy: adoption, refusal: failure.SandboxIsolationBelowFloor, mentions: "sandbox.isolation"},
+		"gvisor floor, runc asked, sandbox_required":         {conf: conf(gvisor, true, gvisor, works), asked: runc, policy: required, refusal: failure.SandboxIsolationBelowFloor},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := &messages.Dispatch{Sandbox: messages.SandboxSpec{Isolation: tc.asked, ExecutionPolicy: tc.policy}}
+			got, err := attemptConfinement(d, tc.conf)
+			if tc.refusal != "" {
+				assert.Equal(t, tc.refusal, failure.CodeOf(err), "%v", err)
+				if tc.mentions != "" {
+					assert.ErrorContains(t, err, tc.mentions)
+				}
+				return
+			}
+			if !assert.NoError(t, err) {
+				return
+			}
+			assert.Equal(t, tc.gvisor, gVisorFloor(got), "runs under gVisor")
+			assert.Equal(t, tc.runtime, workerRuntime(got, ""), "the worker's runtime without a network")
+			if tc.gvisor {
+				assert.Equal(t, "runsc-net", workerRuntime(got, "forge-abc-net"), "the worker's runtime on an attempt network")
+				assert.Error(t, checkIsolationNetwork(messages.NetworkOpenPublic, got), "open_public is refused under gVisor however it was chosen")
+			}
+		})
+	}
+}

@@ -131,7 +131,8 @@ var (
 
 // Codes of the isolation tier (gVisor's runsc beside runc).
 var (
-	SandboxIsolationUnavailable      = define("sandbox_isolation_unavailable", Retryable, http.StatusServiceUnavailable, "the operator's isolation floor is gvisor and the engine has no working runsc runtime (not registered, or its probe container failed); the host takes no attempts until it has one")
+	SandboxIsolationUnavailable      = define("sandbox_isolation_unavailable", Retryable, http.StatusServiceUnavailable, "gVisor is demanded (the operator's isolation floor is gvisor, the dispatch's `sandbox.isolation` is gvisor, or `--sandbox-required-isolation gvisor` for a `sandbox_required` dispatch) and the engine has no working runsc runtime (not registered, or its probe container failed), or a runc-floor runner does not offer gvisor to dispatches (`--allow-gvisor-dispatch`); under the gvisor floor the host takes no attempts until it has one")
+	SandboxIsolationBelowFloor       = define("sandbox_isolation_below_floor", Permanent, http.StatusUnprocessableEntity, "the dispatch's `sandbox.isolation` asks for less isolation than the runner's floor (`runc` on a runner whose `--isolation` is `gvisor`); omit it or ask for the floor")
 	SandboxIsolationNetworkUnsupport = define("sandbox_isolation_network_unsupported", Permanent, http.StatusUnprocessableEntity, "under the gvisor isolation floor an attempt runs with no network (runsc's netstack does not start on forged's attempt networks), so contracts declaring services and public_allowlist or open_public dispatches are refused before anything is created")
 )
 

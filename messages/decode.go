@@ -188,6 +188,11 @@ func (d *Dispatch) Validate() error {
 	default:
 		return fieldError("sandbox.executionPolicy", "must be %q or %q", PolicySandboxRequired, PolicyAdoption)
 	}
+	switch d.Sandbox.Isolation {
+	case "", IsolationRunc, IsolationGVisor:
+	default:
+		return fieldError("sandbox.isolation", "must be %q or %q when present", IsolationRunc, IsolationGVisor)
+	}
 	if sha := d.Sandbox.SandboxConfigCommitSHA; sha != "" && !IsFullSHA(sha) {
 		return fieldError("sandbox.sandboxConfigCommitSha", "must be a full lowercase object id")
 	}

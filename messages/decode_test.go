@@ -93,6 +93,7 @@ func TestDecodeDispatchRefusals(t *testing.T) {
 			sub(sub(m, "sandbox"), "requestedResources")["workspaceBytes"] = -1
 		}), "workspaceBytes"},
 		{"policy", mutate(t, func(m map[string]any) { sub(m, "sandbox")["executionPolicy"] = "yolo" }), "sandbox.executionPolicy"},
+		{"isolation", mutate(t, func(m map[string]any) { sub(m, "sandbox")["isolation"] = "kata" }), "sandbox.isolation"},
 		{"network mode", mutate(t, func(m map[string]any) { sub(sub(m, "sandbox"), "networkPolicy")["mode"] = "host" }), "sandbox.networkPolicy.mode"},
 		{"allowlist without hosts", mutate(t, func(m map[string]any) {
 			sub(sub(m, "sandbox"), "networkPolicy")["mode"] = "public_allowlist"

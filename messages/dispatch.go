@@ -79,6 +79,10 @@ type SandboxSpec struct {
 	NetworkPolicy          NetworkPolicy      `json:"networkPolicy"`
 	RequestedResources     RequestedResources `json:"requestedResources"`
 	PublicationMode        string             `json:"publicationMode"`
+	// Isolation is the isolation the dispatch asks for: IsolationRunc or
+	// IsolationGVisor; "" is the runner's floor. It can never be less
+	// than the floor (refused with failure.SandboxIsolationBelowFloor).
+	Isolation string `json:"isolation,omitempty"`
 	// PublishGrant names the server's publication grant; required for
 	// bridge_push, absent otherwise.
 	PublishGrant *PublishGrant `json:"publishGrantHandle,omitempty"`

@@ -70,9 +70,13 @@ type preflightFlags struct {
 	diskLow           float64
 	serviceCatalogue  string
 	isolation         string
-	seccompProfile    string
-	lsmOption         string
-	allowDesktop      bool
+	// allowGVisorDispatch and requiredIsolation offer gVisor on a runc
+	// floor: to dispatches that ask, and to sandbox_required ones.
+	allowGVisorDispatch bool
+	requiredIsolation   string
+	seccompProfile      string
+	lsmOption           string
+	allowDesktop        bool
 }
 
 func (p *preflightFlags) register(cmd *cobra.Command) {
@@ -83,6 +87,8 @@ func (p *preflightFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Float64Var(&p.diskHigh, "disk-high-watermark", 0.90, "used ratio (0..1) of the Docker root directory at which the disk becomes low")
 	cmd.Flags().Float64Var(&p.diskLow, "disk-low-watermark", 0.80, "used ratio (0..1) at which a low disk recovers")
 	cmd.Flags().StringVar(&p.isolation, "isolation", messages.IsolationRunc, "the host's isolation floor: runc, or gvisor (every worker runs under the engine's runsc runtime with no network; the host is unavailable while runsc does not work, and services, public_allowlist and open_public are refused; see docs/gvisor.md)")
+	cmd.Flags().BoolVar(&p.allowGVisorDispatch, "allow-gvisor-dispatch", false, "under the runc floor, let a dispatch ask for gVisor (sandbox.isolation gvisor): its worker runs under runsc as under --isolation gvisor, and preflight probes runsc; refused with sandbox_isolation_unavailable while runsc does not work (docs/gvisor.md)")
+	cmd.Flags().StringVar(&p.requiredIsolation, "sandbox-required-isolation", messages.IsolationRunc, "the isolation sandbox_required dispatches demand: runc (the floor), or gvisor (their workers run under runsc, and preflight probes it; refused with sandbox_isolation_unavailable while runsc does not work; docs/gvisor.md)")
 	cmd.Flags().BoolVar(&p.allowDesktop, "allow-docker-desktop", preflight.DesktopAllowedByEnv(), "accept a Docker Desktop engine (macOS, Windows) although it is not rootless; its memory is measured in its VM (default: the seed's "+preflight.DesktopEnv+"=true; untested on a real Mac)")
 	cmd.Flags().StringVar(&p.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")
 	cmd.Flags().StringVar(&p.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
@@ -95,6 +101,12 @@ func (p *preflightFlags) services() (*services.Catalogue, error) {
 		return nil, nil
 	}
 	return services.Load(p.serviceCatalogue)
+}
+
+// offersGVisor reports whether some workers run under gVisor on a runc
+// floor (so preflight probes runsc).
+func (p *preflightFlags) offersGVisor() bool {
+	return p.allowGVisorDispatch || p.requiredIsolation == messages.IsolationGVisor
 }
 
 // validate refuses settings the preflight would otherwise clamp silently.
@@ -110,6 +122,8 @@ func (p *preflightFlags) validate() error {
 		return fmt.Errorf("--disk-high-watermark %g is outside [0.01, 0.99]", p.diskHigh)
 	case !preflight.ValidIsolation(p.isolation):
 		return fmt.Errorf("--isolation %q is neither runc nor gvisor", p.isolation)
+	case !preflight.ValidIsolation(p.requiredIsolation):
+		return fmt.Errorf("--sandbox-required-isolation %q is neither runc nor gvisor: set it (FORGED_SANDBOX_REQUIRED_ISOLATION, sandboxRequiredIsolation) to one of them", p.requiredIsolation)
 	case p.diskLow < 0 || p.diskLow >= p.diskHigh:
 		return fmt.Errorf("--disk-low-watermark %g must be at least 0 and below the high watermark %g", p.diskLow, p.diskHigh)
 	}
@@ -225,38 +239,40 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		return runner.Config{}, fmt.Errorf("--sample-interval %s is above %s: the memory telemetry's samples must be at most %s apart", f.sampleInterval, runner.MaxSampleInterval, runner.MaxSampleInterval)
 	}
 	return runner.Config{
-		Slots:                 f.slots,
-		SandboxUIDBase:        f.sandboxUIDBase,
-		QueueLimit:            f.queue,
-		BuildPermits:          f.buildPermits,
-		StateRoot:             f.stateRoot,
-		LockRoot:              f.lockRoot,
-		WorkerBinary:          f.workerBinary,
-		SeccompProfile:        f.preflight.seccompProfile,
-		LSMOption:             f.preflight.lsmOption,
-		ManagedNamespace:      f.managedNS,
-		Logger:                logger,
-		AllowRootful:          f.preflight.allowRootful,
-		AllowDockerDesktop:    f.preflight.allowDesktop,
-		Isolation:             f.preflight.isolation,
-		Capacity:              f.preflight.policy(f.slots),
-		Disk:                  f.preflight.disk(),
-		SampleInterval:        f.sampleInterval,
-		Limits:                limits,
-		ReapInterval:          f.reapInterval,
-		ReapGrace:             f.reapGrace,
-		ProviderAuth:          auth,
-		ImageVerifier:         verifier,
-		ImagePolicy:           imagePolicy,
-		Version:               version,
-		Egress:                egressOptions,
-		AllowOpenPublic:       f.network.allowOpenPublic,
-		AllowBuildPulls:       f.allowPulls,
-		BuildLimits:           dockerops.BuildLimits{NoFile: f.buildNoFile, MemoryBytes: f.buildMemory, PIDs: f.buildPIDs},
-		Caches:                cachePolicy,
-		CacheBytes:            f.cacheBytes,
-		RequireBoundedStorage: f.requireBounded,
-		RepoRoots:             f.repoRoots,
+		Slots:                    f.slots,
+		SandboxUIDBase:           f.sandboxUIDBase,
+		QueueLimit:               f.queue,
+		BuildPermits:             f.buildPermits,
+		StateRoot:                f.stateRoot,
+		LockRoot:                 f.lockRoot,
+		WorkerBinary:             f.workerBinary,
+		SeccompProfile:           f.preflight.seccompProfile,
+		LSMOption:                f.preflight.lsmOption,
+		ManagedNamespace:         f.managedNS,
+		Logger:                   logger,
+		AllowRootful:             f.preflight.allowRootful,
+		AllowDockerDesktop:       f.preflight.allowDesktop,
+		Isolation:                f.preflight.isolation,
+		AllowGVisorDispatch:      f.preflight.allowGVisorDispatch,
+		SandboxRequiredIsolation: f.preflight.requiredIsolation,
+		Capacity:                 f.preflight.policy(f.slots),
+		Disk:                     f.preflight.disk(),
+		SampleInterval:           f.sampleInterval,
+		Limits:                   limits,
+		ReapInterval:             f.reapInterval,
+		ReapGrace:                f.reapGrace,
+		ProviderAuth:             auth,
+		ImageVerifier:            verifier,
+		ImagePolicy:              imagePolicy,
+		Version:                  version,
+		Egress:                   egressOptions,
+		AllowOpenPublic:          f.network.allowOpenPublic,
+		AllowBuildPulls:          f.allowPulls,
+		BuildLimits:              dockerops.BuildLimits{NoFile: f.buildNoFile, MemoryBytes: f.buildMemory, PIDs: f.buildPIDs},
+		Caches:                   cachePolicy,
+		CacheBytes:               f.cacheBytes,
+		RequireBoundedStorage:    f.requireBounded,
+		RepoRoots:                f.repoRoots,
 	}, nil
 }
 

@@ -179,7 +179,7 @@ func TestContribConfigIsValid(t *testing.T) {
 }
 
 func TestIsolationFlagIsValidated(t *testing.T) {
-	p := preflightFlags{hostReserveBytes: 1, minWorkspaceBytes: 1, diskHigh: 0.9, diskLow: 0.8}
+	p := preflightFlags{hostReserveBytes: 1, minWorkspaceBytes: 1, diskHigh: 0.9, diskLow: 0.8, requiredIsolation: "runc"}
 	for _, ok := range []string{"runc", "gvisor"} {
 		p.isolation = ok
 		assert.NoError(t, p.validate(), ok)
@@ -189,5 +189,16 @@ func TestIsolationFlagIsValidated(t *testing.T) {
 		err := p.validate()
 		require.Error(t, err, bad)
 		assert.Contains(t, err.Error(), "--isolation")
+	}
+	p.isolation = "runc"
+	for _, ok := range []string{"runc", "gvisor"} {
+		p.requiredIsolation = ok
+		assert.NoError(t, p.validate(), ok)
+	}
+	for _, bad := range []string{"", "gVisor", "kata"} {
+		p.requiredIsolation = bad
+		err := p.validate()
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), "--sandbox-required-isolation")
 	}
 }

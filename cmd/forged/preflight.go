@@ -53,6 +53,7 @@ func preflightCommand() *cobra.Command {
 				Capacity:       admission.policy(maxSlots),
 				Disk:           admission.disk(),
 				IsolationFloor: admission.isolation,
+				ProbeGVisor:    admission.offersGVisor(),
 				SeccompProfile: admission.seccompProfile,
 				LSMOption:      admission.lsmOption,
 

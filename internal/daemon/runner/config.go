@@ -50,6 +50,11 @@ func (cfg Config) resolve() (Config, string, error) {
 		// Never a silent fall back to less isolation than asked for.
 		return cfg, "", fmt.Errorf("runner: isolation %q is neither %s nor %s (--isolation)", cfg.Isolation, messages.IsolationRunc, messages.IsolationGVisor)
 	}
+	switch cfg.SandboxRequiredIsolation {
+	case "", messages.IsolationRunc, messages.IsolationGVisor:
+	default:
+		return cfg, "", fmt.Errorf("runner: sandbox_required isolation %q is neither %s nor %s (--sandbox-required-isolation)", cfg.SandboxRequiredIsolation, messages.IsolationRunc, messages.IsolationGVisor)
+	}
 	if cfg.BuildPermits <= 0 {
 		cfg.BuildPermits = DefaultBuildPermits(runtime.NumCPU(), hostMemoryBytes())
 	}

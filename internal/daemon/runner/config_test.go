@@ -42,6 +42,22 @@ func TestAnUnknownIsolationIsRefused(t *testing.T) {
 	assert.Equal(t, "runsc-custom", isolationOf(Config{Isolation: "gvisor", GVisorRuntime: "runsc-custom"}).Runtime)
 }
 
+// The gVisor offer of a runc floor is validated at start and reaches the
+// attempts' confinement, which decides per dispatch (attemptConfinement).
+func TestTheGVisorOfferIsValidatedAndPassedOn(t *testing.T) {
+	_, _, err := Config{StateRoot: t.TempDir(), SandboxRequiredIsolation: "kata"}.resolve()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--sandbox-required-isolation")
+	iso := isolationOf(Config{Isolation: "runc", AllowGVisorDispatch: true, SandboxRequiredIsolation: "gvisor"})
+	assert.True(t, iso.OfferGVisor)
+	assert.Equal(t, "gvisor", iso.RequiredIsolation)
+	assert.Equal(t, "runc", iso.Isolation)
+	assert.Empty(t, iso.Runtime, "the floor stays runc: only the attempts that get gVisor run under runsc")
+	assert.True(t, offersGVisor(Config{AllowGVisorDispatch: true}))
+	assert.True(t, offersGVisor(Config{SandboxRequiredIsolation: "gvisor"}))
+	assert.False(t, offersGVisor(Config{SandboxRequiredIsolation: "runc"}), "a runc host that offers gVisor to nobody runs no probe container")
+}
+
 // The sandbox uid range is checked at start: defaulted when unset, and a
 // range over system or login users, or past the top, is refused naming
 // the setting.

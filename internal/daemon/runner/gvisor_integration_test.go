@@ -106,3 +106,49 @@ func TestGVisorEndToEndHostWithoutTheRuntimeIsUnavailable(t *testing.T) {
 	assert.False(t, reply.Accepted, "%+v", reply)
 	assert.Equal(t, string(failure.SandboxIsolationUnavailable), reply.Code, "%+v", reply)
 }
+
+// TestGVisorEndToEndDispatchAsksForGVisorOnARuncFloor: on a runc-floor
+// runner that offers gVisor (--allow-gvisor-dispatch), preflight probes
+// runsc and the host stays a runc host; a dispatch asking for gVisor
+// (sandbox.isolation gvisor) runs its worker under runsc, on gVisor's
+// kernel. Where runsc is not registered, such a dispatch is refused with
+// sandbox_isolation_unavailable before anything is created, and the host
+// stays available.
+func TestGVisorEndToEndDispatchAsksForGVisorOnARuncFloor(t *testing.T) {
+	e := newE2E(t, runner.Config{Isolation: messages.IsolationRunc, AllowGVisorDispatch: true})
+	report := e.runner.Preflight(context.Background())
+	require.True(t, report.Available, "%s: %s", report.Code, report.Reason)
+	assert.Equal(t, messages.IsolationRunc, report.Isolation.Floor)
+	require.True(t, report.Isolation.GVisor.Works, "runsc does not work (run scripts/ensure-runsc.sh): %s", report.Isolation.GVisor.Reason)
+
+	d := e.dispatch([]string{"/bin/sh", "-c", "(dmesg 2>&1 | head -1) > kernel.txt; sleep 5"}, 256<<20)
+	d.Sandbox.Isolation = messages.IsolationGVisor
+	log := e.submit(d)
+	waitForEvent(t, log, "task_started")
+	names, err := dockerops.NamesFor(d.AttemptID())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := e.engine.ContainerInspect(ctx, names.Container) // the task sleeps 5 s after its start
+	require.NoError(t, err)
+	assert.Equal(t, "runsc", info.HostConfig.Runtime, "the worker of a dispatch asking for gVisor runs under runsc on a runc floor")
+	assert.Equal(t, "none", string(info.HostConfig.NetworkMode))
+	out := e.wait(log)
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
+	assert.Contains(t, e.git("show", example.Branch+":kernel.txt"), "Starting gVisor", "the task ran on gVisor's kernel")
+	require.NotNil(t, out.Cleanup)
+	assert.Zero(t, out.Cleanup.Remaining)
+
+	// Without a working runsc the dispatch is refused, never run under runc.
+	n := newE2E(t, runner.Config{Isolation: messages.IsolationRunc, AllowGVisorDispatch: true, GVisorRuntime: "forged-test-runtime-not-registered"})
+	report = n.runner.Preflight(context.Background())
+	require.True(t, report.Available, "a runc floor stays available: %s: %s", report.Code, report.Reason)
+	assert.False(t, report.Isolation.GVisor.Registered)
+	nd := n.dispatch(nil, 0)
+	nd.Sandbox.Isolation = messages.IsolationGVisor
+	out = n.wait(n.submit(nd))
+	assert.Equal(t, messages.StatusFailed, out.Status)
+	assert.Equal(t, string(failure.SandboxIsolationUnavailable), out.Code, out.Message)
+	assert.Contains(t, out.Message, "forged-test-runtime-not-registered", "the refusal names the runtime")
+	assert.False(t, n.branchExists(example.Branch))
+}

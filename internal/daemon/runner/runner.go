@@ -89,6 +89,15 @@ type Config struct {
 	GVisorRuntime        string
 	GVisorProbeImage     string
 	GVisorNetworkRuntime string
+	// AllowGVisorDispatch lets a dispatch ask for gVisor
+	// (sandbox.isolation gvisor) on a runc floor; SandboxRequiredIsolation
+	// (messages.IsolationRunc, "" means it, or messages.IsolationGVisor)
+	// is the isolation sandbox_required dispatches demand. Either makes
+	// preflight probe runsc under the runc floor; a dispatch that gets
+	// gVisor runs as under the gvisor floor, or is refused with
+	// sandbox_isolation_unavailable while runsc does not work.
+	AllowGVisorDispatch      bool
+	SandboxRequiredIsolation string
 	// Capacity sizes one attempt and the host's reserve for the preflight
 	// admission; its MaxSlots is Slots.
 	Capacity preflight.CapacityPolicy
@@ -440,37 +449,55 @@ func confinementOf(cache *preflight.Cache, storage error, iso actors.Confinement
 	r, _, ok := cache.Last()
 	if !ok {
 		return actors.Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report yet"), Storage: storage,
-			Isolation: iso.Isolation, Runtime: iso.Runtime, NetworkRuntimeErr: "no preflight report yet"}
+			Isolation: iso.Isolation, Runtime: iso.Runtime, NetworkRuntimeErr: "no preflight report yet",
+			OfferGVisor: iso.OfferGVisor, RequiredIsolation: iso.RequiredIsolation, GVisorErr: "no preflight report yet"}
 	}
 	conf := actors.Confinement{
-		Security:         dockerops.EngineSecurity{Known: r.Engine.Reachable, Seccomp: r.Features.Seccomp, LSM: slices.Clone(r.Features.LSM)},
-		NetworkIsolation: r.Network.NetworkErr(),
-		Storage:          storage,
-		Isolation:        iso.Isolation,
-		Runtime:          iso.Runtime,
+		Security:          dockerops.EngineSecurity{Known: r.Engine.Reachable, Seccomp: r.Features.Seccomp, LSM: slices.Clone(r.Features.LSM)},
+		NetworkIsolation:  r.Network.NetworkErr(),
+		Storage:           storage,
+		Isolation:         iso.Isolation,
+		Runtime:           iso.Runtime,
+		OfferGVisor:       iso.OfferGVisor,
+		RequiredIsolation: iso.RequiredIsolation,
 	}
-	// Under the gvisor floor, a worker on an attempt network runs under
-	// runsc's network registration, once its probe passed.
-	if g := r.Isolation.GVisorNetwork; iso.Isolation == messages.IsolationGVisor && g.Works {
+	// A worker under gVisor (the floor, or a dispatch's on a runc floor)
+	// on an attempt network runs under runsc's network registration, once
+	// its probe passed.
+	if g := r.Isolation.GVisorNetwork; g.Works {
 		conf.NetworkRuntime = g.Runtime
-	} else if iso.Isolation == messages.IsolationGVisor {
+	} else {
 		conf.NetworkRuntimeErr = fmt.Sprintf("runtime %q does not work: %s", g.Runtime, g.Reason)
 	}
+	if g := r.Isolation.GVisor; g.Works {
+		conf.GVisorRuntime = g.Runtime
+	} else {
+		conf.GVisorErr = fmt.Sprintf("runtime %q does not work: %s", g.Runtime, g.Reason)
+	}
 	return conf
+}
+
+// offersGVisor reports whether cfg, on a runc floor, runs some workers
+// under gVisor.
+func offersGVisor(cfg Config) bool {
+	return cfg.AllowGVisorDispatch || cfg.SandboxRequiredIsolation == messages.IsolationGVisor
 }
 
 // isolationOf is the floor and the workers' runtime of cfg: runsc (or
 // cfg.GVisorRuntime) under the gvisor floor, the engine's default
 // otherwise.
 func isolationOf(cfg Config) actors.Confinement {
+	policy := actors.Confinement{OfferGVisor: cfg.AllowGVisorDispatch, RequiredIsolation: cfg.SandboxRequiredIsolation}
 	if cfg.Isolation != messages.IsolationGVisor {
-		return actors.Confinement{Isolation: messages.IsolationRunc}
+		policy.Isolation = messages.IsolationRunc
+		return policy
 	}
 	rt := cfg.GVisorRuntime
 	if rt == "" {
 		rt = preflight.DefaultGVisorRuntime
 	}
-	return actors.Confinement{Isolation: messages.IsolationGVisor, Runtime: rt}
+	policy.Isolation, policy.Runtime = messages.IsolationGVisor, rt
+	return policy
 }
 
 // unboundedStorage is nil when the runner bounds attempt volumes (it has a

@@ -115,6 +115,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		GVisorRuntime:    cfg.GVisorRuntime,
 		GVisorProbeImage: cfg.GVisorProbeImage,
 		Runtimes:         docker,
+		ProbeGVisor:      offersGVisor(cfg),
 		// Builds run with no network (dockerops.DefaultBuildNetwork): the
 		// seed's enforced build egress.
 		ImagePolicy: cfg.ImagePolicy.Complete(),

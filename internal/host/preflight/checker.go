@@ -61,6 +61,11 @@ type Options struct {
 	GVisorRuntime    string
 	GVisorProbeImage string
 	Runtimes         RuntimeProber
+	// ProbeGVisor probes the gVisor runtimes under the runc floor too
+	// (cached like the floor's): the runner offers gVisor to some
+	// dispatches (--allow-gvisor-dispatch, --sandbox-required-isolation
+	// gvisor). A failing probe then leaves the host available.
+	ProbeGVisor bool
 	// ImagePolicy is reported as the feature imagePolicy: the operator's
 	// image policy is enforced and complete, and builds have no network.
 	ImagePolicy bool

@@ -65,8 +65,9 @@ func ValidIsolation(floor string) bool {
 }
 
 // isolationFacts lists the engine's runtimes and, when the floor is
-// gvisor, probes runsc and its network registration (each cached for
-// IsolationTTL per engine and registration); c.mu is held.
+// gvisor or Options.ProbeGVisor is set, probes runsc and its network
+// registration (each cached for IsolationTTL per engine and
+// registration); c.mu is held.
 func (c *Checker) isolationFacts(ctx context.Context, info system.Info, engineID string) IsolationFacts {
 	f := IsolationFacts{Floor: c.opts.IsolationFloor, Runtimes: make([]string, 0, len(info.Runtimes))}
 	for name := range info.Runtimes {
@@ -97,11 +98,12 @@ func (c *Checker) runtimeFacts(ctx context.Context, info system.Info, f Isolatio
 	}
 	g.Registered, g.Path, g.Args = true, rt.Path, slices.Clone(rt.Args)
 	g.Platform = platformArg(rt.Args)
-	if f.Floor != messages.IsolationGVisor {
-		// Only a gvisor floor depends on the runtime: a runc host reports
+	if f.Floor != messages.IsolationGVisor && !c.opts.ProbeGVisor {
+		// Only a host that runs some workers under gVisor depends on the
+		// runtime: a runc host that offers gVisor to no dispatch reports
 		// the registration without running a probe container at every
 		// start (`forged preflight --isolation gvisor` probes it).
-		g.Reason = "not probed: the isolation floor is runc"
+		g.Reason = "not probed: the isolation floor is runc and gVisor is offered to no dispatch (--allow-gvisor-dispatch, --sandbox-required-isolation)"
 		return g
 	}
 	key := engineID + "\x00" + name + "\x00" + rt.Path + "\x00" + strings.Join(rt.Args, "\x00")

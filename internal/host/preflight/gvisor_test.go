@@ -91,8 +91,38 @@ func TestGVisorFloorRefusals(t *testing.T) {
 			assert.True(t, r.Available, r.Reason)
 			assert.Equal(t, messages.IsolationRunc, r.Isolation.Floor)
 			assert.Zero(t, runc.probes, "a runc floor probes nothing")
+
+			// A runc floor that offers gVisor to dispatches probes it and
+			// stays available whatever the probe finds (only the attempts
+			// that demand gVisor are refused).
+			offered := &fakeRuntimes{probe: tc.probe}
+			opts := gvisorOpts("", offered, nil)
+			opts.ProbeGVisor = true
+			r = check(t, tc.engine, bigHost(), opts)
+			assert.True(t, r.Available, r.Reason)
+			assert.False(t, r.Isolation.GVisor.Works)
+			assert.Contains(t, r.Isolation.GVisor.Reason, tc.reason)
 		})
 	}
+}
+
+// TestGVisorOfferedOnARuncFloorIsProbed: under the runc floor with
+// ProbeGVisor, a working runsc is probed and found working (and cached
+// like the floor's probe), so dispatches asking for it can have it.
+func TestGVisorOfferedOnARuncFloorIsProbed(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC))
+	p := &fakeRuntimes{probe: RuntimeProbe{KernelLog: gVisorLog}}
+	opts := gvisorOpts("", p, clk)
+	opts.ProbeGVisor = true
+	opts.StateRoot = "/state"
+	c := NewChecker(withRunsc("--platform=ptrace"), bigHost(), opts)
+	r := c.Check(context.Background())
+	require.True(t, r.Available, r.Reason)
+	assert.Equal(t, messages.IsolationRunc, r.Isolation.Floor)
+	assert.True(t, r.Isolation.GVisor.Works, r.Isolation.GVisor.Reason)
+	clk.Advance(time.Minute)
+	require.True(t, c.Check(context.Background()).Available)
+	assert.Equal(t, 1, p.probes, "one probe of runsc within the TTL (runsc-net is not registered)")
 }
 
 // TestGVisorProbeIsCached: one probe per engine and registration within
