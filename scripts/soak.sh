@@ -34,7 +34,8 @@ go test -race -count="$count" -timeout 0 -run '^TestChaos' ./cmd/forged/ "$@"
 # daemon over a burst of 10 attempts; each ends once, nothing leaks.
 FORGED_CHAOS_RESTARTS=20 FORGED_CHAOS_BURST=10 go test -race -count=1 -timeout 0 \
   -run '^TestChaosLoopKill9DuringABurst$' ./cmd/forged/ "$@"
-# The fast-failure tasks (issue 28, finding 8), each run $count times in one test.
+# The fast-failure tasks (issue 28, finding 8), each run $count times in one test
+# (the suite runs the OOM task 10 times and the others fewer, for its CI budget).
 FORGED_FASTFAIL_RUNS="$count" go test -race -count=1 -timeout 0 \
   -run '^(TestDescriptorExhaustionOfAQuickTaskIsClassified|TestFullWorkspaceOfAQuickTaskIsClassified|TestOOMOfATaskKeepsItsOutput)$' \
   ./internal/daemon/runner/ "$@"

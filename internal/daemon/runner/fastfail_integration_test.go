@@ -16,15 +16,20 @@ import (
 // any sampler could see them, on the real engine (issue 28, finding 8).
 // Each task runs fastFailRuns times and must be classified every time.
 
-// fastFailRuns is how often each task runs: FORGED_FASTFAIL_RUNS, 10 by
-// default (the issue's count; scripts/soak.sh may run more).
-func fastFailRuns(t *testing.T) int {
+// fastFailRuns is how often each task runs: FORGED_FASTFAIL_RUNS when set
+// (scripts/soak.sh runs every task the issue's 10 times and more), else
+// suite, the suite's count for that task. The suite keeps its CI budget:
+// the OOM task, the one whose output was lost 1 run in 7 before the
+// worker's OOM guards, runs 10 times; the descriptor and workspace tasks,
+// classified by the worker's exit watch and the host's volume reading,
+// fewer.
+func fastFailRuns(t *testing.T, suite int) int {
 	if v := os.Getenv("FORGED_FASTFAIL_RUNS"); v != "" {
 		n, err := strconv.Atoi(v)
 		require.NoError(t, err, "FORGED_FASTFAIL_RUNS")
 		return n
 	}
-	return 10
+	return suite
 }
 
 // TestDescriptorExhaustionOfAQuickTaskIsClassified: the task opens
@@ -32,7 +37,7 @@ func fastFailRuns(t *testing.T) int {
 // (Under gVisor it is not classified: docs/gvisor.md.)
 func TestDescriptorExhaustionOfAQuickTaskIsClassified(t *testing.T) {
 	e := newStressE2E(t)
-	runs, classified := fastFailRuns(t), 0
+	runs, classified := fastFailRuns(t, 4), 0
 	for i := range runs {
 		out := e.wait(e.submit(e.dispatch([]string{"/usr/local/bin/stressprog", "fds", "0"}, 0)))
 		t.Logf("run %d: %s: %s", i, out.Code, out.Message)
@@ -56,7 +61,11 @@ func TestFullWorkspaceOfAQuickTaskIsClassified(t *testing.T) {
 func fullWorkspace(t *testing.T, floor string) {
 	e := newStressE2EUnder(t, floor)
 	requireBoundedStorage(t, e)
-	runs, classified := fastFailRuns(t), 0
+	suite := 4
+	if floor != "runc" {
+		suite = 2 // gVisor's sandbox start is the slow part; the classification is the same host reading
+	}
+	runs, classified := fastFailRuns(t, suite), 0
 	for i := range runs {
 		d := e.dispatch([]string{"/bin/sh", "-c", "dd if=/dev/zero of=/workspace/fill bs=1M 2>/dev/null; rm -f /workspace/fill; exit 1"}, 0)
 		d.Sandbox.RequestedResources.WorkspaceBytes = 256 << 20
@@ -87,7 +96,7 @@ func fullWorkspace(t *testing.T, floor string) {
 // failure").
 func TestOOMOfATaskKeepsItsOutput(t *testing.T) {
 	e := newStressE2E(t)
-	runs, imported := fastFailRuns(t), 0
+	runs, imported := fastFailRuns(t, 10), 0
 	for i := range runs {
 		kept := "kept " + strconv.Itoa(i) // each run changes the managed branch
 		d := e.dispatch([]string{"/bin/sh", "-c", "echo '" + kept + "' > /workspace/kept.txt && exec /usr/local/bin/stressprog grow 16"}, 128<<20)
