@@ -23,10 +23,6 @@ import (
 // project image's) has none.
 const TaskPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// drainGrace is how long the output pumps may keep reading after the task
-// and its process group are gone before the pipes are closed under them.
-const drainGrace = 2 * time.Second
-
 // Reasons a task ended.
 const (
 	reasonExited       = "exited"
@@ -150,8 +146,9 @@ func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeo
 	var pumps sync.WaitGroup
 	pumps.Add(2)
 	activity := make(chan struct{}, 1)
-	go r.pump(&pumps, outR, "stdout", activity)
-	go r.pump(&pumps, errR, "stderr", activity)
+	pipes := &drainPipes{files: []*os.File{outR, errR}}
+	go r.pump(&pumps, pipes.reader(outR), "stdout", activity)
+	go r.pump(&pumps, pipes.reader(errR), "stderr", activity)
 
 	waitC := make(chan error, 1)
 	go func() { waitC <- cmd.Wait() }()
@@ -161,13 +158,8 @@ func (r *run) startAndWait(ctx context.Context, argv []string, dir string, timeo
 	// Stragglers left in the task's process group would keep the pipes
 	// open and keep changing the workspace: kill them all.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	drained := make(chan struct{})
-	go func() { pumps.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(drainGrace):
-		closeAll(outR, errR)
-		<-drained
+	if pipes.drain(pumpsDone(&pumps), r.cfg.DrainGrace, r.cfg.DrainLimit) {
+		r.note("a process outside the task's process group still wrote to its output %s after the task ended; its output was cut", r.cfg.DrainLimit)
 	}
 	closeAll(outR, errR)
 	return taskOutcome{ExitCode: exitCode(cmd.ProcessState), Reason: reason}

@@ -140,6 +140,11 @@ type Config struct {
 	// further lines are dropped (with a diagnostic on stderr). Zero means
 	// DefaultMaxOutputBytes; negative means unlimited.
 	MaxOutputBytes int64
+	// DrainGrace is how long the output pumps wait on an empty pipe once
+	// the task's process group is gone, and DrainLimit how long the
+	// drain lasts at most (drain.go). Zero means DefaultDrainGrace and
+	// DefaultDrainLimit.
+	DrainGrace, DrainLimit time.Duration
 }
 
 // DefaultConfig returns the configuration of the worker inside the sandbox
@@ -156,6 +161,8 @@ func DefaultConfig() Config {
 		TempDir:         defaultTempDir,
 		KillGrace:       DefaultKillGrace,
 		MaxOutputBytes:  DefaultMaxOutputBytes,
+		DrainGrace:      DefaultDrainGrace,
+		DrainLimit:      DefaultDrainLimit,
 	}
 }
 
@@ -187,6 +194,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxOutputBytes == 0 {
 		c.MaxOutputBytes = d.MaxOutputBytes
+	}
+	if c.DrainGrace <= 0 {
+		c.DrainGrace = d.DrainGrace
+	}
+	if c.DrainLimit <= 0 {
+		c.DrainLimit = d.DrainLimit
 	}
 	return c
 }

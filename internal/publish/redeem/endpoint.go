@@ -177,6 +177,12 @@ func (e *Endpoint) Redeem(ctx context.Context, req messages.PublicationRequest) 
 	if err != nil {
 		return refuse(err, "reading the answer: %v", transportCause(err, ctx, reqCtx, timeout))
 	}
+	if reqCtx.Err() != nil {
+		// An answer that completed past the deadline (the transport can
+		// still hand over a response its cancellation raced with) is not
+		// trusted: the redemption timed out.
+		return refuse(reqCtx.Err(), "unreachable: %v", transportCause(reqCtx.Err(), ctx, reqCtx, timeout))
+	}
 	if len(answer) > MaxResponseBytes {
 		return refuse(errOverflow, "answered more than %d bytes", MaxResponseBytes)
 	}
