@@ -60,6 +60,12 @@ func (w *workerActor) startAdopted(ctx actor.Context) {
 		events := messages.NewResumedEventVerifier(job.eventKey, job.resumeAt)
 		caught := func(ctx context.Context) error {
 			data, err := engine.ReadFileOut(ctx, id, messages.EventLogPath, messages.MaxEventLogBytes, failure.SandboxEventLogInvalid)
+			if err != nil && job.resumeAt == 0 && dockerops.IsNotFound(err) {
+				// The worker had not opened its log yet (forged died
+				// just after starting it): nothing was delivered, and
+				// the stream carries every event from the first.
+				data, err = nil, nil
+			}
 			if err != nil {
 				if failure.CodeOf(err) == "" {
 					err = failure.Wrap(failure.SandboxEventLogInvalid, err, "read the worker's event log")

@@ -3,11 +3,13 @@ package actors
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/docker/docker/errdefs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -21,6 +23,7 @@ import (
 // event log, and the lines its re-attached stream carries.
 type reattachEngine struct {
 	log    []byte
+	logErr error // ReadFileOut's error instead of the log
 	stream [][]byte
 }
 
@@ -37,7 +40,7 @@ func (e *reattachEngine) InspectState(context.Context, string) (dockerops.Contai
 	return dockerops.ContainerState{Status: "exited"}, nil
 }
 func (e *reattachEngine) ReadFileOut(context.Context, string, string, int64, failure.Code) ([]byte, error) {
-	return e.log, nil
+	return e.log, e.logErr
 }
 func (e *reattachEngine) Reattach(ctx context.Context, _ string, caught func(context.Context) error, onLine func([]byte) error, _ dockerops.RunLimits) (dockerops.RunResult, error) {
 	if err := caught(ctx); err != nil {
@@ -146,4 +149,33 @@ func TestAdoptedWorkerRefusesADamagedLog(t *testing.T) {
 			assert.Empty(t, outputs)
 		})
 	}
+}
+
+// TestAdoptedWorkerWithoutALogYet: forged died just after starting the
+// worker, before the worker opened its event log. With nothing delivered
+// (sequence 0), the missing log is an empty one and every event comes from
+// the stream; once something was delivered, a missing log is damage.
+func TestAdoptedWorkerWithoutALogYet(t *testing.T) {
+	key := messages.EventKey("readopt")
+	lines := signedLines(t, key, 0, 3)
+	missing := errdefs.NotFound(errors.New("Could not find the file /control/events.log in container c0ffee"))
+
+	outputs, exited := readopt(t, &reattachEngine{logErr: missing, stream: lines}, key, 0)
+	require.NoError(t, exited.Err)
+	var delivered []string
+	for _, o := range outputs {
+		assert.False(t, o.Replayed)
+		delivered = append(delivered, o.Event.Role+":"+o.Event.Content)
+	}
+	assert.Equal(t, []string{"runner:a", "runner:b", "runner:c"}, delivered)
+
+	outputs, exited = readopt(t, &reattachEngine{logErr: missing, stream: lines}, key, 2)
+	require.Error(t, exited.Err)
+	assert.Equal(t, failure.SandboxEventLogInvalid, failure.CodeOf(exited.Err), "%v", exited.Err)
+	assert.Empty(t, outputs)
+
+	outputs, exited = readopt(t, &reattachEngine{logErr: errors.New("engine unreachable"), stream: lines}, key, 0)
+	require.Error(t, exited.Err, "only a missing file is an empty log")
+	assert.Equal(t, failure.SandboxEventLogInvalid, failure.CodeOf(exited.Err), "%v", exited.Err)
+	assert.Empty(t, outputs)
 }

@@ -104,6 +104,7 @@ func TestChaosLoopKill9DuringABurst(t *testing.T) {
 		default:
 			t.Errorf("attempt %s ended %s (%s): %s", id, out.Status, out.Code, out.Message)
 		}
+		t.Logf("attempt %s: %s %s: %s", id, out.Status, out.Code, out.Message)
 		outcomes[out.Status+" "+out.Code]++
 		if slices.Contains(got.types, "sandbox_readopted") {
 			outcomes["re-adopted"]++

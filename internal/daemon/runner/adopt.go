@@ -84,7 +84,7 @@ func (r *Runner) workerFacts(ctx context.Context, e ledger.Entry) reaper.WorkerF
 	if state.Status == "created" {
 		// Created, never started: the worker never ran (forged died
 		// between create and start), so there is nothing to re-adopt.
-		return reaper.WorkerFacts{}
+		return reaper.WorkerFacts{NeverStarted: true}
 	}
 	return reaper.WorkerFacts{Found: true, Running: state.Running}
 }

@@ -27,6 +27,9 @@ type WorkerFacts struct {
 	// Running: its process still runs; false for a worker that finished
 	// while forged was away (it is collected).
 	Running bool
+	// NeverStarted: the container exists but was never started (forged
+	// died between creating and starting it).
+	NeverStarted bool
 }
 
 // AdoptVerdict is the start-up decision for one ledger: adopt it, or reap
@@ -63,6 +66,8 @@ func DecideAdoption(e ledger.Entry, worker WorkerFacts, knownProtocol func(int) 
 		return reap(failure.SandboxReadoptLeaseExpired, "the attempt's lease expired at "+e.ExpiresAt.UTC().Format(time.RFC3339)+" while forged was away; the worker was stopped and reaped")
 	case hasSidecars(e):
 		return reap(failure.SandboxReadoptUnsupported, "the attempt has sidecars (services or an egress proxy), which are not re-adopted; it was reaped")
+	case worker.NeverStarted:
+		return reap(CodeRunnerRestarted, "forged restarted between creating the attempt's worker and starting it; the worker never ran, its resources were reaped and it was not run again")
 	case !worker.Found:
 		return reap(failure.SandboxReadoptWorkerGone, "the attempt's worker container was gone when forged restarted; the attempt was reaped")
 	}

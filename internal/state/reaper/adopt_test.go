@@ -35,6 +35,7 @@ func TestDecideAdoption(t *testing.T) {
 		{"running worker, valid lease", func(*ledger.Entry) {}, running, true, ""},
 		{"worker finished while away", func(*ledger.Entry) {}, WorkerFacts{Found: true}, true, ""},
 		{"worker gone", func(*ledger.Entry) {}, WorkerFacts{}, false, failure.SandboxReadoptWorkerGone},
+		{"worker created, never started", func(*ledger.Entry) {}, WorkerFacts{NeverStarted: true}, false, CodeRunnerRestarted},
 		{"lease expired", func(e *ledger.Entry) { e.ExpiresAt = now }, running, false, failure.SandboxReadoptLeaseExpired},
 		{"no adoption record", func(e *ledger.Entry) { e.Adoption = nil }, running, false, failure.SandboxReadoptLedgerDamaged},
 		{"unknown protocol", func(e *ledger.Entry) { e.Adoption.WorkerProtocol = 2 }, running, false, failure.SandboxReadoptProtocol},
