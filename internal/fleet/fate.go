@@ -31,6 +31,13 @@ const (
 	fateWait    = 30 * time.Second
 )
 
+// fateRetention is how long etcd keeps a fate (an etcd lease on its key):
+// longer than any attempt can run (the 8 h hard wall, its lease and the
+// time a cut-off member may take to return), so a fate is never gone
+// while either side may still read it, and etcd does not grow with every
+// attempt the fleet ever ran.
+const fateRetention = 48 * time.Hour
+
 // fateBaseKey is the etcd prefix of the fates, outside the cluster
 // provider's etcdBaseKey (which holds member records only: the provider
 // reads every key below it as one).
@@ -46,9 +53,15 @@ func (m *Member) settle(ctx context.Context, attemptID, value string) (string, e
 	ctx, cancel := context.WithTimeout(ctx, fateTimeout)
 	defer cancel()
 	key := m.fateKey(attemptID)
+	// A lease granted for a fate that exists already is unused and
+	// expires with its TTL.
+	lease, err := m.etcd.Grant(ctx, int64(fateRetention/time.Second))
+	if err != nil {
+		return "", err
+	}
 	res, err := m.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, value)).
+		Then(clientv3.OpPut(key, value, clientv3.WithLease(lease.ID))).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
