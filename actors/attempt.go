@@ -476,6 +476,13 @@ func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
 		return
 	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_agent_exited", fmt.Sprintf("Sandbox worker exited with code %d.", msg.ExitCode), map[string]int{"workerExitCode": msg.ExitCode}))
+	if a.adopted != nil && a.worker.eventSeq == 0 && msg.ExitCode != 0 {
+		// Not one event of the worker verified, before the restart or
+		// after: it never read its start packet (the previous process
+		// died while handing it over), so the task never ran. Only the
+		// worker signs events, so the task cannot fake this.
+		a.fail(failure.New(failure.SandboxRunnerRestarted, "forged restarted while it handed the worker its start packet, so the task never ran; the attempt was reaped and not run again"))
+	}
 	if a.verdict.failure != nil {
 		a.advance(ctx)
 		return
