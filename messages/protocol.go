@@ -84,6 +84,17 @@ type Snapshot struct {
 	// Preflight is the host report the slots come from (nil when the
 	// supervisor runs with a fixed number of slots).
 	Preflight *HostReport `json:"preflight,omitempty"`
+	// AdmissionHeld says why the runner admits no new work while an
+	// outside authority holds its admission (a fleet member cut off from
+	// etcd); nil while it admits.
+	AdmissionHeld *AdmissionHold `json:"admissionHeld,omitempty"`
+}
+
+// AdmissionHold is why, and since when, a runner admits no new work.
+type AdmissionHold struct {
+	Code   string    `json:"code"`
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
 }
 
 // --- Attempt → subscriber ---

@@ -479,6 +479,50 @@ func TestFleetOfDaemons(t *testing.T) {
 		t.Logf("fenced on m2: %s: %s", there.Code, there.Message)
 	})
 
+	t.Run("members cut off from etcd admit nothing until it answers", func(t *testing.T) {
+		// etcd goes away for longer than the membership TTL: every member
+		// holds its admission (fleet_member_cut_off) and says so in its
+		// snapshot; once etcd answers again they admit, and a dispatch
+		// refused while cut off runs.
+		f.etcd.Stop()
+		stopped := time.Now()
+		held := func(m *member) bool {
+			snap, err := m.api.Snapshot(ctx)
+			return err == nil && snap.AdmissionHeld != nil && snap.AdmissionHeld.Code == string(failure.FleetMemberCutOff)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for _, m := range []*member{m0, m1} {
+			for !held(m) {
+				if time.Now().After(deadline) {
+					f.etcd.StartAgain()
+					t.Fatalf("member %s did not hold its admission within a minute without etcd", m.runnerID)
+				}
+				time.Sleep(200 * time.Millisecond) // polling the daemon, not waiting for time to pass
+			}
+		}
+		t.Logf("admission held %s after etcd stopped", time.Since(stopped))
+		d := dispatch(m1.runnerID, "echo admitted > admitted.txt")
+		if _, err := m1.api.Submit(ctx, d); failure.CodeOf(err) != failure.FleetMemberCutOff {
+			f.etcd.StartAgain()
+			t.Fatalf("a submission to a member cut off from etcd: %v; want %s", err, failure.FleetMemberCutOff)
+		}
+		f.etcd.StartAgain()
+		deadline = time.Now().Add(time.Minute)
+		for held(m1) {
+			if time.Now().After(deadline) {
+				t.Fatal("m1 still holds its admission a minute after etcd came back")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if _, err := m1.api.Submit(ctx, d); err != nil {
+			t.Fatalf("the same dispatch once etcd answers: %v", err)
+		}
+		out, types, err := m1.outcome(ctx, d.AttemptID())
+		if err != nil || out.Status != messages.StatusSucceeded {
+			t.Fatalf("after the release: %+v, %v; events %v", out, err, types)
+		}
+	})
+
 }
 
 // branchAt is the commit refs/heads/branch of repo is at, "" without one.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/fleet"
 	"github.com/forgedev/forged/internal/kit/ids"
@@ -73,6 +74,11 @@ func (f *fakeRunner) Cancel(attemptID, _ string) (bool, error) {
 	}
 	return false, nil
 }
+
+// HoldAdmission and ReleaseAdmission: the fake admits regardless (the
+// hold is the runner's, tested in internal/daemon/runner).
+func (f *fakeRunner) HoldAdmission(failure.Code, string) {}
+func (f *fakeRunner) ReleaseAdmission()                  {}
 
 func (f *fakeRunner) seen() (submitted, cancelled []string) {
 	f.mu.Lock()

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/fleet/fleetpb"
 	"github.com/forgedev/forged/messages"
@@ -34,6 +35,10 @@ type Local interface {
 	// read (EventsRequest), and those forwarded from here, which this
 	// member copies from the member running them.
 	Logs() *runner.Logs
+	// HoldAdmission and ReleaseAdmission hold and release the runner's
+	// admission while the member is cut off from etcd (reach.go).
+	HoldAdmission(code failure.Code, reason string)
+	ReleaseAdmission()
 }
 
 // actorName is the name of every member's fleet actor, so that a member
@@ -67,6 +72,11 @@ type Member struct {
 	// etcd is this member's own client, for the attempts' fates (fate.go),
 	// made after the cluster's remote started.
 	etcd *clientv3.Client
+	// cutOff says the member has not reached etcd for cutOffAfter
+	// (reach.go); reachStop ends the probes, which close reachDone.
+	cutOff    atomic.Bool
+	reachStop chan struct{}
+	reachDone chan struct{}
 
 	leaveOnce sync.Once
 }
@@ -122,6 +132,8 @@ func Join(cfg Config, local Local) (m *Member, err error) {
 		return nil, fmt.Errorf("fleet: fleet actor: %w", err)
 	}
 	m.self = pid
+	m.reachStop, m.reachDone = make(chan struct{}), make(chan struct{})
+	go m.watchReach(m.reachStop, m.reachDone)
 	if cfg.Fence != nil {
 		cfg.Fence.attach(m)
 	}
@@ -181,6 +193,10 @@ func (m *Member) SetDraining(v bool) { m.draining.Store(v) }
 func (m *Member) Leave() {
 	m.leaveOnce.Do(func() {
 		m.stopping.Store(true)
+		if m.reachStop != nil {
+			close(m.reachStop)
+			<-m.reachDone
+		}
 		m.cluster.Shutdown(true)
 		m.followers.Wait()
 		_ = m.etcd.Close()
@@ -194,7 +210,8 @@ func (m *Member) memberAddresses() []memberRef { return m.topology.list() }
 // State is this member's own entry of the directory.
 func (m *Member) State() *fleetpb.MemberState {
 	snap, err := m.local.Snapshot()
-	st := stateOf(m.local.RunnerID(), snap, err, m.draining.Load())
+	// A member cut off from etcd is listed as draining: it admits nothing.
+	st := stateOf(m.local.RunnerID(), snap, err, m.draining.Load() || m.cutOff.Load())
 	st.Address, st.MemberId = m.Address(), m.MemberID()
 	return st
 }

@@ -52,6 +52,7 @@ type Metrics struct {
 	reaperItems  *prometheus.CounterVec
 	reaperLast   *prometheus.GaugeVec
 	reaperLeft   prometheus.Gauge
+	held         prometheus.Gauge
 	peakMemory   prometheus.Histogram
 	gcRuns       *prometheus.CounterVec
 	gcRemoved    prometheus.Counter
@@ -118,6 +119,8 @@ func New(opts ...Option) *Metrics {
 		Help: "What reaper rounds removed: reaped attempt ledgers, objects removed by label, degraded attempts."}, []string{"kind"})
 	m.reaperLast = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "reaper_last_round_timestamp_seconds",
 		Help: "When the last reaper round of each result (ok, failed) ended, in Unix seconds."}, []string{"result"})
+	m.held = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "admission_held",
+		Help: "1 while the runner admits no new work because an outside authority holds admission (a fleet member cut off from etcd), else 0."})
 	m.reaperLeft = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "reaper_degraded_attempts",
 		Help: "Attempts whose resources the last reaper round could not remove (retried next round): leaks left on the host."})
 	m.gcRuns = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "image_gc_runs_total",
@@ -141,7 +144,7 @@ func New(opts ...Option) *Metrics {
 	m.deadLetters = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "actor_dead_letters_total",
 		Help: "Messages that reached no actor, by the kind of the actor they were sent to."}, []string{"kind"})
 	m.registry.MustRegister(m.submissions, m.finished, m.phases, m.permitWait, m.buildCache, m.buildTime,
-		m.reaperRounds, m.reaperItems, m.reaperLast, m.reaperLeft, m.peakMemory, m.gcRuns, m.gcRemoved, m.gcFreed, m.actorsLive, m.mailbox, m.messagesIn, m.messagesOut, m.restarts, m.deadLetters,
+		m.reaperRounds, m.reaperItems, m.reaperLast, m.reaperLeft, m.held, m.peakMemory, m.gcRuns, m.gcRemoved, m.gcFreed, m.actorsLive, m.mailbox, m.messagesIn, m.messagesOut, m.restarts, m.deadLetters,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: Namespace}))
 	return m
 }
@@ -158,6 +161,15 @@ func (m *Metrics) Submitted(reply messages.SubmitReply) {
 		m.submissions.WithLabelValues("queued", "").Inc()
 	default:
 		m.submissions.WithLabelValues("accepted", "").Inc()
+	}
+}
+
+// AdmissionHeld records whether admission is held (Runner.HoldAdmission).
+func (m *Metrics) AdmissionHeld(held bool) {
+	if held {
+		m.held.Set(1)
+	} else {
+		m.held.Set(0)
 	}
 }
 

@@ -233,6 +233,8 @@ type Runner struct {
 	// adopted are the attempts start re-adopts (the supervisor spawns them
 	// when it starts).
 	adopted []*actors.Adopted
+	// hold is the admission hold (hold.go).
+	hold admissionHold
 	// Restart is the reaper round run at start-up: the attempts a previous
 	// process left behind, torn down and reported sandbox_runner_restarted.
 	Restart reaper.Round
@@ -246,6 +248,11 @@ func (r *Runner) Logs() *Logs { return r.logs }
 
 // Submit admits a dispatch. Its events and outcome are recorded in Logs.
 func (r *Runner) Submit(d *messages.Dispatch) (messages.SubmitReply, error) {
+	if held := r.hold.get(); held != nil {
+		reply := heldReply(d, held)
+		r.metrics.Submitted(reply)
+		return reply, nil
+	}
 	if refused, ok := r.repoRoots.admit(d); !ok {
 		r.logger.Warn("refused a dispatch outside the repository roots", "attempt", d.AttemptID(), "repo", d.Repo.LocalPath)
 		r.metrics.Submitted(refused)
@@ -352,7 +359,9 @@ func (r *Runner) Snapshot() (messages.Snapshot, error) {
 	if err != nil {
 		return messages.Snapshot{}, fmt.Errorf("snapshot: %w", err)
 	}
-	return res.(messages.Snapshot), nil
+	snap := res.(messages.Snapshot)
+	snap.AdmissionHeld = r.hold.get()
+	return snap, nil
 }
 
 // Inspect walks the actor tree from the root supervisor and returns every

@@ -84,6 +84,12 @@ func (s *Server) Restart() {
 	s.start()
 }
 
+// StartAgain starts a stopped etcd on the same ports and data directory.
+func (s *Server) StartAgain() {
+	s.t.Helper()
+	s.start()
+}
+
 func (s *Server) start() {
 	s.t.Helper()
 	out := &bytes.Buffer{}
