@@ -6,6 +6,7 @@ import (
 	"debug/buildinfo"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,8 +45,10 @@ type member struct {
 	advertise, runnerID string
 	cert, key           string
 	args                []string
-	cmd                 *exec.Cmd
-	api                 *client.Client
+	// wrap prefixes the daemon's command line (ip netns exec NS).
+	wrap []string
+	cmd  *exec.Cmd
+	api  *client.Client
 }
 
 // testFleet is etcd, a fleet CA and the members, shared by the subtests.
@@ -99,8 +102,9 @@ func newTestFleet(t *testing.T, slots ...int) *testFleet {
 func (m *member) start(t *testing.T, args ...string) {
 	t.Helper()
 	socket := filepath.Join(m.stateRoot, "forged.sock")
-	cmd := exec.Command(m.forged, append([]string{"daemon", "--socket", socket, "--state-root", m.stateRoot,
+	argv := append(append(append([]string(nil), m.wrap...), m.forged), append([]string{"daemon", "--socket", socket, "--state-root", m.stateRoot,
 		"--lock-root", m.lockRoot, "--allow-rootful", "--host-reserved-cores", "0", "--host-reserve-bytes", strconv.Itoa(512 << 20)}, args...)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -165,7 +169,15 @@ func (f *testFleet) fleetCLI(addr, caFile, cert, key string) ([]*fleetpb.MemberS
 // fleet` with a certificate of the fleet's CA.
 func (f *testFleet) directory() map[string]*fleetpb.MemberState {
 	f.t.Helper()
-	cert, key := f.ca.member(f.t, "operator")
+	// `forged fleet` listens on the first member's host for the answer:
+	// its certificate names every member's host.
+	ips := []net.IP{net.ParseIP("127.0.0.1")}
+	for _, m := range f.members {
+		if host, _, err := net.SplitHostPort(m.advertise); err == nil {
+			ips = append(ips, net.ParseIP(host))
+		}
+	}
+	cert, key := f.ca.memberAt(f.t, "operator", ips...)
 	dir, err := f.fleetCLI(f.members[0].advertise, f.ca.file, cert, key)
 	if err != nil {
 		f.t.Fatalf("forged fleet: %v", err)

@@ -152,6 +152,12 @@ func newTestCA(t testing.TB) *testCA {
 // use) and returns its certificate and key files.
 func (ca *testCA) member(t testing.TB, name string) (certFile, keyFile string) {
 	t.Helper()
+	return ca.memberAt(t, name, net.ParseIP("127.0.0.1"))
+}
+
+// memberAt is member for the given addresses.
+func (ca *testCA) memberAt(t testing.TB, name string, ips ...net.IP) (certFile, keyFile string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +170,7 @@ func (ca *testCA) member(t testing.TB, name string) (certFile, keyFile string) {
 		NotAfter:     time.Now().Add(time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		IPAddresses:  ips,
 		DNSNames:     []string{"localhost"},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
