@@ -55,6 +55,8 @@ func (a *fleetActor) Receive(ctx actor.Context) {
 			}
 			return &fleetpb.CancelResponse{Found: found}
 		})
+	case *fleetpb.RenewRequest:
+		a.work(ctx, "fleet-renew", func(context.Context) proto.Message { return a.member.renewHere(msg) })
 	case answer:
 		ctx.Send(msg.to, msg.msg)
 	case actorkit.Panic:

@@ -338,6 +338,14 @@ func TestFleetOfDaemons(t *testing.T) {
 			t.Fatalf("submit through m0: %v", err)
 		}
 		m0.waitStarted(ctx, d.AttemptID())
+		// The lease is renewed through the submitter's socket, checked on m1.
+		renewed := d.Lease.ExpiresAt.Add(time.Minute)
+		if reply, err := m0.api.RenewLease(ctx, d.AttemptID(), d.Lease.FencingToken, renewed); err != nil || !reply.Accepted || !reply.ExpiresAt.Equal(renewed) {
+			t.Fatalf("renewal through m0: %+v, %v", reply, err)
+		}
+		if reply, err := m0.api.RenewLease(ctx, d.AttemptID(), ids.NewUUID(), renewed.Add(time.Minute)); err == nil && reply.Accepted {
+			t.Fatalf("a renewal with another fencing token was accepted through m0: %+v", reply)
+		}
 		restarted := time.Now()
 		f.etcd.Restart()
 		t.Logf("etcd restarted in %s while the task ran", time.Since(restarted))

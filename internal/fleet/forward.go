@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/fleet/fleetpb"
@@ -122,4 +123,50 @@ func (m *Member) Cancel(ctx context.Context, runnerID, attemptID, reason string)
 		return false, fmt.Errorf("fleet: cancel on %s: %s", runnerID, resp.GetError())
 	}
 	return resp.GetFound(), nil
+}
+
+// RenewAttempt renews the lease of an attempt submitted through this
+// member: on the member it was forwarded to, else here. The fencing token
+// is checked where the attempt runs, as on one host.
+func (m *Member) RenewAttempt(ctx context.Context, attemptID, fencingToken string, expiresAt time.Time) (messages.RenewLeaseReply, error) {
+	m.forwardedMu.Lock()
+	runnerID, ok := m.forwarded[attemptID]
+	m.forwardedMu.Unlock()
+	if !ok || runnerID == m.local.RunnerID() {
+		return m.local.Renew(attemptID, fencingToken, expiresAt)
+	}
+	st, err := m.Lookup(ctx, runnerID)
+	if err != nil {
+		return messages.RenewLeaseReply{}, err
+	}
+	res, err := m.request(ctx, st.GetAddress(), &fleetpb.RenewRequest{AttemptId: attemptID, FencingToken: fencingToken, ExpiresAtUnixNanos: expiresAt.UnixNano()})
+	if err != nil {
+		return messages.RenewLeaseReply{}, fmt.Errorf("fleet: renew on %s: %w", runnerID, err)
+	}
+	resp, ok := res.(*fleetpb.RenewResponse)
+	if !ok {
+		return messages.RenewLeaseReply{}, fmt.Errorf("fleet: renew on %s: unexpected answer %T", runnerID, res)
+	}
+	if resp.GetError() != "" {
+		return messages.RenewLeaseReply{}, fmt.Errorf("fleet: renew on %s: %s", runnerID, resp.GetError())
+	}
+	reply := messages.RenewLeaseReply{AttemptID: resp.GetAttemptId(), Accepted: resp.GetAccepted(), Code: resp.GetCode(), Message: resp.GetMessage()}
+	if n := resp.GetExpiresAtUnixNanos(); n != 0 {
+		reply.ExpiresAt = time.Unix(0, n).UTC()
+	}
+	return reply, nil
+}
+
+// renewHere renews a lease for another member's client on this member's
+// runner.
+func (m *Member) renewHere(req *fleetpb.RenewRequest) *fleetpb.RenewResponse {
+	reply, err := m.local.Renew(req.GetAttemptId(), req.GetFencingToken(), time.Unix(0, req.GetExpiresAtUnixNanos()).UTC())
+	if err != nil {
+		return &fleetpb.RenewResponse{AttemptId: req.GetAttemptId(), Error: err.Error()}
+	}
+	resp := &fleetpb.RenewResponse{AttemptId: reply.AttemptID, Accepted: reply.Accepted, Code: reply.Code, Message: reply.Message}
+	if !reply.ExpiresAt.IsZero() {
+		resp.ExpiresAtUnixNanos = reply.ExpiresAt.UnixNano()
+	}
+	return resp
 }

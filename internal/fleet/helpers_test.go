@@ -77,6 +77,10 @@ func (f *fakeRunner) Cancel(attemptID, _ string) (bool, error) {
 
 // HoldAdmission and ReleaseAdmission: the fake admits regardless (the
 // hold is the runner's, tested in internal/daemon/runner).
+func (f *fakeRunner) Renew(attemptID, _ string, expiresAt time.Time) (messages.RenewLeaseReply, error) {
+	return messages.RenewLeaseReply{AttemptID: attemptID, Accepted: true, ExpiresAt: expiresAt}, nil
+}
+
 func (f *fakeRunner) HoldAdmission(failure.Code, string) {}
 func (f *fakeRunner) ReleaseAdmission()                  {}
 

@@ -31,6 +31,7 @@ type Local interface {
 	Snapshot() (messages.Snapshot, error)
 	Submit(d *messages.Dispatch) (messages.SubmitReply, error)
 	Cancel(attemptID, reason string) (bool, error)
+	Renew(attemptID, fencingToken string, expiresAt time.Time) (messages.RenewLeaseReply, error)
 	// Logs holds the attempts' events: those run here, which other members
 	// read (EventsRequest), and those forwarded from here, which this
 	// member copies from the member running them.

@@ -40,6 +40,13 @@ func (r Routed) Submit(d *messages.Dispatch) (messages.SubmitReply, error) {
 	return reply, err
 }
 
+// Renew renews the attempt's lease where it runs.
+func (r Routed) Renew(attemptID, fencingToken string, expiresAt time.Time) (messages.RenewLeaseReply, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), routeTimeout)
+	defer cancel()
+	return r.Member.RenewAttempt(ctx, attemptID, fencingToken, expiresAt)
+}
+
 // Cancel cancels the attempt where it runs.
 func (r Routed) Cancel(attemptID, reason string) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), routeTimeout)

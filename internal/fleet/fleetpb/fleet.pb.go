@@ -704,6 +704,155 @@ func (x *EventsResponse) GetNext() int64 {
 	return 0
 }
 
+// RenewRequest forwards a lease renewal to the member running the attempt
+// (the submitter's member proxies it, so a client needs one socket).
+type RenewRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	AttemptId    string                 `protobuf:"bytes,1,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
+	FencingToken string                 `protobuf:"bytes,2,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	// expires_at_unix_nanos is the renewed expiry asked for.
+	ExpiresAtUnixNanos int64 `protobuf:"varint,3,opt,name=expires_at_unix_nanos,json=expiresAtUnixNanos,proto3" json:"expires_at_unix_nanos,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *RenewRequest) Reset() {
+	*x = RenewRequest{}
+	mi := &file_fleet_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRequest) ProtoMessage() {}
+
+func (x *RenewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fleet_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
+func (*RenewRequest) Descriptor() ([]byte, []int) {
+	return file_fleet_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RenewRequest) GetAttemptId() string {
+	if x != nil {
+		return x.AttemptId
+	}
+	return ""
+}
+
+func (x *RenewRequest) GetFencingToken() string {
+	if x != nil {
+		return x.FencingToken
+	}
+	return ""
+}
+
+func (x *RenewRequest) GetExpiresAtUnixNanos() int64 {
+	if x != nil {
+		return x.ExpiresAtUnixNanos
+	}
+	return 0
+}
+
+// RenewResponse is messages.RenewLeaseReply; error says the member could
+// not answer it (its runner failed).
+type RenewResponse struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	AttemptId          string                 `protobuf:"bytes,1,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
+	Accepted           bool                   `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	ExpiresAtUnixNanos int64                  `protobuf:"varint,3,opt,name=expires_at_unix_nanos,json=expiresAtUnixNanos,proto3" json:"expires_at_unix_nanos,omitempty"`
+	Code               string                 `protobuf:"bytes,4,opt,name=code,proto3" json:"code,omitempty"`
+	Message            string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	Error              string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *RenewResponse) Reset() {
+	*x = RenewResponse{}
+	mi := &file_fleet_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewResponse) ProtoMessage() {}
+
+func (x *RenewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fleet_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
+func (*RenewResponse) Descriptor() ([]byte, []int) {
+	return file_fleet_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RenewResponse) GetAttemptId() string {
+	if x != nil {
+		return x.AttemptId
+	}
+	return ""
+}
+
+func (x *RenewResponse) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+func (x *RenewResponse) GetExpiresAtUnixNanos() int64 {
+	if x != nil {
+		return x.ExpiresAtUnixNanos
+	}
+	return 0
+}
+
+func (x *RenewResponse) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *RenewResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *RenewResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_fleet_proto protoreflect.FileDescriptor
 
 const file_fleet_proto_rawDesc = "" +
@@ -761,7 +910,20 @@ const file_fleet_proto_rawDesc = "" +
 	"\vevents_json\x18\x02 \x03(\fR\n" +
 	"eventsJson\x12!\n" +
 	"\foutcome_json\x18\x03 \x01(\fR\voutcomeJson\x12\x12\n" +
-	"\x04next\x18\x04 \x01(\x03R\x04nextB3Z1github.com/forgedev/forged/internal/fleet/fleetpbb\x06proto3"
+	"\x04next\x18\x04 \x01(\x03R\x04next\"\x85\x01\n" +
+	"\fRenewRequest\x12\x1d\n" +
+	"\n" +
+	"attempt_id\x18\x01 \x01(\tR\tattemptId\x12#\n" +
+	"\rfencing_token\x18\x02 \x01(\tR\ffencingToken\x121\n" +
+	"\x15expires_at_unix_nanos\x18\x03 \x01(\x03R\x12expiresAtUnixNanos\"\xc1\x01\n" +
+	"\rRenewResponse\x12\x1d\n" +
+	"\n" +
+	"attempt_id\x18\x01 \x01(\tR\tattemptId\x12\x1a\n" +
+	"\baccepted\x18\x02 \x01(\bR\baccepted\x121\n" +
+	"\x15expires_at_unix_nanos\x18\x03 \x01(\x03R\x12expiresAtUnixNanos\x12\x12\n" +
+	"\x04code\x18\x04 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05errorB3Z1github.com/forgedev/forged/internal/fleet/fleetpbb\x06proto3"
 
 var (
 	file_fleet_proto_rawDescOnce sync.Once
@@ -775,7 +937,7 @@ func file_fleet_proto_rawDescGZIP() []byte {
 	return file_fleet_proto_rawDescData
 }
 
-var file_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_fleet_proto_goTypes = []any{
 	(*MemberState)(nil),       // 0: forged.fleet.v1.MemberState
 	(*StateRequest)(nil),      // 1: forged.fleet.v1.StateRequest
@@ -787,6 +949,8 @@ var file_fleet_proto_goTypes = []any{
 	(*DirectoryResponse)(nil), // 7: forged.fleet.v1.DirectoryResponse
 	(*EventsRequest)(nil),     // 8: forged.fleet.v1.EventsRequest
 	(*EventsResponse)(nil),    // 9: forged.fleet.v1.EventsResponse
+	(*RenewRequest)(nil),      // 10: forged.fleet.v1.RenewRequest
+	(*RenewResponse)(nil),     // 11: forged.fleet.v1.RenewResponse
 }
 var file_fleet_proto_depIdxs = []int32{
 	0, // 0: forged.fleet.v1.DirectoryResponse.members:type_name -> forged.fleet.v1.MemberState
@@ -808,7 +972,7 @@ func file_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleet_proto_rawDesc), len(file_fleet_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
