@@ -19,6 +19,7 @@ import (
 	"github.com/forgedev/forged/internal/kit/atomicfile"
 	"github.com/forgedev/forged/internal/kit/strictjson"
 	"github.com/forgedev/forged/internal/sandbox/contract"
+	"github.com/forgedev/forged/internal/sandbox/services"
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
 )
@@ -149,6 +150,9 @@ func LoadAdoption(stateRoot string, e ledger.Entry, hostKey []byte) (*Adopted, e
 	parsed, err := contract.Parse(st.ContractSource)
 	if err != nil || parsed.Digest != rec.ContractDigest {
 		return nil, damaged("the recorded contract does not reproduce the ledger's contract digest")
+	}
+	if err := checkAdoptedServices(e, parsed); err != nil {
+		return nil, damaged("%v", err)
 	}
 	key, err := ledger.Unseal(hostKey, rec.SealedControlKey, e.AttemptID)
 	if err != nil {
@@ -312,7 +316,8 @@ func (a *attemptActor) flushEvents(ctx actor.Context, seq uint64) {
 // watchdog from the ledger's lease, the worker re-attached at the event
 // sequence recorded, the time limits continued (the hard wall from the
 // worker's creation, the idle limit from the last output recorded),
-// the sampler restarted, and a sandbox_readopted event.
+// its services re-attached and probed again (readoptServices), the
+// sampler restarted, and a sandbox_readopted event.
 func (a *attemptActor) startAdopted(ctx actor.Context) {
 	ad, rec := a.adopted, a.adopted.Entry.Adoption
 	a.fence = newFence(a.cfg.Clock, a.d.Lease.FencingToken, ad.Entry.ExpiresAt)
@@ -339,9 +344,14 @@ func (a *attemptActor) startAdopted(ctx actor.Context) {
 		a.in.labels = labels
 	}
 	a.setPhase(ctx, messages.PhaseRunning)
+	sampledServices := a.readoptServices(ctx, rec)
+	sidecars := []map[string]string{}
+	for _, c := range sampledServices {
+		sidecars = append(sidecars, map[string]string{"id": c.ID, "name": c.Name, "role": c.Role})
+	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_readopted", fmt.Sprintf("Re-adopted sandbox %s after a restart of forged.", names.AttemptHex), map[string]any{
-		"agentContainer": map[string]string{"id": rec.ContainerID, "name": names.Container, "role": "agent"},
-		"eventSeq":       rec.EventSeq, "expiresAt": ad.Entry.ExpiresAt.UTC().Format(time.RFC3339Nano),
+		"agentContainer": map[string]string{"id": rec.ContainerID, "name": names.Container, "role": "agent"}, "sidecarContainers": sidecars,
+		"eventSeq": rec.EventSeq, "expiresAt": ad.Entry.ExpiresAt.UTC().Format(time.RFC3339Nano),
 		"workerCreatedAt": rec.WorkerCreatedAt.UTC().Format(time.RFC3339Nano), "runnerInstanceId": a.d.Sandbox.RunnerInstanceID,
 	}))
 	idleSince := rec.IdleSince // the worker's later output, logged while forged was away, moves it on
@@ -359,6 +369,71 @@ func (a *attemptActor) startAdopted(ctx actor.Context) {
 	}
 	a.worker.pid = a.children.spawn(ctx, newAdoptedWorkerProps(a.deps.Docker, job), kindWorker)
 	a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.d.AttemptID(), a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval,
-		[]SampledContainer{{ID: rec.ContainerID, Name: names.Container, Role: roleAgent}}), kindSampler)
+		append([]SampledContainer{{ID: rec.ContainerID, Name: names.Container, Role: roleAgent}}, sampledServices...)), kindSampler)
 	a.writeLedger(ledger.Active)
+}
+
+// checkAdoptedServices checks that the ledger of an attempt whose contract
+// declares services recorded the attempt network and each service's
+// container: its worker ran only once they were all ready.
+func checkAdoptedServices(e ledger.Entry, parsed *contract.Parsed) error {
+	declared := parsed.Contract.ServiceTypes()
+	if len(declared) == 0 {
+		return nil
+	}
+	if createdID(e, ledger.ResourceNetwork, "internal") == "" {
+		return fmt.Errorf("the contract declares services but the ledger records no attempt network")
+	}
+	for _, s := range declared {
+		if createdID(e, ledger.ResourceContainer, serviceRole(s)) == "" {
+			return fmt.Errorf("the contract declares service %s but the ledger records no container of it", s)
+		}
+	}
+	return nil
+}
+
+// createdID is the id of the resource of type typ and role the ledger
+// records as created, "" when none.
+func createdID(e ledger.Entry, typ, role string) string {
+	for _, r := range e.Created {
+		if r.Type == typ && r.Role == role {
+			return r.ID
+		}
+	}
+	return ""
+}
+
+// readoptServices re-attaches the services of an adopted attempt: the
+// attempt network and each service container from the ledger (checked by
+// LoadAdoption), each watched by a sidecar actor in adopt mode that
+// checks it still runs and probes it again as at start (sidecar.go). It
+// returns the containers for the memory sampler.
+func (a *attemptActor) readoptServices(ctx actor.Context, rec *ledger.Adoption) []SampledContainer {
+	declared := a.in.contract.Contract.ServiceTypes()
+	if len(declared) == 0 {
+		return nil
+	}
+	e := a.adopted.Entry
+	a.sidecars.network, a.sidecars.networkID = rec.Network, createdID(e, ledger.ResourceNetwork, "internal")
+	if a.sidecars.network == "" {
+		a.sidecars.network = a.in.names.Network
+	}
+	shared := services.Attempt{
+		Prefix: a.in.names.Prefix, Network: a.sidecars.network,
+		Labels: a.in.labels, SecurityOpts: a.in.security,
+		ServiceMemoryBytes: a.d.Sandbox.RequestedResources.ServiceMemoryLimitBytes, Count: len(declared),
+	}
+	a.sidecars.runs = map[string]*sidecarRun{}
+	var sampled []SampledContainer
+	for _, s := range declared {
+		def, _ := services.DefinitionFor(s)
+		id := createdID(e, ledger.ResourceContainer, serviceRole(s))
+		within := a.cfg.ServiceReadyWithin
+		job := serviceJob(s, def.ContainerSpec(shared, ""), a.serviceProbe(def, s, within), within)
+		job.adoptID = id
+		a.spawnSidecar(ctx, job, s)
+		a.sidecars.runs[job.role].containerID = id
+		sampled = append(sampled, SampledContainer{ID: id, Name: services.ContainerName(a.in.names.Prefix, s), Role: serviceRole(s)})
+	}
+	return sampled
 }
