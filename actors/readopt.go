@@ -19,6 +19,7 @@ import (
 	"github.com/forgedev/forged/internal/kit/atomicfile"
 	"github.com/forgedev/forged/internal/kit/strictjson"
 	"github.com/forgedev/forged/internal/sandbox/contract"
+	"github.com/forgedev/forged/internal/sandbox/egress"
 	"github.com/forgedev/forged/internal/sandbox/services"
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
@@ -90,6 +91,11 @@ type Adopted struct {
 	contract   *contract.Parsed
 	security   []string
 	controlKey string
+	// EgressReported is how many sandbox_egress_request events of the
+	// attempt the previous processes delivered (its caller counts them in
+	// the attempt's kept event log): the re-attached proxy's access log
+	// reports only the records after them.
+	EgressReported int
 }
 
 // User is the sandbox user the adopted attempt runs as, from its ledger:
@@ -151,7 +157,7 @@ func LoadAdoption(stateRoot string, e ledger.Entry, hostKey []byte) (*Adopted, e
 	if err != nil || parsed.Digest != rec.ContractDigest {
 		return nil, damaged("the recorded contract does not reproduce the ledger's contract digest")
 	}
-	if err := checkAdoptedServices(e, parsed); err != nil {
+	if err := checkAdoptedSidecars(e, d, parsed); err != nil {
 		return nil, damaged("%v", err)
 	}
 	key, err := ledger.Unseal(hostKey, rec.SealedControlKey, e.AttemptID)
@@ -316,7 +322,7 @@ func (a *attemptActor) flushEvents(ctx actor.Context, seq uint64) {
 // watchdog from the ledger's lease, the worker re-attached at the event
 // sequence recorded, the time limits continued (the hard wall from the
 // worker's creation, the idle limit from the last output recorded),
-// its services re-attached and probed again (readoptServices), the
+// its sidecars re-attached and probed again (readoptSidecars), the
 // sampler restarted, and a sandbox_readopted event.
 func (a *attemptActor) startAdopted(ctx actor.Context) {
 	ad, rec := a.adopted, a.adopted.Entry.Adoption
@@ -344,9 +350,9 @@ func (a *attemptActor) startAdopted(ctx actor.Context) {
 		a.in.labels = labels
 	}
 	a.setPhase(ctx, messages.PhaseRunning)
-	sampledServices := a.readoptServices(ctx, rec)
+	sampledSidecars := a.readoptSidecars(ctx, rec)
 	sidecars := []map[string]string{}
-	for _, c := range sampledServices {
+	for _, c := range sampledSidecars {
 		sidecars = append(sidecars, map[string]string{"id": c.ID, "name": c.Name, "role": c.Role})
 	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_readopted", fmt.Sprintf("Re-adopted sandbox %s after a restart of forged.", names.AttemptHex), map[string]any{
@@ -369,25 +375,30 @@ func (a *attemptActor) startAdopted(ctx actor.Context) {
 	}
 	a.worker.pid = a.children.spawn(ctx, newAdoptedWorkerProps(a.deps.Docker, job), kindWorker)
 	a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.d.AttemptID(), a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval,
-		append([]SampledContainer{{ID: rec.ContainerID, Name: names.Container, Role: roleAgent}}, sampledServices...)), kindSampler)
+		append([]SampledContainer{{ID: rec.ContainerID, Name: names.Container, Role: roleAgent}}, sampledSidecars...)), kindSampler)
 	a.writeLedger(ledger.Active)
 }
 
-// checkAdoptedServices checks that the ledger of an attempt whose contract
-// declares services recorded the attempt network and each service's
-// container: its worker ran only once they were all ready.
-func checkAdoptedServices(e ledger.Entry, parsed *contract.Parsed) error {
+// checkAdoptedSidecars checks that the ledger of an attempt with an
+// attempt network recorded it, each declared service's container, and
+// with public_allowlist the egress network and proxy: its worker ran only
+// once they all existed and were ready.
+func checkAdoptedSidecars(e ledger.Entry, d *messages.Dispatch, parsed *contract.Parsed) error {
 	declared := parsed.Contract.ServiceTypes()
-	if len(declared) == 0 {
+	allowlist := d.Sandbox.NetworkPolicy.Mode == messages.NetworkPublicAllowlist
+	if len(declared) == 0 && !allowlist {
 		return nil
 	}
 	if createdID(e, ledger.ResourceNetwork, "internal") == "" {
-		return fmt.Errorf("the contract declares services but the ledger records no attempt network")
+		return fmt.Errorf("the attempt has services or an egress proxy but the ledger records no attempt network")
 	}
 	for _, s := range declared {
 		if createdID(e, ledger.ResourceContainer, serviceRole(s)) == "" {
 			return fmt.Errorf("the contract declares service %s but the ledger records no container of it", s)
 		}
+	}
+	if allowlist && (createdID(e, ledger.ResourceNetwork, "egress") == "" || createdID(e, ledger.ResourceContainer, roleEgressProxy) == "") {
+		return fmt.Errorf("the network policy is public_allowlist but the ledger records no egress network or proxy")
 	}
 	return nil
 }
@@ -403,14 +414,18 @@ func createdID(e ledger.Entry, typ, role string) string {
 	return ""
 }
 
-// readoptServices re-attaches the services of an adopted attempt: the
-// attempt network and each service container from the ledger (checked by
-// LoadAdoption), each watched by a sidecar actor in adopt mode that
-// checks it still runs and probes it again as at start (sidecar.go). It
-// returns the containers for the memory sampler.
-func (a *attemptActor) readoptServices(ctx actor.Context, rec *ledger.Adoption) []SampledContainer {
+// readoptSidecars re-attaches the sidecars of an adopted attempt: the
+// attempt network, each service container and the egress proxy from the
+// ledger (checked by LoadAdoption), each watched by a sidecar actor in
+// adopt mode that checks it still runs and probes it again as at start
+// (sidecar.go); the proxy's access log is followed again from its start,
+// reporting only the records the previous processes did not deliver
+// (Adopted.EgressReported). It returns the containers for the memory
+// sampler.
+func (a *attemptActor) readoptSidecars(ctx actor.Context, rec *ledger.Adoption) []SampledContainer {
 	declared := a.in.contract.Contract.ServiceTypes()
-	if len(declared) == 0 {
+	allowlist := a.d.Sandbox.NetworkPolicy.Mode == messages.NetworkPublicAllowlist
+	if len(declared) == 0 && !allowlist {
 		return nil
 	}
 	e := a.adopted.Entry
@@ -418,22 +433,34 @@ func (a *attemptActor) readoptServices(ctx actor.Context, rec *ledger.Adoption) 
 	if a.sidecars.network == "" {
 		a.sidecars.network = a.in.names.Network
 	}
-	shared := services.Attempt{
-		Prefix: a.in.names.Prefix, Network: a.sidecars.network,
-		Labels: a.in.labels, SecurityOpts: a.in.security,
-		ServiceMemoryBytes: a.d.Sandbox.RequestedResources.ServiceMemoryLimitBytes, Count: len(declared),
-	}
 	a.sidecars.runs = map[string]*sidecarRun{}
+	within := a.cfg.ServiceReadyWithin
 	var sampled []SampledContainer
-	for _, s := range declared {
-		def, _ := services.DefinitionFor(s)
-		id := createdID(e, ledger.ResourceContainer, serviceRole(s))
-		within := a.cfg.ServiceReadyWithin
-		job := serviceJob(s, def.ContainerSpec(shared, ""), a.serviceProbe(def, s, within), within)
-		job.adoptID = id
-		a.spawnSidecar(ctx, job, s)
+	if len(declared) > 0 {
+		shared := services.Attempt{
+			Prefix: a.in.names.Prefix, Network: a.sidecars.network,
+			Labels: a.in.labels, SecurityOpts: a.in.security,
+			ServiceMemoryBytes: a.d.Sandbox.RequestedResources.ServiceMemoryLimitBytes, Count: len(declared),
+		}
+		for _, s := range declared {
+			def, _ := services.DefinitionFor(s)
+			id := createdID(e, ledger.ResourceContainer, serviceRole(s))
+			job := serviceJob(s, def.ContainerSpec(shared, ""), a.serviceProbe(def, s, within), within)
+			job.adoptID = id
+			a.spawnSidecar(ctx, job, s)
+			a.sidecars.runs[job.role].containerID = id
+			sampled = append(sampled, SampledContainer{ID: id, Name: services.ContainerName(a.in.names.Prefix, s), Role: serviceRole(s)})
+		}
+	}
+	if allowlist {
+		a.sidecars.egressNetworkID = createdID(e, ledger.ResourceNetwork, "egress")
+		id := createdID(e, ledger.ResourceContainer, roleEgressProxy)
+		spec := dockerops.EgressSpec{Name: egressContainerName(a.in.names), EgressNetwork: egressNetworkName(a.in.names), Alias: egress.Alias, MemoryBytes: egressProxyMemory}
+		job := egressJob(spec, a.egressProbe(within), within)
+		job.adoptID, job.skipReports = id, a.adopted.EgressReported
+		a.spawnSidecar(ctx, job, "")
 		a.sidecars.runs[job.role].containerID = id
-		sampled = append(sampled, SampledContainer{ID: id, Name: services.ContainerName(a.in.names.Prefix, s), Role: serviceRole(s)})
+		sampled = append(sampled, SampledContainer{ID: id, Name: spec.Name, Role: roleEgressProxy})
 	}
 	return sampled
 }

@@ -3,6 +3,8 @@ package actors
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/kit/clock"
+	"github.com/forgedev/forged/internal/sandbox/egress"
 	"github.com/forgedev/forged/internal/sandbox/services"
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
@@ -25,7 +28,7 @@ import (
 // both service containers (svc-postgres, svc-redis: the fake engine's ids).
 func adoptableWithServices(t *testing.T) (root string, hostKey []byte, e ledger.Entry) {
 	t.Helper()
-	root, hostKey, e = adoptableWith(t, servicesYML)
+	root, hostKey, e = adoptableWith(t, servicesYML, nil)
 	names, err := dockerops.NamesFor(e.AttemptID)
 	require.NoError(t, err)
 	e.Adoption.Network = names.Network
@@ -45,6 +48,14 @@ func readoptWithServices(t *testing.T, host *fakeHost) (*actortest.Probe, string
 	root, hostKey, e := adoptableWithServices(t)
 	ad, err := LoadAdoption(root, e, hostKey)
 	require.NoError(t, err)
+	return readoptOn(t, host, ad, root, hostKey, testCatalogue(t), egress.Options{}), root, e
+}
+
+// readoptOn re-adopts ad on host (whose worker stays attached until the
+// attempt stops it) and returns the probe of its events once it emitted
+// sandbox_readopted.
+func readoptOn(t *testing.T, host *fakeHost, ad *Adopted, root string, hostKey []byte, catalogue *services.Catalogue, opts egress.Options) *actortest.Probe {
+	t.Helper()
 	var log [][]byte // the three events delivered before the restart
 	for i := range 3 {
 		line, err := messages.SignEventLine(messages.EventKey("the-control-key"), uint64(i), messages.RunnerEvent("task_output", "line", nil))
@@ -56,7 +67,7 @@ func readoptWithServices(t *testing.T, host *fakeHost) (*actortest.Probe, string
 	sys := actortest.NewSystem(t, actortest.WithClock(clk))
 	probe := sys.NewProbe()
 	cfg := AttemptConfig{StateRoot: root, HostKey: hostKey, WorkerBinary: "/proc/self/exe", WorkerDigest: "d", Clock: clk,
-		SampleInterval: time.Hour, Confinement: host.confinementFacts, Services: testCatalogue(t)}
+		SampleInterval: time.Hour, Confinement: host.confinementFacts, Services: catalogue, Egress: opts}
 	sys.Spawn(supervisor.Props(supervisor.Config{
 		Slots: 4, QueueLimit: 4, Cleaner: host, Ledgers: ledger.Store{Root: root},
 		Adopt: func(*actor.ActorSystem) []supervisor.Adoption {
@@ -66,7 +77,7 @@ func readoptWithServices(t *testing.T, host *fakeHost) (*actortest.Probe, string
 		},
 	}))
 	actortest.ExpectWhere(t, probe, within, func(m messages.AttemptEvent) bool { return m.Event.EventType == "sandbox_readopted" })
-	return probe, root, e
+	return probe
 }
 
 func runningServices() map[string]dockerops.ContainerState {
@@ -209,4 +220,71 @@ func TestLoadAdoptionRefusesServicesWithoutTheirContainers(t *testing.T) {
 			assert.Equal(t, failure.SandboxReadoptLedgerDamaged, failure.CodeOf(err))
 		})
 	}
+}
+
+// TestReadoptedEgressProxyReportsOnlyWhatWasNotDelivered: a
+// public_allowlist attempt is re-adopted with its egress proxy. The
+// proxy is found by the ledger's id and probed again, never re-created;
+// its access log is followed again from its start, and of its three
+// records the two the previous process delivered are not reported again:
+// one sandbox_egress_request, the third. The counts of the log's summary
+// cover the whole log, as without a restart.
+func TestReadoptedEgressProxyReportsOnlyWhatWasNotDelivered(t *testing.T) {
+	root, hostKey, e := adoptableWith(t, "version: 1\nworkingDirectory: /workspace\ncaches: []\n", func(d *messages.Dispatch) {
+		d.Sandbox.NetworkPolicy = messages.NetworkPolicy{Mode: messages.NetworkPublicAllowlist, AllowedHosts: []string{"www.test"}}
+	})
+	names, err := dockerops.NamesFor(e.AttemptID)
+	require.NoError(t, err)
+	e.Adoption.Network = names.Network
+	e.Created = append(e.Created,
+		ledger.Resource{Type: ledger.ResourceNetwork, Name: names.Network, ID: "net-1", Role: "internal"},
+		ledger.Resource{Type: ledger.ResourceNetwork, Name: names.Network + "-egress", ID: "net-2", Role: "egress"},
+		ledger.Resource{Type: ledger.ResourceContainer, Name: names.Prefix + "-egress", ID: "svc-egress", Role: roleEgressProxy})
+	require.NoError(t, ledger.Store{Root: root}.Write(e))
+	ad, err := LoadAdoption(root, e, hostKey)
+	require.NoError(t, err)
+	ad.EgressReported = 2
+
+	host := newFakeHost(t.TempDir())
+	host.states = map[string]dockerops.ContainerState{"svc-egress": {Running: true, Status: "running"}}
+	host.egressLog = []string{
+		"forge1 1764730000 CONNECT www.test 443 200 TCP_TUNNEL 5120",
+		"squid diagnostics are not records",
+		"forge1 1764730001 CONNECT other.test 443 403 TCP_DENIED 3890",
+		"forge1 1764730002 CONNECT www.test 22 403 TCP_DENIED 3890",
+	}
+	kill := make(chan struct{})
+	host.killService = map[string]chan struct{}{"egress": kill}
+	catalogue, err := services.Parse(strings.NewReader("egress\tforged-services/egress:t\t" + pinnedID + "\n"))
+	require.NoError(t, err)
+	probe := readoptOn(t, host, ad, root, hostKey, catalogue, egress.Options{Enabled: true, Ports: []int{443}})
+	actortest.ExpectWhere(t, probe, within, func(m messages.AttemptEvent) bool { return m.Event.EventType == "sandbox_egress_ready" })
+	close(kill) // the proxy dies: its log ends, the attempt fails
+	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+	assert.Equal(t, string(failure.SandboxEgressFailed), out.Code, out.Message)
+
+	var requests []string
+	var summary map[string]int
+	for _, m := range probe.Received() {
+		ev, ok := m.(messages.AttemptEvent)
+		if !ok {
+			continue
+		}
+		switch ev.Event.EventType {
+		case "sandbox_egress_request":
+			var r map[string]any
+			require.NoError(t, json.Unmarshal([]byte(*ev.Event.Data), &r))
+			requests = append(requests, fmt.Sprintf("%v %v:%v", r["decision"], r["host"], r["port"]))
+		case "sandbox_egress_log_truncated":
+			require.NoError(t, json.Unmarshal([]byte(*ev.Event.Data), &summary))
+		}
+	}
+	assert.Equal(t, []string{"denied www.test:22"}, requests, "only the record not delivered before the restart")
+	assert.Equal(t, map[string]int{"reported": 3, "dropped": 0, "unparsed": 1}, summary, "the counts cover the whole log")
+	assert.Zero(t, host.called("egress"), "the proxy is never re-created")
+	host.mu.Lock()
+	defer host.mu.Unlock()
+	require.Len(t, host.probes, 1)
+	assert.Equal(t, names.Prefix+"-probe-egress", host.probes[0].Name)
+	assert.Equal(t, names.Network, host.probes[0].Network)
 }

@@ -75,6 +75,11 @@ type sidecarJob struct {
 	// a previous forged process started, found and watched again instead
 	// of created (see reattach).
 	adoptID string
+	// skipReports (accessLog, adoptID) is how many access records the
+	// previous processes delivered: the log is followed again from its
+	// start, its lines counted again, and those records not reported
+	// again.
+	skipReports int
 }
 
 // Internal results of the sidecar actor's calls.
@@ -129,6 +134,7 @@ type sidecarActor struct {
 	cancelled   bool
 	stopping    bool // its container is being stopped (accessLog)
 	log         accessLog
+	records     int // access records read (reported or not): skipReports
 }
 
 func newSidecarProps(docker SidecarDocker, job sidecarJob) *actor.Props {
@@ -164,7 +170,9 @@ func (s *sidecarActor) Receive(ctx actor.Context) {
 		s.onStopped(ctx, msg)
 	case sidecarLogLine:
 		if a, ok := s.log.record(msg.line); ok {
-			ctx.Send(ctx.Parent(), EgressAccess{Access: a})
+			if s.records++; s.records > s.job.skipReports {
+				ctx.Send(ctx.Parent(), EgressAccess{Access: a})
+			}
 		}
 	case sidecarLogEnded:
 		s.inflight--

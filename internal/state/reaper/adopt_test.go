@@ -61,7 +61,7 @@ func TestDecideAdoption(t *testing.T) {
 				ledger.Resource{Type: ledger.ResourceContainer, Name: "forge-x-postgres", Role: "service:postgres"},
 				ledger.Resource{Type: ledger.ResourceNetwork, Name: "forge-x-egress", Role: "egress"},
 				ledger.Resource{Type: ledger.ResourceContainer, Name: "forge-x-egress-proxy", Role: "egress_proxy"})
-		}, running, false, failure.SandboxReadoptUnsupported},
+		}, running, true, ""},
 		{"a service role on a volume", func(e *ledger.Entry) {
 			e.Planned = append(e.Planned, ledger.Resource{Type: ledger.ResourceVolume, Name: "forge-x-postgres", Role: "service:postgres"})
 		}, running, false, failure.SandboxReadoptUnsupported},
