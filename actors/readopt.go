@@ -96,6 +96,10 @@ type Adopted struct {
 	// the attempt's kept event log): the re-attached proxy's access log
 	// reports only the records after them.
 	EgressReported int
+	// WorkerExited: the worker finished while no forged ran (its caller
+	// asked the engine). Its services are then not re-attached: they
+	// served a task that is over, and the teardown removes them.
+	WorkerExited bool
 }
 
 // User is the sandbox user the adopted attempt runs as, from its ledger:
@@ -420,8 +424,10 @@ func createdID(e ledger.Entry, typ, role string) string {
 // adopt mode that checks it still runs and probes it again as at start
 // (sidecar.go); the proxy's access log is followed again from its start,
 // reporting only the records the previous processes did not deliver
-// (Adopted.EgressReported). It returns the containers for the memory
-// sampler.
+// (Adopted.EgressReported). The services of a worker that finished while
+// forged was away are only kept in the ledger; its proxy is re-attached
+// still, for the records logged meanwhile. It returns the containers for
+// the memory sampler.
 func (a *attemptActor) readoptSidecars(ctx actor.Context, rec *ledger.Adoption) []SampledContainer {
 	declared := a.in.contract.Contract.ServiceTypes()
 	allowlist := a.d.Sandbox.NetworkPolicy.Mode == messages.NetworkPublicAllowlist
@@ -445,6 +451,11 @@ func (a *attemptActor) readoptSidecars(ctx actor.Context, rec *ledger.Adoption) 
 		for _, s := range declared {
 			def, _ := services.DefinitionFor(s)
 			id := createdID(e, ledger.ResourceContainer, serviceRole(s))
+			if a.adopted.WorkerExited {
+				// Kept for the ledger only: no actor, nothing to wait for.
+				a.sidecars.runs[serviceRole(s)] = &sidecarRun{service: s, containerID: id, ready: true, done: true}
+				continue
+			}
 			job := serviceJob(s, def.ContainerSpec(shared, ""), a.serviceProbe(def, s, within), within)
 			job.adoptID = id
 			a.spawnSidecar(ctx, job, s)

@@ -288,3 +288,31 @@ func TestReadoptedEgressProxyReportsOnlyWhatWasNotDelivered(t *testing.T) {
 	assert.Equal(t, names.Prefix+"-probe-egress", host.probes[0].Name)
 	assert.Equal(t, names.Network, host.probes[0].Network)
 }
+
+// TestServicesOfAWorkerThatFinishedWhileAwayAreNotReattached: the worker
+// finished while no forged ran; its services served a task that is over.
+// They are not inspected or probed (one removed meanwhile does not fail
+// the attempt), and the ledger keeps them for the teardown.
+func TestServicesOfAWorkerThatFinishedWhileAwayAreNotReattached(t *testing.T) {
+	root, hostKey, e := adoptableWithServices(t)
+	ad, err := LoadAdoption(root, e, hostKey)
+	require.NoError(t, err)
+	ad.WorkerExited = true
+	host := newFakeHost(t.TempDir())
+	host.states = runningServices()
+	host.states["svc-redis"] = dockerops.ContainerState{Status: "removed"}
+	probe := readoptOn(t, host, ad, root, hostKey, testCatalogue(t), egress.Options{})
+	actortest.ShouldReceiveNothing[messages.AttemptFinished](t, probe, 200*time.Millisecond)
+	host.mu.Lock()
+	assert.Empty(t, host.probes, "no service is probed again")
+	host.mu.Unlock()
+	got, err := ledger.Store{Root: root}.Read(e.AttemptID)
+	require.NoError(t, err)
+	ids := map[string]string{}
+	for _, r := range got.Created {
+		ids[r.Role] = r.ID
+	}
+	assert.Equal(t, "svc-postgres", ids["service:postgres"])
+	assert.Equal(t, "svc-redis", ids["service:redis"])
+	assert.Equal(t, "net-1", ids["internal"])
+}

@@ -199,3 +199,43 @@ func TestServiceRemovedWhileDownEndsTheReadoptedAttempt(t *testing.T) {
 	assertNoVolumeImages(t, stateRoot)
 	assertNoLedgers(t, stateRoot)
 }
+
+// TestServicesOfAWorkerThatFinishedWhileDownAreNotProbed: the task
+// finishes while no forged runs (the test sets its marker through redis
+// while forged is down), and its redis is then removed. The restarted
+// forged re-adopts the finished attempt without re-attaching the service
+// that served a task now over: it collects and imports the result, and
+// removes everything.
+func TestServicesOfAWorkerThatFinishedWhileDownAreNotProbed(t *testing.T) {
+	engine := enginetest.Client(t)
+	forged := enginetest.ForgedBinary(t)
+	catalogue, stateRoot, lockRoot, repo, dispatch := serviceReadoptSetup(t)
+	names, err := dockerops.NamesFor(dispatch.AttemptID())
+	require.NoError(t, err)
+	redis := services.ContainerName(names.Prefix, services.Redis)
+
+	d := startDaemon(t, forged, stateRoot, lockRoot, "--service-catalogue", catalogue)
+	d.submit(dispatch)
+	d.waitWhere(dispatch.AttemptID(), "the task's key in redis", func(ev messages.Event) bool {
+		return ev.EventType == "task_output" && strings.Contains(ev.Content, "before-written")
+	})
+	d.kill9()
+	assert.Equal(t, "OK\n", redisCommand(t, engine, redis, "SET", "marker", "go"))
+	waitWorkerStopped(t, engine, names.AttemptHex)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, engine.ContainerRemove(ctx, redis, container.RemoveOptions{Force: true}))
+
+	restarted := startDaemon(t, forged, stateRoot, lockRoot, "--service-catalogue", catalogue)
+	defer restarted.stop()
+	got := restarted.follow(dispatch.AttemptID())
+	require.Contains(t, got.types, "sandbox_readopted", "events %v", got.types)
+	require.Equal(t, messages.StatusSucceeded, got.outcome.Status, "%s: %s; events %v", got.outcome.Code, got.outcome.Message, got.types)
+	assert.Equal(t, 1, count(got.types, "sandbox_service_ready"), "redis was probed at start only: %v", got.types)
+	show, err := exec.Command("git", "-C", repo, "show", got.outcome.ResultCommitSHA+":after.txt").CombinedOutput()
+	require.NoError(t, err, "%s", show)
+	assert.Equal(t, "kept-across-restart\n", string(show))
+	enginetest.AssertNoneLabelled(t, engine, dispatch.AttemptID())
+	assertNoVolumeImages(t, stateRoot)
+	assertNoLedgers(t, stateRoot)
+}

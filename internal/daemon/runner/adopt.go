@@ -40,10 +40,12 @@ func (r *Runner) planAdoption(ctx context.Context, runnerID string, hostKey []by
 		if e.RunnerID != runnerID {
 			continue
 		}
-		v := reaper.DecideAdoption(e, r.workerFacts(ctx, e), messages.KnownWorkerProtocol, now)
+		facts := r.workerFacts(ctx, e)
+		v := reaper.DecideAdoption(e, facts, messages.KnownWorkerProtocol, now)
 		if v.Adopt {
 			ad, err := r.loadAdoption(e, hostKey)
 			if err == nil {
+				ad.WorkerExited = !facts.Running
 				plan.adopted = append(plan.adopted, ad)
 				plan.live[e.AttemptID] = true
 				if names, err := dockerops.NamesFor(e.AttemptID); err == nil {
