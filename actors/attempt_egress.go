@@ -131,18 +131,23 @@ func (a *attemptActor) startEgress(ctx actor.Context) {
 		Guard: dockerops.NetGuard{Name: egressGuardName(a.in.names), Image: a.sidecars.egressImage.ImageID,
 			Rules: egress.GuardRules(opts, a.sidecars.guard), Labels: a.in.labels, SecurityOpts: a.in.security},
 	}
-	probe := dockerops.ProbeSpec{
+	a.spawnSidecar(ctx, egressJob(spec, a.egressProbe(within), within), "")
+	a.emit(ctx, messages.RunnerEvent("sandbox_egress_starting", "Starting the egress proxy.", map[string]any{
+		"image": a.sidecars.egressImage.ImageID, "container": spec.Name, "alias": egress.Alias,
+		"allowedHosts": a.d.Sandbox.NetworkPolicy.AllowedHosts, "ports": opts.AllowedPorts(),
+	}))
+}
+
+// egressProbe is the egress proxy's readiness probe (at start, and again
+// on re-adoption).
+func (a *attemptActor) egressProbe(within time.Duration) dockerops.ProbeSpec {
+	return dockerops.ProbeSpec{
 		Name: egressProbeName(a.in.names), Image: a.image.id, Network: a.sidecars.network,
 		Labels: a.in.labels, SecurityOpts: a.in.security, User: a.cfg.User.OrImage(), // no secret: the proxy has none
 		Cmd: []string{messages.WorkerBinaryPath, "worker", "probe", "--service", services.Egress,
 			"--host", egress.Alias, "--port", fmt.Sprint(egress.ProxyPort), "--within", within.String()},
 		Timeout: within,
 	}
-	a.spawnSidecar(ctx, egressJob(spec, probe, within), "")
-	a.emit(ctx, messages.RunnerEvent("sandbox_egress_starting", "Starting the egress proxy.", map[string]any{
-		"image": a.sidecars.egressImage.ImageID, "container": spec.Name, "alias": egress.Alias,
-		"allowedHosts": a.d.Sandbox.NetworkPolicy.AllowedHosts, "ports": opts.AllowedPorts(),
-	}))
 }
 
 // egressJob is the egress proxy's sidecar job: every failure is

@@ -138,14 +138,7 @@ func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
 			spec.Guard = &dockerops.NetGuard{Name: a.in.names.Prefix + "-guard-" + s, Image: a.sidecars.egressImage.ImageID,
 				Rules: a.sidecars.openRules, Labels: a.in.labels, SecurityOpts: a.in.security}
 		}
-		probe := dockerops.ProbeSpec{
-			Name: services.ProbeName(a.in.names.Prefix, s), Image: a.image.id, Network: a.sidecars.network,
-			Labels: a.in.labels, SecretsVolume: def.SecretsVolume(a.in.names.Prefix), SecurityOpts: a.in.security,
-			User:    a.cfg.User.OrImage(),
-			Cmd:     def.ProbeArgs(messages.WorkerBinaryPath, within.String()),
-			Timeout: within,
-		}
-		a.spawnSidecar(ctx, serviceJob(s, spec, probe, within), s)
+		a.spawnSidecar(ctx, serviceJob(s, spec, a.serviceProbe(def, s, within), within), s)
 		a.emit(ctx, messages.RunnerEvent("sandbox_service_starting", fmt.Sprintf("Starting service %s.", s), map[string]string{
 			"service": s, "image": a.sidecars.serviceImages[s].ImageID, "container": spec.Name, "alias": spec.Alias,
 		}))
@@ -191,6 +184,19 @@ func serviceJob(s string, spec dockerops.ServiceSpec, probe dockerops.ProbeSpec,
 			"service": s, "container": spec.Name, "image": spec.Image, "alias": spec.Alias,
 			"memoryBytes": strconv.FormatInt(spec.MemoryBytes, 10),
 		},
+	}
+}
+
+// serviceProbe is the readiness probe of service s (at start, and again
+// on re-adoption): a container of the worker's image on the attempt
+// network, with the service's own secrets volume.
+func (a *attemptActor) serviceProbe(def services.Definition, s string, within time.Duration) dockerops.ProbeSpec {
+	return dockerops.ProbeSpec{
+		Name: services.ProbeName(a.in.names.Prefix, s), Image: a.image.id, Network: a.sidecars.network,
+		Labels: a.in.labels, SecretsVolume: def.SecretsVolume(a.in.names.Prefix), SecurityOpts: a.in.security,
+		User:    a.cfg.User.OrImage(),
+		Cmd:     def.ProbeArgs(messages.WorkerBinaryPath, within.String()),
+		Timeout: within,
 	}
 }
 

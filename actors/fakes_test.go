@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
@@ -84,6 +87,10 @@ type fakeHost struct {
 	routed        []string
 	stopped       []string
 	egressStop    chan struct{}
+
+	// states are the states of given containers (by id; status
+	// "removed": not found), where they differ from state.
+	states map[string]dockerops.ContainerState
 }
 
 // workerSpec is the last worker asked for. The caller holds f.mu, or the
@@ -340,9 +347,17 @@ func (f *fakeHost) RunAttached(ctx context.Context, _ string, startPacket []byte
 	return dockerops.RunResult{ExitCode: f.exitCode, Stderr: "task stderr"}, nil
 }
 
-func (f *fakeHost) InspectState(context.Context, string) (dockerops.ContainerState, error) {
+func (f *fakeHost) InspectState(_ context.Context, id string) (dockerops.ContainerState, error) {
 	if err := f.record("inspect"); err != nil {
 		return dockerops.ContainerState{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st, ok := f.states[id]; ok {
+		if st.Status == "removed" {
+			return dockerops.ContainerState{}, fmt.Errorf("container inspect %s: %w", id, cerrdefs.ErrNotFound)
+		}
+		return st, nil
 	}
 	return f.state, nil
 }

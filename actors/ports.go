@@ -70,8 +70,8 @@ type SamplerDocker interface {
 }
 
 // SidecarDocker is what a sidecar actor needs (a service, the egress
-// proxy: the container, its watch, its readiness probe, its log and its
-// stop), and the attempt for its sidecars: the isolated attempt network
+// proxy: the container, its inspection on re-adoption, its watch, its
+// readiness probe, its log and its stop), and the attempt for its sidecars: the isolated attempt network
 // they share with the worker, the routed egress network (or an
 // open_public attempt network), and the service credentials in the
 // secrets volume.
@@ -83,6 +83,7 @@ type SidecarDocker interface {
 	StartNetnsHolder(ctx context.Context, h dockerops.NetnsHolder) (dockerops.HeldNetns, error)
 	GuardNetns(ctx context.Context, target string, g dockerops.NetGuard) error
 	WaitStopped(ctx context.Context, id string) (dockerops.ContainerState, error)
+	InspectState(ctx context.Context, id string) (dockerops.ContainerState, error)
 	RunProbe(ctx context.Context, spec dockerops.ProbeSpec) (int, string, error)
 	FollowLogLines(ctx context.Context, id string, maxLine int, onLine func([]byte)) (int, error)
 	StopContainer(ctx context.Context, id string, grace time.Duration) error

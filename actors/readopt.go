@@ -19,6 +19,8 @@ import (
 	"github.com/forgedev/forged/internal/kit/atomicfile"
 	"github.com/forgedev/forged/internal/kit/strictjson"
 	"github.com/forgedev/forged/internal/sandbox/contract"
+	"github.com/forgedev/forged/internal/sandbox/egress"
+	"github.com/forgedev/forged/internal/sandbox/services"
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
 )
@@ -89,6 +91,15 @@ type Adopted struct {
 	contract   *contract.Parsed
 	security   []string
 	controlKey string
+	// EgressReported is how many sandbox_egress_request events of the
+	// attempt the previous processes delivered (its caller counts them in
+	// the attempt's kept event log): the re-attached proxy's access log
+	// reports only the records after them.
+	EgressReported int
+	// WorkerExited: the worker finished while no forged ran (its caller
+	// asked the engine). Its services are then not re-attached: they
+	// served a task that is over, and the teardown removes them.
+	WorkerExited bool
 }
 
 // User is the sandbox user the adopted attempt runs as, from its ledger:
@@ -149,6 +160,9 @@ func LoadAdoption(stateRoot string, e ledger.Entry, hostKey []byte) (*Adopted, e
 	parsed, err := contract.Parse(st.ContractSource)
 	if err != nil || parsed.Digest != rec.ContractDigest {
 		return nil, damaged("the recorded contract does not reproduce the ledger's contract digest")
+	}
+	if err := checkAdoptedSidecars(e, d, parsed); err != nil {
+		return nil, damaged("%v", err)
 	}
 	key, err := ledger.Unseal(hostKey, rec.SealedControlKey, e.AttemptID)
 	if err != nil {
@@ -312,7 +326,8 @@ func (a *attemptActor) flushEvents(ctx actor.Context, seq uint64) {
 // watchdog from the ledger's lease, the worker re-attached at the event
 // sequence recorded, the time limits continued (the hard wall from the
 // worker's creation, the idle limit from the last output recorded),
-// the sampler restarted, and a sandbox_readopted event.
+// its sidecars re-attached and probed again (readoptSidecars), the
+// sampler restarted, and a sandbox_readopted event.
 func (a *attemptActor) startAdopted(ctx actor.Context) {
 	ad, rec := a.adopted, a.adopted.Entry.Adoption
 	a.fence = newFence(a.cfg.Clock, a.d.Lease.FencingToken, ad.Entry.ExpiresAt)
@@ -339,9 +354,14 @@ func (a *attemptActor) startAdopted(ctx actor.Context) {
 		a.in.labels = labels
 	}
 	a.setPhase(ctx, messages.PhaseRunning)
+	sampledSidecars := a.readoptSidecars(ctx, rec)
+	sidecars := []map[string]string{}
+	for _, c := range sampledSidecars {
+		sidecars = append(sidecars, map[string]string{"id": c.ID, "name": c.Name, "role": c.Role})
+	}
 	a.emit(ctx, messages.RunnerEvent("sandbox_readopted", fmt.Sprintf("Re-adopted sandbox %s after a restart of forged.", names.AttemptHex), map[string]any{
-		"agentContainer": map[string]string{"id": rec.ContainerID, "name": names.Container, "role": "agent"},
-		"eventSeq":       rec.EventSeq, "expiresAt": ad.Entry.ExpiresAt.UTC().Format(time.RFC3339Nano),
+		"agentContainer": map[string]string{"id": rec.ContainerID, "name": names.Container, "role": "agent"}, "sidecarContainers": sidecars,
+		"eventSeq": rec.EventSeq, "expiresAt": ad.Entry.ExpiresAt.UTC().Format(time.RFC3339Nano),
 		"workerCreatedAt": rec.WorkerCreatedAt.UTC().Format(time.RFC3339Nano), "runnerInstanceId": a.d.Sandbox.RunnerInstanceID,
 	}))
 	idleSince := rec.IdleSince // the worker's later output, logged while forged was away, moves it on
@@ -359,6 +379,99 @@ func (a *attemptActor) startAdopted(ctx actor.Context) {
 	}
 	a.worker.pid = a.children.spawn(ctx, newAdoptedWorkerProps(a.deps.Docker, job), kindWorker)
 	a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.d.AttemptID(), a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval,
-		[]SampledContainer{{ID: rec.ContainerID, Name: names.Container, Role: roleAgent}}), kindSampler)
+		append([]SampledContainer{{ID: rec.ContainerID, Name: names.Container, Role: roleAgent}}, sampledSidecars...)), kindSampler)
 	a.writeLedger(ledger.Active)
+}
+
+// checkAdoptedSidecars checks that the ledger of an attempt with an
+// attempt network recorded it, each declared service's container, and
+// with public_allowlist the egress network and proxy: its worker ran only
+// once they all existed and were ready.
+func checkAdoptedSidecars(e ledger.Entry, d *messages.Dispatch, parsed *contract.Parsed) error {
+	declared := parsed.Contract.ServiceTypes()
+	allowlist := d.Sandbox.NetworkPolicy.Mode == messages.NetworkPublicAllowlist
+	if len(declared) == 0 && !allowlist {
+		return nil
+	}
+	if createdID(e, ledger.ResourceNetwork, "internal") == "" {
+		return fmt.Errorf("the attempt has services or an egress proxy but the ledger records no attempt network")
+	}
+	for _, s := range declared {
+		if createdID(e, ledger.ResourceContainer, serviceRole(s)) == "" {
+			return fmt.Errorf("the contract declares service %s but the ledger records no container of it", s)
+		}
+	}
+	if allowlist && (createdID(e, ledger.ResourceNetwork, "egress") == "" || createdID(e, ledger.ResourceContainer, roleEgressProxy) == "") {
+		return fmt.Errorf("the network policy is public_allowlist but the ledger records no egress network or proxy")
+	}
+	return nil
+}
+
+// createdID is the id of the resource of type typ and role the ledger
+// records as created, "" when none.
+func createdID(e ledger.Entry, typ, role string) string {
+	for _, r := range e.Created {
+		if r.Type == typ && r.Role == role {
+			return r.ID
+		}
+	}
+	return ""
+}
+
+// readoptSidecars re-attaches the sidecars of an adopted attempt: the
+// attempt network, each service container and the egress proxy from the
+// ledger (checked by LoadAdoption), each watched by a sidecar actor in
+// adopt mode that checks it still runs and probes it again as at start
+// (sidecar.go); the proxy's access log is followed again from its start,
+// reporting only the records the previous processes did not deliver
+// (Adopted.EgressReported). The services of a worker that finished while
+// forged was away are only kept in the ledger; its proxy is re-attached
+// still, for the records logged meanwhile. It returns the containers for
+// the memory sampler.
+func (a *attemptActor) readoptSidecars(ctx actor.Context, rec *ledger.Adoption) []SampledContainer {
+	declared := a.in.contract.Contract.ServiceTypes()
+	allowlist := a.d.Sandbox.NetworkPolicy.Mode == messages.NetworkPublicAllowlist
+	if len(declared) == 0 && !allowlist {
+		return nil
+	}
+	e := a.adopted.Entry
+	a.sidecars.network, a.sidecars.networkID = rec.Network, createdID(e, ledger.ResourceNetwork, "internal")
+	if a.sidecars.network == "" {
+		a.sidecars.network = a.in.names.Network
+	}
+	a.sidecars.runs = map[string]*sidecarRun{}
+	within := a.cfg.ServiceReadyWithin
+	var sampled []SampledContainer
+	if len(declared) > 0 {
+		shared := services.Attempt{
+			Prefix: a.in.names.Prefix, Network: a.sidecars.network,
+			Labels: a.in.labels, SecurityOpts: a.in.security,
+			ServiceMemoryBytes: a.d.Sandbox.RequestedResources.ServiceMemoryLimitBytes, Count: len(declared),
+		}
+		for _, s := range declared {
+			def, _ := services.DefinitionFor(s)
+			id := createdID(e, ledger.ResourceContainer, serviceRole(s))
+			if a.adopted.WorkerExited {
+				// Kept for the ledger only: no actor, nothing to wait for.
+				a.sidecars.runs[serviceRole(s)] = &sidecarRun{service: s, containerID: id, ready: true, done: true}
+				continue
+			}
+			job := serviceJob(s, def.ContainerSpec(shared, ""), a.serviceProbe(def, s, within), within)
+			job.adoptID = id
+			a.spawnSidecar(ctx, job, s)
+			a.sidecars.runs[job.role].containerID = id
+			sampled = append(sampled, SampledContainer{ID: id, Name: services.ContainerName(a.in.names.Prefix, s), Role: serviceRole(s)})
+		}
+	}
+	if allowlist {
+		a.sidecars.egressNetworkID = createdID(e, ledger.ResourceNetwork, "egress")
+		id := createdID(e, ledger.ResourceContainer, roleEgressProxy)
+		spec := dockerops.EgressSpec{Name: egressContainerName(a.in.names), EgressNetwork: egressNetworkName(a.in.names), Alias: egress.Alias, MemoryBytes: egressProxyMemory}
+		job := egressJob(spec, a.egressProbe(within), within)
+		job.adoptID, job.skipReports = id, a.adopted.EgressReported
+		a.spawnSidecar(ctx, job, "")
+		a.sidecars.runs[job.role].containerID = id
+		sampled = append(sampled, SampledContainer{ID: id, Name: spec.Name, Role: roleEgressProxy})
+	}
+	return sampled
 }

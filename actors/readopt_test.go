@@ -24,13 +24,23 @@ import (
 // state file and a ledger entry whose adoption record matches it.
 func adoptable(t *testing.T) (root string, hostKey []byte, e ledger.Entry) {
 	t.Helper()
+	return adoptableWith(t, "version: 1\nworkingDirectory: /workspace\ncaches: []\n", nil)
+}
+
+// adoptableWith is adoptable for an attempt of the contract source, its
+// dispatch changed by mutate (when not nil).
+func adoptableWith(t *testing.T, contractSource string, mutate func(*messages.Dispatch)) (root string, hostKey []byte, e ledger.Entry) {
+	t.Helper()
 	root = t.TempDir()
 	store := ledger.Store{Root: root}
 	hostKey, err := store.HostKey()
 	require.NoError(t, err)
 	d, err := example.NewDispatch(example.DispatchOptions{RunnerID: example.NewUUID(), RepoPath: "/srv/repo"})
 	require.NoError(t, err)
-	source := []byte("version: 1\nworkingDirectory: /workspace\ncaches: []\n")
+	if mutate != nil {
+		mutate(d)
+	}
+	source := []byte(contractSource)
 	parsed, err := contract.Parse(source)
 	require.NoError(t, err)
 	names, err := dockerops.NamesFor(d.AttemptID())

@@ -71,6 +71,15 @@ type sidecarJob struct {
 	stopGrace time.Duration
 	// facts are its inspect facts that never change.
 	facts map[string]string
+	// adoptID is set for a sidecar of a re-adopted attempt: the container
+	// a previous forged process started, found and watched again instead
+	// of created (see reattach).
+	adoptID string
+	// skipReports (accessLog, adoptID) is how many access records the
+	// previous processes delivered: the log is followed again from its
+	// start, its lines counted again, and those records not reported
+	// again.
+	skipReports int
 }
 
 // Internal results of the sidecar actor's calls.
@@ -87,6 +96,10 @@ type (
 		exitCode int
 		stderr   string
 		err      error
+	}
+	sidecarFound struct {
+		state dockerops.ContainerState
+		err   error
 	}
 	sidecarStopDone struct{ err error }
 	sidecarLogLine  struct{ line []byte }
@@ -121,6 +134,7 @@ type sidecarActor struct {
 	cancelled   bool
 	stopping    bool // its container is being stopped (accessLog)
 	log         accessLog
+	records     int // access records read (reported or not): skipReports
 }
 
 func newSidecarProps(docker SidecarDocker, job sidecarJob) *actor.Props {
@@ -133,6 +147,10 @@ func (s *sidecarActor) Receive(ctx actor.Context) {
 		s.runCtx, s.cancel = context.WithCancel(context.Background())
 		s.logCtx, s.logCancel = context.WithCancel(context.Background())
 		s.phase, s.health = "creating", "starting"
+		if s.job.adoptID != "" {
+			s.reattach(ctx)
+			break
+		}
 		docker, spec := s.docker, s.job.container
 		s.call(ctx, "create", func(c context.Context) any {
 			id, err := docker.CreateSidecar(c, spec)
@@ -141,6 +159,9 @@ func (s *sidecarActor) Receive(ctx actor.Context) {
 	case sidecarCreated:
 		s.inflight--
 		s.onCreated(ctx, msg)
+	case sidecarFound:
+		s.inflight--
+		s.onFound(ctx, msg)
 	case sidecarProbed:
 		s.inflight--
 		s.onProbed(ctx, msg)
@@ -149,7 +170,9 @@ func (s *sidecarActor) Receive(ctx actor.Context) {
 		s.onStopped(ctx, msg)
 	case sidecarLogLine:
 		if a, ok := s.log.record(msg.line); ok {
-			ctx.Send(ctx.Parent(), EgressAccess{Access: a})
+			if s.records++; s.records > s.job.skipReports {
+				ctx.Send(ctx.Parent(), EgressAccess{Access: a})
+			}
 		}
 	case sidecarLogEnded:
 		s.inflight--
@@ -215,8 +238,14 @@ func (s *sidecarActor) onCreated(ctx actor.Context, msg sidecarCreated) {
 	if s.cancelled {
 		return
 	}
+	s.watch(ctx, msg.id)
+}
+
+// watch watches the running container id, runs its readiness probe and
+// (the egress proxy) follows its access log.
+func (s *sidecarActor) watch(ctx actor.Context, id string) {
 	s.phase = "probing"
-	docker, id, probe := s.docker, msg.id, s.job.probe
+	docker, probe := s.docker, s.job.probe
 	s.call(ctx, "watch", func(c context.Context) any {
 		state, err := docker.WaitStopped(c, id)
 		return sidecarStopped{state: state, err: err}
@@ -240,6 +269,49 @@ func (s *sidecarActor) onCreated(ctx actor.Context, msg sidecarCreated) {
 	})
 }
 
+// Re-adoption (readopt.go): a sidecar of an attempt a previous forged
+// process left running is found by the container id its ledger recorded
+// and must still run; it is then probed again with the probe it passed at
+// start, and watched as at start. A container gone or stopped while no
+// forged ran fails the attempt with the sidecar's stopped code (a
+// service: sandbox_service_failed), a failed probe with its health code,
+// as they would at start; the message says it was found on re-adoption.
+
+// reattach inspects the container a previous process started.
+func (s *sidecarActor) reattach(ctx actor.Context) {
+	s.phase = "reattaching"
+	docker, id := s.docker, s.job.adoptID
+	s.call(ctx, "reattach", func(c context.Context) any {
+		state, err := docker.InspectState(c, id)
+		return sidecarFound{state: state, err: err}
+	})
+}
+
+func (s *sidecarActor) onFound(ctx actor.Context, msg sidecarFound) {
+	s.containerID = s.job.adoptID
+	if s.cancelled {
+		return
+	}
+	switch {
+	case msg.err != nil && dockerops.IsNotFound(msg.err):
+		s.health = "exited"
+		s.failWith(ctx, failure.New(s.job.stoppedCode, "%s was removed while forged was away; found missing when forged re-adopted the attempt", s.job.subject))
+		return
+	case msg.err != nil:
+		s.failWith(ctx, failure.Wrap(failure.SandboxRuntimeFailed, msg.err, "%s: inspect its container on re-adoption", s.job.what))
+		return
+	case !msg.state.Running:
+		s.health = "exited"
+		how := fmt.Sprintf("exited with code %d", msg.state.ExitCode)
+		if msg.state.OOMKilled {
+			how = "was killed for exceeding its memory limit"
+		}
+		s.failWith(ctx, failure.New(s.job.stoppedCode, "%s %s while forged was away; found stopped when forged re-adopted the attempt", s.job.subject, how))
+		return
+	}
+	s.watch(ctx, s.job.adoptID)
+}
+
 func (s *sidecarActor) onProbed(ctx actor.Context, msg sidecarProbed) {
 	if s.cancelled || s.reported || s.phase != "probing" {
 		return
@@ -254,8 +326,12 @@ func (s *sidecarActor) onProbed(ctx actor.Context, msg sidecarProbed) {
 	if msg.err != nil {
 		detail = text.OneLine(msg.err.Error()+" "+detail, 300)
 	}
+	again := ""
+	if s.job.adoptID != "" {
+		again = " again on re-adoption"
+	}
 	s.failWith(ctx, failure.New(s.job.healthCode,
-		"%s did not pass its readiness probe within %s: %s", s.job.subject, s.job.readyWithin, detail))
+		"%s did not pass its readiness probe%s within %s: %s", s.job.subject, again, s.job.readyWithin, detail))
 }
 
 func (s *sidecarActor) onStopped(ctx actor.Context, msg sidecarStopped) {

@@ -307,10 +307,10 @@ func TestSIGTERMDrainsTheDaemon(t *testing.T) {
 }
 
 // TestChaosKill9WhileServicesRun kills forged while an attempt's postgres
-// and redis run (before the worker, and beside it): the restarted daemon's
-// start-up reaper removes the services, their network and every probe or
-// helper container with the rest, and reports the attempt restarted (before
-// the worker ran) or not re-adopted because services are not (beside it).
+// and redis run before the worker: the restarted daemon's start-up reaper
+// removes the services, their network and every probe or helper container
+// with the rest, and reports the attempt restarted. (Services beside a
+// running worker are re-adopted: readopt_services_integration_test.go.)
 func TestChaosKill9WhileServicesRun(t *testing.T) {
 	engine := enginetest.Client(t)
 	forged := enginetest.ForgedBinary(t)
@@ -321,8 +321,8 @@ func TestChaosKill9WhileServicesRun(t *testing.T) {
 	repo := filepath.Join(base, "repo")
 	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{
 		Contract: "version: 1\nworkingDirectory: /workspace\nservices:\n  - type: postgres\n  - type: redis\ncaches: []\n"}))
-	codes := map[string]string{"sandbox_service_ready": "sandbox_runner_restarted", "task_started": "sandbox_readopt_unsupported"}
-	for _, event := range []string{"sandbox_service_ready", "task_started"} {
+	codes := map[string]string{"sandbox_service_ready": "sandbox_runner_restarted"}
+	for _, event := range []string{"sandbox_service_ready"} {
 		t.Run(event, func(t *testing.T) {
 			d := startDaemon(t, forged, stateRoot, lockRoot, "--service-catalogue", catalogue)
 			dispatch, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: runnerID, RepoPath: repo,
@@ -385,10 +385,11 @@ func TestChaosKill9LeavesNoPerAttemptCache(t *testing.T) {
 }
 
 // TestChaosKill9WhileTheEgressProxyRuns kills forged with SIGKILL while a
-// public_allowlist attempt runs (its egress proxy ready, then the task
-// started): the restarted daemon leaves nothing labelled, the egress
-// network and the proxy included; an attempt with an egress proxy is not
-// re-adopted (sandbox_readopt_unsupported once its worker ran).
+// public_allowlist attempt's egress proxy is ready and its worker not yet
+// started: the restarted daemon leaves nothing labelled, the egress
+// network and the proxy included, and reports the attempt restarted.
+// (A proxy beside a running worker is re-adopted:
+// readopt_egress_integration_test.go.)
 func TestChaosKill9WhileTheEgressProxyRuns(t *testing.T) {
 	engine := enginetest.Client(t)
 	forged := enginetest.ForgedBinary(t)
@@ -400,8 +401,8 @@ func TestChaosKill9WhileTheEgressProxyRuns(t *testing.T) {
 	repo := filepath.Join(base, "repo")
 	require.NoError(t, example.CreateRepo(ctx, repo, example.RepoOptions{}))
 	flags := []string{"--service-catalogue", catalogue, "--egress"}
-	codes := map[string]string{"sandbox_egress_ready": "sandbox_runner_restarted", "task_started": "sandbox_readopt_unsupported"}
-	for _, event := range []string{"sandbox_egress_ready", "task_started"} {
+	codes := map[string]string{"sandbox_egress_ready": "sandbox_runner_restarted"}
+	for _, event := range []string{"sandbox_egress_ready"} {
 		t.Run(event, func(t *testing.T) {
 			d := startDaemon(t, forged, stateRoot, lockRoot, flags...)
 			dispatch, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: runnerID, RepoPath: repo,

@@ -40,10 +40,12 @@ func (r *Runner) planAdoption(ctx context.Context, runnerID string, hostKey []by
 		if e.RunnerID != runnerID {
 			continue
 		}
-		v := reaper.DecideAdoption(e, r.workerFacts(ctx, e), messages.KnownWorkerProtocol, now)
+		facts := r.workerFacts(ctx, e)
+		v := reaper.DecideAdoption(e, facts, messages.KnownWorkerProtocol, now)
 		if v.Adopt {
 			ad, err := r.loadAdoption(e, hostKey)
 			if err == nil {
+				ad.WorkerExited = !facts.Running
 				plan.adopted = append(plan.adopted, ad)
 				plan.live[e.AttemptID] = true
 				if names, err := dockerops.NamesFor(e.AttemptID); err == nil {
@@ -99,10 +101,22 @@ func (r *Runner) adoptions(adopted []*actors.Adopted, props func(ad *actors.Adop
 			if !ok {
 				continue
 			}
+			ad.EgressReported = countEvents(log.Events(), "sandbox_egress_request")
 			subscriber := system.Root.Spawn(r.metrics.Instrument(subscriberProps(log, r.metrics), "subscriber"))
 			out = append(out, supervisor.Adoption{Dispatch: ad.Dispatch, User: ad.User(), Subscriber: subscriber,
 				NewAttempt: func(sub, sup *actor.PID) *actor.Props { return props(ad, sub, sup) }})
 		}
 		return out
 	}
+}
+
+// countEvents counts the events of type eventType: what a log delivered.
+func countEvents(events []messages.Event, eventType string) int {
+	n := 0
+	for _, ev := range events {
+		if ev.EventType == eventType {
+			n++
+		}
+	}
+	return n
 }

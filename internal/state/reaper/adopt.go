@@ -43,8 +43,9 @@ type AdoptVerdict struct {
 // DecideAdoption decides whether the attempt of e can be re-adopted at
 // now: its ledger is active and carries an adoption record of a worker
 // protocol this forged speaks (knownProtocol), its lease is still valid,
-// it has no sidecars (services, egress proxy: not re-adopted) and its
-// worker container still exists. Checks of the adoption record against
+// it has nothing that is not re-adopted (unsupportedSidecar: an
+// open_public network and its netns holder; services and the egress proxy
+// are re-adopted) and its worker container still exists. Checks of the adoption record against
 // the state file and the host key come after, in the attempt's loader; a
 // failure there is failure.SandboxReadoptLedgerDamaged too.
 func DecideAdoption(e ledger.Entry, worker WorkerFacts, knownProtocol func(int) bool, now time.Time) AdoptVerdict {
@@ -64,8 +65,8 @@ func DecideAdoption(e ledger.Entry, worker WorkerFacts, knownProtocol func(int) 
 		return reap(failure.SandboxReadoptProtocol, "the attempt's worker speaks an unknown worker protocol version; it was reaped, not re-adopted")
 	case !e.ExpiresAt.After(now):
 		return reap(failure.SandboxReadoptLeaseExpired, "the attempt's lease expired at "+e.ExpiresAt.UTC().Format(time.RFC3339)+" while forged was away; the worker was stopped and reaped")
-	case hasSidecars(e):
-		return reap(failure.SandboxReadoptUnsupported, "the attempt has sidecars (services or an egress proxy), which are not re-adopted; it was reaped")
+	case unsupportedSidecar(e) != "":
+		return reap(failure.SandboxReadoptUnsupported, "the attempt has "+unsupportedSidecar(e)+", which is not re-adopted (services and the egress proxy are); it was reaped")
 	case worker.NeverStarted:
 		return reap(CodeRunnerRestarted, "forged restarted between creating the attempt's worker and starting it; the worker never ran, its resources were reaped and it was not run again")
 	case !worker.Found:
@@ -74,15 +75,23 @@ func DecideAdoption(e ledger.Entry, worker WorkerFacts, knownProtocol func(int) 
 	return AdoptVerdict{Adopt: true}
 }
 
-// hasSidecars reports whether the ledger plans anything beyond the worker,
-// its volumes (its own credentials volume among them) and its caches.
-func hasSidecars(e ledger.Entry) bool {
+// unsupportedSidecar names what the ledger plans that re-adoption does
+// not take over, "" when it plans only the worker, its volumes (its own
+// credentials volume among them), its caches, services with their own
+// secrets volumes on the internal attempt network, and the egress proxy
+// with its egress network.
+func unsupportedSidecar(e ledger.Entry) string {
 	for _, r := range e.Planned {
 		switch {
 		case r.Role == "agent", r.Role == "workspace", r.Role == "control", r.Role == "secrets", r.Role == "credentials", strings.HasPrefix(r.Role, "cache:"):
+		case r.Role == "internal" && r.Type == ledger.ResourceNetwork:
+		case strings.HasPrefix(r.Role, "service:") && r.Type == ledger.ResourceContainer, strings.HasPrefix(r.Role, "secrets:") && r.Type == ledger.ResourceVolume:
+		case r.Role == "egress" && r.Type == ledger.ResourceNetwork, r.Role == "egress_proxy" && r.Type == ledger.ResourceContainer:
+		case r.Role == "open", r.Role == "netns_holder":
+			return "an open_public network and its guarded netns holder"
 		default:
-			return true
+			return "a " + r.Type + " of role " + r.Role
 		}
 	}
-	return false
+	return ""
 }

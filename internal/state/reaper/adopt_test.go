@@ -46,11 +46,25 @@ func TestDecideAdoption(t *testing.T) {
 		{"its own credentials volume", func(e *ledger.Entry) {
 			e.Planned = append(e.Planned, ledger.Resource{Type: ledger.ResourceVolume, Name: "forge-x-credentials", Role: "credentials"})
 		}, running, true, ""},
-		{"a service sidecar", func(e *ledger.Entry) {
-			e.Planned = append(e.Planned, ledger.Resource{Type: ledger.ResourceContainer, Name: "forge-x-postgres", Role: "service:postgres"})
-		}, running, false, failure.SandboxReadoptUnsupported},
-		{"an attempt network", func(e *ledger.Entry) {
+		{"services on the internal network", func(e *ledger.Entry) {
+			e.Planned = append(e.Planned, ledger.Resource{Type: ledger.ResourceNetwork, Name: "forge-x-net", Role: "internal"},
+				ledger.Resource{Type: ledger.ResourceVolume, Name: "forge-x-secrets-postgres", Role: "secrets:postgres"},
+				ledger.Resource{Type: ledger.ResourceContainer, Name: "forge-x-postgres", Role: "service:postgres"})
+		}, running, true, ""},
+		{"an open_public network", func(e *ledger.Entry) {
 			e.Planned = append(e.Planned, ledger.Resource{Type: ledger.ResourceNetwork, Name: "forge-x-net", Role: "open"})
+		}, running, false, failure.SandboxReadoptUnsupported},
+		{"an open_public netns holder", func(e *ledger.Entry) {
+			e.Planned = append(e.Planned, ledger.Resource{Type: ledger.ResourceContainer, Name: "forge-x-holder", Role: "netns_holder"})
+		}, running, false, failure.SandboxReadoptUnsupported},
+		{"an egress proxy beside services", func(e *ledger.Entry) {
+			e.Planned = append(e.Planned, ledger.Resource{Type: ledger.ResourceNetwork, Name: "forge-x-net", Role: "internal"},
+				ledger.Resource{Type: ledger.ResourceContainer, Name: "forge-x-postgres", Role: "service:postgres"},
+				ledger.Resource{Type: ledger.ResourceNetwork, Name: "forge-x-egress", Role: "egress"},
+				ledger.Resource{Type: ledger.ResourceContainer, Name: "forge-x-egress-proxy", Role: "egress_proxy"})
+		}, running, true, ""},
+		{"a service role on a volume", func(e *ledger.Entry) {
+			e.Planned = append(e.Planned, ledger.Resource{Type: ledger.ResourceVolume, Name: "forge-x-postgres", Role: "service:postgres"})
 		}, running, false, failure.SandboxReadoptUnsupported},
 	}
 	for _, c := range cases {
