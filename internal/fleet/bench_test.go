@@ -8,8 +8,13 @@
 package fleet_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +27,18 @@ import (
 // members in this process on one loopback etcd, fake runners behind them.
 // It reports the time the members took to see each other too.
 func BenchmarkPlacement(b *testing.B) {
-	for _, n := range []int{3, 10} {
+	sizes := []int{3, 10}
+	if raw := os.Getenv("FORGED_FLEET_BENCH_MEMBERS"); raw != "" { // e.g. 3,10,50
+		sizes = sizes[:0]
+		for _, f := range strings.Split(raw, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 2 {
+				b.Fatalf("FORGED_FLEET_BENCH_MEMBERS: %q", raw)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
 		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
 			etcd := etcdtest.Start(b)
 			ca := newTestCA(b)
@@ -38,8 +54,14 @@ func BenchmarkPlacement(b *testing.B) {
 				members = append(members, join(b, cfg, r))
 				ids = append(ids, r.id)
 			}
-			waitDirectory(b, members[0], time.Minute, ids...)
+			waitDirectory(b, members[0], time.Duration(n)*10*time.Second, ids...)
 			joined := time.Since(start)
+			// etcd's load with the fleet idle: the gRPC requests it
+			// handled over a window, per member and second.
+			const window = 10 * time.Second
+			before := etcdRequests(b, etcd.Endpoint())
+			time.Sleep(window) // measuring a rate over wall time
+			perMember := (etcdRequests(b, etcd.Endpoint()) - before) / window.Seconds() / float64(n)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			raws := make([][]byte, b.N)
@@ -54,6 +76,14 @@ func BenchmarkPlacement(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(joined.Seconds(), "s-to-join") // after ResetTimer, which drops reported metrics
+			b.ReportMetric(perMember, "etcd-req/s/member")
+			// A member leaves (graceful): how long until the first
+			// member's directory no longer lists it.
+			leaving := members[n-1]
+			left := time.Now()
+			leaving.Leave()
+			waitDirectory(b, members[0], time.Minute, ids[:n-1]...)
+			b.ReportMetric(time.Since(left).Seconds(), "s-to-drop-a-leaver")
 		})
 	}
 }
@@ -100,4 +130,32 @@ func waitDirectory(t testing.TB, m *fleet.Member, deadline time.Duration, want .
 	}
 	t.Fatalf("directory of %s did not become %v within %s; last %v", m.Address(), want, deadline, last)
 	return 0
+}
+
+// etcdRequests is the number of gRPC requests etcd at endpoint has
+// handled (its grpc_server_handled_total counters, summed).
+func etcdRequests(t testing.TB, endpoint string) float64 {
+	t.Helper()
+	res, err := http.Get(endpoint + "/metrics")
+	if err != nil {
+		t.Fatalf("etcd metrics: %v", err)
+	}
+	defer res.Body.Close()
+	total := 0.0
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "grpc_server_handled_total{") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			total += v
+		}
+	}
+	if total == 0 {
+		t.Fatal("etcd reported no gRPC requests")
+	}
+	return total
 }
