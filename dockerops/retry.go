@@ -134,10 +134,14 @@ func isConnectionBroken(err error) bool {
 // failure), gives it the failure code. An empty code only prefixes.
 func opError(ctx context.Context, code failure.Code, err error, format string, args ...any) error {
 	op := fmt.Sprintf(format, args...)
-	if ctx.Err() == nil && engineAway(err) {
-		// The engine itself is away (down, or restarting), not the
-		// sandbox: the message says so.
+	// A failure of the engine itself, not of the sandbox: the message
+	// names it (dockerd down or restarting, or failing inside).
+	switch {
+	case ctx.Err() != nil:
+	case engineAway(err):
 		op += ": no answer from the Docker engine (is it down or restarting?)"
+	case cerrdefs.IsInternal(err) || cerrdefs.IsUnavailable(err):
+		op += ": the Docker engine failed"
 	}
 	if code == "" || ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s: %w", op, err)

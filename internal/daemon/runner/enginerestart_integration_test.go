@@ -54,11 +54,12 @@ func reaperRounds(t *testing.T, r *runner.Runner) int {
 }
 
 // TestEndToEndEngineRestartMidRunIsReapedWhenTheEngineAnswers stops the
-// (private) engine while the task runs and starts it again once the
-// attempt has ended: the attempt ends with a code and a message that name
-// the engine, its teardown counts what it could not remove while the
-// engine was away, and the reaper removes that as soon as the engine
-// answers again, long before its next scheduled round (an hour away).
+// (private) engine (SIGTERM) while the task runs and starts it again once
+// the attempt has ended: the attempt ends with a code and a message that
+// name the engine, its teardown says that objects remain (it counts them
+// while dockerd shuts down, or cannot even list them once it is gone),
+// and the reaper removes them as soon as the engine answers again, long
+// before its next scheduled round (an hour away).
 func TestEndToEndEngineRestartMidRunIsReapedWhenTheEngineAnswers(t *testing.T) {
 	engine := privateEngine(t, privdockerd.Options{})
 	e := newE2E(t, runner.Config{ReapInterval: time.Hour})
@@ -98,4 +99,31 @@ func TestEndToEndEngineRestartMidRunIsReapedWhenTheEngineAnswers(t *testing.T) {
 	}
 	t.Logf("outcome %s: %s; %d objects left; reaped %s after the engine answered (%d reaper rounds)",
 		out.Code, out.Message, out.Cleanup.Remaining, time.Since(back).Round(time.Millisecond), reaperRounds(t, e.runner))
+}
+
+// TestEndToEndLiveRestoreReattachesTheWorkerAcrossAnEngineRestart
+// restarts a live-restore engine while the task runs: the worker keeps
+// running, forged re-attaches to it once the engine answers again, and
+// the attempt finishes as it would have without the restart.
+func TestEndToEndLiveRestoreReattachesTheWorkerAcrossAnEngineRestart(t *testing.T) {
+	engine := privateEngine(t, privdockerd.Options{LiveRestore: true})
+	e := newE2E(t, runner.Config{ReapInterval: time.Hour})
+	d := e.dispatch([]string{"/bin/sh", "-c", "echo started; sleep 8; echo 'hello from the sandbox' > hello.txt; echo done"}, 0)
+	log := e.submit(d)
+	waitForEvent(t, log, "task_started")
+
+	engine.Restart()
+	out := e.wait(log)
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
+	counts := map[string]int{}
+	for _, ev := range log.Events() {
+		counts[ev.EventType+": "+ev.Content]++
+	}
+	assert.Equal(t, 1, counts["task_output: started"], "an event delivered before the restart is not delivered again")
+	assert.Equal(t, 1, counts["task_output: done"], "the event the task wrote after the restart arrives once")
+	reattached := waitForEvent(t, log, "sandbox_reattached")
+	t.Logf("%s", reattached.Content)
+	assert.Equal(t, "hello from the sandbox", e.git("show", example.Branch+":hello.txt"))
+	require.NotNil(t, out.Cleanup)
+	assert.Zero(t, out.Cleanup.Remaining)
 }

@@ -294,6 +294,7 @@ func (d *Daemon) cleanup() {
 	}
 	errs = append(errs, d.stop())
 	errs = append(errs, d.stopContainerd())
+	d.killShims()
 	errs = append(errs, unmountUnder(d.root))
 	if err := os.RemoveAll(d.root); err != nil {
 		errs = append(errs, fmt.Errorf("remove the private engine's root: %w", err))
@@ -351,6 +352,62 @@ func (d *Daemon) stopContainerd() error {
 	}
 	_ = proc.Signal(syscall.SIGKILL)
 	return nil
+}
+
+// killShims kills what a dockerd that could not be asked to remove its
+// containers (it failed to start again, say) leaves running: the
+// containerd shims whose command line names this engine's root, the
+// container each one runs (its init first: its pid namespace ends with
+// it), and the containers' cgroups.
+func (d *Daemon) killShims() {
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	parents := map[int]int{}
+	var shims []int
+	ids := map[int]string{}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(filepath.Base(p))
+		if err != nil {
+			continue
+		}
+		if stat, err := os.ReadFile(p + "/stat"); err == nil {
+			// pid (comm) state ppid …: comm may hold spaces, so read after ')'.
+			if k := strings.LastIndexByte(string(stat), ')'); k > 0 {
+				if f := strings.Fields(string(stat)[k+1:]); len(f) > 1 {
+					parents[pid], _ = strconv.Atoi(f[1])
+				}
+			}
+		}
+		raw, err := os.ReadFile(p + "/cmdline")
+		if err != nil || !strings.Contains(string(raw), d.root+"/") {
+			continue
+		}
+		args := strings.Split(string(raw), "\x00")
+		if !strings.Contains(args[0], "containerd-shim") {
+			continue
+		}
+		shims = append(shims, pid)
+		for k := 0; k+1 < len(args); k++ {
+			if args[k] == "-id" {
+				ids[pid] = args[k+1]
+			}
+		}
+	}
+	for _, shim := range shims {
+		for pid, ppid := range parents {
+			if ppid == shim {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		_ = syscall.Kill(shim, syscall.SIGKILL)
+	}
+	for _, id := range ids {
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/docker/" + id)
+		for _, dir := range dirs {
+			for deadline := time.Now().Add(5 * time.Second); os.Remove(dir) != nil && time.Now().Before(deadline); {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}
 }
 
 // unmountUnder unmounts every mount point under root, deepest first
