@@ -57,8 +57,11 @@ func (w *workerActor) startAdopted(ctx actor.Context) {
 		}
 		runCtx, cancel := context.WithTimeout(runCtx, job.runTimeout)
 		defer cancel()
+		live := liveRestore(runCtx, docker)
 		send := func(out WorkerOutput) { system.Root.Send(self, out) }
-		result, runErr := reattachWorker(runCtx, engine, id, job.eventKey, job.resumeAt, true, send)
+		result, next, runErr := reattachWorker(runCtx, engine, id, job.eventKey, job.resumeAt, true, send)
+		result, runErr = afterEngineAway(runCtx, docker, live, id, job.eventKey, next, result, runErr, send,
+			func(msg WorkerReattached) { system.Root.Send(self, msg) })
 		return workerRunEnded(runCtx, attemptCtx, docker, id, result, runErr, job.runTimeout, job.storageFull)
 	})
 }
@@ -71,8 +74,8 @@ func (w *workerActor) startAdopted(ctx actor.Context) {
 // forged process's attempt has not seen them) and are dropped otherwise
 // (this process delivered them), the rest as new, and the stream resumes
 // after the log's last line with a verifier that drops what the log
-// delivered.
-func reattachWorker(runCtx context.Context, engine WorkerReattacher, id string, eventKey []byte, resumeAt uint64, replay bool, send func(WorkerOutput)) (dockerops.RunResult, error) {
+// delivered. next is the sequence number of the first line not seen.
+func reattachWorker(runCtx context.Context, engine WorkerReattacher, id string, eventKey []byte, resumeAt uint64, replay bool, send func(WorkerOutput)) (result dockerops.RunResult, next uint64, err error) {
 	events := messages.NewResumedEventVerifier(eventKey, resumeAt)
 	caught := func(ctx context.Context) error {
 		data, err := engine.ReadFileOut(ctx, id, messages.EventLogPath, messages.MaxEventLogBytes, failure.SandboxEventLogInvalid)
@@ -98,7 +101,7 @@ func reattachWorker(runCtx context.Context, engine WorkerReattacher, id string, 
 		events = messages.NewResumedEventVerifier(eventKey, uint64(len(logged)))
 		return nil
 	}
-	return engine.Reattach(runCtx, id, caught, func(line []byte) error {
+	result, err = engine.Reattach(runCtx, id, caught, func(line []byte) error {
 		ev, err := events.Parse(line)
 		if err != nil {
 			return err
@@ -108,4 +111,5 @@ func reattachWorker(runCtx context.Context, engine WorkerReattacher, id string, 
 		}
 		return nil
 	}, dockerops.RunLimits{})
+	return result, events.Next(), err
 }

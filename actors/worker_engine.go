@@ -49,21 +49,21 @@ func liveRestore(ctx context.Context, docker WorkerDocker) bool {
 // live-restore, and once the engine answers again about the container
 // (within EngineReturnWait), the worker is re-attached from resumeAt, the
 // event sequence reached (reattachWorker: the signed event log in the
-// control volume fills the gap), and that run's end is returned;
-// otherwise the run's own end stands. notify is told before the
-// re-attachment.
+// control volume fills the gap), as often as the engine goes away again,
+// and the last run's end is returned; otherwise the run's own end stands.
+// notify is told before each re-attachment.
 func afterEngineAway(runCtx context.Context, docker WorkerDocker, live bool, id string, eventKey []byte, resumeAt uint64,
 	result dockerops.RunResult, runErr error, send func(WorkerOutput), notify func(WorkerReattached)) (dockerops.RunResult, error) {
 	var away *dockerops.EngineAwayError
 	engine, ok := docker.(WorkerReattacher)
-	if !live || !ok || !errors.As(runErr, &away) || runCtx.Err() != nil {
-		return result, runErr
+	for live && ok && errors.As(runErr, &away) && runCtx.Err() == nil {
+		if err := awaitEngine(runCtx, docker, id); err != nil {
+			return result, err
+		}
+		notify(WorkerReattached{ContainerID: id, ResumeAt: resumeAt})
+		result, resumeAt, runErr = reattachWorker(runCtx, engine, id, eventKey, resumeAt, false, send)
 	}
-	if err := awaitEngine(runCtx, docker, id); err != nil {
-		return result, errors.Join(runErr, err)
-	}
-	notify(WorkerReattached{ContainerID: id, ResumeAt: resumeAt})
-	return reattachWorker(runCtx, engine, id, eventKey, resumeAt, false, send)
+	return result, runErr
 }
 
 // awaitEngine waits, up to EngineReturnWait, until the engine answers
