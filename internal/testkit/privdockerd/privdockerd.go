@@ -9,7 +9,9 @@
 // containerd is shared. It stays off the host's networking: no iptables
 // rules, no masquerading, no default bridge, no userland proxy, no
 // change to IP forwarding, and address pools (10.199.0.0/16) away from
-// the shared engine's.
+// the shared engine's. Without iptables rules its internal networks are
+// not fenced by the host's firewall: it suits attempts without an attempt
+// network (no services, no egress proxy), the only ones its tests run.
 //
 // The private engine starts with no images: LoadImages copies the ones a
 // test needs from another engine through the Engine API (ImageSave, then
