@@ -87,7 +87,7 @@ func TestEndToEndEngineRestartMidRunIsReapedWhenTheEngineAnswers(t *testing.T) {
 	for {
 		snap, err := e.runner.Snapshot()
 		require.NoError(t, err)
-		left := enginetest.Labelled(t, e.engine, "dev.forge.dispatch-attempt-id="+d.AttemptID())
+		left := enginetest.Labelled(t, e.engine, dockerops.LabelManaged)
 		if snap.Degraded == 0 && len(left) == 0 {
 			break
 		}
@@ -126,4 +126,5 @@ func TestEndToEndLiveRestoreReattachesTheWorkerAcrossAnEngineRestart(t *testing.
 	assert.Equal(t, "hello from the sandbox", e.git("show", example.Branch+":hello.txt"))
 	require.NotNil(t, out.Cleanup)
 	assert.Zero(t, out.Cleanup.Remaining)
+	assert.Empty(t, enginetest.Labelled(t, e.engine, dockerops.LabelManaged), "nothing forged-labelled remains on the engine")
 }
