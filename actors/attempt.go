@@ -221,6 +221,9 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 			a.rearmIdle(ctx)
 		}
 		a.onWorkerEvent(ctx, msg)
+	case WorkerReattached:
+		a.emit(ctx, messages.RunnerEvent("sandbox_reattached", fmt.Sprintf("Re-attached to the worker after the Docker engine restarted (live-restore kept it running); events resume at %d.", msg.ResumeAt),
+			map[string]any{"agentContainer": map[string]string{"id": msg.ContainerID, "role": "agent"}, "eventSeq": msg.ResumeAt}))
 	case WorkerExited:
 		a.onWorkerExited(ctx, msg)
 	case checkpointDone:

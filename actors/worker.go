@@ -109,6 +109,9 @@ func (w *workerActor) Receive(ctx actor.Context) {
 	case WorkerOutput:
 		w.events++
 		ctx.Send(ctx.Parent(), msg)
+	case WorkerReattached:
+		w.phase = "re-attached"
+		ctx.Send(ctx.Parent(), msg)
 	case WorkerExited:
 		w.phase = "exited"
 		ctx.Send(ctx.Parent(), msg)
@@ -148,17 +151,21 @@ func (w *workerActor) start(ctx actor.Context) {
 		}
 		runCtx, cancel := context.WithTimeout(runCtx, job.runTimeout)
 		defer cancel()
+		live := liveRestore(runCtx, docker) // asked now: while dockerd restarts, nobody can say
 		events := messages.NewEventVerifier(job.eventKey)
+		send := func(out WorkerOutput) { system.Root.Send(self, out) }
 		result, runErr := docker.RunAttached(runCtx, id, job.startPacket, func(line []byte) error {
 			ev, err := events.Parse(line)
 			if err != nil {
 				return err
 			}
 			if ev != nil {
-				system.Root.Send(self, WorkerOutput{Event: *ev, Next: events.Next()})
+				send(WorkerOutput{Event: *ev, Next: events.Next()})
 			}
 			return nil
 		}, job.limits)
+		result, runErr = afterEngineAway(runCtx, docker, live, id, job.eventKey, events.Next(), result, runErr, send,
+			func(msg WorkerReattached) { system.Root.Send(self, msg) })
 		return workerRunEnded(runCtx, attemptCtx, docker, id, result, runErr, job.runTimeout, job.storageFull)
 	})
 }

@@ -57,44 +57,65 @@ func (w *workerActor) startAdopted(ctx actor.Context) {
 		}
 		runCtx, cancel := context.WithTimeout(runCtx, job.runTimeout)
 		defer cancel()
-		events := messages.NewResumedEventVerifier(job.eventKey, job.resumeAt)
-		caught := func(ctx context.Context) error {
-			data, err := engine.ReadFileOut(ctx, id, messages.EventLogPath, messages.MaxEventLogBytes, failure.SandboxEventLogInvalid)
-			if err != nil && job.resumeAt == 0 && dockerops.IsNotFound(err) {
-				// The worker had not opened its log yet (forged died
-				// just after starting it): nothing was delivered, and
-				// the stream carries every event from the first.
-				data, err = nil, nil
-			}
-			if err != nil {
-				if failure.CodeOf(err) == "" {
-					err = failure.Wrap(failure.SandboxEventLogInvalid, err, "read the worker's event log")
-				}
-				return err
-			}
-			logged, err := messages.ParseEventLog(job.eventKey, data)
-			if err != nil {
-				return err
-			}
-			if uint64(len(logged)) < job.resumeAt {
-				return failure.New(failure.SandboxEventLogInvalid, "the worker's event log ends at %d lines, before the %d forged had delivered", len(logged), job.resumeAt)
-			}
-			for _, le := range logged {
-				system.Root.Send(self, WorkerOutput{Event: le.Event, Next: le.Seq + 1, Replayed: le.Seq < job.resumeAt, Logged: le.Seq >= job.resumeAt})
-			}
-			events = messages.NewResumedEventVerifier(job.eventKey, uint64(len(logged)))
-			return nil
-		}
-		result, runErr := engine.Reattach(runCtx, id, caught, func(line []byte) error {
-			ev, err := events.Parse(line)
-			if err != nil {
-				return err
-			}
-			if ev != nil {
-				system.Root.Send(self, WorkerOutput{Event: *ev, Next: events.Next()})
-			}
-			return nil
-		}, dockerops.RunLimits{})
+		live := liveRestore(runCtx, docker)
+		send := func(out WorkerOutput) { system.Root.Send(self, out) }
+		result, next, runErr := reattachWorker(runCtx, engine, id, job.eventKey, job.resumeAt, true, send)
+		result, runErr = afterEngineAway(runCtx, docker, live, id, job.eventKey, next, result, runErr, send,
+			func(msg WorkerReattached) { system.Root.Send(self, msg) })
 		return workerRunEnded(runCtx, attemptCtx, docker, id, result, runErr, job.runTimeout, job.storageFull)
 	})
+}
+
+// reattachWorker re-attaches to the worker container id (running or
+// exited) and resumes its events at resumeAt: the log is read once the
+// stream is open (dockerops.Client.Reattach), checked whole
+// (messages.ParseEventLog), and must reach at least resumeAt; its events
+// below that number go to send as Replayed when replay is set (a new
+// forged process's attempt has not seen them) and are dropped otherwise
+// (this process delivered them), the rest as new, and the stream resumes
+// after the log's last line with a verifier that drops what the log
+// delivered. next is the sequence number of the first line not seen.
+func reattachWorker(runCtx context.Context, engine WorkerReattacher, id string, eventKey []byte, resumeAt uint64, replay bool, send func(WorkerOutput)) (result dockerops.RunResult, next uint64, err error) {
+	events := messages.NewResumedEventVerifier(eventKey, resumeAt)
+	caught := func(ctx context.Context) error {
+		data, err := engine.ReadFileOut(ctx, id, messages.EventLogPath, messages.MaxEventLogBytes, failure.SandboxEventLogInvalid)
+		if err != nil && resumeAt == 0 && dockerops.IsNotFound(err) {
+			// The worker had not opened its log yet (forged died just
+			// after starting it): nothing was delivered, and the stream
+			// carries every event from the first.
+			data, err = nil, nil
+		}
+		if err != nil {
+			if failure.CodeOf(err) == "" {
+				err = failure.Wrap(failure.SandboxEventLogInvalid, err, "read the worker's event log")
+			}
+			return err
+		}
+		logged, err := messages.ParseEventLog(eventKey, data)
+		if err != nil {
+			return err
+		}
+		if uint64(len(logged)) < resumeAt {
+			return failure.New(failure.SandboxEventLogInvalid, "the worker's event log ends at %d lines, before the %d forged had delivered", len(logged), resumeAt)
+		}
+		for _, le := range logged {
+			if le.Seq < resumeAt && !replay {
+				continue
+			}
+			send(WorkerOutput{Event: le.Event, Next: le.Seq + 1, Replayed: le.Seq < resumeAt, Logged: le.Seq >= resumeAt})
+		}
+		events = messages.NewResumedEventVerifier(eventKey, uint64(len(logged)))
+		return nil
+	}
+	result, err = engine.Reattach(runCtx, id, caught, func(line []byte) error {
+		ev, err := events.Parse(line)
+		if err != nil {
+			return err
+		}
+		if ev != nil {
+			send(WorkerOutput{Event: *ev, Next: events.Next()})
+		}
+		return nil
+	}, dockerops.RunLimits{})
+	return result, events.Next(), err
 }

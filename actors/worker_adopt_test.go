@@ -65,7 +65,7 @@ func (r *relay) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		ctx.Spawn(r.child)
-	case WorkerOutput, WorkerExited:
+	case WorkerOutput, WorkerExited, WorkerReattached:
 		ctx.Send(r.to, msg)
 	}
 }

@@ -134,8 +134,23 @@ func isConnectionBroken(err error) bool {
 // failure), gives it the failure code. An empty code only prefixes.
 func opError(ctx context.Context, code failure.Code, err error, format string, args ...any) error {
 	op := fmt.Sprintf(format, args...)
+	// A failure of the engine itself, not of the sandbox: the message
+	// names it (dockerd down or restarting, or failing inside).
+	switch {
+	case ctx.Err() != nil:
+	case engineAway(err):
+		op += ": no answer from the Docker engine (is it down or restarting?)"
+	case cerrdefs.IsInternal(err) || cerrdefs.IsUnavailable(err):
+		op += ": the Docker engine failed"
+	}
 	if code == "" || ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return failure.Wrap(code, err, "%s", op)
+}
+
+// engineAway reports that the engine could not be reached or dropped the
+// connection: the request got no answer from it at all.
+func engineAway(err error) bool {
+	return isDialFailure(err) || isConnectionBroken(err)
 }

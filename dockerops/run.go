@@ -165,6 +165,10 @@ func (c *Client) streamEnded(ctx, runCtx context.Context, containerID string, li
 		c.stopContainer(ctx, containerID, limits.StopGrace)
 		return result, cbErr.err
 	default:
+		if runCtx.Err() == nil && engineAway(err) {
+			// The engine went away mid-stream: the worker may run on.
+			return result, engineAwayRun(containerID, fmt.Errorf("%s: %w", what, err))
+		}
 		if runCtx.Err() == nil {
 			err = fmt.Errorf("%s %s: %w", what, shortID(containerID), err)
 		}
@@ -181,6 +185,11 @@ func (c *Client) finishRun(ctx, runCtx context.Context, containerID string, limi
 	}
 	if runCtx.Err() != nil {
 		return result, c.runError(ctx, runCtx, limits, err, containerID)
+	}
+	if engineAway(err) {
+		// The output closed because dockerd went away (it stopped or
+		// restarts): whether the worker runs on is known once it answers.
+		return result, engineAwayRun(containerID, err)
 	}
 	// The output closed but the container did not exit: stop it.
 	c.stopContainer(ctx, containerID, limits.StopGrace)

@@ -112,7 +112,30 @@ type reaperActor struct {
 	// skipped counts the scheduled rounds it refused.
 	maintenance messages.MaintenanceVerdict
 	skipped     int
+	// retries is how many more rounds run soon (retryIn apart, doubling)
+	// while an attempt's leftovers remain (see leftovers); rerun asks for
+	// one more round after the one running, which may have listed the
+	// ledgers before the leftovers were recorded.
+	retries int
+	retryIn time.Duration
+	rerun   bool
 }
+
+// leftovers tells the reaper that an attempt finished degraded: its
+// teardown could not remove everything, typically because the engine was
+// down or restarting. The reaper then runs a round at once and again soon
+// after, backing off from firstRetry to maxRetry, until a round leaves no
+// degraded attempt or leftoverRetries rounds have run: what is left is
+// removed as soon as the engine answers again, not at the next scheduled
+// round (a dockerd restart is often over before the host report notices
+// it, so the maintenance verdict alone may never turn).
+type leftovers struct{}
+
+const (
+	firstRetry      = time.Second
+	maxRetry        = 30 * time.Second
+	leftoverRetries = 16
+)
 
 // interval is the period between rounds.
 func (c ReaperConfig) interval() time.Duration {
@@ -158,6 +181,15 @@ func (r *reaperActor) Receive(ctx actor.Context) {
 			// now, not at the next scheduled round.
 			r.round(ctx, false, nil, nil)
 		}
+	case leftovers:
+		r.retries, r.retryIn = leftoverRetries, firstRetry
+		if r.running {
+			r.rerun = true
+			return
+		}
+		if r.maintenance.Err() == nil {
+			r.round(ctx, false, nil, nil)
+		}
 	case reapTick:
 		r.timer = nil
 		if err := r.maintenance.Err(); err != nil {
@@ -191,6 +223,7 @@ func (r *reaperActor) Receive(ctx actor.Context) {
 		if msg.requester != nil {
 			ctx.Send(msg.requester, msg.result)
 		}
+		r.armAfterRound(msg)
 		r.arm(ctx)
 	case actorkit.Panic:
 		r.running = false
@@ -217,12 +250,36 @@ func (r *reaperActor) Receive(ctx actor.Context) {
 	}
 }
 
+// armAfterRound updates the leftovers' retries after a round: a clean
+// one ends them, a failed one or one that left degraded attempts uses one.
+func (r *reaperActor) armAfterRound(msg roundDone) {
+	if msg.dryRun || r.retries == 0 {
+		return
+	}
+	if r.rerun {
+		r.rerun = false
+		return
+	}
+	if msg.result.Err == nil && len(msg.result.Round.Degraded) == 0 {
+		r.retries = 0
+		return
+	}
+	r.retries--
+}
+
+// arm sets the timer of the next round: the scheduled interval, or sooner
+// while leftovers are being retried.
 func (r *reaperActor) arm(ctx actor.Context) {
 	if r.timer != nil {
 		r.timer.Stop()
 	}
+	after := r.cfg.Interval
+	if r.retries > 0 && r.retryIn < after {
+		after = r.retryIn
+		r.retryIn = min(2*r.retryIn, maxRetry)
+	}
 	system, self := ctx.ActorSystem(), ctx.Self()
-	r.timer = r.clock.AfterFunc(r.cfg.Interval, func() { system.Root.Send(self, reapTick{}) })
+	r.timer = r.clock.AfterFunc(after, func() { system.Root.Send(self, reapTick{}) })
 }
 
 // round runs one reaper round off the mailbox. A request that arrives

@@ -444,6 +444,11 @@ func (r *root) finish(ctx actor.Context, attemptID string, degraded bool) {
 	if degraded {
 		r.degraded[attemptID] = true
 		r.degradedTotal++
+		if r.reaper != nil {
+			// What its teardown left is reaped as soon as the engine
+			// answers again (see leftovers).
+			ctx.Send(r.reaper, leftovers{})
+		}
 	}
 	r.admit(ctx)
 }

@@ -47,7 +47,7 @@ func ExampleEngine_Inject() {
 	fmt.Println(err, engine.CallCount(fakeengine.OpVolumeCreate))
 	engine.AssertClean(t, dockerops.LabelManaged)
 	// Output:
-	// sandbox_create_failed: volume create forge-a-workspace: Error response from daemon: no space left on device
+	// sandbox_create_failed: volume create forge-a-workspace: the Docker engine failed: Error response from daemon: no space left on device
 	// <nil> 2
 	// FAIL: fakeengine: 1 object(s) labelled dev.forge.managed left: volume forge-a-workspace
 }
