@@ -202,6 +202,11 @@ func TestChaosKill9AtEachPhase(t *testing.T) {
 		// unless the kill landed before the ledger said so (then it is
 		// collected like a worker that finished while forged was away).
 		{"sandbox_agent_exited", true, false, true},
+		// Collecting (the kill may land before the ledger records the
+		// exit: then collected) and importing (its result judged, here
+		// unchanged: recorded, reaped).
+		{"sandbox_peak_memory_observed", true, false, true},
+		{"sandbox_output_unchanged", true, false, false},
 		{"sandbox_teardown_started", true, false, false},
 	}
 	base, stateRoot, lockRoot, runnerID := chaosRoots(t)
