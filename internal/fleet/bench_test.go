@@ -133,7 +133,7 @@ func waitDirectory(t testing.TB, m *fleet.Member, deadline time.Duration, want .
 }
 
 // etcdRequests is the number of gRPC requests etcd at endpoint has
-// handled (its grpc_server_handled_total counters, summed).
+// received (its grpc_server_msg_received_total counters, summed: unary requests and stream messages such as lease keep-alives).
 func etcdRequests(t testing.TB, endpoint string) float64 {
 	t.Helper()
 	res, err := http.Get(endpoint + "/metrics")
@@ -146,7 +146,7 @@ func etcdRequests(t testing.TB, endpoint string) float64 {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "grpc_server_handled_total{") {
+		if !strings.HasPrefix(line, "grpc_server_msg_received_total{") {
 			continue
 		}
 		fields := strings.Fields(line)
