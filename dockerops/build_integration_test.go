@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/host/cgroups"
 	"github.com/forgedev/forged/internal/images/buildlog"
 	"github.com/forgedev/forged/internal/kit/ids"
 )
@@ -160,8 +161,15 @@ func TestIntegrationBuildLogRedacted(t *testing.T) {
 // one, which shows the test can tell the two apart. The parent is gone
 // after the build.
 func TestIntegrationBuildPIDsLimit(t *testing.T) {
-	c := requireEngine(t)
+	requireEngine(t)
 	base := baseImage(t)
+	// A client of its own runner: its build cgroups are named after it.
+	runner := ids.NewUUID()
+	c, err := Connect(testCtx(t), Options{Retry: RetryPolicy{MaxAttempts: 2},
+		BuildCgroups: cgroups.NewBuildCgroups(cgroups.Locator{}, runner)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	mine := "/sys/fs/cgroup/*/forged-build-" + strings.ReplaceAll(runner, "-", "") + "-*"
 	build := func(tag string, pids int64) ([]string, error) {
 		// A fresh first line each time: never a cached layer.
 		dockerfile := fmt.Sprintf("FROM %s\nRUN echo %s; i=0; while [ $i -lt 300 ]; do sleep 10 & i=$((i+1)); done; wait; echo all-forked\n", base, ids.NewUUID()[:8])
@@ -174,8 +182,6 @@ func TestIntegrationBuildPIDsLimit(t *testing.T) {
 		})
 		return logs, err
 	}
-	before, err := filepath.Glob("/sys/fs/cgroup/pids/forged-build-*")
-	require.NoError(t, err)
 	logs, err := build("pids", 128)
 	if failure.CodeOf(err) == failure.SandboxBuildPolicy {
 		t.Skipf("this host cannot bound a classic build's PIDs: %v", err)
@@ -184,8 +190,9 @@ func TestIntegrationBuildPIDsLimit(t *testing.T) {
 	assert.Equal(t, failure.SandboxBuildFailed, failure.CodeOf(err), err)
 	assert.Contains(t, strings.Join(logs, "\n"), "can't fork", "forks were refused at pids.max")
 	assert.NotContains(t, logs, "all-forked")
-	after, _ := filepath.Glob("/sys/fs/cgroup/pids/forged-build-*")
-	assert.Equal(t, before, after, "the build's cgroup parent is removed")
+	left, err := filepath.Glob(mine)
+	require.NoError(t, err)
+	assert.Empty(t, left, "the build's cgroup parent is removed from every hierarchy the engine created it in")
 
 	logs, err = build("nopids", 0)
 	require.NoError(t, err, strings.Join(logs, "\n"))
