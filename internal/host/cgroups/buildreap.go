@@ -101,6 +101,9 @@ func (b *BuildCgroups) Reap(dryRun bool) (BuildCgroupReap, error) {
 		return out, nil
 	}
 	raw, err := readBounded(filepath.Join(b.locator.procRoot(), "self", "mountinfo"), maxMountinfoBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, nil // no procfs (not Linux): no cgroups either
+	}
 	if err != nil {
 		return out, fmt.Errorf("cgroup mounts: %w", err)
 	}
@@ -113,6 +116,9 @@ func (b *BuildCgroups) Reap(dryRun bool) (BuildCgroupReap, error) {
 	var errs []error
 	for _, h := range b.locator.hierarchies(mounts) {
 		entries, err := os.ReadDir(h)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // unmounted since
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("list the cgroup hierarchy %s: %w", h, err))
 			continue

@@ -74,3 +74,11 @@ func TestBuildCgroupsReapSelects(t *testing.T) {
 	assert.Empty(t, got.Removed)
 	assert.DirExists(t, f.dir("sys/fs/cgroup/pids/"+leftover), "a dry run removes nothing")
 }
+
+func TestBuildCgroupsReapWithoutProcfs(t *testing.T) {
+	f := newFixture(t, mountinfoV1)
+	require.NoError(t, os.Remove(f.dir("proc/self/mountinfo")))
+	got, err := NewBuildCgroups(f.locator(), ids.NewUUID()).Reap(false)
+	require.NoError(t, err, "a host without procfs has no build cgroups")
+	assert.Equal(t, BuildCgroupReap{}, got)
+}
