@@ -115,6 +115,47 @@ func TestIntegrationBuildMemoryLimit(t *testing.T) {
 	assert.Less(t, time.Since(start), 2*time.Minute, "killed by the memory limit, not the timeout")
 }
 
+// TestIntegrationBuildLimitsApplyInsideRUN reads, from inside a RUN step,
+// the limits the classic builder applied to its container: open files
+// (soft and hard), memory and memory+swap (from the container's own
+// cgroup, v1 or v2) and the size of /dev/shm. The engine removes the
+// step's container, so this is where they can be seen.
+func TestIntegrationBuildLimitsApplyInsideRUN(t *testing.T) {
+	c := requireEngine(t)
+	base := baseImage(t)
+	const memory = 600 << 20
+	dockerfile := fmt.Sprintf("FROM %s\nRUN echo %s; "+
+		"echo nofile=$(ulimit -Sn)/$(ulimit -Hn); "+
+		"echo memory=$(cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes); "+
+		"echo swap=$(cat /sys/fs/cgroup/memory.swap.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes 2>/dev/null || echo unknown); "+
+		"echo shm=$(df -k /dev/shm | tail -n 1 | awk '{print $2}')\n", base, ids.NewUUID()[:8])
+	var logs []string
+	_, err := c.BuildImage(testCtx(t), BuildRequest{
+		ContextTar: tarOf(t, map[string][]byte{"Dockerfile": []byte(dockerfile)}, nil),
+		Tags:       []string{buildTag(t, "limits")},
+		Limits:     BuildLimits{MemoryBytes: memory, NoFile: 1024, Timeout: 2 * time.Minute},
+		OnLog:      func(l string) { logs = append(logs, l) },
+	})
+	require.NoError(t, err, strings.Join(logs, "\n"))
+	t.Logf("seen inside the RUN step: %q", logs)
+	assert.Contains(t, logs, "nofile=1024/1024")
+	assert.Contains(t, logs, fmt.Sprintf("memory=%d", memory))
+	// No swap beyond the memory: v1 counts memory and swap together
+	// (memsw = memory), v2 the swap alone (0).
+	assert.Subset(t, []string{fmt.Sprintf("swap=%d", memory), "swap=0", "swap=unknown"}, []string{swapLine(logs)})
+	assert.Contains(t, logs, fmt.Sprintf("shm=%d", buildShmSize>>10), "256 MiB of /dev/shm")
+}
+
+// swapLine is the swap= line of a build log.
+func swapLine(logs []string) string {
+	for _, l := range logs {
+		if strings.HasPrefix(l, "swap=") {
+			return l
+		}
+	}
+	return ""
+}
+
 func TestIntegrationBuildTimeout(t *testing.T) {
 	c := requireEngine(t)
 	base := baseImage(t)
