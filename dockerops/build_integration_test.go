@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/host/cgroups"
 	"github.com/forgedev/forged/internal/images/buildlog"
 	"github.com/forgedev/forged/internal/kit/ids"
 )
@@ -114,6 +115,47 @@ func TestIntegrationBuildMemoryLimit(t *testing.T) {
 	assert.Less(t, time.Since(start), 2*time.Minute, "killed by the memory limit, not the timeout")
 }
 
+// TestIntegrationBuildLimitsApplyInsideRUN reads, from inside a RUN step,
+// the limits the classic builder applied to its container: open files
+// (soft and hard), memory and memory+swap (from the container's own
+// cgroup, v1 or v2) and the size of /dev/shm. The engine removes the
+// step's container, so this is where they can be seen.
+func TestIntegrationBuildLimitsApplyInsideRUN(t *testing.T) {
+	c := requireEngine(t)
+	base := baseImage(t)
+	const memory = 600 << 20
+	dockerfile := fmt.Sprintf("FROM %s\nRUN echo %s; "+
+		"echo nofile=$(ulimit -Sn)/$(ulimit -Hn); "+
+		"echo memory=$(cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes); "+
+		"echo swap=$(cat /sys/fs/cgroup/memory.swap.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes 2>/dev/null || echo unknown); "+
+		"echo shm=$(df -k /dev/shm | tail -n 1 | awk '{print $2}')\n", base, ids.NewUUID()[:8])
+	var logs []string
+	_, err := c.BuildImage(testCtx(t), BuildRequest{
+		ContextTar: tarOf(t, map[string][]byte{"Dockerfile": []byte(dockerfile)}, nil),
+		Tags:       []string{buildTag(t, "limits")},
+		Limits:     BuildLimits{MemoryBytes: memory, NoFile: 1024, Timeout: 2 * time.Minute},
+		OnLog:      func(l string) { logs = append(logs, l) },
+	})
+	require.NoError(t, err, strings.Join(logs, "\n"))
+	t.Logf("seen inside the RUN step: %q", logs)
+	assert.Contains(t, logs, "nofile=1024/1024")
+	assert.Contains(t, logs, fmt.Sprintf("memory=%d", memory))
+	// No swap beyond the memory: v1 counts memory and swap together
+	// (memsw = memory), v2 the swap alone (0).
+	assert.Subset(t, []string{fmt.Sprintf("swap=%d", memory), "swap=0", "swap=unknown"}, []string{swapLine(logs)})
+	assert.Contains(t, logs, fmt.Sprintf("shm=%d", buildShmSize>>10), "256 MiB of /dev/shm")
+}
+
+// swapLine is the swap= line of a build log.
+func swapLine(logs []string) string {
+	for _, l := range logs {
+		if strings.HasPrefix(l, "swap=") {
+			return l
+		}
+	}
+	return ""
+}
+
 func TestIntegrationBuildTimeout(t *testing.T) {
 	c := requireEngine(t)
 	base := baseImage(t)
@@ -160,8 +202,15 @@ func TestIntegrationBuildLogRedacted(t *testing.T) {
 // one, which shows the test can tell the two apart. The parent is gone
 // after the build.
 func TestIntegrationBuildPIDsLimit(t *testing.T) {
-	c := requireEngine(t)
+	requireEngine(t)
 	base := baseImage(t)
+	// A client of its own runner: its build cgroups are named after it.
+	runner := ids.NewUUID()
+	c, err := Connect(testCtx(t), Options{Retry: RetryPolicy{MaxAttempts: 2},
+		BuildCgroups: cgroups.NewBuildCgroups(cgroups.Locator{}, runner)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	mine := "/sys/fs/cgroup/*/forged-build-" + strings.ReplaceAll(runner, "-", "") + "-*"
 	build := func(tag string, pids int64) ([]string, error) {
 		// A fresh first line each time: never a cached layer.
 		dockerfile := fmt.Sprintf("FROM %s\nRUN echo %s; i=0; while [ $i -lt 300 ]; do sleep 10 & i=$((i+1)); done; wait; echo all-forked\n", base, ids.NewUUID()[:8])
@@ -174,8 +223,6 @@ func TestIntegrationBuildPIDsLimit(t *testing.T) {
 		})
 		return logs, err
 	}
-	before, err := filepath.Glob("/sys/fs/cgroup/pids/forged-build-*")
-	require.NoError(t, err)
 	logs, err := build("pids", 128)
 	if failure.CodeOf(err) == failure.SandboxBuildPolicy {
 		t.Skipf("this host cannot bound a classic build's PIDs: %v", err)
@@ -184,8 +231,9 @@ func TestIntegrationBuildPIDsLimit(t *testing.T) {
 	assert.Equal(t, failure.SandboxBuildFailed, failure.CodeOf(err), err)
 	assert.Contains(t, strings.Join(logs, "\n"), "can't fork", "forks were refused at pids.max")
 	assert.NotContains(t, logs, "all-forked")
-	after, _ := filepath.Glob("/sys/fs/cgroup/pids/forged-build-*")
-	assert.Equal(t, before, after, "the build's cgroup parent is removed")
+	left, err := filepath.Glob(mine)
+	require.NoError(t, err)
+	assert.Empty(t, left, "the build's cgroup parent is removed from every hierarchy the engine created it in")
 
 	logs, err = build("nopids", 0)
 	require.NoError(t, err, strings.Join(logs, "\n"))

@@ -36,6 +36,10 @@ type Options struct {
 	// Cgroups finds the host's cgroup hierarchies for a build's PIDs
 	// limit (BuildLimits.PIDs); the zero value reads this host's.
 	Cgroups cgroups.Locator
+	// BuildCgroups creates the builds' cgroup parents, named after the
+	// runner so that its reaper can remove those a crash left; nil means
+	// unnamed ones under Cgroups, which no reaper removes.
+	BuildCgroups *cgroups.BuildCgroups
 }
 
 // VolumeImages releases the filesystem images behind an attempt's volumes
@@ -77,6 +81,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MinAPIVersion == "" {
 		o.MinAPIVersion = "1.41"
+	}
+	if o.BuildCgroups == nil {
+		o.BuildCgroups = cgroups.NewBuildCgroups(o.Cgroups, "")
 	}
 	t := &o.Timeouts
 	def(&t.Ping, 10*time.Second)

@@ -21,7 +21,6 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/internal/kit/text"
 )
 
@@ -237,12 +236,12 @@ func (c *Client) BuildImage(ctx context.Context, req BuildRequest) (string, erro
 	defer cancel()
 	opts := limits.options()
 	if limits.PIDs > 0 {
-		parent, err := c.opts.Cgroups.NewBuildParent("forged-build-"+strings.ReplaceAll(ids.NewUUID(), "-", ""), limits.PIDs)
+		parent, err := c.opts.BuildCgroups.New(limits.PIDs)
 		if err != nil {
 			return "", failure.Wrap(failure.SandboxBuildPolicy, err, "image build: the builder PIDs limit of %d cannot be applied (the classic builder takes it only through a cgroup parent, which needs a local rootful engine with the cgroupfs driver); set --build-pids 0 to build without one", limits.PIDs)
 		}
-		// Removed once the build's containers are (ForceRemove); a
-		// leftover is empty and bounded by nothing but its name.
+		// Removed once the build's containers are (ForceRemove); one a
+		// crash leaves is the reaper's (cgroups.BuildCgroups.Reap).
 		defer func() { _ = parent.Remove() }()
 		opts.CgroupParent = parent.Name
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/forgedev/forged/actors"
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/gitops"
+	"github.com/forgedev/forged/internal/host/cgroups"
 	"github.com/forgedev/forged/internal/host/preflight"
 	"github.com/forgedev/forged/internal/host/quota"
 	"github.com/forgedev/forged/internal/images/collector"
@@ -92,7 +93,10 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		return startPlan{}, err
 	}
 	r.closers.push(lock.Release)
-	docker, err := dockerops.Connect(ctx, dockerops.Options{})
+	// Named after the runner, so that its reaper removes the build
+	// cgroups a crash left (under the context lock: this runner's only).
+	buildCgroups := cgroups.NewBuildCgroups(cgroups.Locator{}, cfg.RunnerID)
+	docker, err := dockerops.Connect(ctx, dockerops.Options{BuildCgroups: buildCgroups})
 	if err != nil {
 		return startPlan{}, err
 	}
@@ -156,7 +160,8 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		cfg.Logger.Error("the state root's host key is unavailable; attempts will not be re-adoptable after a restart", "err", err)
 		hostKey = nil
 	}
-	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace, Now: cfg.Clock.Now}
+	round := reaper.Config{RunnerID: cfg.RunnerID, RunnerInstanceID: cfg.RunnerInstanceID, Grace: cfg.ReapGrace, Now: cfg.Clock.Now,
+		BuildCgroups: buildCgroups}
 	attemptCfg := actors.AttemptConfig{
 		StateRoot:           cfg.StateRoot,
 		HostKey:             hostKey,

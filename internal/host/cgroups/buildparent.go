@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -26,6 +27,13 @@ type BuildParent struct {
 	// the value of the build's CgroupParent.
 	Name string
 	dir  string
+	// others are the cgroup's directories in the other hierarchies
+	// mounted at their root: the cgroupfs driver creates the parent in
+	// every one (memory, cpu, ... on v1), and leaves it there.
+	others []string
+	// release, when set, ends the cgroup's registration as a live build
+	// (BuildCgroups) once it has been removed.
+	release func()
 }
 
 var parentName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,99}$`)
@@ -51,6 +59,11 @@ func (l Locator) NewBuildParent(name string, pids int64) (*BuildParent, error) {
 		return nil, err
 	}
 	p := &BuildParent{Name: "/" + name, dir: filepath.Join(root, name)}
+	for _, h := range l.hierarchies(mounts) {
+		if d := filepath.Join(h, name); d != p.dir {
+			p.others = append(p.others, d)
+		}
+	}
 	if err := os.Mkdir(p.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create the build cgroup: %w", err)
 	}
@@ -109,14 +122,33 @@ func (l Locator) pidsRoot(mounts []Mount) (string, bool, error) {
 	return "", false, errors.New("no cgroup hierarchy with the pids controller is mounted here at its root")
 }
 
-// Remove removes the cgroup once the build's containers are gone; a
-// cgroup already gone is no error.
-func (p *BuildParent) Remove() error {
-	err := os.Remove(p.dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+// hierarchies are the directories of every cgroup hierarchy mounted here
+// at its root (a sub-tree mount does not hold the engine's parents).
+func (l Locator) hierarchies(mounts []Mount) []string {
+	var out []string
+	for _, mt := range mounts {
+		if mt.Root == "/" {
+			out = append(out, filepath.Join(l.Root, mt.Point))
+		}
 	}
-	return err
+	return out
+}
+
+// Remove removes the cgroup, in every hierarchy the engine created it in,
+// once the build's containers are gone; a cgroup already gone is no
+// error. The build is then no longer live: a cgroup Remove could not
+// remove (still busy) is left to the reaper.
+func (p *BuildParent) Remove() error {
+	var errs []error
+	for _, d := range append(slices.Clone(p.others), p.dir) {
+		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if p.release != nil {
+		p.release()
+	}
+	return errors.Join(errs...)
 }
 
 func containsString(list []string, s string) bool {

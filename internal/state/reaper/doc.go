@@ -47,6 +47,11 @@
 //     still be running; its objects are reaped through its ledger, or by
 //     label once its attempt cannot be live.
 //
+// Last, a round removes the cgroup parents of image builds
+// (Config.BuildCgroups) that a dead process of this runner left: named
+// after this runner, held by no build of this process, and empty of
+// processes and child cgroups (cgroups.BuildCgroups.Reap).
+//
 // Objects of other runners are never touched, whatever their labels say.
 // Label-phase removals are recorded in cleanup reports (source "reaper")
 // too. In dry-run mode nothing is changed, no ledger is written and no

@@ -3,6 +3,7 @@ package reaper
 import (
 	"time"
 
+	"github.com/forgedev/forged/internal/host/cgroups"
 	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/internal/state/ledger"
 	"github.com/forgedev/forged/messages"
@@ -40,6 +41,9 @@ type Config struct {
 	// it is used only when SnapshotAvailable is true.
 	ServerSnapshot    []ServerAttempt
 	SnapshotAvailable bool
+	// BuildCgroups, when set, are this runner's build cgroups: the round
+	// removes those a dead process left (buildcgroups.go).
+	BuildCgroups *cgroups.BuildCgroups
 	// Audit, when set, collects the stored build logs and attestations
 	// at the end of the round (snapshot.go).
 	Audit *AuditRetention
@@ -95,6 +99,9 @@ type Round struct {
 	// would remove.
 	RemovedDirs     []string `json:"removedDirs,omitempty"`
 	WouldRemoveDirs []string `json:"wouldRemoveDirs,omitempty"`
+	// BuildCgroups is what the round did with this runner's build
+	// cgroups (Config.BuildCgroups).
+	BuildCgroups *cgroups.BuildCgroupReap `json:"buildCgroups,omitempty"`
 	// Reports are the cleanup reports stored during the round.
 	Reports []messages.CleanupReport `json:"reports"`
 	// Audit is what the round did with the stored build logs and

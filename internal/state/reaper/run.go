@@ -79,6 +79,7 @@ func Run(ctx context.Context, cfg Config, store ledger.Store, docker Docker) (Ro
 	if err := s.workDirs(); err != nil {
 		s.errs = append(s.errs, err)
 	}
+	s.buildCgroups()
 	if a := cfg.Audit; a != nil {
 		audit, err := imagegc.PurgeAudit(a.StateRoot, imagegc.Request{Policy: a.Policy, Refs: a.Refs, Now: s.round.Started, DryRun: cfg.DryRun})
 		s.round.Audit = &audit
