@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -51,8 +53,15 @@ func taskProcesses(notTask map[int]bool) (out []procFiles, others int) {
 // maxWatchedProcesses bounds one walk of the process tree.
 const maxWatchedProcesses = 4096
 
-// descendants walks /proc/<pid>/task/<tid>/children from root.
+// descendants walks /proc/<pid>/task/<tid>/children from root. Where the
+// kernel has no children files (gVisor's procfs; Linux without
+// CONFIG_PROC_CHILDREN) it walks every process's parent id instead
+// (descendantsByParent).
 func descendants(root int) []int {
+	self := "/proc/" + strconv.Itoa(root)
+	if _, err := os.Stat(self + "/task/" + strconv.Itoa(root) + "/children"); errors.Is(err, fs.ErrNotExist) {
+		return descendantsByParent(root)
+	}
 	var out []int
 	queue := []int{root}
 	seen := map[int]bool{root: true}
@@ -82,13 +91,83 @@ func descendants(root int) []int {
 	return out
 }
 
-// openFilesLimit is the soft "Max open files" of /proc/<pid>/limits, or 0.
+// descendantsByParent is descendants from the parent ids in
+// /proc/<pid>/stat: one pass over /proc, then the tree below root.
+func descendantsByParent(root int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		if ppid, ok := parseStatParent(raw); ok {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	var out []int
+	queue := []int{root}
+	seen := map[int]bool{root: true}
+	for len(queue) > 0 && len(out) < maxWatchedProcesses {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, child := range children[pid] {
+			if !seen[child] {
+				seen[child] = true
+				out = append(out, child)
+				queue = append(queue, child)
+			}
+		}
+	}
+	return out
+}
+
+// parseStatParent is the parent id of a /proc/<pid>/stat line: the field
+// after the state, which follows the command name's last ')' (the name
+// itself may hold any byte, ')' and spaces too).
+func parseStatParent(raw []byte) (int, bool) {
+	s := string(raw)
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 {
+		return 0, false
+	}
+	fields := strings.Fields(s[end+1:])
+	if len(fields) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(fields[1])
+	return ppid, err == nil
+}
+
+// openFilesLimit is the soft "Max open files" of /proc/<pid>/limits, or,
+// where procfs has no limits file (gVisor's), the soft RLIMIT_NOFILE that
+// prlimit reads from the kernel; 0 when neither answers.
 func openFilesLimit(dir string) int {
 	raw, err := os.ReadFile(dir + "/limits")
-	if err != nil {
+	if err == nil {
+		return parseOpenFilesLimit(raw)
+	}
+	pid, perr := strconv.Atoi(strings.TrimPrefix(dir, "/proc/"))
+	if !errors.Is(err, fs.ErrNotExist) || perr != nil {
 		return 0
 	}
-	return parseOpenFilesLimit(raw)
+	return prlimitOpenFiles(pid)
+}
+
+// prlimitOpenFiles is the soft RLIMIT_NOFILE of process pid, or 0.
+func prlimitOpenFiles(pid int) int {
+	var l unix.Rlimit
+	if unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &l) != nil || l.Cur > 1<<30 {
+		return 0
+	}
+	return int(l.Cur)
 }
 
 // fdTableSize is FDSize from /proc/<pid>/status, or 0.

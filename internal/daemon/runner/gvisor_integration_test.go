@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +152,61 @@ func TestGVisorEndToEndDispatchAsksForGVisorOnARuncFloor(t *testing.T) {
 	assert.Equal(t, string(failure.SandboxIsolationUnavailable), out.Code, out.Message)
 	assert.Contains(t, out.Message, "forged-test-runtime-not-registered", "the refusal names the runtime")
 	assert.False(t, n.branchExists(example.Branch))
+}
+
+// TestGVisorEndToEndSandboxRequiredDemandsGVisorOnARuncFloor: a runc-floor
+// runner with --sandbox-required-isolation gvisor (and no
+// --allow-gvisor-dispatch: the demand alone makes it probe runsc) stays a
+// runc host. Where runsc is not registered, a sandbox_required dispatch is
+// refused with sandbox_isolation_unavailable before anything is created,
+// never run under runc. Where runsc works, the same dispatch passes the
+// isolation decision and meets the next guard of sandbox_required: this
+// engine enforces no LSM (docker info lists no apparmor or selinux), so
+// the dispatch is refused with sandbox_security_unavailable, and a worker
+// under runsc cannot be observed here (docs/gvisor.md, "Not done"). An
+// adoption dispatch on the same runner is not affected by the demand: its
+// worker runs under runc, on the host's kernel.
+func TestGVisorEndToEndSandboxRequiredDemandsGVisorOnARuncFloor(t *testing.T) {
+	const missing = "forged-test-runtime-not-registered"
+	n := newE2E(t, runner.Config{Isolation: messages.IsolationRunc, SandboxRequiredIsolation: messages.IsolationGVisor, GVisorRuntime: missing})
+	report := n.runner.Preflight(context.Background())
+	require.True(t, report.Available, "a runc floor stays available: %s: %s", report.Code, report.Reason)
+	assert.False(t, report.Isolation.GVisor.Registered)
+	nd := n.dispatch(nil, 0)
+	nd.Sandbox.ExecutionPolicy = messages.PolicySandboxRequired
+	nd.Sandbox.SandboxConfigCommitSHA = strings.TrimSpace(n.git("rev-parse", "HEAD")) // sandbox_required's approved config commit
+	out := n.wait(n.submit(nd))
+	assert.Equal(t, messages.StatusFailed, out.Status)
+	assert.Equal(t, string(failure.SandboxIsolationUnavailable), out.Code, out.Message)
+	assert.Contains(t, out.Message, missing, "the refusal names the runtime")
+	assert.Contains(t, out.Message, "--sandbox-required-isolation", "the refusal names the operator's setting")
+	assert.False(t, n.branchExists(example.Branch))
+
+	e := newE2E(t, runner.Config{Isolation: messages.IsolationRunc, SandboxRequiredIsolation: messages.IsolationGVisor})
+	report = e.runner.Preflight(context.Background())
+	require.True(t, report.Available, "%s: %s", report.Code, report.Reason)
+	assert.Equal(t, messages.IsolationRunc, report.Isolation.Floor)
+	require.True(t, report.Isolation.GVisor.Works, "the demand alone probes runsc (run scripts/ensure-runsc.sh if it does not work): %s", report.Isolation.GVisor.Reason)
+	rd := e.dispatch(nil, 0)
+	rd.Sandbox.ExecutionPolicy = messages.PolicySandboxRequired
+	rd.Sandbox.SandboxConfigCommitSHA = strings.TrimSpace(e.git("rev-parse", "HEAD")) // sandbox_required's approved config commit
+	out = e.wait(e.submit(rd))
+	assert.Equal(t, messages.StatusFailed, out.Status)
+	assert.Equal(t, string(failure.SandboxSecurityUnavailable), out.Code, "past the isolation decision, refused by the next guard: %s", out.Message)
+	assert.Contains(t, out.Message, "LSM", out.Message)
+	assert.False(t, e.branchExists(example.Branch))
+
+	ad := e.dispatch([]string{"/bin/sh", "-c", "(dmesg 2>&1 | head -1) > kernel.txt; sleep 3"}, 256<<20)
+	log := e.submit(ad)
+	waitForEvent(t, log, "task_started")
+	names, err := dockerops.NamesFor(ad.AttemptID())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := e.engine.ContainerInspect(ctx, names.Container) // the task sleeps 3 s after its start
+	require.NoError(t, err)
+	assert.NotEqual(t, "runsc", info.HostConfig.Runtime, "the demand is sandbox_required's alone")
+	out = e.wait(log)
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
+	assert.NotContains(t, e.git("show", example.Branch+":kernel.txt"), "Starting gVisor", "the adoption task ran on the host's kernel")
 }

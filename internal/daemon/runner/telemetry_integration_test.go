@@ -152,13 +152,28 @@ func TestForkBombIsPIDExhaustion(t *testing.T) {
 	}
 }
 
+// TestDescriptorExhaustionIsClassified: the task opens /dev/null until
+// EMFILE and holds its descriptors 300 ms, under runc and gVisor. Under
+// gVisor the worker's sampler sees it (its exit watch is refused there):
+// gVisor's procfs has no children files and no limits file, so the worker
+// walks parent ids and asks prlimit (internal/worker, resources_linux.go).
 func TestDescriptorExhaustionIsClassified(t *testing.T) {
-	e := newStressE2E(t)
-	out := e.wait(e.submit(e.dispatch([]string{"/usr/local/bin/stressprog", "fds", "300"}, 0)))
-	t.Logf("%s: %s", out.Code, out.Message)
-	assert.Equal(t, messages.StatusFailed, out.Status)
-	assert.Equal(t, string(failure.SandboxFDExhausted), out.Code, out.Message)
-	assert.Contains(t, out.Message, "task exited 1")
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) {
+			e := newStressE2EUnder(t, iso.floor)
+			log := e.submit(e.dispatch([]string{"/usr/local/bin/stressprog", "fds", "300"}, 0))
+			out := e.wait(log)
+			t.Logf("%s: %s", out.Code, out.Message)
+			assert.Equal(t, messages.StatusFailed, out.Status)
+			assert.Equal(t, string(failure.SandboxFDExhausted), out.Code, out.Message)
+			assert.Contains(t, out.Message, "task exited 1")
+			for _, ev := range log.Events() {
+				if ev.EventType == messages.TaskResourcesEvent {
+					t.Logf("%s: %s", ev.Content, deref(ev.Data))
+				}
+			}
+		})
+	}
 }
 
 func TestFullTmpfsIsStorageExhaustion(t *testing.T) {
