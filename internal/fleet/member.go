@@ -212,8 +212,9 @@ func (m *Member) memberAddresses() []memberRef { return m.topology.list() }
 func (m *Member) State() *fleetpb.MemberState {
 	snap, err := m.local.Snapshot()
 	// A member cut off from etcd is listed as draining: it admits nothing.
-	st := stateOf(m.local.RunnerID(), snap, err, m.draining.Load() || m.cutOff.Load())
-	st.Address, st.MemberId = m.Address(), m.MemberID()
+	cutOff := m.cutOff.Load()
+	st := stateOf(m.local.RunnerID(), snap, err, m.draining.Load() || cutOff)
+	st.Address, st.MemberId, st.CutOff = m.Address(), m.MemberID(), cutOff
 	return st
 }
 

@@ -56,7 +56,10 @@ type MemberState struct {
 	MemberId string `protobuf:"bytes,18,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	// error says why a listed member did not answer (its other fields are
 	// then empty).
-	Error         string `protobuf:"bytes,19,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,19,opt,name=error,proto3" json:"error,omitempty"`
+	// cut_off says the member has not reached etcd for the membership TTL:
+	// it holds its admission (and is listed as draining too).
+	CutOff        bool `protobuf:"varint,20,opt,name=cut_off,json=cutOff,proto3" json:"cut_off,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -222,6 +225,13 @@ func (x *MemberState) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *MemberState) GetCutOff() bool {
+	if x != nil {
+		return x.CutOff
+	}
+	return false
 }
 
 // StateRequest asks one member for its own MemberState.
@@ -857,7 +867,7 @@ var File_fleet_proto protoreflect.FileDescriptor
 
 const file_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\vfleet.proto\x12\x0fforged.fleet.v1\"\x8e\x05\n" +
+	"\vfleet.proto\x12\x0fforged.fleet.v1\"\xa7\x05\n" +
 	"\vMemberState\x12\x1b\n" +
 	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
@@ -879,7 +889,8 @@ const file_fleet_proto_rawDesc = "" +
 	"\battempts\x18\x10 \x03(\tR\battempts\x12.\n" +
 	"\x13updated_unix_millis\x18\x11 \x01(\x03R\x11updatedUnixMillis\x12\x1b\n" +
 	"\tmember_id\x18\x12 \x01(\tR\bmemberId\x12\x14\n" +
-	"\x05error\x18\x13 \x01(\tR\x05error\"\x0e\n" +
+	"\x05error\x18\x13 \x01(\tR\x05error\x12\x17\n" +
+	"\acut_off\x18\x14 \x01(\bR\x06cutOff\"\x0e\n" +
 	"\fStateRequest\"4\n" +
 	"\rSubmitRequest\x12#\n" +
 	"\rdispatch_json\x18\x01 \x01(\fR\fdispatchJson\"\xae\x01\n" +
