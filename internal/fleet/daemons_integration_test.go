@@ -304,6 +304,31 @@ func TestFleetOfDaemons(t *testing.T) {
 		}
 	})
 
+	t.Run("the fleet view and the metrics through a member's socket", func(t *testing.T) {
+		// GET /v1/fleet on m1's API socket: the directory read through the
+		// member (the console's fleet view); its scrape names the member.
+		dir, err := m1.api.Fleet(ctx)
+		if err != nil || !dir.Member || dir.Fleet != f.name || dir.RunnerID != m1.runnerID || len(dir.Members) != 3 {
+			t.Fatalf("GET /v1/fleet through m1: %+v, %v; want the three members of %s", dir, err, f.name)
+		}
+		for i, m := range f.members {
+			var seen *messages.FleetMember
+			for j := range dir.Members {
+				if dir.Members[j].RunnerID == m.runnerID {
+					seen = &dir.Members[j]
+				}
+			}
+			if seen == nil || seen.Address != m.advertise || seen.Slots != []int{1, 2, 1}[i] || seen.Error != "" || seen.CutOff || seen.Draining {
+				t.Errorf("member %s listed as %+v", m.runnerID, seen)
+			}
+		}
+		text, err := m1.api.Metrics(ctx)
+		info := `forged_fleet_member_info{address="` + m1.advertise + `",fleet="` + f.name + `",runner_id="` + m1.runnerID + `"} 1`
+		if err != nil || !strings.Contains(text, info) || !strings.Contains(text, "forged_fleet_members 3") {
+			t.Errorf("m1's metrics (%v) lack %s and forged_fleet_members 3", err, info)
+		}
+	})
+
 	t.Run("non-members are refused", func(t *testing.T) {
 		prober := testbin.Build(t, "fleetprobe", "", "github.com/forgedev/forged/internal/testkit/fleetprobe")
 		notRaceBuilt(t, prober)
