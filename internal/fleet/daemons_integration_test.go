@@ -327,6 +327,22 @@ func TestFleetOfDaemons(t *testing.T) {
 		if err != nil || !strings.Contains(text, info) || !strings.Contains(text, "forged_fleet_members 3") {
 			t.Errorf("m1's metrics (%v) lack %s and forged_fleet_members 3", err, info)
 		}
+		// `forged inspect --member` on m0's socket shows m1's tree (its
+		// supervisor has 2 slots; m0's has 1), read through the cluster.
+		out, err := exec.Command(f.forged, "inspect", "--json", "--socket", filepath.Join(m0.stateRoot, "forged.sock"), "--member", m1.runnerID).Output()
+		var tree []messages.InspectReply
+		if err == nil {
+			err = json.Unmarshal(out, &tree)
+		}
+		if err != nil || len(tree) == 0 || tree[0].Kind != "supervisor" || tree[0].Facts["slots"] != "2" {
+			t.Errorf("forged inspect --member m1 through m0: %v; %s", err, out)
+		}
+		if own, err := m0.api.Inspect(ctx); err != nil || len(own) == 0 || own[0].Facts["slots"] != "1" {
+			t.Errorf("m0's own tree: %v, %v", own, err)
+		}
+		if _, err := m0.api.InspectMember(ctx, ids.NewUUID()); failure.CodeOf(err) != failure.FleetMemberUnknown {
+			t.Errorf("inspecting a runner id no member has: %v; want %s", err, failure.FleetMemberUnknown)
+		}
 	})
 
 	t.Run("non-members are refused", func(t *testing.T) {

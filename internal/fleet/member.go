@@ -32,6 +32,9 @@ type Local interface {
 	Submit(d *messages.Dispatch) (messages.SubmitReply, error)
 	Cancel(attemptID, reason string) (bool, error)
 	Renew(attemptID, fencingToken string, expiresAt time.Time) (messages.RenewLeaseReply, error)
+	// Inspect is the runner's live actor tree, which other members read
+	// (InspectRequest).
+	Inspect() []messages.InspectReply
 	// Logs holds the attempts' events: those run here, which other members
 	// read (EventsRequest), and those forwarded from here, which this
 	// member copies from the member running them.

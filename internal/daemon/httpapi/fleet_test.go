@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/daemon/httpapi"
 	"github.com/forgedev/forged/internal/daemon/metrics"
 	"github.com/forgedev/forged/internal/daemon/runner"
@@ -32,6 +34,18 @@ type fleetRunner struct {
 func (f *fleetRunner) FleetDirectory(context.Context) messages.FleetDirectory {
 	f.reads.Add(1)
 	return f.dir
+}
+
+// InspectMember knows r2's tree; "gone" is listed but does not answer.
+func (f *fleetRunner) InspectMember(_ context.Context, runnerID string) ([]messages.InspectReply, error) {
+	f.reads.Add(1)
+	switch runnerID {
+	case "r2":
+		return []messages.InspectReply{{PID: "supervisor", Kind: "supervisor", Phase: "running", Facts: map[string]string{"slots": "2"}}}, nil
+	case "gone":
+		return nil, errors.New("fleet: the member gone at 127.0.0.1:7952 did not answer")
+	}
+	return nil, failure.New(failure.FleetMemberUnknown, "no member of fleet %q has runner id %s", "trial", runnerID)
 }
 
 // sampleDirectory lists a member that answered (cut off from etcd, so
@@ -101,4 +115,51 @@ func TestFleetDirectoryThroughTheAPI(t *testing.T) {
 	post.Body.Close()
 	assert.Equal(t, http.StatusMethodNotAllowed, post.StatusCode)
 	assert.Equal(t, int64(1), f.reads.Load(), "refused requests never read the directory")
+}
+
+// TestInspectMemberThroughTheAPI: GET /v1/fleet/members/{runnerId}/inspect
+// answers the member's tree as the fleet read it, an unknown runner id
+// (or a daemon running alone) fleet_member_unknown, a member that does not
+// answer 503; guarded like every GET.
+func TestInspectMemberThroughTheAPI(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	f := &fleetRunner{contractRunner: &contractRunner{consoleRunner: consoleRunner{metrics: metrics.New()}, logs: runner.NewLogs(0)}, dir: sampleDirectory()}
+	member := httptest.NewServer(httpapi.Handler(f, logger))
+	t.Cleanup(member.Close)
+	alone, _ := newConsoleServer(t)
+	get := func(url string, header map[string]string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		require.NoError(t, err)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		return res.StatusCode, string(body)
+	}
+	status, body := get(member.URL+"/v1/fleet/members/r2/inspect", nil)
+	require.Equal(t, http.StatusOK, status, body)
+	var tree []messages.InspectReply
+	require.NoError(t, json.Unmarshal([]byte(body), &tree))
+	require.Len(t, tree, 1)
+	assert.Equal(t, "2", tree[0].Facts["slots"])
+
+	status, body = get(member.URL+"/v1/fleet/members/r9/inspect", nil)
+	assert.Equal(t, http.StatusNotFound, status)
+	assert.Contains(t, body, `"code":"fleet_member_unknown"`)
+	status, body = get(member.URL+"/v1/fleet/members/gone/inspect", nil)
+	assert.Equal(t, http.StatusServiceUnavailable, status)
+	assert.Contains(t, body, "did not answer")
+	status, body = get(alone.URL+"/v1/fleet/members/r2/inspect", nil)
+	assert.Equal(t, http.StatusNotFound, status)
+	assert.Contains(t, body, `"code":"fleet_member_unknown"`)
+
+	before := f.reads.Load()
+	status, _ = get(member.URL+"/v1/fleet/members/r2/inspect", map[string]string{"Origin": "http://evil.example"})
+	assert.Equal(t, http.StatusForbidden, status)
+	assert.Equal(t, before, f.reads.Load(), "a foreign page never reaches the cluster")
 }

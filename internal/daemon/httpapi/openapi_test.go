@@ -30,6 +30,7 @@ import (
 
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/client"
+	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/daemon/httpapi"
 	"github.com/forgedev/forged/internal/daemon/metrics"
 	"github.com/forgedev/forged/internal/daemon/runner"
@@ -425,6 +426,10 @@ func TestEveryAnswerMatchesTheContract(t *testing.T) {
 		{v, http.MethodGet, "/v1/fleet", "", nil, http.StatusOK, false},
 		{vFleet, http.MethodGet, "/v1/fleet", "", nil, http.StatusOK, false},
 		{vFleet, http.MethodGet, "/v1/fleet", "", map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden, false},
+		{vFleet, http.MethodGet, "/v1/fleet/members/r2/inspect", "", nil, http.StatusOK, false},
+		{vFleet, http.MethodGet, "/v1/fleet/members/r9/inspect", "", nil, http.StatusNotFound, false},
+		{vFleet, http.MethodGet, "/v1/fleet/members/gone/inspect", "", nil, http.StatusServiceUnavailable, false},
+		{v, http.MethodGet, "/v1/fleet/members/r2/inspect", "", nil, http.StatusNotFound, false},
 		{v, http.MethodGet, "/v1/inspect/stream?interval=10s", "", nil, http.StatusOK, false},
 		{v, http.MethodGet, "/v1/inspect/stream?interval=1ns", "", nil, http.StatusBadRequest, false},
 		{v, http.MethodGet, "/metrics", "", nil, http.StatusOK, false},
@@ -543,6 +548,9 @@ func TestClientMatchesTheContract(t *testing.T) {
 	dir, err := c.Fleet(ctx)
 	call("Fleet", err)
 	assert.False(t, dir.Member, "the contract's daemon runs alone")
+	_, err = c.InspectMember(ctx, "r2")
+	called["InspectMember"] = true
+	assert.Equal(t, failure.FleetMemberUnknown, failure.CodeOf(err), "a daemon running alone knows no member: %v", err)
 	frameCtx, stopFrames := context.WithCancel(ctx)
 	frames := 0
 	call("Frames", c.Frames(frameCtx, 100*time.Millisecond, func(messages.ConsoleFrame, json.RawMessage) error {
