@@ -562,6 +562,10 @@ func TestFleetOfDaemons(t *testing.T) {
 			}
 		}
 		t.Logf("admission held %s after etcd stopped", time.Since(stopped))
+		// The fleet view says so: m1 lists itself cut off and draining.
+		if dir, err := m1.api.Fleet(ctx); err != nil || !cutOffIn(dir, m1.runnerID) {
+			t.Errorf("GET /v1/fleet on m1 cut off from etcd: %+v, %v; want itself cut off and draining", dir, err)
+		}
 		d := dispatch(m1.runnerID, "echo admitted > admitted.txt")
 		if _, err := m1.api.Submit(ctx, d); failure.CodeOf(err) != failure.FleetMemberCutOff {
 			f.etcd.StartAgain()
@@ -584,6 +588,17 @@ func TestFleetOfDaemons(t *testing.T) {
 		}
 	})
 
+}
+
+// cutOffIn says the directory lists runnerID as cut off from etcd and
+// draining.
+func cutOffIn(dir messages.FleetDirectory, runnerID string) bool {
+	for _, m := range dir.Members {
+		if m.RunnerID == runnerID {
+			return m.CutOff && m.Draining
+		}
+	}
+	return false
 }
 
 // branchAt is the commit refs/heads/branch of repo is at, "" without one.
