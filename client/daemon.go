@@ -68,6 +68,24 @@ func (c *Client) Frames(ctx context.Context, interval time.Duration, onFrame fun
 	return nil
 }
 
+// Fleet returns the fleet's directory as the daemon, one of its members,
+// sees it (GET /v1/fleet); a daemon running alone answers Member false.
+func (c *Client) Fleet(ctx context.Context) (messages.FleetDirectory, error) {
+	var out messages.FleetDirectory
+	err := c.call(ctx, http.MethodGet, "/v1/fleet", nil, http.StatusOK, &out)
+	return out, err
+}
+
+// InspectMember returns the live actor tree of the fleet member whose
+// runner id is runnerID, read through the daemon, a member of the fleet
+// (GET /v1/fleet/members/{runnerId}/inspect): fleet_member_unknown when
+// no member has it or the daemon runs alone.
+func (c *Client) InspectMember(ctx context.Context, runnerID string) ([]messages.InspectReply, error) {
+	var out []messages.InspectReply
+	err := c.call(ctx, http.MethodGet, "/v1/fleet/members/"+escape(runnerID)+"/inspect", nil, http.StatusOK, &out)
+	return out, err
+}
+
 // CleanupReports lists the cleanup reports (teardown and reaper) not yet
 // acknowledged (GET /v1/cleanup-reports).
 func (c *Client) CleanupReports(ctx context.Context) ([]messages.CleanupReport, error) {

@@ -166,3 +166,49 @@ type PhaseSpan struct {
 	Start   time.Time `json:"start"`
 	Seconds float64   `json:"seconds"`
 }
+
+// FleetDirectory is the body of GET /v1/fleet: the fleet as this daemon,
+// one of its members, sees it (docs/fleet.md). A daemon running alone
+// answers Member false and no members.
+type FleetDirectory struct {
+	Member bool `json:"member"`
+	// Fleet is the fleet's name, RunnerID this member's runner id.
+	Fleet    string `json:"fleet,omitempty"`
+	RunnerID string `json:"runnerId,omitempty"`
+	// Members are the members the cluster lists (from etcd), this one
+	// included, each as it answered.
+	Members []FleetMember `json:"members"`
+}
+
+// FleetMember is one member's entry of the directory: its capacity, its
+// running attempts and whether it admits work. A listed member that did
+// not answer has only Address, MemberID and Error.
+type FleetMember struct {
+	RunnerID string `json:"runnerId,omitempty"`
+	// Address is its cluster address; MemberID the cluster's id of it
+	// (random per process).
+	Address  string `json:"address"`
+	MemberID string `json:"memberId,omitempty"`
+	// Slots, and those neither running, starting nor queued.
+	Slots     int      `json:"slots"`
+	FreeSlots int      `json:"freeSlots"`
+	Active    int      `json:"active"`
+	Starting  int      `json:"starting"`
+	Queued    int      `json:"queued"`
+	Attempts  []string `json:"attempts"`
+	// Draining: it admits no new work (stopping, or cut off from etcd).
+	Draining bool `json:"draining"`
+	// CutOff: it has not reached etcd for the membership TTL.
+	CutOff               bool   `json:"cutOff"`
+	PreflightAvailable   bool   `json:"preflightAvailable"`
+	PreflightCode        string `json:"preflightCode,omitempty"`
+	PreflightReason      string `json:"preflightReason,omitempty"`
+	MemoryAvailableBytes int64  `json:"memoryAvailableBytes"`
+	CPUAvailableMillis   int    `json:"cpuAvailableMillis"`
+	DiskFreeBytes        int64  `json:"diskFreeBytes"`
+	DiskLow              bool   `json:"diskLow"`
+	// UpdatedAt is when the member read its state.
+	UpdatedAt *time.Time `json:"updatedAt,omitempty"`
+	// Error says why it did not answer.
+	Error string `json:"error,omitempty"`
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/internal/daemon/httpapi"
+	"github.com/forgedev/forged/internal/daemon/metrics"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/fleet"
 	"github.com/forgedev/forged/internal/images/imagegc"
@@ -102,6 +103,11 @@ func daemonCommand() *cobra.Command {
 			if member != nil {
 				defer member.Leave()
 				served = fleet.Routed{Runner: r, Member: member}
+				// The metrics name the member (docs/fleet.md, Metrics).
+				id := metrics.FleetMember{Fleet: fleetCfg.Name, RunnerID: r.RunnerID(), Address: member.Address()}
+				if err := r.Metrics().JoinedFleet(id, member.MemberCount); err != nil {
+					return fmt.Errorf("fleet: metrics: %w", err)
+				}
 			}
 			var metricsDone chan error
 			if metricsListener != nil {

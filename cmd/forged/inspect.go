@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,12 +23,16 @@ func inspectCommand() *cobra.Command {
 	var socket string
 	var asJSON, watch bool
 	var interval time.Duration
+	var memberID string
 	cmd := &cobra.Command{
 		Use:   "inspect",
 		Short: "Print a running daemon's live actor tree: every actor's kind, phase and key facts (--watch: live)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			daemon := client.New(socket)
+			if memberID != "" && watch {
+				return errors.New("--member shows another member's tree once: drop --watch (or run forged inspect --watch on that member's host)")
+			}
 			if watch {
 				ctx, stop := interruptible(cmd, 0)
 				defer stop()
@@ -35,7 +40,13 @@ func inspectCommand() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			tree, err := daemon.Inspect(ctx)
+			var tree []messages.InspectReply
+			var err error
+			if memberID != "" {
+				tree, err = daemon.InspectMember(ctx, memberID)
+			} else {
+				tree, err = daemon.Inspect(ctx)
+			}
 			if err != nil {
 				return daemonError(socket, err)
 			}
@@ -52,6 +63,7 @@ func inspectCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the replies as JSON (with --watch: one console frame per line)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "follow the daemon live: redraw the tree (with each actor's mailbox, messages and restarts) and the attempts in place")
 	cmd.Flags().DurationVar(&interval, "interval", time.Second, "with --watch, how often the daemon sends a frame")
+	cmd.Flags().StringVar(&memberID, "member", "", "show the tree of the fleet member with this runner id instead, read through the daemon (a member of the fleet; see `forged fleet`)")
 	return cmd
 }
 

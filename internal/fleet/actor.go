@@ -55,6 +55,8 @@ func (a *fleetActor) Receive(ctx actor.Context) {
 			}
 			return &fleetpb.CancelResponse{Found: found}
 		})
+	case *fleetpb.InspectRequest:
+		a.work(ctx, "fleet-inspect", func(context.Context) proto.Message { return a.member.inspectHere() })
 	case *fleetpb.RenewRequest:
 		a.work(ctx, "fleet-renew", func(context.Context) proto.Message { return a.member.renewHere(msg) })
 	case answer:

@@ -304,6 +304,47 @@ func TestFleetOfDaemons(t *testing.T) {
 		}
 	})
 
+	t.Run("the fleet view and the metrics through a member's socket", func(t *testing.T) {
+		// GET /v1/fleet on m1's API socket: the directory read through the
+		// member (the console's fleet view); its scrape names the member.
+		dir, err := m1.api.Fleet(ctx)
+		if err != nil || !dir.Member || dir.Fleet != f.name || dir.RunnerID != m1.runnerID || len(dir.Members) != 3 {
+			t.Fatalf("GET /v1/fleet through m1: %+v, %v; want the three members of %s", dir, err, f.name)
+		}
+		for i, m := range f.members {
+			var seen *messages.FleetMember
+			for j := range dir.Members {
+				if dir.Members[j].RunnerID == m.runnerID {
+					seen = &dir.Members[j]
+				}
+			}
+			if seen == nil || seen.Address != m.advertise || seen.Slots != []int{1, 2, 1}[i] || seen.Error != "" || seen.CutOff || seen.Draining {
+				t.Errorf("member %s listed as %+v", m.runnerID, seen)
+			}
+		}
+		text, err := m1.api.Metrics(ctx)
+		info := `forged_fleet_member_info{address="` + m1.advertise + `",fleet="` + f.name + `",runner_id="` + m1.runnerID + `"} 1`
+		if err != nil || !strings.Contains(text, info) || !strings.Contains(text, "forged_fleet_members 3") {
+			t.Errorf("m1's metrics (%v) lack %s and forged_fleet_members 3", err, info)
+		}
+		// `forged inspect --member` on m0's socket shows m1's tree (its
+		// supervisor has 2 slots; m0's has 1), read through the cluster.
+		out, err := exec.Command(f.forged, "inspect", "--json", "--socket", filepath.Join(m0.stateRoot, "forged.sock"), "--member", m1.runnerID).Output()
+		var tree []messages.InspectReply
+		if err == nil {
+			err = json.Unmarshal(out, &tree)
+		}
+		if err != nil || len(tree) == 0 || tree[0].Kind != "supervisor" || tree[0].Facts["slots"] != "2" {
+			t.Errorf("forged inspect --member m1 through m0: %v; %s", err, out)
+		}
+		if own, err := m0.api.Inspect(ctx); err != nil || len(own) == 0 || own[0].Facts["slots"] != "1" {
+			t.Errorf("m0's own tree: %v, %v", own, err)
+		}
+		if _, err := m0.api.InspectMember(ctx, ids.NewUUID()); failure.CodeOf(err) != failure.FleetMemberUnknown {
+			t.Errorf("inspecting a runner id no member has: %v; want %s", err, failure.FleetMemberUnknown)
+		}
+	})
+
 	t.Run("non-members are refused", func(t *testing.T) {
 		prober := testbin.Build(t, "fleetprobe", "", "github.com/forgedev/forged/internal/testkit/fleetprobe")
 		notRaceBuilt(t, prober)
@@ -521,6 +562,10 @@ func TestFleetOfDaemons(t *testing.T) {
 			}
 		}
 		t.Logf("admission held %s after etcd stopped", time.Since(stopped))
+		// The fleet view says so: m1 lists itself cut off and draining.
+		if dir, err := m1.api.Fleet(ctx); err != nil || !cutOffIn(dir, m1.runnerID) {
+			t.Errorf("GET /v1/fleet on m1 cut off from etcd: %+v, %v; want itself cut off and draining", dir, err)
+		}
 		d := dispatch(m1.runnerID, "echo admitted > admitted.txt")
 		if _, err := m1.api.Submit(ctx, d); failure.CodeOf(err) != failure.FleetMemberCutOff {
 			f.etcd.StartAgain()
@@ -543,6 +588,17 @@ func TestFleetOfDaemons(t *testing.T) {
 		}
 	})
 
+}
+
+// cutOffIn says the directory lists runnerID as cut off from etcd and
+// draining.
+func cutOffIn(dir messages.FleetDirectory, runnerID string) bool {
+	for _, m := range dir.Members {
+		if m.RunnerID == runnerID {
+			return m.CutOff && m.Draining
+		}
+	}
+	return false
 }
 
 // branchAt is the commit refs/heads/branch of repo is at, "" without one.

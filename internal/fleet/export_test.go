@@ -6,3 +6,6 @@ var (
 	Choose  = choose
 	StateOf = stateOf
 )
+
+// DirectoryView is the API's form of a directory read.
+var DirectoryView = directoryView

@@ -93,3 +93,25 @@ func TestStateOfCountsFreeSlots(t *testing.T) {
 		t.Fatalf("chose %v, %v; want r3 (r2's snapshot failed)", st, refused)
 	}
 }
+
+// TestDirectoryViewCarriesEachMember: the API's form of a directory keeps
+// every member's capacity, attempts and state, and a member that did not
+// answer as such.
+func TestDirectoryViewCarriesEachMember(t *testing.T) {
+	snap := messages.Snapshot{Slots: 2, Active: 1, Attempts: []string{"a1"}, Preflight: &messages.HostReport{Available: true}}
+	busy := fleet.StateOf("r1", snap, nil, true)
+	busy.Address, busy.MemberId, busy.CutOff = "127.0.0.1:7951", "f@1", true
+	gone := &fleetpb.MemberState{Address: "127.0.0.1:7952", MemberId: "f@2", Error: "timeout"}
+	dir := fleet.DirectoryView("trial", "r1", []*fleetpb.MemberState{busy, gone})
+	if !dir.Member || dir.Fleet != "trial" || dir.RunnerID != "r1" || len(dir.Members) != 2 {
+		t.Fatalf("directory %+v", dir)
+	}
+	m := dir.Members[0]
+	if m.RunnerID != "r1" || m.Address != busy.Address || m.MemberID != "f@1" || m.Slots != 2 || m.FreeSlots != 1 || m.Active != 1 ||
+		len(m.Attempts) != 1 || m.Attempts[0] != "a1" || !m.Draining || !m.CutOff || !m.PreflightAvailable || m.UpdatedAt == nil || m.Error != "" {
+		t.Fatalf("member %+v", m)
+	}
+	if g := dir.Members[1]; g.Error != "timeout" || g.Address != gone.Address || g.RunnerID != "" || g.Attempts == nil || g.UpdatedAt != nil {
+		t.Fatalf("unanswered member %+v", g)
+	}
+}

@@ -32,6 +32,9 @@ type Local interface {
 	Submit(d *messages.Dispatch) (messages.SubmitReply, error)
 	Cancel(attemptID, reason string) (bool, error)
 	Renew(attemptID, fencingToken string, expiresAt time.Time) (messages.RenewLeaseReply, error)
+	// Inspect is the runner's live actor tree, which other members read
+	// (InspectRequest).
+	Inspect() []messages.InspectReply
 	// Logs holds the attempts' events: those run here, which other members
 	// read (EventsRequest), and those forwarded from here, which this
 	// member copies from the member running them.
@@ -221,8 +224,9 @@ func (m *Member) memberAddresses() []memberRef { return m.topology.list() }
 func (m *Member) State() *fleetpb.MemberState {
 	snap, err := m.local.Snapshot()
 	// A member cut off from etcd is listed as draining: it admits nothing.
-	st := stateOf(m.local.RunnerID(), snap, err, m.draining.Load() || m.cutOff.Load())
-	st.Address, st.MemberId = m.Address(), m.MemberID()
+	cutOff := m.cutOff.Load()
+	st := stateOf(m.local.RunnerID(), snap, err, m.draining.Load() || cutOff)
+	st.Address, st.MemberId, st.CutOff = m.Address(), m.MemberID(), cutOff
 	return st
 }
 

@@ -14,7 +14,7 @@ import (
 // The console's page, script and style, embedded: no build step, nothing
 // fetched from elsewhere.
 //
-//go:embed console/index.html console/console.js console/chart.js console/attempt.js console/console.css
+//go:embed console/index.html console/console.js console/chart.js console/attempt.js console/fleet.js console/console.css
 var consoleFiles embed.FS
 
 // Stream intervals of GET /v1/inspect/stream.

@@ -306,3 +306,47 @@ func TestConsoleAttemptViewInHeadlessChromium(t *testing.T) {
 	require.NoError(t, chromedp.Do(browser, chromedp.Click(chromedp.CSS(`#av-close`))))
 	assert.Equal(t, "hidden", eval(`document.getElementById('attempt-view').hidden ? 'hidden' : 'shown'`))
 }
+
+// TestConsoleFleetViewInHeadlessChromium loads the console of a fleet
+// member (a stand-in runner with a directory) and of a daemon running
+// alone: the member's page lists the members with their capacity,
+// attempts and state (cut off, unreachable), a hostile string from a
+// member stays text; the lone daemon's page shows no fleet.
+func TestConsoleFleetViewInHeadlessChromium(t *testing.T) {
+	chromium := chromiumPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir := sampleDirectory()
+	dir.Members[1].Error = "did not answer \u001b[2J<b>bold</b>"
+	f := &fleetRunner{contractRunner: &contractRunner{consoleRunner: consoleRunner{metrics: metrics.New()}, logs: runner.NewLogs(0)}, dir: dir}
+	member := httptest.NewServer(httpapi.Handler(f, logger))
+	defer member.Close()
+	alone, _ := newConsoleServer(t)
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 1000),
+		chromedp.UserDataDir(t.TempDir()))...)
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	require.NoError(t, chromedp.Do(browser,
+		chromedp.Navigate(member.URL+"/console/"),
+		chromedp.WaitVisible(chromedp.CSS(`#fleet-view tr[data-runner="r1"]`)),
+	))
+	eval := func(js string) string {
+		t.Helper()
+		out, err := chromedp.Run(browser, chromedp.Evaluate[string](js))
+		require.NoError(t, err)
+		return out
+	}
+	rows := eval(`Array.from(document.querySelectorAll('#fleet tr.member')).map((r) => Array.from(r.children).map((c) => c.textContent).join('|')).join('\n')`)
+	assert.Equal(t, "r1 (this daemon)|127.0.0.1:7951|2|1|1|0|cut off from etcd|a1\n"+
+		`?|127.0.0.1:7952|-|-|-|-|unreachable: did not answer \x1b[2J<b>bold</b>|-`, rows)
+	assert.Equal(t, "0", eval(`String(document.querySelectorAll('#fleet b').length)`), "a member's string is text, never HTML")
+	assert.Contains(t, eval(`document.getElementById('fleet-name').textContent`), "trial · 2 members")
+
+	require.NoError(t, chromedp.Do(browser, chromedp.Navigate(alone.URL+"/console/")))
+	require.Eventually(t, func() bool { return eval(`document.body.dataset.fleet || ""`) == "alone" }, 20*time.Second, 50*time.Millisecond)
+	assert.Equal(t, "true", eval(`String(document.getElementById('fleet-view').hidden)`), "a daemon running alone shows no fleet")
+}

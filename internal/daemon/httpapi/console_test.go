@@ -136,7 +136,7 @@ func TestConsolePageIsEmbeddedAndLockedDown(t *testing.T) {
 
 	// The attempt view and the charts: scripts of the page's own, loaded
 	// in order, putting daemon strings in as text only.
-	for _, name := range []string{"chart.js", "attempt.js"} {
+	for _, name := range []string{"chart.js", "attempt.js", "fleet.js"} {
 		assert.Contains(t, string(page), `<script src="`+name+`" defer></script>`)
 		res, err = http.Get(srv.URL + "/console/" + name)
 		require.NoError(t, err)

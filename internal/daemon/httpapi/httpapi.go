@@ -18,6 +18,8 @@
 //	GET    /v1/snapshot             {slots, queued, starting, active, degraded, ...}
 //	GET    /v1/inspect              [{pid, kind, phase, facts, children}, …]
 //	GET    /v1/inspect/stream[?interval=1s] Server-Sent Events: one "frame" event (runner.ConsoleFrame) per interval
+//	GET    /v1/fleet                {member, fleet, runnerId, members: [...]}: the fleet's directory through this member (member false when alone)
+//	GET    /v1/fleet/members/{runnerId}/inspect  another member's live actor tree, through this member (404 fleet_member_unknown)
 //	GET    /metrics                 Prometheus metrics (package metrics)
 //	GET    /v1/console/config       {manage}: whether the console may cancel
 //	DELETE /v1/console/attempts/{id} cancel from the console: needs --console-manage-token-file and its bearer token (else 403 console_read_only, 401)

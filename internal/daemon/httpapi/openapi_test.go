@@ -30,6 +30,7 @@ import (
 
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/client"
+	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/daemon/httpapi"
 	"github.com/forgedev/forged/internal/daemon/metrics"
 	"github.com/forgedev/forged/internal/daemon/runner"
@@ -356,6 +357,9 @@ func TestEveryAnswerMatchesTheContract(t *testing.T) {
 	managed, r := contractHandler(t, httpapi.Options{ManageToken: manageToken})
 	v := &validator{t: t, router: router, next: managed}
 	vReadOnly := &validator{t: t, router: router, next: readOnly}
+	// A member of a fleet, whose directory lists one member that answered
+	// and one that did not.
+	vFleet := &validator{t: t, router: router, next: httpapi.Handler(&fleetRunner{contractRunner: r, dir: sampleDirectory()}, slog.New(slog.NewTextHandler(io.Discard, nil)))}
 
 	d := actortest.NewDispatch(time.Now().Add(time.Hour))
 	dispatch, err := json.Marshal(d)
@@ -419,6 +423,13 @@ func TestEveryAnswerMatchesTheContract(t *testing.T) {
 		{v, http.MethodPost, "/v1/reap", `{"attempts":[]}`, write, http.StatusBadRequest, true},
 		{v, http.MethodGet, "/v1/snapshot", "", nil, http.StatusOK, false},
 		{v, http.MethodGet, "/v1/inspect", "", nil, http.StatusOK, false},
+		{v, http.MethodGet, "/v1/fleet", "", nil, http.StatusOK, false},
+		{vFleet, http.MethodGet, "/v1/fleet", "", nil, http.StatusOK, false},
+		{vFleet, http.MethodGet, "/v1/fleet", "", map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden, false},
+		{vFleet, http.MethodGet, "/v1/fleet/members/r2/inspect", "", nil, http.StatusOK, false},
+		{vFleet, http.MethodGet, "/v1/fleet/members/r9/inspect", "", nil, http.StatusNotFound, false},
+		{vFleet, http.MethodGet, "/v1/fleet/members/gone/inspect", "", nil, http.StatusServiceUnavailable, false},
+		{v, http.MethodGet, "/v1/fleet/members/r2/inspect", "", nil, http.StatusNotFound, false},
 		{v, http.MethodGet, "/v1/inspect/stream?interval=10s", "", nil, http.StatusOK, false},
 		{v, http.MethodGet, "/v1/inspect/stream?interval=1ns", "", nil, http.StatusBadRequest, false},
 		{v, http.MethodGet, "/metrics", "", nil, http.StatusOK, false},
@@ -447,7 +458,7 @@ func TestEveryAnswerMatchesTheContract(t *testing.T) {
 			ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
 		}
 		var requestErrs []error
-		for _, val := range []*validator{v, vReadOnly} {
+		for _, val := range []*validator{v, vReadOnly, vFleet} {
 			val.requestErrs = &requestErrs
 		}
 		rec := httptest.NewRecorder()
@@ -461,7 +472,7 @@ func TestEveryAnswerMatchesTheContract(t *testing.T) {
 		}
 	}
 	v.mu.Lock()
-	v.seen = append(v.seen, vReadOnly.seen...)
+	v.seen = append(append(v.seen, vReadOnly.seen...), vFleet.seen...)
 	v.mu.Unlock()
 	v.covered(t, doc)
 	// The two valid snapshots reached the runner, the invalid ones did not.
@@ -534,6 +545,12 @@ func TestClientMatchesTheContract(t *testing.T) {
 	assert.Equal(t, 2, snapshot.Slots)
 	_, err = c.Inspect(ctx)
 	call("Inspect", err)
+	dir, err := c.Fleet(ctx)
+	call("Fleet", err)
+	assert.False(t, dir.Member, "the contract's daemon runs alone")
+	_, err = c.InspectMember(ctx, "r2")
+	called["InspectMember"] = true
+	assert.Equal(t, failure.FleetMemberUnknown, failure.CodeOf(err), "a daemon running alone knows no member: %v", err)
 	frameCtx, stopFrames := context.WithCancel(ctx)
 	frames := 0
 	call("Frames", c.Frames(frameCtx, 100*time.Millisecond, func(messages.ConsoleFrame, json.RawMessage) error {

@@ -33,6 +33,8 @@ var routes = []Route{
 	{http.MethodGet, "/v1/snapshot", (*api).snapshot},
 	{http.MethodGet, "/v1/inspect", (*api).inspect},
 	{http.MethodGet, "/v1/inspect/stream", (*api).inspectStream},
+	{http.MethodGet, "/v1/fleet", (*api).fleet},
+	{http.MethodGet, "/v1/fleet/members/{runnerId}/inspect", (*api).inspectMember},
 	{http.MethodGet, "/metrics", (*api).serveMetrics},
 	{http.MethodGet, "/console/", (*api).serveConsole},
 	{http.MethodGet, "/v1/console/config", (*api).consoleConfig},

@@ -56,7 +56,10 @@ type MemberState struct {
 	MemberId string `protobuf:"bytes,18,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	// error says why a listed member did not answer (its other fields are
 	// then empty).
-	Error         string `protobuf:"bytes,19,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,19,opt,name=error,proto3" json:"error,omitempty"`
+	// cut_off says the member has not reached etcd for the membership TTL:
+	// it holds its admission (and is listed as draining too).
+	CutOff        bool `protobuf:"varint,20,opt,name=cut_off,json=cutOff,proto3" json:"cut_off,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -222,6 +225,13 @@ func (x *MemberState) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *MemberState) GetCutOff() bool {
+	if x != nil {
+		return x.CutOff
+	}
+	return false
 }
 
 // StateRequest asks one member for its own MemberState.
@@ -853,11 +863,113 @@ func (x *RenewResponse) GetError() string {
 	return ""
 }
 
+// InspectRequest asks a member for its live actor tree (`forged inspect
+// --member`).
+type InspectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InspectRequest) Reset() {
+	*x = InspectRequest{}
+	mi := &file_fleet_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InspectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InspectRequest) ProtoMessage() {}
+
+func (x *InspectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fleet_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InspectRequest.ProtoReflect.Descriptor instead.
+func (*InspectRequest) Descriptor() ([]byte, []int) {
+	return file_fleet_proto_rawDescGZIP(), []int{12}
+}
+
+// InspectResponse is the member's tree: tree_json is the JSON array of its
+// messages.InspectReply, as its own GET /v1/inspect answers it.
+type InspectResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TreeJson []byte                 `protobuf:"bytes,1,opt,name=tree_json,json=treeJson,proto3" json:"tree_json,omitempty"`
+	// runner_id is the answering member's, so the asker can check it asked
+	// the member it meant.
+	RunnerId      string `protobuf:"bytes,2,opt,name=runner_id,json=runnerId,proto3" json:"runner_id,omitempty"`
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InspectResponse) Reset() {
+	*x = InspectResponse{}
+	mi := &file_fleet_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InspectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InspectResponse) ProtoMessage() {}
+
+func (x *InspectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fleet_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InspectResponse.ProtoReflect.Descriptor instead.
+func (*InspectResponse) Descriptor() ([]byte, []int) {
+	return file_fleet_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *InspectResponse) GetTreeJson() []byte {
+	if x != nil {
+		return x.TreeJson
+	}
+	return nil
+}
+
+func (x *InspectResponse) GetRunnerId() string {
+	if x != nil {
+		return x.RunnerId
+	}
+	return ""
+}
+
+func (x *InspectResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_fleet_proto protoreflect.FileDescriptor
 
 const file_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\vfleet.proto\x12\x0fforged.fleet.v1\"\x8e\x05\n" +
+	"\vfleet.proto\x12\x0fforged.fleet.v1\"\xa7\x05\n" +
 	"\vMemberState\x12\x1b\n" +
 	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
@@ -879,7 +991,8 @@ const file_fleet_proto_rawDesc = "" +
 	"\battempts\x18\x10 \x03(\tR\battempts\x12.\n" +
 	"\x13updated_unix_millis\x18\x11 \x01(\x03R\x11updatedUnixMillis\x12\x1b\n" +
 	"\tmember_id\x18\x12 \x01(\tR\bmemberId\x12\x14\n" +
-	"\x05error\x18\x13 \x01(\tR\x05error\"\x0e\n" +
+	"\x05error\x18\x13 \x01(\tR\x05error\x12\x17\n" +
+	"\acut_off\x18\x14 \x01(\bR\x06cutOff\"\x0e\n" +
 	"\fStateRequest\"4\n" +
 	"\rSubmitRequest\x12#\n" +
 	"\rdispatch_json\x18\x01 \x01(\fR\fdispatchJson\"\xae\x01\n" +
@@ -923,7 +1036,12 @@ const file_fleet_proto_rawDesc = "" +
 	"\x15expires_at_unix_nanos\x18\x03 \x01(\x03R\x12expiresAtUnixNanos\x12\x12\n" +
 	"\x04code\x18\x04 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05errorB3Z1github.com/forgedev/forged/internal/fleet/fleetpbb\x06proto3"
+	"\x05error\x18\x06 \x01(\tR\x05error\"\x10\n" +
+	"\x0eInspectRequest\"a\n" +
+	"\x0fInspectResponse\x12\x1b\n" +
+	"\ttree_json\x18\x01 \x01(\fR\btreeJson\x12\x1b\n" +
+	"\trunner_id\x18\x02 \x01(\tR\brunnerId\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05errorB3Z1github.com/forgedev/forged/internal/fleet/fleetpbb\x06proto3"
 
 var (
 	file_fleet_proto_rawDescOnce sync.Once
@@ -937,7 +1055,7 @@ func file_fleet_proto_rawDescGZIP() []byte {
 	return file_fleet_proto_rawDescData
 }
 
-var file_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_fleet_proto_goTypes = []any{
 	(*MemberState)(nil),       // 0: forged.fleet.v1.MemberState
 	(*StateRequest)(nil),      // 1: forged.fleet.v1.StateRequest
@@ -951,6 +1069,8 @@ var file_fleet_proto_goTypes = []any{
 	(*EventsResponse)(nil),    // 9: forged.fleet.v1.EventsResponse
 	(*RenewRequest)(nil),      // 10: forged.fleet.v1.RenewRequest
 	(*RenewResponse)(nil),     // 11: forged.fleet.v1.RenewResponse
+	(*InspectRequest)(nil),    // 12: forged.fleet.v1.InspectRequest
+	(*InspectResponse)(nil),   // 13: forged.fleet.v1.InspectResponse
 }
 var file_fleet_proto_depIdxs = []int32{
 	0, // 0: forged.fleet.v1.DirectoryResponse.members:type_name -> forged.fleet.v1.MemberState
@@ -972,7 +1092,7 @@ func file_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleet_proto_rawDesc), len(file_fleet_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
