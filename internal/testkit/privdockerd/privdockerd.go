@@ -6,10 +6,14 @@
 // directory; it starts its own managed containerd under its exec root,
 // and uses containerd namespaces of its own besides, so that it shares
 // nothing with the shared engine's containers even on a host whose
-// containerd is shared. It stays off the host's networking: no iptables
-// rules, no masquerading, no default bridge, no userland proxy, no
-// change to IP forwarding, and address pools (10.199.0.0/16) away from
-// the shared engine's. Without iptables rules its internal networks are
+// containerd is shared. It runs in a network namespace of its own (the
+// test makes it and removes it), so it stays off the host's networking:
+// a dockerd restarted on the same data root deletes the default bridge
+// interface of the namespace it runs in, which on the host is docker0,
+// the shared engine's. In its namespace it sets no iptables rules, no
+// masquerading, no default bridge, no userland proxy and no IP
+// forwarding, with address pools (10.199.0.0/16) away from the shared
+// engine's. Without iptables rules its internal networks are
 // not fenced by the host's firewall: it suits attempts without an attempt
 // network (no services, no egress proxy), the only ones its tests run.
 //
@@ -58,9 +62,11 @@ type Daemon struct {
 	socket  string
 	pidFile string
 	logPath string
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	starts  int
+	// netns is the network namespace dockerd runs in (ip netns).
+	netns  string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	starts int
 }
 
 // startTimeout bounds how long dockerd may take to answer after it was
@@ -89,7 +95,11 @@ func Start(t testing.TB, opts Options) *Daemon {
 		t.Fatal(err)
 	}
 	d := &Daemon{t: t, opts: opts, root: root, socket: filepath.Join(root, "docker.sock"),
-		pidFile: filepath.Join(root, "docker.pid"), logPath: filepath.Join(root, "dockerd.log")}
+		pidFile: filepath.Join(root, "docker.pid"), logPath: filepath.Join(root, "dockerd.log"),
+		netns: "forged-" + filepath.Base(root)}
+	if out, err := exec.Command("ip", "netns", "add", d.netns).CombinedOutput(); err != nil {
+		t.Fatalf("the private engine's network namespace: %v: %s", err, out)
+	}
 	t.Cleanup(d.cleanup)
 	if err := os.WriteFile(filepath.Join(root, "daemon.json"), []byte("{}\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -143,7 +153,9 @@ func (d *Daemon) start(dockerd string) {
 		d.t.Fatal(err)
 	}
 	defer log.Close()
-	cmd := exec.Command(dockerd, d.args()...)
+	// nsenter enters the network namespace only (ip netns exec would
+	// give dockerd a mount namespace of its own too) and execs dockerd.
+	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + d.netns, dockerd}, d.args()...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// Its own process group: a signal meant for the test never reaches it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -298,6 +310,9 @@ func (d *Daemon) cleanup() {
 	errs = append(errs, d.stopContainerd())
 	d.killShims()
 	errs = append(errs, unmountUnder(d.root))
+	if out, err := exec.Command("ip", "netns", "del", d.netns).CombinedOutput(); err != nil {
+		errs = append(errs, fmt.Errorf("remove the private engine's network namespace: %v: %s", err, out))
+	}
 	if err := os.RemoveAll(d.root); err != nil {
 		errs = append(errs, fmt.Errorf("remove the private engine's root: %w", err))
 	}

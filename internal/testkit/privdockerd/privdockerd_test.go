@@ -2,6 +2,7 @@ package privdockerd_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -33,6 +34,14 @@ func TestPrivateEngineLoadsRestartsAndLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The host's default bridge is the shared engine's: a private engine
+	// started with --bridge=none deleted it.
+	_, bridgeErr := net.InterfaceByName("docker0")
+	t.Cleanup(func() {
+		if _, err := net.InterfaceByName("docker0"); bridgeErr == nil && err != nil {
+			t.Errorf("the shared engine's docker0 is gone after the private engine ran: %v", err)
+		}
+	})
 	var root string
 	var pid int
 	t.Run("engine", func(t *testing.T) {
