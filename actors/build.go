@@ -114,6 +114,11 @@ func (b *buildActor) Receive(ctx actor.Context) {
 		b.lookup(ctx)
 	case lookupResult:
 		switch {
+		case msg.err != nil && b.runCtx.Err() != nil && !b.cancelled:
+			// The attempt cancelled the run context and its CancelBuild
+			// is on the way: finishing now would leave that message to a
+			// gone actor. giveUp ends the build once it arrives.
+			b.settle(ctx)
 		case msg.err != nil && failure.CodeOf(msg.err) != "":
 			b.finish(ctx, messages.BuildFailed{Err: msg.err})
 		case msg.err != nil:
