@@ -151,7 +151,7 @@ func (w *workerActor) start(ctx actor.Context) {
 		}
 		runCtx, cancel := context.WithTimeout(runCtx, job.runTimeout)
 		defer cancel()
-		live := liveRestore(runCtx, docker) // asked now: while dockerd restarts, nobody can say
+		live := askLiveRestore(runCtx, docker)
 		events := messages.NewEventVerifier(job.eventKey)
 		send := func(out WorkerOutput) { system.Root.Send(self, out) }
 		result, runErr := docker.RunAttached(runCtx, id, job.startPacket, func(line []byte) error {

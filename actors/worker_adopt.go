@@ -57,7 +57,7 @@ func (w *workerActor) startAdopted(ctx actor.Context) {
 		}
 		runCtx, cancel := context.WithTimeout(runCtx, job.runTimeout)
 		defer cancel()
-		live := liveRestore(runCtx, docker)
+		live := askLiveRestore(runCtx, docker)
 		send := func(out WorkerOutput) { system.Root.Send(self, out) }
 		result, next, runErr := reattachWorker(runCtx, engine, id, job.eventKey, job.resumeAt, true, send)
 		result, runErr = afterEngineAway(runCtx, docker, live, id, job.eventKey, next, result, runErr, send,

@@ -34,15 +34,23 @@ type WorkerReattached struct {
 	ResumeAt    uint64
 }
 
-// liveRestore reports whether the engine keeps the worker running across
-// its own restart; any doubt is no.
-func liveRestore(ctx context.Context, docker WorkerDocker) bool {
+// askLiveRestore asks the engine whether it keeps the worker running
+// across its own restart (any doubt is no), beside the run rather than
+// before it: the answer is awaited only once the engine went away, and
+// the question (one engine call, bounded by dockerops) ends on its own.
+// It must be asked while the engine answers: during its restart nobody
+// can say.
+func askLiveRestore(ctx context.Context, docker WorkerDocker) func() bool {
 	lr, ok := docker.(LiveRestorer)
 	if !ok {
-		return false
+		return func() bool { return false }
 	}
-	on, err := lr.LiveRestore(ctx)
-	return err == nil && on
+	answer := make(chan bool, 1)
+	go func() {
+		on, err := lr.LiveRestore(ctx)
+		answer <- err == nil && on
+	}()
+	return func() bool { return <-answer }
 }
 
 // afterEngineAway is the run's end once its engine went away: with
@@ -52,11 +60,14 @@ func liveRestore(ctx context.Context, docker WorkerDocker) bool {
 // control volume fills the gap), as often as the engine goes away again,
 // and the last run's end is returned; otherwise the run's own end stands.
 // notify is told before each re-attachment.
-func afterEngineAway(runCtx context.Context, docker WorkerDocker, live bool, id string, eventKey []byte, resumeAt uint64,
+func afterEngineAway(runCtx context.Context, docker WorkerDocker, live func() bool, id string, eventKey []byte, resumeAt uint64,
 	result dockerops.RunResult, runErr error, send func(WorkerOutput), notify func(WorkerReattached)) (dockerops.RunResult, error) {
 	var away *dockerops.EngineAwayError
 	engine, ok := docker.(WorkerReattacher)
-	for live && ok && errors.As(runErr, &away) && runCtx.Err() == nil {
+	if !ok || !errors.As(runErr, &away) || !live() {
+		return result, runErr
+	}
+	for errors.As(runErr, &away) && runCtx.Err() == nil {
 		if err := awaitEngine(runCtx, docker, id); err != nil {
 			return result, err
 		}
