@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/fleet/fleetpb"
 	"github.com/forgedev/forged/messages"
@@ -93,9 +95,7 @@ func (m *Member) proxy(attemptID string, target *fleetpb.MemberState) {
 // CancelAttempt cancels an attempt submitted through this member: on the
 // member it was forwarded to, else here.
 func (m *Member) CancelAttempt(ctx context.Context, attemptID, reason string) (bool, error) {
-	m.forwardedMu.Lock()
-	runnerID, ok := m.forwarded[attemptID]
-	m.forwardedMu.Unlock()
+	runnerID, ok := m.forwardedTo(attemptID)
 	if !ok {
 		return m.local.Cancel(attemptID, reason)
 	}
@@ -107,17 +107,9 @@ func (m *Member) Cancel(ctx context.Context, runnerID, attemptID, reason string)
 	if runnerID == m.local.RunnerID() {
 		return m.local.Cancel(attemptID, reason)
 	}
-	st, err := m.Lookup(ctx, runnerID)
+	resp, err := ask[*fleetpb.CancelResponse](ctx, m, "cancel", runnerID, &fleetpb.CancelRequest{AttemptId: attemptID, Reason: reason})
 	if err != nil {
 		return false, err
-	}
-	res, err := m.request(ctx, st.GetAddress(), &fleetpb.CancelRequest{AttemptId: attemptID, Reason: reason})
-	if err != nil {
-		return false, fmt.Errorf("fleet: cancel on %s: %w", runnerID, err)
-	}
-	resp, ok := res.(*fleetpb.CancelResponse)
-	if !ok {
-		return false, fmt.Errorf("fleet: cancel on %s: unexpected answer %T", runnerID, res)
 	}
 	if resp.GetError() != "" {
 		return false, fmt.Errorf("fleet: cancel on %s: %s", runnerID, resp.GetError())
@@ -125,27 +117,47 @@ func (m *Member) Cancel(ctx context.Context, runnerID, attemptID, reason string)
 	return resp.GetFound(), nil
 }
 
+// forwardedTo is the runner id of the member an attempt submitted through
+// this member was forwarded to.
+func (m *Member) forwardedTo(attemptID string) (string, bool) {
+	m.forwardedMu.Lock()
+	defer m.forwardedMu.Unlock()
+	runnerID, ok := m.forwarded[attemptID]
+	return runnerID, ok
+}
+
+// ask sends req to the member whose runner id is runnerID and returns its
+// answer as T: a lookup's error as it is, the others as
+// "fleet: OP on RUNNER: …".
+func ask[T proto.Message](ctx context.Context, m *Member, op, runnerID string, req proto.Message) (T, error) {
+	var zero T
+	st, err := m.Lookup(ctx, runnerID)
+	if err != nil {
+		return zero, err
+	}
+	res, err := m.request(ctx, st.GetAddress(), req)
+	if err != nil {
+		return zero, fmt.Errorf("fleet: %s on %s: %w", op, runnerID, err)
+	}
+	answer, ok := res.(T)
+	if !ok {
+		return zero, fmt.Errorf("fleet: %s on %s: unexpected answer %T", op, runnerID, res)
+	}
+	return answer, nil
+}
+
 // RenewAttempt renews the lease of an attempt submitted through this
 // member: on the member it was forwarded to, else here. The fencing token
 // is checked where the attempt runs, as on one host.
 func (m *Member) RenewAttempt(ctx context.Context, attemptID, fencingToken string, expiresAt time.Time) (messages.RenewLeaseReply, error) {
-	m.forwardedMu.Lock()
-	runnerID, ok := m.forwarded[attemptID]
-	m.forwardedMu.Unlock()
+	runnerID, ok := m.forwardedTo(attemptID)
 	if !ok || runnerID == m.local.RunnerID() {
 		return m.local.Renew(attemptID, fencingToken, expiresAt)
 	}
-	st, err := m.Lookup(ctx, runnerID)
+	req := &fleetpb.RenewRequest{AttemptId: attemptID, FencingToken: fencingToken, ExpiresAtUnixNanos: expiresAt.UnixNano()}
+	resp, err := ask[*fleetpb.RenewResponse](ctx, m, "renew", runnerID, req)
 	if err != nil {
 		return messages.RenewLeaseReply{}, err
-	}
-	res, err := m.request(ctx, st.GetAddress(), &fleetpb.RenewRequest{AttemptId: attemptID, FencingToken: fencingToken, ExpiresAtUnixNanos: expiresAt.UnixNano()})
-	if err != nil {
-		return messages.RenewLeaseReply{}, fmt.Errorf("fleet: renew on %s: %w", runnerID, err)
-	}
-	resp, ok := res.(*fleetpb.RenewResponse)
-	if !ok {
-		return messages.RenewLeaseReply{}, fmt.Errorf("fleet: renew on %s: unexpected answer %T", runnerID, res)
 	}
 	if resp.GetError() != "" {
 		return messages.RenewLeaseReply{}, fmt.Errorf("fleet: renew on %s: %s", runnerID, resp.GetError())
