@@ -21,7 +21,9 @@ type fleetFlags struct {
 	etcd                  []string
 	name, advertise       string
 	caFile, cert, keyFile string
-	placement             bool
+	// etcdCA, etcdCert and etcdKey make the etcd client speak TLS.
+	etcdCA, etcdCert, etcdKey string
+	placement                 bool
 }
 
 func (f *fleetFlags) register(cmd *cobra.Command) {
@@ -31,6 +33,9 @@ func (f *fleetFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.caFile, "fleet-ca", "", "the fleet CA's certificate (PEM): the cluster port accepts only certificates it signed")
 	cmd.Flags().StringVar(&f.cert, "fleet-cert", "", "this member's certificate (PEM, signed by the fleet CA, naming the advertised host)")
 	cmd.Flags().StringVar(&f.keyFile, "fleet-key", "", "this member's private key (PEM)")
+	cmd.Flags().StringVar(&f.etcdCA, "fleet-etcd-ca", "", "the CA (PEM) that signed etcd's server certificate: the etcd client speaks TLS, and every --fleet-etcd URL must be https:// (default: plain http)")
+	cmd.Flags().StringVar(&f.etcdCert, "fleet-etcd-cert", "", "this member's etcd client certificate (PEM), for an etcd that requires client certificates; with --fleet-etcd-key")
+	cmd.Flags().StringVar(&f.etcdKey, "fleet-etcd-key", "", "the key (PEM) of --fleet-etcd-cert")
 }
 
 // registerPlacement adds the daemon's placement switch.
@@ -40,7 +45,9 @@ func (f *fleetFlags) registerPlacement(cmd *cobra.Command) {
 
 func (f *fleetFlags) config(logger *slog.Logger) fleet.Config {
 	return fleet.Config{Endpoints: f.etcd, Name: f.name, Advertise: f.advertise,
-		CAFile: f.caFile, CertFile: f.cert, KeyFile: f.keyFile, Placement: f.placement, Logger: logger}
+		CAFile: f.caFile, CertFile: f.cert, KeyFile: f.keyFile,
+		EtcdCAFile: f.etcdCA, EtcdCertFile: f.etcdCert, EtcdKeyFile: f.etcdKey,
+		Placement: f.placement, Logger: logger}
 }
 
 func fleetCommand() *cobra.Command {

@@ -15,8 +15,15 @@ import (
 // Config is one member's fleet settings. A daemon joins a fleet only when
 // Enabled says all three of Endpoints, Name and Advertise are set.
 type Config struct {
-	// Endpoints are the etcd client URLs (http://host:2379).
+	// Endpoints are the etcd client URLs: http://host:2379, or
+	// https://host:2379 with EtcdCAFile.
 	Endpoints []string
+	// EtcdCAFile is the CA (PEM) that signed etcd's server certificate; it
+	// makes the etcd client speak TLS, and then every endpoint must be
+	// https://. EtcdCertFile and EtcdKeyFile are this member's etcd client
+	// certificate and key, for an etcd that requires client certificates
+	// (--client-cert-auth); both or neither.
+	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
 	// Name is the fleet's name: the cluster name and the etcd key prefix
 	// below which its members register.
 	Name string
@@ -68,6 +75,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("config: fleetAdvertise %q: name the address the other members dial, not %s", c.Advertise, host)
 	}
 	_ = port
+	if err := c.validateEtcdTLS(); err != nil {
+		return err
+	}
 	if c.CAFile == "" || c.CertFile == "" || c.KeyFile == "" {
 		return errors.New("config: fleetCa, fleetCert, fleetKey: a fleet member needs the fleet CA and its own certificate and key (--fleet-ca, --fleet-cert, --fleet-key); docs/fleet.md shows how to make them")
 	}

@@ -26,6 +26,14 @@ func TestConfigRefusalsNameTheFlag(t *testing.T) {
 		{func(c *fleet.Config) { c.Advertise = "0.0.0.0:7000" }, "not 0.0.0.0"},
 		{func(c *fleet.Config) { c.Advertise = "host" }, "host:port"},
 		{func(c *fleet.Config) { c.KeyFile = "" }, "--fleet-key"},
+		{func(c *fleet.Config) { c.Endpoints = []string{"https://127.0.0.1:1"} }, "--fleet-etcd-ca"},
+		{func(c *fleet.Config) { c.EtcdCAFile = "etcd-ca" }, "must be https://"},
+		{func(c *fleet.Config) { c.Endpoints, c.EtcdCAFile = []string{"127.0.0.1:1"}, "etcd-ca" }, "must be https://"},
+		{func(c *fleet.Config) { c.Endpoints = []string{"unix:///run/etcd.sock"} }, "scheme must be http or https"},
+		{func(c *fleet.Config) {
+			c.Endpoints, c.EtcdCAFile, c.EtcdCertFile = []string{"https://127.0.0.1:1"}, "etcd-ca", "cert"
+		}, "fleetEtcdKey"},
+		{func(c *fleet.Config) { c.EtcdCertFile, c.EtcdKeyFile = "cert", "key" }, "--fleet-etcd-ca"},
 		{func(c *fleet.Config) {}, "fleetCa"}, // the files do not exist
 	} {
 		cfg := full

@@ -80,22 +80,30 @@ func newTestFleet(t *testing.T, slots ...int) *testFleet {
 	f := &testFleet{t: t, forged: enginetest.ForgedBinary(t), etcd: etcdtest.Start(t), ca: newTestCA(t), name: fleetName()}
 	notRaceBuilt(t, f.forged)
 	for i, n := range slots {
-		m := &member{t: t, forged: f.forged, stateRoot: t.TempDir(), lockRoot: t.TempDir(), advertise: freeAddr(t)}
-		id, err := runner.LoadRunnerID(m.stateRoot)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.runnerID = id
-		m.cert, m.key = f.ca.member(t, "m"+strconv.Itoa(i))
-		m.args = []string{"--slots", strconv.Itoa(n), "--fleet-etcd", f.etcd.Endpoint(), "--fleet-name", f.name,
-			"--fleet-advertise", m.advertise, "--fleet-ca", f.ca.file, "--fleet-cert", m.cert, "--fleet-key", m.key}
+		var extra []string
 		if i == 0 {
-			m.args = append(m.args, "--fleet-placement")
+			extra = append(extra, "--fleet-placement")
 		}
-		m.start(t, m.args...)
-		f.members = append(f.members, m)
+		f.members = append(f.members, f.newMember(n, extra...))
 	}
 	return f
+}
+
+// newMember starts a member with slots and the fleet's settings, plus
+// extra arguments.
+func (f *testFleet) newMember(slots int, extra ...string) *member {
+	t := f.t
+	m := &member{t: t, forged: f.forged, stateRoot: t.TempDir(), lockRoot: t.TempDir(), advertise: freeAddr(t)}
+	id, err := runner.LoadRunnerID(m.stateRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.runnerID = id
+	m.cert, m.key = f.ca.member(t, "m"+strconv.Itoa(len(f.members)))
+	m.args = append([]string{"--slots", strconv.Itoa(slots), "--fleet-etcd", f.etcd.Endpoint(), "--fleet-name", f.name,
+		"--fleet-advertise", m.advertise, "--fleet-ca", f.ca.file, "--fleet-cert", m.cert, "--fleet-key", m.key}, extra...)
+	m.start(t, m.args...)
+	return m
 }
 
 // start starts the member's daemon with args and waits for its API.

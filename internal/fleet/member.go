@@ -130,7 +130,10 @@ func Join(cfg Config, local Local) (m *Member, err error) {
 		system.Shutdown()
 		return nil, fmt.Errorf("fleet: join %q at %s: %w", cfg.Name, cfg.Advertise, err)
 	}
-	m.etcd, err = clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second})
+	etcdCfg, err := cfg.etcdClientConfig(etcdDialTimeout)
+	if err == nil {
+		m.etcd, err = clientv3.New(etcdCfg)
+	}
 	if err != nil {
 		c.Shutdown(false)
 		return nil, fmt.Errorf("fleet: etcd client: %w", err)
@@ -156,8 +159,15 @@ const endpointWriterQueue = 1024
 // probeEtcdTimeout bounds the probe of etcd before a join.
 const probeEtcdTimeout = 10 * time.Second
 
+// etcdDialTimeout bounds the dial of a member's long-lived etcd clients.
+const etcdDialTimeout = 5 * time.Second
+
 func probeEtcd(cfg Config) error {
-	client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: probeEtcdTimeout})
+	etcdCfg, err := cfg.etcdClientConfig(probeEtcdTimeout)
+	if err != nil {
+		return err
+	}
+	client, err := clientv3.New(etcdCfg)
 	if err != nil {
 		return fmt.Errorf("fleet: etcd client for %v: %w", cfg.Endpoints, err)
 	}
@@ -165,7 +175,7 @@ func probeEtcd(cfg Config) error {
 	ctx, cancel := context.WithTimeout(context.Background(), probeEtcdTimeout)
 	defer cancel()
 	if _, err := client.Get(ctx, etcdBaseKey+"/"+cfg.Name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
-		return fmt.Errorf("fleet: etcd at %v did not answer within %s (check --fleet-etcd and that etcd runs): %w", cfg.Endpoints, probeEtcdTimeout, err)
+		return fmt.Errorf("fleet: etcd at %v did not answer within %s (check --fleet-etcd, that etcd runs and, for TLS, --fleet-etcd-ca, --fleet-etcd-cert and --fleet-etcd-key): %w", cfg.Endpoints, probeEtcdTimeout, err)
 	}
 	return nil
 }

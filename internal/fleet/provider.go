@@ -3,11 +3,9 @@ package fleet
 import (
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/asynkron/protoactor-go/cluster"
 	etcdprovider "github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // lazyEtcd is the cluster's etcd provider, created only when the cluster
@@ -23,7 +21,11 @@ func (p *lazyEtcd) start(c *cluster.Cluster, member bool) error {
 	if err := probeEtcd(p.cfg); err != nil {
 		return err
 	}
-	inner, err := etcdprovider.NewWithConfig(etcdBaseKey, clientv3.Config{Endpoints: p.cfg.Endpoints, DialTimeout: 5 * time.Second})
+	etcdCfg, err := p.cfg.etcdClientConfig(etcdDialTimeout)
+	if err != nil {
+		return err
+	}
+	inner, err := etcdprovider.NewWithConfig(etcdBaseKey, etcdCfg)
 	if err != nil {
 		return fmt.Errorf("fleet: etcd client: %w", err)
 	}

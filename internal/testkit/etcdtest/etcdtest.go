@@ -7,6 +7,8 @@ package etcdtest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -31,14 +33,33 @@ type Server struct {
 	client  string // host:port
 	peer    string // host:port
 
+	tls  *TLS         // nil: plain http
+	http *http.Client // the health check's client
+
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	done   chan struct{}
 	output *bytes.Buffer
 }
 
+// TLS makes the server speak TLS on its client URL: CertFile and KeyFile
+// are its server certificate and key (naming 127.0.0.1), CAFile the CA that
+// signed it. With ClientCertAuth it requires client certificates signed by
+// that CA (etcd's --client-cert-auth); the health check then presents
+// CertFile itself, which must allow client use too.
+type TLS struct {
+	CAFile, CertFile, KeyFile string
+	ClientCertAuth            bool
+}
+
+// Option changes how Start runs etcd.
+type Option func(*Server)
+
+// WithTLS serves the client URL over TLS (see TLS).
+func WithTLS(c TLS) Option { return func(s *Server) { s.tls = &c } }
+
 // Start starts an etcd on loopback and registers its stop with t.Cleanup.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
@@ -48,14 +69,49 @@ func Start(t testing.TB) *Server {
 		t.Skipf("no etcd binary (run scripts/ensure-etcd.sh): %v", err)
 	}
 	s := &Server{t: t, bin: bin, dataDir: filepath.Join(t.TempDir(), "etcd"),
-		client: freeAddr(t), peer: freeAddr(t)}
+		client: freeAddr(t), peer: freeAddr(t), http: http.DefaultClient}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.tls != nil {
+		s.http = s.tlsHealthClient()
+	}
 	t.Cleanup(s.Stop)
 	s.start()
 	return s
 }
 
-// Endpoint is the client URL (http://127.0.0.1:PORT).
-func (s *Server) Endpoint() string { return "http://" + s.client }
+// Endpoint is the client URL: http://127.0.0.1:PORT, or https:// with
+// WithTLS.
+func (s *Server) Endpoint() string {
+	if s.tls != nil {
+		return "https://" + s.client
+	}
+	return "http://" + s.client
+}
+
+// tlsHealthClient is an HTTP client that trusts the server's CA and, with
+// ClientCertAuth, presents the server's own certificate.
+func (s *Server) tlsHealthClient() *http.Client {
+	s.t.Helper()
+	caPEM, err := os.ReadFile(s.tls.CAFile)
+	if err != nil {
+		s.t.Fatalf("etcdtest: CA: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		s.t.Fatalf("etcdtest: %s holds no PEM certificate", s.tls.CAFile)
+	}
+	tc := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if s.tls.ClientCertAuth {
+		pair, err := tls.LoadX509KeyPair(s.tls.CertFile, s.tls.KeyFile)
+		if err != nil {
+			s.t.Fatalf("etcdtest: key pair: %v", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 5 * time.Second}
+}
 
 // Stop stops etcd (SIGTERM, then SIGKILL after 10 s); stopping a stopped
 // server does nothing.
@@ -93,17 +149,24 @@ func (s *Server) StartAgain() {
 func (s *Server) start() {
 	s.t.Helper()
 	out := &bytes.Buffer{}
-	cmd := exec.Command(s.bin,
+	args := []string{
 		"--name", "test",
 		"--data-dir", s.dataDir,
-		"--listen-client-urls", "http://"+s.client,
-		"--advertise-client-urls", "http://"+s.client,
-		"--listen-peer-urls", "http://"+s.peer,
-		"--initial-advertise-peer-urls", "http://"+s.peer,
-		"--initial-cluster", "test=http://"+s.peer,
+		"--listen-client-urls", s.Endpoint(),
+		"--advertise-client-urls", s.Endpoint(),
+		"--listen-peer-urls", "http://" + s.peer,
+		"--initial-advertise-peer-urls", "http://" + s.peer,
+		"--initial-cluster", "test=http://" + s.peer,
 		"--initial-cluster-state", "new",
 		"--log-level", "warn",
-	)
+	}
+	if s.tls != nil {
+		args = append(args, "--cert-file", s.tls.CertFile, "--key-file", s.tls.KeyFile, "--trusted-ca-file", s.tls.CAFile)
+		if s.tls.ClientCertAuth {
+			args = append(args, "--client-cert-auth")
+		}
+	}
+	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -129,7 +192,7 @@ func (s *Server) waitHealthy(exited <-chan struct{}) error {
 	defer tick.Stop()
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint()+"/health", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := s.http.Do(req); err == nil {
 			var body bytes.Buffer
 			_, _ = body.ReadFrom(resp.Body)
 			_ = resp.Body.Close()
