@@ -135,6 +135,12 @@ func (a *attemptActor) Receive(ctx actor.Context) {
 		if reason == "" {
 			reason = "cancelled by request"
 		}
+		if msg.Code != "" {
+			// Stopped with a failure of its own (the fleet's loss), not
+			// cancelled.
+			a.abort(ctx, failure.New(msg.Code, "%s", reason))
+			return
+		}
 		if a.verdict.failure == nil && !a.tearingDown {
 			a.verdict.cancelled = true // a cancel after another failure does not rename it
 		}

@@ -431,6 +431,31 @@ func TestCancellationMidRunTearsDown(t *testing.T) {
 	assert.Zero(t, host.called("import"))
 }
 
+// TestCancelWithACodeEndsAsThatFailure: a cancel carrying a code (the
+// fleet stopping an attempt it declared lost) ends the attempt failed with
+// that code, not cancelled, with teardown and no import.
+func TestCancelWithACodeEndsAsThatFailure(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.blockRun = true
+	h := newHarness(t, host, nil)
+	d := testDispatch(time.Now().Add(time.Hour))
+	probe := h.submit(t, d)
+	select {
+	case <-host.runEntered:
+	case <-time.After(within):
+		t.Fatal("the worker never ran")
+	}
+	res, err := h.system.Root.RequestFuture(h.root, messages.CancelAttempt{AttemptID: d.AttemptID(), Reason: "declared lost", Code: failure.SandboxRunnerLost}, within).Result()
+	require.NoError(t, err)
+	require.True(t, res.(messages.CancelReply).Found)
+	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+	assert.Equal(t, messages.StatusFailed, out.Status)
+	assert.Equal(t, string(failure.SandboxRunnerLost), out.Code)
+	assert.Contains(t, out.Message, "declared lost")
+	assert.Equal(t, 1, host.teardowns)
+	assert.Zero(t, host.called("import"))
+}
+
 func TestLeaseExpiryAbortsTheAttempt(t *testing.T) {
 	host := newFakeHost(t.TempDir())
 	host.blockRun = true

@@ -36,6 +36,10 @@ type SubmitReply struct {
 type CancelAttempt struct {
 	AttemptID string
 	Reason    string
+	// Code, when set, ends the attempt as a failure with that code
+	// instead of as cancelled: the fleet stops an attempt it declared
+	// lost with sandbox_runner_lost.
+	Code failure.Code
 }
 
 // CancelReply answers CancelAttempt.

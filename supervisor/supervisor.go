@@ -458,8 +458,13 @@ func (r *root) cancelAttempt(ctx actor.Context, msg messages.CancelAttempt) mess
 		p := r.queue[i]
 		r.queue = append(r.queue[:i], r.queue[i+1:]...)
 		delete(r.inQueue, msg.AttemptID)
-		out := r.failedOutcome(msg.AttemptID, failure.SandboxCancelled, "cancelled while queued", false)
-		out.Status = messages.StatusCancelled
+		var out messages.AttemptOutcome
+		if msg.Code != "" {
+			out = r.failedOutcome(msg.AttemptID, msg.Code, msg.Reason+" (while queued)", false)
+		} else {
+			out = r.failedOutcome(msg.AttemptID, failure.SandboxCancelled, "cancelled while queued", false)
+			out.Status = messages.StatusCancelled
+		}
 		notify(ctx, p.subscriber, out)
 		return messages.CancelReply{AttemptID: msg.AttemptID, Found: true}
 	}

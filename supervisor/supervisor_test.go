@@ -223,6 +223,18 @@ func TestCancelQueuedAndRunning(t *testing.T) {
 	res, err = f.system.Root.RequestFuture(f.root, messages.CancelAttempt{AttemptID: "nope"}, within).Result()
 	require.NoError(t, err)
 	assert.False(t, res.(messages.CancelReply).Found)
+
+	// With a code, a queued attempt ends failed with it, not cancelled.
+	c, e := dispatch(), dispatch()
+	f.submit(t, c, probe.PID())
+	f.submit(t, e, probe.PID())
+	res, err = f.system.Root.RequestFuture(f.root, messages.CancelAttempt{AttemptID: e.AttemptID(), Reason: "declared lost", Code: failure.SandboxRunnerLost}, within).Result()
+	require.NoError(t, err)
+	assert.True(t, res.(messages.CancelReply).Found)
+	got = actortest.ExpectWhere(t, probe, within, func(m messages.AttemptFinished) bool { return m.Outcome.AttemptID == e.AttemptID() })
+	assert.Equal(t, messages.StatusFailed, got.Outcome.Status)
+	assert.Equal(t, string(failure.SandboxRunnerLost), got.Outcome.Code)
+	assert.Contains(t, got.Outcome.Message, "declared lost")
 }
 
 // crashedLedger is the ledger an attempt had written when it crashed.

@@ -79,6 +79,10 @@ func (f *fakeRunner) Cancel(attemptID, _ string) (bool, error) {
 	return false, nil
 }
 
+func (f *fakeRunner) Abort(attemptID string, _ failure.Code, reason string) (bool, error) {
+	return f.Cancel(attemptID, reason)
+}
+
 // HoldAdmission and ReleaseAdmission: the fake admits regardless (the
 // hold is the runner's, tested in internal/daemon/runner).
 func (f *fakeRunner) Renew(attemptID, _ string, expiresAt time.Time) (messages.RenewLeaseReply, error) {

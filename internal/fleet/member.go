@@ -31,6 +31,9 @@ type Local interface {
 	Snapshot() (messages.Snapshot, error)
 	Submit(d *messages.Dispatch) (messages.SubmitReply, error)
 	Cancel(attemptID, reason string) (bool, error)
+	// Abort ends an attempt as a failure with code: the fleet stops an
+	// attempt it declared lost (fatewatch.go).
+	Abort(attemptID string, code failure.Code, reason string) (bool, error)
 	Renew(attemptID, fencingToken string, expiresAt time.Time) (messages.RenewLeaseReply, error)
 	// Inspect is the runner's live actor tree, which other members read
 	// (InspectRequest).
@@ -81,6 +84,10 @@ type Member struct {
 	cutOff    atomic.Bool
 	reachStop chan struct{}
 	reachDone chan struct{}
+	// fatesStop ends the watch of the attempts' fates (fatewatch.go),
+	// which closes fatesDone.
+	fatesStop context.CancelFunc
+	fatesDone chan struct{}
 
 	leaveOnce sync.Once
 }
@@ -146,6 +153,10 @@ func Join(cfg Config, local Local) (m *Member, err error) {
 	m.self = pid
 	m.reachStop, m.reachDone = make(chan struct{}), make(chan struct{})
 	go m.watchReach(m.reachStop, m.reachDone)
+	var fatesCtx context.Context
+	fatesCtx, m.fatesStop = context.WithCancel(context.Background())
+	m.fatesDone = make(chan struct{})
+	go m.watchFates(fatesCtx, m.fatesDone)
 	if cfg.Fence != nil {
 		cfg.Fence.attach(m)
 	}
@@ -219,6 +230,10 @@ func (m *Member) Leave() {
 		if m.reachStop != nil {
 			close(m.reachStop)
 			<-m.reachDone
+		}
+		if m.fatesStop != nil {
+			m.fatesStop()
+			<-m.fatesDone
 		}
 		m.cluster.Shutdown(true)
 		m.followers.Wait()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -157,8 +158,10 @@ func freeAddrOn(t *testing.T, ip string) string {
 //     (fleet_member_cut_off), the submitter declares the attempt lost
 //     (sandbox_runner_lost) within the documented bound, and does not touch
 //     the lost member's Docker resources.
-//   - Healed, the member finds the loss recorded: its result does not move
-//     the branch, and it removes everything of the attempt itself.
+//   - Healed, the member finds the loss recorded and stops the attempt at
+//     once (its task would sleep for ten minutes): it ends with
+//     sandbox_runner_lost, its result does not move the branch, and it
+//     removes everything of the attempt itself.
 func TestFleetPartition(t *testing.T) {
 	engine := enginetest.Client(t)
 	link := newNetnsLink(t)
@@ -201,7 +204,7 @@ func TestFleetPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: inside.runnerID, RepoPath: repo,
-		Argv: []string{"/bin/sh", "-c", "sleep 25; echo late > late.txt"}, Timeout: 300, MemoryBytes: 256 << 20})
+		Argv: []string{"/bin/sh", "-c", "sleep 600; echo late > late.txt"}, Timeout: 900, MemoryBytes: 256 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,12 +259,17 @@ func TestFleetPartition(t *testing.T) {
 	}
 	t.Logf("partitioned: sandbox_runner_lost for the submitter after %s; the member inside holds its admission; its %d resources untouched", lost.Round(time.Millisecond), len(left))
 
-	// 3. Healed: the member's own outcome is fenced, the branch untouched.
+	// 3. Healed: the member stops the lost attempt, the branch untouched.
 	link.unblock()
+	healed := time.Now()
 	there, theirs, err := inside.outcome(ctx, d.AttemptID())
 	if err != nil || there.Code != string(failure.SandboxRunnerLost) || there.ResultCommitSHA != "" {
 		t.Fatalf("on the healed member the attempt ended %+v, %v; events %v; want %s, no result", there, err, theirs, failure.SandboxRunnerLost)
 	}
+	if slices.Contains(theirs, "task_exited") || !strings.Contains(there.Message, "stopped here") {
+		t.Fatalf("the healed member did not stop the lost attempt (%q; events %v)", there.Message, theirs)
+	}
+	t.Logf("healed: the member stopped the lost attempt %s later", time.Since(healed).Round(time.Millisecond))
 	if got := branchAt(t, repo, d.Lease.WorktreeKey); got != "" {
 		t.Fatalf("the managed branch of an attempt declared lost moved to %s", got)
 	}

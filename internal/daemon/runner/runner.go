@@ -290,6 +290,17 @@ func (r *Runner) Cancel(attemptID, reason string) (bool, error) {
 	return res.(messages.CancelReply).Found, nil
 }
 
+// Abort ends a queued or running attempt as a failure with code (the
+// fleet stops an attempt it declared lost with sandbox_runner_lost); found
+// is false for an attempt this runner does not have.
+func (r *Runner) Abort(attemptID string, code failure.Code, reason string) (bool, error) {
+	res, err := r.system.Root.RequestFuture(r.root, messages.CancelAttempt{AttemptID: attemptID, Reason: reason, Code: code}, requestTimeout).Result()
+	if err != nil {
+		return false, fmt.Errorf("abort: %w", err)
+	}
+	return res.(messages.CancelReply).Found, nil
+}
+
 // Renew extends a running attempt's lease (same fencing token, strictly
 // later expiry).
 func (r *Runner) Renew(attemptID, fencingToken string, expiresAt time.Time) (messages.RenewLeaseReply, error) {
