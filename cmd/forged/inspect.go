@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,12 +29,12 @@ func inspectCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			daemon := client.New(socket)
-			if memberID != "" && watch {
-				return errors.New("--member shows another member's tree once: drop --watch (or run forged inspect --watch on that member's host)")
-			}
 			if watch {
 				ctx, stop := interruptible(cmd, 0)
 				defer stop()
+				if memberID != "" {
+					return watchMember(ctx, daemon, socket, memberID, interval, cmd.OutOrStdout(), asJSON, isTerminal(os.Stdout))
+				}
 				return watchInspect(ctx, daemon, interval, cmd.OutOrStdout(), asJSON, isTerminal(os.Stdout))
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
@@ -62,8 +61,8 @@ func inspectCommand() *cobra.Command {
 	cmd.Flags().StringVar(&socket, "socket", filepath.Join(defaultStateRoot(), "forged.sock"), "the daemon's unix socket")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the replies as JSON (with --watch: one console frame per line)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "follow the daemon live: redraw the tree (with each actor's mailbox, messages and restarts) and the attempts in place")
-	cmd.Flags().DurationVar(&interval, "interval", time.Second, "with --watch, how often the daemon sends a frame")
-	cmd.Flags().StringVar(&memberID, "member", "", "show the tree of the fleet member with this runner id instead, read through the daemon (a member of the fleet; see `forged fleet`)")
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "with --watch, how often the daemon sends a frame (with --member: how often the member's tree is read)")
+	cmd.Flags().StringVar(&memberID, "member", "", "show the tree of the fleet member with this runner id instead, read through the daemon (a member of the fleet; see `forged fleet`); with --watch it is read again every --interval")
 	return cmd
 }
 

@@ -156,3 +156,102 @@ func TestInspectWatchWithoutATerminalPrintsFramesOneAfterTheOther(t *testing.T) 
 	assert.NotContains(t, string(out), "\x1b")
 	assert.GreaterOrEqual(t, strings.Count(string(out), "slots 1/2"), 2)
 }
+
+// serveMember serves GET /v1/fleet/members/{id}/inspect on a unix socket:
+// tree(n) for the n-th reading of member "m1", 404 fleet_member_unknown
+// for any other id.
+func serveMember(t *testing.T, tree func(n int) ([]messages.InspectReply, bool)) string {
+	t.Helper()
+	socket := filepath.Join(t.TempDir(), "forged.sock")
+	l, err := net.Listen("unix", socket)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	n := 0
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/fleet/members/{id}/inspect", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.PathValue("id") != "m1" {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"code":"fleet_member_unknown","message":"no member of the fleet has runner id `+r.PathValue("id")+`"}`)
+			return
+		}
+		mu.Lock()
+		n++
+		replies, ok := tree(n)
+		mu.Unlock()
+		if !ok {
+			// As the daemon answers for a listed member that does not.
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"code":"sandbox_runtime_failed","message":"fleet: the member m1 at 127.0.0.1:7001 did not answer"}`)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(replies)
+	})
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return socket
+}
+
+// TestInspectWatchOfAnotherMember: `forged inspect --watch --member ID`
+// reads the member's tree through the daemon again and again: JSON lines
+// of readings with the tree (and, when a later reading fails, its error
+// while the watch goes on), plain frames with the tree and no control
+// sequence (a hostile fact's escape sequence escaped), and a runner id no
+// member has ends it at once with the daemon's code.
+func TestInspectWatchOfAnotherMember(t *testing.T) {
+	forged := enginetest.ForgedBinary(t)
+	tree := []messages.InspectReply{
+		{PID: "supervisor", Kind: "supervisor", Phase: "running", Children: []string{"supervisor/attempt-a1"}},
+		{PID: "supervisor/attempt-a1", Kind: "attempt", Phase: "running", Facts: map[string]string{"container": "forge-agent-a1\x1b]0;pwned\x07"}},
+	}
+	// Readings 1 and 2 answer, 3 fails, then they answer again.
+	socket := serveMember(t, func(n int) ([]messages.InspectReply, bool) { return tree, n != 3 })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	cmd := exec.CommandContext(ctx, forged, "inspect", "--watch", "--json", "--interval", "100ms", "--member", "m1", "--socket", socket)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	dec := json.NewDecoder(stdout)
+	type reading struct {
+		Member string                  `json:"member"`
+		Actors []messages.InspectReply `json:"actors"`
+		Error  string                  `json:"error"`
+	}
+	var got []reading
+	for range 4 {
+		var r reading
+		require.NoError(t, dec.Decode(&r))
+		got = append(got, r)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	_, _ = io.Copy(io.Discard, stdout)
+	require.NoError(t, cmd.Wait(), "exit status after SIGINT")
+	for i, r := range got {
+		assert.Equal(t, "m1", r.Member)
+		if i == 2 {
+			assert.Empty(t, r.Actors)
+			assert.Contains(t, r.Error, "did not answer")
+			continue
+		}
+		assert.Empty(t, r.Error)
+		require.Len(t, r.Actors, 2)
+		assert.Equal(t, "supervisor/attempt-a1", r.Actors[1].PID)
+	}
+
+	out, err := exec.CommandContext(ctx, "timeout", "--preserve-status", "-s", "INT", "1", forged, "inspect", "--watch", "--interval", "100ms", "--member", "m1", "--socket", socket).Output()
+	require.NoError(t, err)
+	assert.NotContains(t, string(out), "\x1b")
+	assert.NotContains(t, string(out), "\x07")
+	assert.GreaterOrEqual(t, strings.Count(string(out), "forged member m1"), 2)
+	assert.Contains(t, string(out), "  attempt [running] supervisor/attempt-a1")
+
+	var stderr bytes.Buffer
+	unknown := exec.CommandContext(ctx, forged, "inspect", "--watch", "--member", "nobody", "--socket", socket)
+	unknown.Stderr = &stderr
+	err = unknown.Run()
+	require.Error(t, err, "a runner id no member has ends the watch")
+	assert.Contains(t, stderr.String(), "fleet_member_unknown")
+}
