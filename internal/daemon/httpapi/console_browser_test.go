@@ -311,7 +311,9 @@ func TestConsoleAttemptViewInHeadlessChromium(t *testing.T) {
 // member (a stand-in runner with a directory) and of a daemon running
 // alone: the member's page lists the members with their capacity,
 // attempts and state (cut off, unreachable), a hostile string from a
-// member stays text; the lone daemon's page shows no fleet.
+// member stays text; a member's "tree" button opens its actor tree (read
+// through the daemon), or the daemon's refusal for one that does not
+// answer; the lone daemon's page shows no fleet.
 func TestConsoleFleetViewInHeadlessChromium(t *testing.T) {
 	chromium := chromiumPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -319,6 +321,9 @@ func TestConsoleFleetViewInHeadlessChromium(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir := sampleDirectory()
 	dir.Members[1].Error = "did not answer \u001b[2J<b>bold</b>"
+	dir.Members = append(dir.Members,
+		messages.FleetMember{RunnerID: "r2", Address: "127.0.0.1:7953", Slots: 2, FreeSlots: 2, PreflightAvailable: true},
+		messages.FleetMember{RunnerID: "gone", Address: "127.0.0.1:7954", Slots: 1, FreeSlots: 1, PreflightAvailable: true})
 	f := &fleetRunner{contractRunner: &contractRunner{consoleRunner: consoleRunner{metrics: metrics.New()}, logs: runner.NewLogs(0)}, dir: dir}
 	member := httptest.NewServer(httpapi.Handler(f, logger))
 	defer member.Close()
@@ -341,10 +346,28 @@ func TestConsoleFleetViewInHeadlessChromium(t *testing.T) {
 		return out
 	}
 	rows := eval(`Array.from(document.querySelectorAll('#fleet tr.member')).map((r) => Array.from(r.children).map((c) => c.textContent).join('|')).join('\n')`)
-	assert.Equal(t, "r1 (this daemon)|127.0.0.1:7951|2|1|1|0|cut off from etcd|a1\n"+
-		`?|127.0.0.1:7952|-|-|-|-|unreachable: did not answer \x1b[2J<b>bold</b>|-`, rows)
+	assert.Equal(t, "r1 (this daemon)|127.0.0.1:7951|2|1|1|0|cut off from etcd|a1|tree\n"+
+		`?|127.0.0.1:7952|-|-|-|-|unreachable: did not answer \x1b[2J<b>bold</b>|-|`+"\n"+
+		"r2|127.0.0.1:7953|2|2|0|0|ok|-|tree\n"+
+		"gone|127.0.0.1:7954|1|1|0|0|ok|-|tree", rows)
 	assert.Equal(t, "0", eval(`String(document.querySelectorAll('#fleet b').length)`), "a member's string is text, never HTML")
-	assert.Contains(t, eval(`document.getElementById('fleet-name').textContent`), "trial · 2 members")
+	assert.Contains(t, eval(`document.getElementById('fleet-name').textContent`), "trial · 4 members")
+
+	// Another member's tree, then one that does not answer, then closed.
+	require.NoError(t, chromedp.Do(browser,
+		chromedp.Click(chromedp.CSS(`#fleet tr[data-runner="r2"] button.member-tree`)),
+		chromedp.WaitVisible(chromedp.CSS(`#mv-tree .actor[data-pid="supervisor"]`)),
+	))
+	assert.Equal(t, "r2", eval(`document.getElementById('mv-title').textContent`))
+	assert.Contains(t, eval(`document.getElementById('mv-tree').textContent`), "slots=2")
+	require.NoError(t, chromedp.Do(browser, chromedp.Click(chromedp.CSS(`#fleet tr[data-runner="gone"] button.member-tree`))))
+	require.Eventually(t, func() bool {
+		return strings.Contains(eval(`document.getElementById('mv-state').textContent`), "did not answer")
+	}, 20*time.Second, 50*time.Millisecond)
+	assert.Equal(t, "gone", eval(`document.getElementById('mv-title').textContent`))
+	assert.Equal(t, "0", eval(`String(document.querySelectorAll('#mv-tree .actor').length)`), "no tree is left from the member before")
+	require.NoError(t, chromedp.Do(browser, chromedp.Click(chromedp.CSS(`#mv-close`))))
+	assert.Equal(t, "true", eval(`String(document.getElementById('member-view').hidden)`))
 
 	require.NoError(t, chromedp.Do(browser, chromedp.Navigate(alone.URL+"/console/")))
 	require.Eventually(t, func() bool { return eval(`document.body.dataset.fleet || ""`) == "alone" }, 20*time.Second, 50*time.Millisecond)
