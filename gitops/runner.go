@@ -26,8 +26,14 @@ const (
 	stderrTail = 4 << 10
 	// excerptLen bounds the stderr excerpt carried in errors.
 	excerptLen = 300
-	// waitDelay bounds how long Run waits for I/O after the process is gone.
-	waitDelay = 2 * time.Second
+	// waitDelay bounds how long Run waits for git's output pipes to close
+	// after git is gone (only a process git left behind, or another child
+	// forked by this process that inherited the pipe and has not exec'd
+	// yet, holds them open). At 2 s a successful `git rev-parse` failed
+	// with exec.ErrWaitDelay on a 2-core machine at a load average of 11
+	// (TestFleetOfDaemons, 2026-12-04): the bound is for leftovers, not for
+	// a scheduler that is merely slow.
+	waitDelay = 10 * time.Second
 )
 
 // errOutputLimit is the cause of a failure for output past the cap.
