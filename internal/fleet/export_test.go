@@ -1,5 +1,12 @@
 package fleet
 
+import (
+	"io"
+	"log/slog"
+
+	"github.com/forgedev/forged/internal/fleet/fleetpb"
+)
+
 // Choose and StateOf are placement's choice and a runner's directory
 // entry, for the in-process tests (no cluster).
 var (
@@ -9,3 +16,10 @@ var (
 
 // DirectoryView is the API's form of a directory read.
 var DirectoryView = directoryView
+
+// SubmitHere is a member's admission of a forwarded dispatch (the fleet
+// actor's SubmitRequest) on local, without a cluster.
+func SubmitHere(local Local, req *fleetpb.SubmitRequest) *fleetpb.SubmitResponse {
+	m := &Member{local: local, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return m.submitHere(req)
+}
