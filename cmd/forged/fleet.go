@@ -36,7 +36,7 @@ func (f *fleetFlags) register(cmd *cobra.Command) {
 
 // registerPlacement adds the daemon's placement switch.
 func (f *fleetFlags) registerPlacement(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&f.placement, "fleet-placement", false, "place a dispatch whose execution.runnerId is the nil UUID on the member with the most free slots (default: refused)")
+	cmd.Flags().BoolVar(&f.placement, "fleet-placement", false, "place a dispatch whose execution.runnerId is the nil UUID on the member with the most room for its requested resources (default: refused)")
 }
 
 func (f *fleetFlags) config(logger *slog.Logger) fleet.Config {
