@@ -30,8 +30,9 @@ func (m *Member) place(ctx context.Context, d *messages.Dispatch) (*fleetpb.Memb
 // the reservation the member's own admission holds it to).
 //
 // Candidates: the members that answered, pass preflight, are not draining,
-// have a free slot and, when their budget is known, whose headroom (what
-// one more attempt may reserve there now, messages.Snapshot.Headroom)
+// have a free slot and no attempt waiting in their queue (FIFO: a new one
+// would wait behind it) and, when their budget is known, whose headroom
+// (what one more attempt may reserve there now, messages.Snapshot.Headroom)
 // holds need: exactly what the member's supervisor would start at once,
 // so the fleet never places what the member would queue or refuse.
 //
@@ -93,7 +94,7 @@ func room(st *fleetpb.MemberState, need messages.Reservation) int64 {
 
 // shortfall counts why members were not candidates, for the refusal.
 type shortfall struct {
-	unreachable, preflight, draining, slots, memory, cpu int
+	unreachable, preflight, draining, slots, queued, memory, cpu int
 	// mostMemory and mostCPU are the largest headroom among the members
 	// short of memory or CPU.
 	mostMemory, mostCPU int64
@@ -115,6 +116,11 @@ func (s *shortfall) excludes(st *fleetpb.MemberState, need messages.Reservation)
 	case st.GetFreeSlots() <= 0:
 		s.slots++
 		return "slots"
+	case st.GetQueued() > 0:
+		// Its queue is FIFO: a new dispatch would wait behind the head,
+		// which its budget does not hold now.
+		s.queued++
+		return "queued"
 	}
 	h, known := headroomOf(st)
 	if !known || h.Holds(need) {
@@ -148,6 +154,9 @@ func (s shortfall) String(listed int) string {
 	}
 	if s.slots > 0 {
 		parts = append(parts, fmt.Sprintf("no free slot on %d", s.slots))
+	}
+	if s.queued > 0 {
+		parts = append(parts, fmt.Sprintf("attempts waiting in the queue on %d", s.queued))
 	}
 	if s.draining > 0 {
 		parts = append(parts, fmt.Sprintf("%d draining", s.draining))

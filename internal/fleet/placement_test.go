@@ -61,6 +61,10 @@ func TestChooseWeighsTheRequestedResources(t *testing.T) {
 			big, []*fleetpb.MemberState{entry("a", 6, 8*gib, 1500)}, "", []string{"CPU short on 1 (the most free: 1500 millis)"}},
 		{"a low disk is no candidate even if preflight still passes",
 			small, []*fleetpb.MemberState{{RunnerId: "a", FreeSlots: 4, PreflightAvailable: true, DiskLow: true}}, "", []string{"1 failing preflight"}},
+		{"a member with a queue is no candidate (FIFO: the new one would wait)",
+			small, []*fleetpb.MemberState{{RunnerId: "a", FreeSlots: 3, Queued: 1, PreflightAvailable: true}, entry("b", 1, 2*gib, 1000)}, "b", nil},
+		{"only queues: refused, saying so",
+			small, []*fleetpb.MemberState{{RunnerId: "a", FreeSlots: 3, Queued: 1, PreflightAvailable: true}}, "", []string{"attempts waiting in the queue on 1"}},
 		{"an empty fleet", small, nil, "", []string{"lists no member"}},
 	}
 	for _, c := range cases {
