@@ -87,6 +87,18 @@ type Member struct {
 	reachDone chan struct{}
 
 	leaveOnce sync.Once
+
+	// now is the clock of the proxy's bounds (time.Now when nil; the
+	// tests give a manual one).
+	now func() time.Time
+}
+
+// clock is the time now, by m.now.
+func (m *Member) clock() time.Time {
+	if m.now != nil {
+		return m.now()
+	}
+	return time.Now()
 }
 
 // Join starts this daemon's cluster member on cfg.Advertise, registers it

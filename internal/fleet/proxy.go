@@ -127,7 +127,7 @@ func (m *Member) follow(log *runner.Log, attemptID string, target *fleetpb.Membe
 			// moving a branch; its outcome comes if it returns (a member
 			// restarted on the same address answers from its logs), but
 			// not forever.
-			if silence.gone(time.Now()) {
+			if silence.gone(m.clock()) {
 				log.Finish(messages.AttemptOutcome{AttemptID: attemptID, Status: messages.StatusFailed, Code: string(failure.SandboxRunnerLost),
 					Message: fmt.Sprintf("fleet member %s (runner %s) left the fleet after it claimed the attempt to import or publish its result, and did not answer for %s; its branch may have moved: read it before dispatching again",
 						target.GetAddress(), target.GetRunnerId(), claimedWait)})
@@ -135,7 +135,7 @@ func (m *Member) follow(log *runner.Log, attemptID string, target *fleetpb.Membe
 				return
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), silence.wait(time.Now(), eventsHold+m.cfg.RequestTimeout))
+		ctx, cancel := context.WithTimeout(context.Background(), silence.wait(m.clock(), eventsHold+m.cfg.RequestTimeout))
 		res, err := m.request(ctx, target.GetAddress(), &fleetpb.EventsRequest{AttemptId: attemptID, From: from})
 		cancel()
 		resp, ok := res.(*fleetpb.EventsResponse)
