@@ -46,7 +46,7 @@ func TestChooseSpreadsABurstByFreeSlots(t *testing.T) {
 	got := map[string]int{}
 	var order []string
 	for i := range 12 {
-		st, refused := fleet.Choose(dir, "f", small)
+		st, refused := fleet.Choose(dir, "f", reserving(small))
 		if refused != nil {
 			t.Fatalf("placement %d refused: %v", i, refused)
 		}
@@ -61,7 +61,7 @@ func TestChooseSpreadsABurstByFreeSlots(t *testing.T) {
 	if order[0] != "c" || order[1] != "c" || order[2] != "b" {
 		t.Fatalf("order %v; want c, c, then b (4 free ties c's 4, b < c)", order)
 	}
-	_, refused := fleet.Choose(dir, "f", small)
+	_, refused := fleet.Choose(dir, "f", reserving(small))
 	if refused == nil || refused.Code != failure.CapacityExhausted {
 		t.Fatalf("the thirteenth = %v; want %s", refused, failure.CapacityExhausted)
 	}
@@ -70,7 +70,7 @@ func TestChooseSpreadsABurstByFreeSlots(t *testing.T) {
 			t.Errorf("refusal %q does not say %q", refused.Message, want)
 		}
 	}
-	if _, refused := fleet.Choose(nil, "f", small); refused == nil || refused.Code != failure.CapacityExhausted {
+	if _, refused := fleet.Choose(nil, "f", reserving(small)); refused == nil || refused.Code != failure.CapacityExhausted {
 		t.Fatalf("an empty directory = %v; want %s", refused, failure.CapacityExhausted)
 	}
 }
@@ -108,7 +108,7 @@ func TestStateOfCountsFreeSlots(t *testing.T) {
 	if ok.GetHeadroomKnown() {
 		t.Fatalf("a snapshot without headroom gave a known one: %v", ok)
 	}
-	if st, refused := fleet.Choose([]*fleetpb.MemberState{broken, ok}, "f", small); refused != nil || st.GetRunnerId() != "r3" {
+	if st, refused := fleet.Choose([]*fleetpb.MemberState{broken, ok}, "f", reserving(small)); refused != nil || st.GetRunnerId() != "r3" {
 		t.Fatalf("chose %v, %v; want r3 (r2's snapshot failed)", st, refused)
 	}
 }

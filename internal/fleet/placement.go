@@ -22,12 +22,12 @@ const AnyMember = "00000000-0000-0000-0000-000000000000"
 // place chooses the member for a dispatch left to the fleet from the
 // directory as it is now (see choose).
 func (m *Member) place(ctx context.Context, d *messages.Dispatch) (*fleetpb.MemberState, *failure.Error) {
-	return choose(m.Directory(ctx), m.cfg.Name, d.Sandbox.RequestedResources.Reservation())
+	return choose(m.Directory(ctx), m.cfg.Name, d)
 }
 
-// choose picks, from a directory, the member with the most room for a
-// dispatch that reserves need (messages.RequestedResources.Reservation,
-// the reservation the member's own admission holds it to).
+// choose picks, from a directory, the member with the most room for d,
+// which reserves need there (messages.RequestedResources.Reservation, the
+// reservation the member's own admission holds it to).
 //
 // Candidates: the members that answered, pass preflight, are not draining,
 // have a free slot and no attempt waiting in their queue (FIFO: a new one
@@ -43,7 +43,8 @@ func (m *Member) place(ctx context.Context, d *messages.Dispatch) (*fleetpb.Memb
 // Most room first; ties: the most free slots, then the lowest runner id,
 // so that the choice is deterministic. None: capacity_exhausted, saying
 // which resource was short on how many members.
-func choose(dir []*fleetpb.MemberState, fleetName string, need messages.Reservation) (*fleetpb.MemberState, *failure.Error) {
+func choose(dir []*fleetpb.MemberState, fleetName string, d *messages.Dispatch) (*fleetpb.MemberState, *failure.Error) {
+	need := d.Sandbox.RequestedResources.Reservation()
 	var fit []*fleetpb.MemberState
 	var short shortfall
 	for _, st := range dir {

@@ -23,6 +23,14 @@ func unbudgeted(id string, free int32) *fleetpb.MemberState {
 	return &fleetpb.MemberState{RunnerId: id, FreeSlots: free, PreflightAvailable: true}
 }
 
+// reserving is a dispatch whose Reservation is need (only its requested
+// resources matter to choose).
+func reserving(need messages.Reservation) *messages.Dispatch {
+	d := &messages.Dispatch{}
+	d.Sandbox.RequestedResources = messages.RequestedResources{WorkerMemoryLimitBytes: need.MemoryBytes, CPUMillis: need.CPUMillis}
+	return d
+}
+
 // TestChooseWeighsTheRequestedResources: a member whose headroom cannot
 // hold the dispatch's reservation is no candidate, whatever its free
 // slots; among the others the most room (further dispatches of the same
@@ -69,7 +77,7 @@ func TestChooseWeighsTheRequestedResources(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			st, refused := fleet.Choose(c.dir, "f", c.need)
+			st, refused := fleet.Choose(c.dir, "f", reserving(c.need))
 			if c.want != "" {
 				if refused != nil || st.GetRunnerId() != c.want {
 					t.Fatalf("chose %v (refused %v); want %s", st.GetRunnerId(), refused, c.want)
@@ -88,6 +96,24 @@ func TestChooseWeighsTheRequestedResources(t *testing.T) {
 	}
 }
 
+// TestChooseCountsEveryReservedByte: a dispatch's services and runtime
+// overhead count against a member's headroom beside its worker, as the
+// member's admission counts them (the same Reservation): 1 GiB worker +
+// 1 GiB services + 512 MiB overhead does not fit 2 GiB.
+func TestChooseCountsEveryReservedByte(t *testing.T) {
+	d := &messages.Dispatch{}
+	d.Sandbox.RequestedResources = messages.RequestedResources{WorkerMemoryLimitBytes: gib, ServiceMemoryLimitBytes: gib,
+		RuntimeOverheadBytes: gib / 2, CPUMillis: 500}
+	dir := []*fleetpb.MemberState{entry("a", 4, 2*gib, 4000), entry("b", 1, 5*gib/2, 500)}
+	if st, refused := fleet.Choose(dir, "f", d); refused != nil || st.GetRunnerId() != "b" {
+		t.Fatalf("chose %v (refused %v); want b, the only one with 2.5 GiB", st.GetRunnerId(), refused)
+	}
+	_, refused := fleet.Choose(dir[:1], "f", d)
+	if refused == nil || !strings.Contains(refused.Message, "reserves 2.5 GiB of memory") {
+		t.Fatalf("refusal %v; want one naming the 2.5 GiB reserved", refused)
+	}
+}
+
 // TestChooseSpreadsABurstByMemory: dispatches of 2 GiB over members with
 // headroom for 1, 3 and 4 of them (and slots to spare), each placement
 // taking its reservation from the member chosen, as its supervisor would:
@@ -98,7 +124,7 @@ func TestChooseSpreadsABurstByMemory(t *testing.T) {
 	dir := []*fleetpb.MemberState{entry("a", 10, 2*gib, 8000), entry("b", 10, 6*gib, 8000), entry("c", 10, 9*gib, 8000)}
 	got := map[string]int{}
 	for i := range 8 {
-		st, refused := fleet.Choose(dir, "f", need)
+		st, refused := fleet.Choose(dir, "f", reserving(need))
 		if refused != nil {
 			t.Fatalf("placement %d refused: %v (so far %v)", i, refused, got)
 		}
@@ -110,7 +136,7 @@ func TestChooseSpreadsABurstByMemory(t *testing.T) {
 	if got["a"] != 1 || got["b"] != 3 || got["c"] != 4 {
 		t.Fatalf("placements by member = %v; want a 1, b 3, c 4", got)
 	}
-	_, refused := fleet.Choose(dir, "f", need)
+	_, refused := fleet.Choose(dir, "f", reserving(need))
 	if refused == nil || refused.Code != failure.CapacityExhausted || !strings.Contains(refused.Message, "memory short on 3") {
 		t.Fatalf("the ninth = %v; want %s naming memory on the 3 members", refused, failure.CapacityExhausted)
 	}
