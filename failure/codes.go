@@ -144,7 +144,8 @@ var (
 
 // Codes of the fleet (internal/fleet).
 var (
-	FleetMemberCutOff  = define("fleet_member_cut_off", Retryable, http.StatusServiceUnavailable, "this fleet member has not reached etcd for longer than its membership TTL (the fleet may declare it lost): it admits no new work until etcd answers again; the attempts it runs go on")
-	FleetMemberUnknown = define("fleet_member_unknown", Permanent, http.StatusNotFound, "no member of the fleet, as this daemon sees it, has that runner id (or the daemon is no fleet member): list the members with GET /v1/fleet or `forged fleet`")
-	SandboxRunnerLost  = define("sandbox_runner_lost", Retryable, http.StatusInternalServerError, "the fleet member running the attempt left the fleet (its etcd lease expired: killed, host gone or cut off) while it ran; its submitter ended the attempt, and the member, returning, refuses to import or publish its result (the loss is recorded in etcd)")
+	FleetMemberCutOff    = define("fleet_member_cut_off", Retryable, http.StatusServiceUnavailable, "this fleet member has not reached etcd for longer than its membership TTL (the fleet may declare it lost): it admits no new work until etcd answers again; the attempts it runs go on")
+	FleetMemberRestarted = define("fleet_member_restarted", Retryable, http.StatusServiceUnavailable, "the fleet member a dispatch was forwarded to is not the process instance the submitter chose from the directory (it restarted in between: its runner instance id changed); nothing was admitted: submit again")
+	FleetMemberUnknown   = define("fleet_member_unknown", Permanent, http.StatusNotFound, "no member of the fleet, as this daemon sees it, has that runner id (or the daemon is no fleet member): list the members with GET /v1/fleet or `forged fleet`")
+	SandboxRunnerLost    = define("sandbox_runner_lost", Retryable, http.StatusInternalServerError, "the fleet member running the attempt left the fleet (its etcd lease expired: killed, host gone or cut off) while it ran; its submitter ended the attempt, and the member, returning, refuses to import or publish its result (the loss is recorded in etcd)")
 )

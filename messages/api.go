@@ -207,6 +207,12 @@ type FleetMember struct {
 	CPUAvailableMillis   int    `json:"cpuAvailableMillis"`
 	DiskFreeBytes        int64  `json:"diskFreeBytes"`
 	DiskLow              bool   `json:"diskLow"`
+	// Headroom is what one more attempt may reserve there now (its
+	// Snapshot.Headroom), by which placement weighs a dispatch; nil when
+	// its budget is unknown.
+	Headroom *Reservation `json:"headroom,omitempty"`
+	// RunnerInstanceID is its runner instance id (random per process).
+	RunnerInstanceID string `json:"runnerInstanceId,omitempty"`
 	// UpdatedAt is when the member read its state.
 	UpdatedAt *time.Time `json:"updatedAt,omitempty"`
 	// Error says why it did not answer.

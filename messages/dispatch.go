@@ -115,6 +115,31 @@ type RequestedResources struct {
 	WorkspaceBytes int64 `json:"workspaceBytes,omitempty"`
 }
 
+// Reservation is what one admitted attempt holds against its host's
+// budget until it finishes: the memory it requested (worker + services +
+// runtime overhead) and its CPU millis. The supervisor admits by it, and a
+// fleet places by it (internal/fleet), so both weigh a dispatch alike.
+func (r RequestedResources) Reservation() Reservation {
+	return Reservation{MemoryBytes: r.WorkerMemoryLimitBytes + r.ServiceMemoryLimitBytes + r.RuntimeOverheadBytes, CPUMillis: r.CPUMillis}
+}
+
+// Reservation is an amount of a host's budget: memory and CPU millis.
+type Reservation struct {
+	MemoryBytes int64 `json:"memoryBytes"`
+	CPUMillis   int64 `json:"cpuMillis"`
+}
+
+// Plus is the sum of two reservations.
+func (h Reservation) Plus(o Reservation) Reservation {
+	return Reservation{MemoryBytes: h.MemoryBytes + o.MemoryBytes, CPUMillis: h.CPUMillis + o.CPUMillis}
+}
+
+// Holds reports whether n fits in h (h a headroom: what is left of a
+// budget), resource by resource.
+func (h Reservation) Holds(n Reservation) bool {
+	return n.MemoryBytes <= h.MemoryBytes && n.CPUMillis <= h.CPUMillis
+}
+
 // Workspace returns WorkspaceBytes, or DefaultWorkspaceBytes when unset.
 func (r RequestedResources) Workspace() int64 {
 	if r.WorkspaceBytes <= 0 {

@@ -88,6 +88,14 @@ type Snapshot struct {
 	// Preflight is the host report the slots come from (nil when the
 	// supervisor runs with a fixed number of slots).
 	Preflight *HostReport `json:"preflight,omitempty"`
+	// Headroom is what one more attempt may reserve now beside those
+	// admitted (running, starting or tearing down): the memory budget
+	// (total less the host reserve) less their reservations, at most the
+	// memory available now less the reserve, and the CPU millis less
+	// theirs. A dispatch whose Reservation it Holds (and a free slot)
+	// starts at once. nil when the host's budget is unknown (no preflight
+	// figures): only the slots then bound admission.
+	Headroom *Reservation `json:"headroom,omitempty"`
 	// AdmissionHeld says why the runner admits no new work while an
 	// outside authority holds its admission (a fleet member cut off from
 	// etcd); nil while it admits.

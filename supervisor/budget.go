@@ -8,20 +8,13 @@ import (
 )
 
 // need is what one admitted attempt holds against the host until it
-// finishes: the memory its dispatch requested (worker + services + runtime
-// overhead) and its CPU millis.
-type need struct {
-	memoryBytes int64
-	cpuMillis   int64
-}
+// finishes: its dispatch's Reservation (requested worker + services +
+// runtime overhead memory, and CPU millis). A fleet places by the same
+// Reservation (internal/fleet).
+type need = messages.Reservation
 
 func needOf(d *messages.Dispatch) need {
-	r := d.Sandbox.RequestedResources
-	return need{memoryBytes: r.WorkerMemoryLimitBytes + r.ServiceMemoryLimitBytes + r.RuntimeOverheadBytes, cpuMillis: r.CPUMillis}
-}
-
-func (n need) plus(o need) need {
-	return need{memoryBytes: n.memoryBytes + o.memoryBytes, cpuMillis: n.cpuMillis + o.cpuMillis}
+	return d.Sandbox.RequestedResources.Reservation()
 }
 
 // budget is what the host offers attempts, from a preflight report:
@@ -72,22 +65,35 @@ func (b budget) neverFits(d *messages.Dispatch) string {
 		return ""
 	}
 	n := needOf(d)
-	if n.memoryBytes <= b.memoryBytes && n.cpuMillis <= b.cpuMillis {
+	if n.MemoryBytes <= b.memoryBytes && n.CPUMillis <= b.cpuMillis {
 		return ""
 	}
 	r := d.Sandbox.RequestedResources
 	return fmt.Sprintf("the dispatch needs %s of memory (worker %s + services %s + runtime overhead %s) and %d CPU millis; "+
 		"this host offers at most %s of memory after its reserve of %s, and %d CPU millis after its %d reserved cores",
-		preflight.FormatBytes(n.memoryBytes), preflight.FormatBytes(r.WorkerMemoryLimitBytes), preflight.FormatBytes(r.ServiceMemoryLimitBytes),
-		preflight.FormatBytes(r.RuntimeOverheadBytes), n.cpuMillis,
+		preflight.FormatBytes(n.MemoryBytes), preflight.FormatBytes(r.WorkerMemoryLimitBytes), preflight.FormatBytes(r.ServiceMemoryLimitBytes),
+		preflight.FormatBytes(r.RuntimeOverheadBytes), n.CPUMillis,
 		preflight.FormatBytes(b.memoryBytes), preflight.FormatBytes(b.reserveBytes), b.cpuMillis, b.reservedCores)
 }
 
-// fitsNow reports whether n fits beside what the admitted attempts hold.
+// fitsNow reports whether n fits beside what the admitted attempts hold:
+// within the headroom they leave.
 func (b budget) fitsNow(held, n need) bool {
 	if !b.known {
 		return true
 	}
-	total := held.plus(n)
-	return total.memoryBytes <= b.memoryBytes && total.cpuMillis <= b.cpuMillis && n.memoryBytes <= b.availableBytes
+	return b.headroom(held).Holds(n)
+}
+
+// headroom is what one more attempt may reserve beside held: the memory
+// budget less held's memory, at most the memory available now less the
+// reserve, and the CPU millis less held's (negative when the admitted
+// attempts hold more than the budget: a re-adoption is admitted whatever
+// the budget). messages.Snapshot publishes it (nil when !known), and a
+// fleet places by it.
+func (b budget) headroom(held need) messages.Reservation {
+	return messages.Reservation{
+		MemoryBytes: min(b.memoryBytes-held.MemoryBytes, b.availableBytes),
+		CPUMillis:   b.cpuMillis - held.CPUMillis,
+	}
 }

@@ -67,6 +67,12 @@ func TestAdmissionHoldsEachDispatchsResourcesAgainstTheHost(t *testing.T) {
 	assert.Equal(t, fmt.Sprint(4*gib), facts["heldMemoryBytes"], "the debug console shows what is held")
 	assert.Equal(t, "1000", facts["heldCpuMillis"])
 	assert.Equal(t, fmt.Sprint(6*gib), facts["budgetMemoryBytes"])
+	// The snapshot publishes what is left for one more (a fleet places by
+	// it): 6 GiB less the first's 4, and 3000 millis less its 1000.
+	headroom := f.snapshot(t).Headroom
+	require.NotNil(t, headroom)
+	assert.Equal(t, messages.Reservation{MemoryBytes: 2 * gib, CPUMillis: 2000}, *headroom)
+	assert.False(t, headroom.Holds(needOf(second)), "the queued second does not fit the headroom")
 
 	f.system.Root.Send(f.attemptPID(t, first), finishNow{})
 	require.Eventually(t, func() bool {
@@ -97,4 +103,34 @@ func TestAdmissionWaitsForAvailableMemory(t *testing.T) {
 	source.setHost(8*gib, 2*gib, 3000)
 	f.afterRefresh(t, func() bool { return f.snapshot(t).Queued == 0 })
 	assert.Equal(t, []string{d.AttemptID()}, f.snapshot(t).Attempts)
+}
+
+// TestHeadroomIsTheBudgetLessWhatIsHeld: the headroom is the memory budget
+// less the held memory, capped by the memory available now less the
+// reserve, and the CPU less the held CPU; fitsNow admits exactly what it
+// holds, and an unknown budget bounds nothing (and publishes none).
+func TestHeadroomIsTheBudgetLessWhatIsHeld(t *testing.T) {
+	b := budgetOf(&preflight.Report{Engine: preflight.EngineFacts{MemTotalBytes: 16 * gib},
+		Memory: preflight.Memory{AvailableBytes: 8 * gib, ReserveBytes: 2 * gib}, CPU: preflight.CPU{AvailableMillis: 4000}})
+	cases := []struct {
+		name string
+		held need
+		want messages.Reservation
+	}{
+		{"nothing held: capped by the available memory", need{}, messages.Reservation{MemoryBytes: 6 * gib, CPUMillis: 4000}},
+		{"held below the cap", need{MemoryBytes: 9 * gib, CPUMillis: 1500}, messages.Reservation{MemoryBytes: 5 * gib, CPUMillis: 2500}},
+		{"over-held (re-adoptions)", need{MemoryBytes: 15 * gib, CPUMillis: 5000}, messages.Reservation{MemoryBytes: -1 * gib, CPUMillis: -1000}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := b.headroom(c.held)
+			assert.Equal(t, c.want, h)
+			exact := sized(max(h.MemoryBytes, gib), max(h.CPUMillis, 500))
+			assert.Equal(t, h.MemoryBytes >= gib && h.CPUMillis >= 500, b.fitsNow(c.held, needOf(exact)), "fitsNow admits what the headroom holds")
+			over := sized(max(h.MemoryBytes, gib)+1, max(h.CPUMillis, 500))
+			assert.False(t, b.fitsNow(c.held, needOf(over)))
+		})
+	}
+	assert.False(t, budgetOf(nil).known)
+	assert.True(t, budgetOf(nil).fitsNow(need{MemoryBytes: 100 * gib}, need{MemoryBytes: 100 * gib}))
 }

@@ -414,11 +414,17 @@ func (r *root) canStart(b budget, d *messages.Dispatch) bool {
 	if len(r.running) >= r.slots() {
 		return false
 	}
+	return b.fitsNow(r.held(), needOf(d))
+}
+
+// held is what the admitted attempts (running, starting and tearing down
+// alike) hold against the host's budget.
+func (r *root) held() need {
 	var held need
 	for _, att := range r.running {
-		held = held.plus(att.need)
+		held = held.Plus(att.need)
 	}
-	return b.fitsNow(held, needOf(d))
+	return held
 }
 
 // refuseQueued ends every queued attempt with the preflight's code: the
@@ -611,6 +617,10 @@ func (r *root) snapshot() messages.Snapshot {
 		copied := *rep
 		s.Preflight = &copied
 	}
+	if b := budgetOf(r.capacity.report); b.known {
+		h := b.headroom(r.held())
+		s.Headroom = &h
+	}
 	for id, att := range r.running {
 		s.Attempts = append(s.Attempts, id)
 		if messages.IsStartingPhase(att.phase) {
@@ -632,12 +642,9 @@ func (r *root) inspect(ctx actor.Context) messages.InspectReply {
 	if holders := r.permit.holderIDs(); len(holders) > 0 {
 		facts["buildPermitHolders"] = strings.Join(holders, ",")
 	}
-	var held need
-	for _, att := range r.running {
-		held = held.plus(att.need)
-	}
-	facts["heldMemoryBytes"] = strconv.FormatInt(held.memoryBytes, 10)
-	facts["heldCpuMillis"] = strconv.FormatInt(held.cpuMillis, 10)
+	held := r.held()
+	facts["heldMemoryBytes"] = strconv.FormatInt(held.MemoryBytes, 10)
+	facts["heldCpuMillis"] = strconv.FormatInt(held.CPUMillis, 10)
 	if b := budgetOf(r.capacity.report); b.known {
 		facts["budgetMemoryBytes"] = strconv.FormatInt(b.memoryBytes, 10)
 		facts["budgetCpuMillis"] = strconv.FormatInt(b.cpuMillis, 10)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/internal/fleet"
+	preflightpkg "github.com/forgedev/forged/internal/host/preflight"
 	"github.com/forgedev/forged/internal/kit/termsafe"
 )
 
@@ -40,7 +41,7 @@ func (f *fleetFlags) register(cmd *cobra.Command) {
 
 // registerPlacement adds the daemon's placement switch.
 func (f *fleetFlags) registerPlacement(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&f.placement, "fleet-placement", false, "place a dispatch whose execution.runnerId is the nil UUID on the member with the most free slots (default: refused)")
+	cmd.Flags().BoolVar(&f.placement, "fleet-placement", false, "place a dispatch whose execution.runnerId is the nil UUID on the member with the most room for its requested resources (default: refused)")
 }
 
 func (f *fleetFlags) config(logger *slog.Logger) fleet.Config {
@@ -69,18 +70,24 @@ func fleetCommand() *cobra.Command {
 				return enc.Encode(members)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "RUNNER\tADDRESS\tSLOTS\tFREE\tACTIVE\tQUEUED\tPREFLIGHT\tDRAINING\tATTEMPTS")
+			fmt.Fprintln(w, "RUNNER\tADDRESS\tSLOTS\tFREE\tACTIVE\tQUEUED\tHEADROOM\tPREFLIGHT\tDRAINING\tATTEMPTS")
 			for _, m := range members {
 				if m.GetError() != "" {
-					fmt.Fprintf(w, "?\t%s\t-\t-\t-\t-\tunreachable: %s\t-\t-\n", termsafe.String(m.GetAddress()), termsafe.String(m.GetError()))
+					fmt.Fprintf(w, "?\t%s\t-\t-\t-\t-\t-\tunreachable: %s\t-\t-\n", termsafe.String(m.GetAddress()), termsafe.String(m.GetError()))
 					continue
 				}
 				preflight := "ok"
 				if !m.GetPreflightAvailable() {
 					preflight = termsafe.String(m.GetPreflightCode())
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%t\t%s\n", m.GetRunnerId(), termsafe.String(m.GetAddress()),
-					m.GetSlots(), m.GetFreeSlots(), m.GetActive(), m.GetQueued(), preflight, m.GetDraining(), strings.Join(m.GetAttempts(), ","))
+				// What one more attempt may reserve there (placement weighs
+				// a dispatch's requested resources against it).
+				headroom := "-"
+				if m.GetHeadroomKnown() {
+					headroom = fmt.Sprintf("%s/%dm", preflightpkg.FormatBytes(max(m.GetHeadroomMemoryBytes(), 0)), max(m.GetHeadroomCpuMillis(), 0))
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%t\t%s\n", m.GetRunnerId(), termsafe.String(m.GetAddress()),
+					m.GetSlots(), m.GetFreeSlots(), m.GetActive(), m.GetQueued(), headroom, preflight, m.GetDraining(), strings.Join(m.GetAttempts(), ","))
 			}
 			return w.Flush()
 		},

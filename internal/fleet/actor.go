@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -78,7 +79,10 @@ func (a *fleetActor) work(ctx actor.Context, step string, fn func(context.Contex
 // submitHere admits a dispatch forwarded by another member to this
 // member's runner. The dispatch is read with the same strict decoder as the
 // daemon's API, and it must name this member's runner id: a member never
-// runs work meant for another.
+// runs work meant for another. When the submitter names the runner
+// instance it chose from the directory, this member must still be that
+// process (its instance id is per process): one that restarted since
+// refuses with fleet_member_restarted.
 func (m *Member) submitHere(req *fleetpb.SubmitRequest) *fleetpb.SubmitResponse {
 	runnerID := m.local.RunnerID()
 	d, err := messages.DecodeDispatch(bytes.NewReader(req.GetDispatchJson()))
@@ -88,6 +92,11 @@ func (m *Member) submitHere(req *fleetpb.SubmitRequest) *fleetpb.SubmitResponse 
 	if d.Execution.RunnerID != runnerID {
 		return &fleetpb.SubmitResponse{AttemptId: d.AttemptID(), Code: string(failure.DispatchWrongRunner),
 			Message: "the dispatch's execution.runnerId names another member; it was forwarded to the wrong one", RunnerId: runnerID}
+	}
+	if want := req.GetRunnerInstanceId(); want != "" && want != m.local.RunnerInstanceID() {
+		return &fleetpb.SubmitResponse{AttemptId: d.AttemptID(), Code: string(failure.FleetMemberRestarted),
+			Message: fmt.Sprintf("this member (runner %s) restarted after the submitter read the directory: it was chosen as runner instance %s, it is now %s; nothing was admitted, submit again",
+				runnerID, want, m.local.RunnerInstanceID()), RunnerId: runnerID}
 	}
 	reply, err := m.local.Submit(d)
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 )
 
 // BenchmarkPlacement measures one placement (a dispatch left to the fleet,
-// submitted to one member, placed by free slots and forwarded) with N
+// submitted to one member, placed and forwarded) with N
 // members in this process on one loopback etcd, fake runners behind them.
 // It reports the time the members took to see each other too.
 func BenchmarkPlacement(b *testing.B) {

@@ -36,7 +36,8 @@ type Config struct {
 	// cluster port speaks mutual TLS only.
 	CAFile, CertFile, KeyFile string
 	// Placement lets a dispatch whose execution.runnerId is AnyMember be
-	// placed on the member with the most free slots.
+	// placed on the member with the most room for its requested resources
+	// (see choose).
 	Placement bool
 	// Fence, when set, is the runner's fence (runner.Config.Fence) that
 	// Join attaches to the member.

@@ -306,6 +306,13 @@ func TestFleetOfDaemons(t *testing.T) {
 			if dir[m.runnerID].GetAddress() != m.advertise {
 				t.Errorf("member %s listed as %v", m.runnerID, dir[m.runnerID])
 			}
+			// Each publishes its runner instance and its headroom: its
+			// preflight measured the host, and nothing is held yet.
+			if st := dir[m.runnerID]; st.GetRunnerInstanceId() == "" || !st.GetHeadroomKnown() || st.GetHeadroomMemoryBytes() <= 0 ||
+				st.GetHeadroomCpuMillis() < 1000 {
+				t.Errorf("member %s publishes instance %q, headroom %v %d B %d millis; want an instance and a measured headroom",
+					m.runnerID, st.GetRunnerInstanceId(), st.GetHeadroomKnown(), st.GetHeadroomMemoryBytes(), st.GetHeadroomCpuMillis())
+			}
 		}
 		if dir[m1.runnerID].GetSlots() != 2 || dir[m1.runnerID].GetFreeSlots() != 2 {
 			t.Errorf("the two-slot member is listed as %v", dir[m1.runnerID])
@@ -418,7 +425,14 @@ func TestFleetOfDaemons(t *testing.T) {
 
 	t.Run("placement, cancel, and a member killed mid-attempt", func(t *testing.T) {
 		// Four dispatches left to the fleet fill its four slots, one by
-		// one by free slots; the fifth is capacity_exhausted.
+		// one by their room; the fifth is capacity_exhausted.
+		// A dispatch whose memory no member's headroom holds is refused
+		// before any slot is weighed, naming memory.
+		huge := dispatch(fleet.AnyMember, "true")
+		huge.Sandbox.RequestedResources.WorkerMemoryLimitBytes = 200 << 30
+		if _, err := m0.api.Submit(ctx, huge); failure.CodeOf(err) != failure.CapacityExhausted || !strings.Contains(err.Error(), "memory short on 3") {
+			t.Errorf("a 200 GiB dispatch left to the fleet = %v; want %s naming memory on the 3 members", err, failure.CapacityExhausted)
+		}
 		var placed []*messages.Dispatch
 		for range 4 {
 			d := dispatch(fleet.AnyMember, "echo placed; sleep 300")

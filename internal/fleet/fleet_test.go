@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/forgedev/forged/failure"
@@ -22,11 +23,17 @@ func TestMain(m *testing.M) { testimages.Main(m, testProject) }
 // end (testimages.Main).
 var testProject = testimages.Project("fleet")
 
+// small is a dispatch's reservation in the tests of choose: 1 GiB and
+// 1000 CPU millis.
+var small = messages.Reservation{MemoryBytes: gib, CPUMillis: 1000}
+
+const gib = int64(1) << 30
+
 // TestChooseSpreadsABurstByFreeSlots: twelve placements over members of 2,
-// 4 and 6 free slots, each taking a slot of the member chosen, fill every
-// member to its slots; the thirteenth is capacity_exhausted. A member
-// that drains, fails preflight or did not answer is never chosen, however
-// many slots it has free.
+// 4 and 6 free slots (their budgets unknown: only slots bound them), each
+// taking a slot of the member chosen, fill every member to its slots; the
+// thirteenth is capacity_exhausted. A member that drains, fails preflight
+// or did not answer is never chosen, however many slots it has free.
 func TestChooseSpreadsABurstByFreeSlots(t *testing.T) {
 	dir := []*fleetpb.MemberState{
 		{RunnerId: "a", FreeSlots: 2, PreflightAvailable: true},
@@ -39,7 +46,7 @@ func TestChooseSpreadsABurstByFreeSlots(t *testing.T) {
 	got := map[string]int{}
 	var order []string
 	for i := range 12 {
-		st, refused := fleet.Choose(dir, "f")
+		st, refused := fleet.Choose(dir, "f", reserving(small))
 		if refused != nil {
 			t.Fatalf("placement %d refused: %v", i, refused)
 		}
@@ -54,11 +61,16 @@ func TestChooseSpreadsABurstByFreeSlots(t *testing.T) {
 	if order[0] != "c" || order[1] != "c" || order[2] != "b" {
 		t.Fatalf("order %v; want c, c, then b (4 free ties c's 4, b < c)", order)
 	}
-	_, refused := fleet.Choose(dir, "f")
+	_, refused := fleet.Choose(dir, "f", reserving(small))
 	if refused == nil || refused.Code != failure.CapacityExhausted {
 		t.Fatalf("the thirteenth = %v; want %s", refused, failure.CapacityExhausted)
 	}
-	if _, refused := fleet.Choose(nil, "f"); refused == nil || refused.Code != failure.CapacityExhausted {
+	for _, want := range []string{"no free slot on 3", "1 draining", "1 failing preflight", "1 not answering", "of 6 members"} {
+		if !strings.Contains(refused.Message, want) {
+			t.Errorf("refusal %q does not say %q", refused.Message, want)
+		}
+	}
+	if _, refused := fleet.Choose(nil, "f", reserving(small)); refused == nil || refused.Code != failure.CapacityExhausted {
 		t.Fatalf("an empty directory = %v; want %s", refused, failure.CapacityExhausted)
 	}
 }
@@ -71,7 +83,11 @@ func TestStateOfCountsFreeSlots(t *testing.T) {
 		Preflight: &messages.HostReport{Available: false, Code: "sandbox_disk_low", Reason: "disk low"}}
 	snap.Preflight.Disk.Low = true
 	snap.Preflight.Memory.AvailableBytes = 1 << 30
+	snap.Headroom = &messages.Reservation{MemoryBytes: 3 * gib, CPUMillis: 1500}
 	st := fleet.StateOf("r1", snap, nil, true)
+	if !st.GetHeadroomKnown() || st.GetHeadroomMemoryBytes() != 3*gib || st.GetHeadroomCpuMillis() != 1500 {
+		t.Fatalf("headroom not carried: %v", st)
+	}
 	if st.GetFreeSlots() != 2 || st.GetSlots() != 6 || st.GetActive() != 2 || st.GetStarting() != 1 || st.GetQueued() != 1 {
 		t.Fatalf("counts %v; want 6 slots, 2 free", st)
 	}
@@ -86,10 +102,13 @@ func TestStateOfCountsFreeSlots(t *testing.T) {
 	if broken.GetError() == "" {
 		t.Fatalf("a failed snapshot gave %v", broken)
 	}
-	snap.Preflight = nil
+	snap.Preflight, snap.Headroom = nil, nil
 	snap.Active, snap.Starting, snap.Queued = 0, 0, 0
 	ok := fleet.StateOf("r3", snap, nil, false)
-	if st, refused := fleet.Choose([]*fleetpb.MemberState{broken, ok}, "f"); refused != nil || st.GetRunnerId() != "r3" {
+	if ok.GetHeadroomKnown() {
+		t.Fatalf("a snapshot without headroom gave a known one: %v", ok)
+	}
+	if st, refused := fleet.Choose([]*fleetpb.MemberState{broken, ok}, "f", reserving(small)); refused != nil || st.GetRunnerId() != "r3" {
 		t.Fatalf("chose %v, %v; want r3 (r2's snapshot failed)", st, refused)
 	}
 }
@@ -101,6 +120,7 @@ func TestDirectoryViewCarriesEachMember(t *testing.T) {
 	snap := messages.Snapshot{Slots: 2, Active: 1, Attempts: []string{"a1"}, Preflight: &messages.HostReport{Available: true}}
 	busy := fleet.StateOf("r1", snap, nil, true)
 	busy.Address, busy.MemberId, busy.CutOff = "127.0.0.1:7951", "f@1", true
+	busy.RunnerInstanceId, busy.HeadroomKnown, busy.HeadroomMemoryBytes, busy.HeadroomCpuMillis = "i1", true, 3*gib, 1500
 	gone := &fleetpb.MemberState{Address: "127.0.0.1:7952", MemberId: "f@2", Error: "timeout"}
 	dir := fleet.DirectoryView("trial", "r1", []*fleetpb.MemberState{busy, gone})
 	if !dir.Member || dir.Fleet != "trial" || dir.RunnerID != "r1" || len(dir.Members) != 2 {
@@ -111,7 +131,10 @@ func TestDirectoryViewCarriesEachMember(t *testing.T) {
 		len(m.Attempts) != 1 || m.Attempts[0] != "a1" || !m.Draining || !m.CutOff || !m.PreflightAvailable || m.UpdatedAt == nil || m.Error != "" {
 		t.Fatalf("member %+v", m)
 	}
-	if g := dir.Members[1]; g.Error != "timeout" || g.Address != gone.Address || g.RunnerID != "" || g.Attempts == nil || g.UpdatedAt != nil {
+	if m.RunnerInstanceID != "i1" || m.Headroom == nil || *m.Headroom != (messages.Reservation{MemoryBytes: 3 * gib, CPUMillis: 1500}) {
+		t.Fatalf("member's instance and headroom %+v", m)
+	}
+	if g := dir.Members[1]; g.Error != "timeout" || g.Address != gone.Address || g.RunnerID != "" || g.Attempts == nil || g.UpdatedAt != nil || g.Headroom != nil {
 		t.Fatalf("unanswered member %+v", g)
 	}
 }

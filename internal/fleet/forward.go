@@ -33,7 +33,7 @@ func (m *Member) Submit(ctx context.Context, raw []byte) (messages.SubmitReply, 
 		if !m.cfg.Placement {
 			return messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(failure.DispatchWrongRunner), Message: m.placementRefused()}, "", nil
 		}
-		chosen, refusal := m.place(ctx)
+		chosen, refusal := m.place(ctx, d)
 		if refusal != nil {
 			return messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(refusal.Code), Message: refusal.Message}, "", nil
 		}
@@ -58,7 +58,10 @@ func (m *Member) Submit(ctx context.Context, raw []byte) (messages.SubmitReply, 
 	if err != nil {
 		return messages.SubmitReply{}, "", err
 	}
-	res, err := m.request(ctx, st.GetAddress(), &fleetpb.SubmitRequest{DispatchJson: raw})
+	// The member must be the process the directory described: one that
+	// restarted since refuses (submitHere), rather than run an attempt its
+	// submitter would follow on the old process and declare lost.
+	res, err := m.request(ctx, st.GetAddress(), &fleetpb.SubmitRequest{DispatchJson: raw, RunnerInstanceId: st.GetRunnerInstanceId()})
 	if err != nil {
 		return messages.SubmitReply{}, target, fmt.Errorf("fleet: forward to %s (%s): %w", target, st.GetAddress(), err)
 	}

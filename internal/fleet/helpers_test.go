@@ -47,6 +47,8 @@ func (f *fakeRunner) Logs() *runner.Logs { return f.logs }
 
 func (f *fakeRunner) RunnerID() string { return f.id }
 
+func (f *fakeRunner) RunnerInstanceID() string { return "instance-" + f.id }
+
 func (f *fakeRunner) Inspect() []messages.InspectReply {
 	return []messages.InspectReply{{PID: "supervisor", Kind: "supervisor", Facts: map[string]string{"runner": f.id}}}
 }

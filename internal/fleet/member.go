@@ -28,6 +28,10 @@ import (
 // its capacity and the ways into it. *runner.Runner implements it.
 type Local interface {
 	RunnerID() string
+	// RunnerInstanceID is this process's instance id (a restarted runner
+	// has another): the member publishes it, and refuses a forwarded
+	// dispatch chosen against another instance (submitHere).
+	RunnerInstanceID() string
 	Snapshot() (messages.Snapshot, error)
 	Submit(d *messages.Dispatch) (messages.SubmitReply, error)
 	Cancel(attemptID, reason string) (bool, error)
@@ -90,6 +94,18 @@ type Member struct {
 	fatesDone chan struct{}
 
 	leaveOnce sync.Once
+
+	// now is the clock of the proxy's bounds (time.Now when nil; the
+	// tests give a manual one).
+	now func() time.Time
+}
+
+// clock is the time now, by m.now.
+func (m *Member) clock() time.Time {
+	if m.now != nil {
+		return m.now()
+	}
+	return time.Now()
 }
 
 // Join starts this daemon's cluster member on cfg.Advertise, registers it
@@ -252,12 +268,15 @@ func (m *Member) State() *fleetpb.MemberState {
 	cutOff := m.cutOff.Load()
 	st := stateOf(m.local.RunnerID(), snap, err, m.draining.Load() || cutOff)
 	st.Address, st.MemberId, st.CutOff = m.Address(), m.MemberID(), cutOff
+	st.RunnerInstanceId = m.local.RunnerInstanceID()
 	return st
 }
 
 // stateOf is a runner's directory entry from its snapshot: its slots, the
 // free ones (those neither running, starting nor queued), its attempts,
-// its preflight and host capacity, and whether it drains. A snapshot that
+// its preflight and host capacity, its headroom (what one more attempt may
+// reserve there now, by which placement weighs a dispatch's requested
+// resources), and whether it drains. A snapshot that
 // failed gives an entry with Error set, which placement never picks.
 func stateOf(runnerID string, snap messages.Snapshot, snapErr error, draining bool) *fleetpb.MemberState {
 	st := &fleetpb.MemberState{
@@ -284,6 +303,9 @@ func stateOf(runnerID string, snap messages.Snapshot, snapErr error, draining bo
 		st.CpuAvailableMillis = int32(p.CPU.AvailableMillis)
 		st.DiskFreeBytes = p.Disk.FreeBytes
 		st.DiskLow = p.Disk.Low
+	}
+	if h := snap.Headroom; h != nil {
+		st.HeadroomKnown, st.HeadroomMemoryBytes, st.HeadroomCpuMillis = true, h.MemoryBytes, h.CPUMillis
 	}
 	return st
 }

@@ -20,6 +20,44 @@ const (
 	eventsRetry = 500 * time.Millisecond
 )
 
+// claimedWait bounds the submitter's wait for a member that claimed its
+// attempt (it was moving the attempt's branch) and then left the member
+// list: once it has been unlisted for claimedWait with no answer from its
+// address about the attempt, the submitter ends the attempt with
+// sandbox_runner_lost. It is the fleet's loss bound, 10 s: the membership
+// TTL (cutOffAfter) plus one long poll (eventsHold) and one request
+// (DefaultRequestTimeout), the time within which a live member that is
+// listed would have answered.
+const claimedWait = cutOffAfter + eventsHold + DefaultRequestTimeout
+
+// claimedSilence measures how long a member that claimed its attempt has
+// been gone: unlisted, and not answering for the attempt from its address
+// (a restarted member on the same address answers from its own logs, and
+// so resets the measure).
+type claimedSilence struct{ since time.Time }
+
+// gone records that the member is unlisted at now and reports whether it
+// has been so, unheard, for claimedWait or more.
+func (c *claimedSilence) gone(now time.Time) bool {
+	if c.since.IsZero() {
+		c.since = now
+	}
+	return now.Sub(c.since) >= claimedWait
+}
+
+// heard records an answer about the attempt from the member's address.
+func (c *claimedSilence) heard() { c.since = time.Time{} }
+
+// wait is how long the next request may wait for an answer: full
+// (eventsHold plus a request) while the member is heard, else no longer
+// than what is left of claimedWait, so that the bound holds.
+func (c *claimedSilence) wait(now time.Time, full time.Duration) time.Duration {
+	if c.since.IsZero() {
+		return full
+	}
+	return max(min(full, claimedWait-now.Sub(c.since)), time.Millisecond)
+}
+
 // eventsHere answers an events request from this member's runner logs,
 // holding it up to eventsHold while there is nothing new.
 func (m *Member) eventsHere(ctx context.Context, req *fleetpb.EventsRequest) *fleetpb.EventsResponse {
@@ -57,10 +95,13 @@ func (m *Member) eventsHere(ctx context.Context, req *fleetpb.EventsRequest) *fl
 // leaves, or when the running member leaves the cluster's member list (its
 // etcd lease expired): the attempt then ends, here, with
 // sandbox_runner_lost. A failed request alone is not the loss signal: while
-// the member is listed, follow asks again.
+// the member is listed, follow asks again. A member that claimed the
+// attempt before it left is waited for, at most claimedWait without an
+// answer (claimedSilence).
 func (m *Member) follow(log *runner.Log, attemptID string, target *fleetpb.MemberState) {
 	defer m.followers.Done()
 	from := int64(0)
+	var silence claimedSilence
 	for {
 		if m.stopping.Load() {
 			return
@@ -83,9 +124,18 @@ func (m *Member) follow(log *runner.Log, attemptID string, target *fleetpb.Membe
 				return
 			}
 			// Claimed by its member before it left: its result may be
-			// moving a branch; its outcome comes if it returns.
+			// moving a branch; its outcome comes if it returns (a member
+			// restarted on the same address answers from its logs), but
+			// not forever.
+			if silence.gone(m.clock()) {
+				log.Finish(messages.AttemptOutcome{AttemptID: attemptID, Status: messages.StatusFailed, Code: string(failure.SandboxRunnerLost),
+					Message: fmt.Sprintf("fleet member %s (runner %s) left the fleet after it claimed the attempt to import or publish its result, and did not answer for %s; its branch may have moved: read it before dispatching again",
+						target.GetAddress(), target.GetRunnerId(), claimedWait)})
+				m.logger.Warn("a forwarded attempt's member claimed it and was lost", "attempt", attemptID, "runner", target.GetRunnerId())
+				return
+			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), eventsHold+m.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), silence.wait(m.clock(), eventsHold+m.cfg.RequestTimeout))
 		res, err := m.request(ctx, target.GetAddress(), &fleetpb.EventsRequest{AttemptId: attemptID, From: from})
 		cancel()
 		resp, ok := res.(*fleetpb.EventsResponse)
@@ -93,6 +143,7 @@ func (m *Member) follow(log *runner.Log, attemptID string, target *fleetpb.Membe
 			time.Sleep(eventsRetry)
 			continue
 		}
+		silence.heard()
 		for _, raw := range resp.GetEventsJson() {
 			var ev messages.Event
 			if json.Unmarshal(raw, &ev) == nil {

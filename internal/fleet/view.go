@@ -42,6 +42,10 @@ func memberView(st *fleetpb.MemberState) messages.FleetMember {
 		MemoryAvailableBytes: st.GetMemoryAvailableBytes(), CPUAvailableMillis: int(st.GetCpuAvailableMillis()),
 		DiskFreeBytes: st.GetDiskFreeBytes(), DiskLow: st.GetDiskLow(), Error: st.GetError(),
 	}
+	if h, ok := headroomOf(st); ok {
+		v.Headroom = &h
+	}
+	v.RunnerInstanceID = st.GetRunnerInstanceId()
 	if ms := st.GetUpdatedUnixMillis(); ms > 0 {
 		at := time.UnixMilli(ms).UTC()
 		v.UpdatedAt = &at

@@ -147,7 +147,7 @@ func (c *contractRunner) Renew(id, _ string, expiresAt time.Time) (messages.Rene
 }
 
 func (c *contractRunner) Snapshot() (messages.Snapshot, error) {
-	return messages.Snapshot{Slots: 2, Active: 1, Attempts: []string{"a1"}}, nil
+	return messages.Snapshot{Slots: 2, Active: 1, Attempts: []string{"a1"}, Headroom: &messages.Reservation{MemoryBytes: 1 << 30, CPUMillis: 1000}}, nil
 }
 
 func (c *contractRunner) Logs() *runner.Logs { return c.logs }

@@ -219,10 +219,12 @@ type Runner struct {
 	metrics   *metrics.Metrics
 	store     ledger.Store
 	runnerID  string
-	repoRoots repoRoots
-	images    imagegc.EngineAPI
-	imageRefs *imagegc.Refs
-	logger    *slog.Logger
+	// instanceID is this process's runner instance id (Config.RunnerInstanceID).
+	instanceID string
+	repoRoots  repoRoots
+	images     imagegc.EngineAPI
+	imageRefs  *imagegc.Refs
+	logger     *slog.Logger
 	// closers release what New opened, newest first; tree is the running
 	// actor tree, nil until start spawned it. See release.
 	closers      closers
@@ -317,6 +319,12 @@ func (r *Runner) Renew(attemptID, fencingToken string, expiresAt time.Time) (mes
 
 // RunnerID is this runner's id; dispatches must carry it.
 func (r *Runner) RunnerID() string { return r.runnerID }
+
+// RunnerInstanceID is this process's runner instance id: random per
+// process (unless the configuration names one), so a restarted runner has
+// another. A fleet member publishes it in its directory entry and refuses
+// a forwarded dispatch chosen against another instance.
+func (r *Runner) RunnerInstanceID() string { return r.instanceID }
 
 // Reap runs one reaper round now (dryRun: only list what it would remove).
 func (r *Runner) Reap(dryRun bool, snapshot *reaper.Snapshot) (reaper.Round, error) {

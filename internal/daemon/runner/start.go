@@ -48,7 +48,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{logs: logs, metrics: cfg.Metrics, runnerID: cfg.RunnerID, repoRoots: roots, logger: cfg.Logger, closeTimeout: cfg.CloseTimeout}
+	r := &Runner{logs: logs, metrics: cfg.Metrics, runnerID: cfg.RunnerID, instanceID: cfg.RunnerInstanceID, repoRoots: roots, logger: cfg.Logger, closeTimeout: cfg.CloseTimeout}
 	r.closers.push(logs.Close)
 	plan, err := r.build(ctx, cfg, workerDigest)
 	if err == nil {

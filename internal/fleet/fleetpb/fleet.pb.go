@@ -59,9 +59,20 @@ type MemberState struct {
 	Error string `protobuf:"bytes,19,opt,name=error,proto3" json:"error,omitempty"`
 	// cut_off says the member has not reached etcd for the membership TTL:
 	// it holds its admission (and is listed as draining too).
-	CutOff        bool `protobuf:"varint,20,opt,name=cut_off,json=cutOff,proto3" json:"cut_off,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CutOff bool `protobuf:"varint,20,opt,name=cut_off,json=cutOff,proto3" json:"cut_off,omitempty"`
+	// headroom_known says the member's budget is known (its preflight
+	// measured memory and CPU); headroom_memory_bytes and
+	// headroom_cpu_millis are then what one more attempt may reserve there
+	// now (messages.Snapshot.Headroom: the budget less what its admitted
+	// attempts hold). Unknown: only the free slots bound placement there.
+	HeadroomKnown       bool  `protobuf:"varint,30,opt,name=headroom_known,json=headroomKnown,proto3" json:"headroom_known,omitempty"`
+	HeadroomMemoryBytes int64 `protobuf:"varint,31,opt,name=headroom_memory_bytes,json=headroomMemoryBytes,proto3" json:"headroom_memory_bytes,omitempty"`
+	HeadroomCpuMillis   int64 `protobuf:"varint,32,opt,name=headroom_cpu_millis,json=headroomCpuMillis,proto3" json:"headroom_cpu_millis,omitempty"`
+	// runner_instance_id is the member's runner instance id: random per
+	// process, so a restarted member has another one.
+	RunnerInstanceId string `protobuf:"bytes,33,opt,name=runner_instance_id,json=runnerInstanceId,proto3" json:"runner_instance_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *MemberState) Reset() {
@@ -234,6 +245,34 @@ func (x *MemberState) GetCutOff() bool {
 	return false
 }
 
+func (x *MemberState) GetHeadroomKnown() bool {
+	if x != nil {
+		return x.HeadroomKnown
+	}
+	return false
+}
+
+func (x *MemberState) GetHeadroomMemoryBytes() int64 {
+	if x != nil {
+		return x.HeadroomMemoryBytes
+	}
+	return 0
+}
+
+func (x *MemberState) GetHeadroomCpuMillis() int64 {
+	if x != nil {
+		return x.HeadroomCpuMillis
+	}
+	return 0
+}
+
+func (x *MemberState) GetRunnerInstanceId() string {
+	if x != nil {
+		return x.RunnerInstanceId
+	}
+	return ""
+}
+
 // StateRequest asks one member for its own MemberState.
 type StateRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -275,10 +314,15 @@ func (*StateRequest) Descriptor() ([]byte, []int) {
 // names. The dispatch travels as its JSON document, the form the member's
 // strict decoder reads, so one decoder guards every way in.
 type SubmitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	DispatchJson  []byte                 `protobuf:"bytes,1,opt,name=dispatch_json,json=dispatchJson,proto3" json:"dispatch_json,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	DispatchJson []byte                 `protobuf:"bytes,1,opt,name=dispatch_json,json=dispatchJson,proto3" json:"dispatch_json,omitempty"`
+	// runner_instance_id, when set, is the instance of the member the
+	// submitter chose from the directory (its runner_instance_id): a member
+	// whose own instance differs (it restarted since) refuses the dispatch
+	// with fleet_member_restarted.
+	RunnerInstanceId string `protobuf:"bytes,2,opt,name=runner_instance_id,json=runnerInstanceId,proto3" json:"runner_instance_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SubmitRequest) Reset() {
@@ -316,6 +360,13 @@ func (x *SubmitRequest) GetDispatchJson() []byte {
 		return x.DispatchJson
 	}
 	return nil
+}
+
+func (x *SubmitRequest) GetRunnerInstanceId() string {
+	if x != nil {
+		return x.RunnerInstanceId
+	}
+	return ""
 }
 
 type SubmitResponse struct {
@@ -969,7 +1020,7 @@ var File_fleet_proto protoreflect.FileDescriptor
 
 const file_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\vfleet.proto\x12\x0fforged.fleet.v1\"\xa7\x05\n" +
+	"\vfleet.proto\x12\x0fforged.fleet.v1\"\xe0\x06\n" +
 	"\vMemberState\x12\x1b\n" +
 	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
@@ -992,10 +1043,15 @@ const file_fleet_proto_rawDesc = "" +
 	"\x13updated_unix_millis\x18\x11 \x01(\x03R\x11updatedUnixMillis\x12\x1b\n" +
 	"\tmember_id\x18\x12 \x01(\tR\bmemberId\x12\x14\n" +
 	"\x05error\x18\x13 \x01(\tR\x05error\x12\x17\n" +
-	"\acut_off\x18\x14 \x01(\bR\x06cutOff\"\x0e\n" +
-	"\fStateRequest\"4\n" +
+	"\acut_off\x18\x14 \x01(\bR\x06cutOff\x12%\n" +
+	"\x0eheadroom_known\x18\x1e \x01(\bR\rheadroomKnown\x122\n" +
+	"\x15headroom_memory_bytes\x18\x1f \x01(\x03R\x13headroomMemoryBytes\x12.\n" +
+	"\x13headroom_cpu_millis\x18  \x01(\x03R\x11headroomCpuMillis\x12,\n" +
+	"\x12runner_instance_id\x18! \x01(\tR\x10runnerInstanceId\"\x0e\n" +
+	"\fStateRequest\"b\n" +
 	"\rSubmitRequest\x12#\n" +
-	"\rdispatch_json\x18\x01 \x01(\fR\fdispatchJson\"\xae\x01\n" +
+	"\rdispatch_json\x18\x01 \x01(\fR\fdispatchJson\x12,\n" +
+	"\x12runner_instance_id\x18\x02 \x01(\tR\x10runnerInstanceId\"\xae\x01\n" +
 	"\x0eSubmitResponse\x12\x1d\n" +
 	"\n" +
 	"attempt_id\x18\x01 \x01(\tR\tattemptId\x12\x1a\n" +
