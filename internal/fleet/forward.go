@@ -33,7 +33,7 @@ func (m *Member) Submit(ctx context.Context, raw []byte) (messages.SubmitReply, 
 		if !m.cfg.Placement {
 			return messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(failure.DispatchWrongRunner), Message: m.placementRefused()}, "", nil
 		}
-		chosen, refusal := m.place(ctx)
+		chosen, refusal := m.place(ctx, d.Repo)
 		if refusal != nil {
 			return messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(refusal.Code), Message: refusal.Message}, "", nil
 		}

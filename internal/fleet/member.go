@@ -232,7 +232,8 @@ func (m *Member) State() *fleetpb.MemberState {
 
 // stateOf is a runner's directory entry from its snapshot: its slots, the
 // free ones (those neither running, starting nor queued), its attempts,
-// its preflight and host capacity, and whether it drains. A snapshot that
+// its preflight and host capacity, what repositories it serves (roots,
+// remote protocols, mirrors), and whether it drains. A snapshot that
 // failed gives an entry with Error set, which placement never picks.
 func stateOf(runnerID string, snap messages.Snapshot, snapErr error, draining bool) *fleetpb.MemberState {
 	st := &fleetpb.MemberState{
@@ -259,6 +260,11 @@ func stateOf(runnerID string, snap messages.Snapshot, snapErr error, draining bo
 		st.CpuAvailableMillis = int32(p.CPU.AvailableMillis)
 		st.DiskFreeBytes = p.Disk.FreeBytes
 		st.DiskLow = p.Disk.Low
+	}
+	if r := snap.Repositories; r != nil {
+		st.RepoRoots = append([]string(nil), r.Roots...)
+		st.RemoteProtocols = append([]string(nil), r.RemoteProtocols...)
+		st.Mirrors = append([]string(nil), r.Mirrors...)
 	}
 	return st
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/fleet/fleetpb"
+	"github.com/forgedev/forged/messages"
 )
 
 // AnyMember is the execution.runnerId by which a dispatch leaves its
@@ -18,18 +19,19 @@ const AnyMember = "00000000-0000-0000-0000-000000000000"
 
 // place chooses the member for a dispatch left to the fleet from the
 // directory as it is now (see choose).
-func (m *Member) place(ctx context.Context) (*fleetpb.MemberState, *failure.Error) {
-	return choose(m.Directory(ctx), m.cfg.Name)
+func (m *Member) place(ctx context.Context, repo messages.RepoRef) (*fleetpb.MemberState, *failure.Error) {
+	return choose(m.Directory(ctx), m.cfg.Name, repo)
 }
 
 // choose picks, from a directory, the member with the most free slots
-// among those that answered, pass preflight and are not draining (ties:
-// the lowest runner id, so the choice is deterministic). None:
-// capacity_exhausted, naming the fleet.
-func choose(dir []*fleetpb.MemberState, fleetName string) (*fleetpb.MemberState, *failure.Error) {
+// among those that answered, pass preflight, are not draining and serve
+// the dispatch's repository (serves; ties: a member already holding the
+// remote's mirror, then the lowest runner id, so the choice is
+// deterministic). None: capacity_exhausted, naming the fleet.
+func choose(dir []*fleetpb.MemberState, fleetName string, repo messages.RepoRef) (*fleetpb.MemberState, *failure.Error) {
 	var fit []*fleetpb.MemberState
 	for _, st := range dir {
-		if st.GetError() == "" && st.GetPreflightAvailable() && !st.GetDraining() && st.GetFreeSlots() > 0 {
+		if st.GetError() == "" && st.GetPreflightAvailable() && !st.GetDraining() && st.GetFreeSlots() > 0 && serves(st, repo) {
 			fit = append(fit, st)
 		}
 	}
@@ -39,6 +41,9 @@ func choose(dir []*fleetpb.MemberState, fleetName string) (*fleetpb.MemberState,
 	sort.Slice(fit, func(i, j int) bool {
 		if fit[i].GetFreeSlots() != fit[j].GetFreeSlots() {
 			return fit[i].GetFreeSlots() > fit[j].GetFreeSlots()
+		}
+		if a, b := holdsMirror(fit[i], repo), holdsMirror(fit[j], repo); a != b {
+			return a
 		}
 		return fit[i].GetRunnerId() < fit[j].GetRunnerId()
 	})

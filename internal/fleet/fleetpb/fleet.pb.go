@@ -59,7 +59,16 @@ type MemberState struct {
 	Error string `protobuf:"bytes,19,opt,name=error,proto3" json:"error,omitempty"`
 	// cut_off says the member has not reached etcd for the membership TTL:
 	// it holds its admission (and is listed as draining too).
-	CutOff        bool `protobuf:"varint,20,opt,name=cut_off,json=cutOff,proto3" json:"cut_off,omitempty"`
+	CutOff bool `protobuf:"varint,20,opt,name=cut_off,json=cutOff,proto3" json:"cut_off,omitempty"`
+	// repo_roots are the directories a dispatch's repo.localPath must lie
+	// under on this member (--repo-root); empty: any path.
+	RepoRoots []string `protobuf:"bytes,21,rep,name=repo_roots,json=repoRoots,proto3" json:"repo_roots,omitempty"`
+	// remote_protocols are the protocols the member fetches a dispatch's
+	// repo.remote over (--remote-protocols); empty: it refuses repo.remote.
+	RemoteProtocols []string `protobuf:"bytes,22,rep,name=remote_protocols,json=remoteProtocols,proto3" json:"remote_protocols,omitempty"`
+	// mirrors are the keys (remoteurl.URL.Key) of the remotes the member
+	// holds mirrors of in its state root.
+	Mirrors       []string `protobuf:"bytes,23,rep,name=mirrors,proto3" json:"mirrors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -232,6 +241,27 @@ func (x *MemberState) GetCutOff() bool {
 		return x.CutOff
 	}
 	return false
+}
+
+func (x *MemberState) GetRepoRoots() []string {
+	if x != nil {
+		return x.RepoRoots
+	}
+	return nil
+}
+
+func (x *MemberState) GetRemoteProtocols() []string {
+	if x != nil {
+		return x.RemoteProtocols
+	}
+	return nil
+}
+
+func (x *MemberState) GetMirrors() []string {
+	if x != nil {
+		return x.Mirrors
+	}
+	return nil
 }
 
 // StateRequest asks one member for its own MemberState.
@@ -969,7 +999,7 @@ var File_fleet_proto protoreflect.FileDescriptor
 
 const file_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\vfleet.proto\x12\x0fforged.fleet.v1\"\xa7\x05\n" +
+	"\vfleet.proto\x12\x0fforged.fleet.v1\"\x8b\x06\n" +
 	"\vMemberState\x12\x1b\n" +
 	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
@@ -992,7 +1022,11 @@ const file_fleet_proto_rawDesc = "" +
 	"\x13updated_unix_millis\x18\x11 \x01(\x03R\x11updatedUnixMillis\x12\x1b\n" +
 	"\tmember_id\x18\x12 \x01(\tR\bmemberId\x12\x14\n" +
 	"\x05error\x18\x13 \x01(\tR\x05error\x12\x17\n" +
-	"\acut_off\x18\x14 \x01(\bR\x06cutOff\"\x0e\n" +
+	"\acut_off\x18\x14 \x01(\bR\x06cutOff\x12\x1d\n" +
+	"\n" +
+	"repo_roots\x18\x15 \x03(\tR\trepoRoots\x12)\n" +
+	"\x10remote_protocols\x18\x16 \x03(\tR\x0fremoteProtocols\x12\x18\n" +
+	"\amirrors\x18\x17 \x03(\tR\amirrors\"\x0e\n" +
 	"\fStateRequest\"4\n" +
 	"\rSubmitRequest\x12#\n" +
 	"\rdispatch_json\x18\x01 \x01(\fR\fdispatchJson\"\xae\x01\n" +
