@@ -79,3 +79,44 @@ func TestEndToEndUnreachableRemoteFailsTheAttempt(t *testing.T) {
 	assert.Equal(t, messages.StatusFailed, out.Status)
 	assert.Equal(t, string(failure.SandboxRemoteFetchFailed), string(out.Code), out.Message)
 }
+
+// Two attempts on one file:// remote at once (different managed branches)
+// share the mirror without corrupting it: each fetch and branch move
+// holds the mirror's lock. A third attempt on the first branch starts from
+// that branch's result in the mirror, not from the remote.
+func TestEndToEndConcurrentAttemptsShareOneMirror(t *testing.T) {
+	served := t.TempDir()
+	e := newE2E(t, runner.Config{
+		Remotes:   gitops.RemotePolicy{Protocols: []string{remoteurl.File}},
+		RepoRoots: []string{served},
+	})
+	bare := filepath.Join(served, "app.git")
+	gitIn(t, "", "clone", "-q", "--bare", e.repo, bare)
+	remote := "file://" + bare
+
+	first := e.dispatch([]string{"/bin/sh", "-c", "echo one > one.txt"}, 0)
+	second := e.dispatch([]string{"/bin/sh", "-c", "echo two > two.txt"}, 0)
+	second.Lease.WorktreeKey = "forge/second-task"
+	for _, d := range []*messages.Dispatch{first, second} {
+		d.Repo.LocalPath, d.Repo.Remote = "", remote
+	}
+	logs := []*runner.Log{e.submit(first), e.submit(second)}
+	outs := []messages.AttemptOutcome{e.wait(logs[0]), e.wait(logs[1])}
+	for _, out := range outs {
+		require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s", out.Code, out.Message)
+	}
+	u, err := remoteurl.Parse(remote)
+	require.NoError(t, err)
+	mirror := gitops.MirrorPath(e.stateRoot, u)
+	gitIn(t, mirror, "fsck", "--strict", "--no-dangling")
+	assert.Equal(t, outs[0].ResultCommitSHA, gitIn(t, mirror, "rev-parse", "refs/heads/"+first.Lease.WorktreeKey))
+	assert.Equal(t, outs[1].ResultCommitSHA, gitIn(t, mirror, "rev-parse", "refs/heads/"+second.Lease.WorktreeKey))
+	assert.Empty(t, gitIn(t, bare, "for-each-ref", "refs/heads/forge/"), "the remote has no managed branch")
+
+	third := e.dispatch([]string{"/bin/sh", "-c", "echo three > three.txt"}, 0)
+	third.Repo.LocalPath, third.Repo.Remote = "", remote
+	out := e.wait(e.submit(third))
+	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s", out.Code, out.Message)
+	assert.Equal(t, outs[0].ResultCommitSHA, gitIn(t, mirror, "rev-parse", first.Lease.WorktreeKey+"^"), "the next attempt continues from the branch's result")
+	assert.Equal(t, "one", gitIn(t, mirror, "show", first.Lease.WorktreeKey+":one.txt"))
+}
