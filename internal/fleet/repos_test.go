@@ -84,4 +84,11 @@ func TestStateOfCarriesRepositories(t *testing.T) {
 	if len(st.GetRepoRoots()) != 1 || st.GetRepoRoots()[0] != "/srv" || len(st.GetRemoteProtocols()) != 1 || len(st.GetMirrors()) != 1 {
 		t.Fatalf("repositories not carried: %v", st)
 	}
+	view := fleet.DirectoryView("f", "r1", []*fleetpb.MemberState{st, {Address: "x", Error: "timeout"}})
+	if r := view.Members[0].Repositories; r == nil || r.Roots[0] != "/srv" || r.RemoteProtocols[0] != "https" || len(r.Mirrors) != 1 {
+		t.Fatalf("the API's view lost the repositories: %+v", view.Members[0])
+	}
+	if view.Members[1].Repositories != nil {
+		t.Fatalf("a member that did not answer lists repositories: %+v", view.Members[1])
+	}
 }

@@ -42,6 +42,9 @@ func memberView(st *fleetpb.MemberState) messages.FleetMember {
 		MemoryAvailableBytes: st.GetMemoryAvailableBytes(), CPUAvailableMillis: int(st.GetCpuAvailableMillis()),
 		DiskFreeBytes: st.GetDiskFreeBytes(), DiskLow: st.GetDiskLow(), Error: st.GetError(),
 	}
+	if st.GetError() == "" {
+		v.Repositories = &messages.Repositories{Roots: st.GetRepoRoots(), RemoteProtocols: st.GetRemoteProtocols(), Mirrors: st.GetMirrors()}
+	}
 	if ms := st.GetUpdatedUnixMillis(); ms > 0 {
 		at := time.UnixMilli(ms).UTC()
 		v.UpdatedAt = &at
