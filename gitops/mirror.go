@@ -3,6 +3,7 @@ package gitops
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -146,14 +147,26 @@ func FetchMirror(ctx context.Context, git *Runner, stateRoot string, u remoteurl
 		"+refs/heads/*:refs/heads/*", "^"+ns+"*")
 	if err != nil {
 		removeTempPacks(path)
-		return "", failure.Wrap(failure.SandboxRemoteFetchFailed, err, "fetch %s into its mirror (bounds: %s, a pack of %d bytes)", u, timeout, maxBytes)
+		return "", fetchFailed(err, fmt.Sprintf("fetch %s into its mirror (bounds: %s, a pack of %d bytes)", u, timeout, maxBytes))
 	}
 	return path, nil
 }
 
+// fetchFailed puts what was fetched before the message of git's coded
+// error, keeping its cause (and whether the cause is withheld).
+func fetchFailed(err error, what string) error {
+	var coded *failure.Error
+	if !errors.As(err, &coded) {
+		return failure.Wrap(failure.SandboxRemoteFetchFailed, err, "%s", what)
+	}
+	return &failure.Error{Code: failure.SandboxRemoteFetchFailed, Message: what + ": " + coded.Message, Err: coded.Err, Withheld: coded.Withheld}
+}
+
 // ensureMirror makes the bare mirror at path when it does not exist yet:
-// initialised in a temporary directory beside it and renamed into place,
-// so that a half-made mirror is never found.
+// initialised in a temporary directory beside it (.new-<key>-*) and
+// renamed into place, so that a half-made mirror is never found. The
+// caller holds the mirror's lock, so the temporaries of this key that a
+// crash left behind are nobody's and are removed first.
 func ensureMirror(ctx context.Context, git *Runner, path string) error {
 	if info, err := os.Stat(path); err == nil && info.IsDir() {
 		return nil
@@ -162,7 +175,12 @@ func ensureMirror(ctx context.Context, git *Runner, path string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return failure.Wrap(failure.SandboxRemoteFetchFailed, err, "create the mirrors directory")
 	}
-	tmp, err := os.MkdirTemp(dir, ".new-")
+	prefix := ".new-" + strings.TrimSuffix(filepath.Base(path), mirrorSuffix) + "-"
+	stale, _ := filepath.Glob(filepath.Join(dir, prefix+"*"))
+	for _, s := range stale {
+		_ = os.RemoveAll(s)
+	}
+	tmp, err := os.MkdirTemp(dir, prefix)
 	if err != nil {
 		return failure.Wrap(failure.SandboxRemoteFetchFailed, err, "create a mirror")
 	}

@@ -137,6 +137,32 @@ func TestFetchMirrorRefusesHostileRemotes(t *testing.T) {
 		assert.NoFileExists(t, marker, "no credential helper, no prompt")
 	})
 
+	t.Run("transport syntax under the fetch's own configuration", func(t *testing.T) {
+		// remoteurl never yields ext:: or fd::, and even if a URL got past
+		// it, the fetch allows only its own protocol.
+		mirror, err := FetchMirror(ctx, NewRunner(), t.TempDir(), mustURL(t, "file://"+newRepo(t)), filePolicy)
+		require.NoError(t, err)
+		config := append([]string{"protocol.https.allow=always", "protocol.file.allow=always"}, mirrorConfig...)
+		for _, url := range []string{"ext::sh -c touch% " + marker, "fd::0"} {
+			_, err := NewRunner().Run(ctx, mirror, RunOpts{Config: config}, "fetch", "--end-of-options", url, "+refs/heads/*:refs/heads/*")
+			assert.Error(t, err, url)
+		}
+		assert.NoFileExists(t, marker)
+	})
+
+	t.Run("stale temporaries of a crashed creation", func(t *testing.T) {
+		state := t.TempDir()
+		u := mustURL(t, "file://"+newRepo(t))
+		stale := filepath.Join(state, MirrorsDir, ".new-"+u.Key()+"-123")
+		other := filepath.Join(state, MirrorsDir, ".new-0123456789abcdef0123456789abcdef-9")
+		require.NoError(t, os.MkdirAll(stale, 0o700))
+		require.NoError(t, os.MkdirAll(other, 0o700))
+		_, err := FetchMirror(ctx, NewRunner(), state, u, filePolicy)
+		require.NoError(t, err)
+		assert.NoDirExists(t, stale, "this key's leftover is removed under its lock")
+		assert.DirExists(t, other, "another key's is not this lock's to touch")
+	})
+
 	t.Run("submodules", func(t *testing.T) {
 		sub := newRepo(t)
 		subHead := commitFile(t, sub, "only-in-sub.txt", "sub\n", "sub")
