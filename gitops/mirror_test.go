@@ -139,7 +139,9 @@ func TestFetchMirrorRefusesHostileRemotes(t *testing.T) {
 
 	t.Run("transport syntax under the fetch's own configuration", func(t *testing.T) {
 		// remoteurl never yields ext:: or fd::, and even if a URL got past
-		// it, the fetch allows only its own protocol.
+		// it, the fetch allows only its own protocol, whatever the
+		// daemon's environment says.
+		t.Setenv("GIT_ALLOW_PROTOCOL", "ext:fd:file:https")
 		mirror, err := FetchMirror(ctx, NewRunner(), t.TempDir(), mustURL(t, "file://"+newRepo(t)), filePolicy)
 		require.NoError(t, err)
 		config := append([]string{"protocol.https.allow=always", "protocol.file.allow=always"}, mirrorConfig...)

@@ -216,7 +216,8 @@ func describeExit(err error) string {
 }
 
 // unsafeEnv are inherited variables that would point git at another
-// repository, object store or history than the one named with -C.
+// repository, object store or history than the one named with -C, or
+// loosen its configuration.
 var unsafeEnv = map[string]bool{
 	"GIT_DIR":                          true,
 	"GIT_WORK_TREE":                    true,
@@ -239,6 +240,10 @@ var unsafeEnv = map[string]bool{
 	"GIT_CONFIG_COUNT":                 true,
 	"GIT_EXEC_PATH":                    true,
 	"GIT_TEMPLATE_DIR":                 true,
+	// GIT_ALLOW_PROTOCOL overrides protocol.allow and every
+	// protocol.<name>.allow: inherited, it could re-open ext:: under the
+	// hardening's protocol.allow=never.
+	"GIT_ALLOW_PROTOCOL": true,
 }
 
 // hardening is the configuration every git call forged makes starts from,
