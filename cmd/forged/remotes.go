@@ -18,7 +18,7 @@ type remoteFlags struct {
 }
 
 func (r *remoteFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringSliceVar(&r.protocols, "remote-protocols", nil, "protocols over which a dispatch's repo.remote is fetched into a mirror in the state root: https, http, ssh, git, file (comma-separated or repeated; default: none, and repo.remote is refused with dispatch_remote_refused). A file:// remote must lie under a --repo-root")
+	cmd.Flags().StringSliceVar(&r.protocols, "remote-protocols", nil, "protocols over which a dispatch's repo.remote is fetched into a mirror in the state root: https, http, ssh, git, file (comma-separated or repeated; default: none, and repo.remote is refused with dispatch_remote_refused). A file:// remote is a host path: with --repo-root it must lie under one, as a repo.localPath")
 	cmd.Flags().DurationVar(&r.timeout, "remote-fetch-timeout", gitops.DefaultFetchTimeout, "longest one fetch of a repo.remote into its mirror may take")
 	cmd.Flags().Int64Var(&r.maxBytes, "remote-fetch-max-bytes", gitops.DefaultMaxFetchBytes, "largest pack one fetch of a repo.remote may write, in bytes")
 }
