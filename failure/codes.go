@@ -23,7 +23,8 @@ var (
 	APIHostRefused         = define("api_host_refused", Permanent, http.StatusMisdirectedRequest, "the request's `Host` is not a name the daemon answers to (`localhost`, a loopback address, `forged`, or one of `--api-allowed-host`): a DNS-rebinding page or a misrouted forward")
 	APIOriginRefused       = define("api_origin_refused", Permanent, http.StatusForbidden, "the request's `Origin` (or `Sec-Fetch-Site`) says it comes from a page of another origin than the daemon's own")
 	APIClientRequired      = define("api_client_required", Permanent, http.StatusForbidden, "a state-changing request (POST, DELETE) lacks `Content-Type: application/json` or the `X-Forged-Client` header that the CLI, package client and the console send")
-	RepoOutsideRoots       = define("dispatch_repo_outside_roots", Permanent, http.StatusForbidden, "the dispatch's `repo.localPath`, symlinks resolved, lies outside every `--repo-root` the operator allows")
+	RepoOutsideRoots       = define("dispatch_repo_outside_roots", Permanent, http.StatusForbidden, "the dispatch's `repo.localPath` (or the path of its `file://` `repo.remote`), symlinks resolved, lies outside every `--repo-root` the operator allows")
+	RemoteRefused          = define("dispatch_remote_refused", Permanent, http.StatusForbidden, "the dispatch names `repo.remote` and this runner fetches no remotes (`--remote-protocols` unset, the default), or not over that URL's protocol")
 )
 
 // Host preflight and the Docker context lock.
@@ -57,6 +58,7 @@ var (
 	SandboxSecurityUnavailable  = define("sandbox_security_profile_unavailable", Permanent, http.StatusUnprocessableEntity, "`sandbox_required` without seccomp and LSM profiles")
 	SandboxSecurityProfile      = define("sandbox_security_profile_invalid", Permanent, http.StatusUnprocessableEntity, "a malformed seccomp or LSM profile")
 	PolicyMismatch              = define("policy_mismatch", Permanent, http.StatusUnprocessableEntity, "`open_public` networking is not permitted on this runner")
+	SandboxRemoteFetchFailed    = define("sandbox_remote_fetch_failed", Retryable, http.StatusBadGateway, "the runner could not fetch the dispatch's `repo.remote` into its mirror: unreachable, not a repository, refused by the remote, or past the fetch's time or size bound (`--remote-fetch-timeout`, `--remote-fetch-max-bytes`); the message carries git's last words")
 	SandboxInputFailed          = define("sandbox_input_failed", Permanent, http.StatusUnprocessableEntity, "the input or config could not be resolved from the host repository")
 	SandboxConfigUnapproved     = define("sandbox_config_commit_unapproved", Permanent, http.StatusUnprocessableEntity, "`sandbox_required` without an approved config commit")
 	SandboxConfigInvalid        = define("sandbox_config_commit_invalid", Permanent, http.StatusUnprocessableEntity, "the config commit is not a full commit sha of the repository")

@@ -76,6 +76,13 @@ type RunOpts struct {
 	// of Run's result (which is then ""); MaxOutput still caps it. A write
 	// error from Stdout kills git and fails the call.
 	Stdout io.Writer
+	// MaxFileBytes, when positive, bounds every file git and the
+	// processes it starts afterwards write (RLIMIT_FSIZE, set on git as
+	// soon as it has started; see limitFileSize): a fetch cannot write a
+	// pack past it. A process git started before the limit was set (none,
+	// for a fetch: it forks index-pack only once the remote answered)
+	// escapes it.
+	MaxFileBytes int64
 	// Redact lists secrets that must never reach an error. Each non-empty
 	// entry is replaced in stderr before the excerpt is taken, longest
 	// first. When stderr was longer than the kept tail, the tail's leading
@@ -148,6 +155,13 @@ func (r *Runner) Run(ctx context.Context, dir string, opts RunOpts, args ...stri
 	cmd.WaitDelay = waitDelay
 
 	err := start(cmd, opts.Stdin)
+	if err == nil && opts.MaxFileBytes > 0 {
+		if limitErr := limitFileSize(cmd.Process.Pid, opts.MaxFileBytes); limitErr != nil {
+			cancel()
+			_ = cmd.Wait()
+			return "", failure.Wrap(code, limitErr, "git %s: bound its file size", sub)
+		}
+	}
 	if err == nil {
 		err = cmd.Wait()
 	}
@@ -208,7 +222,8 @@ func describeExit(err error) string {
 }
 
 // unsafeEnv are inherited variables that would point git at another
-// repository, object store or history than the one named with -C.
+// repository, object store or history than the one named with -C, or
+// loosen its configuration.
 var unsafeEnv = map[string]bool{
 	"GIT_DIR":                          true,
 	"GIT_WORK_TREE":                    true,
@@ -231,6 +246,10 @@ var unsafeEnv = map[string]bool{
 	"GIT_CONFIG_COUNT":                 true,
 	"GIT_EXEC_PATH":                    true,
 	"GIT_TEMPLATE_DIR":                 true,
+	// GIT_ALLOW_PROTOCOL overrides protocol.allow and every
+	// protocol.<name>.allow: inherited, it could re-open ext:: under the
+	// hardening's protocol.allow=never.
+	"GIT_ALLOW_PROTOCOL": true,
 }
 
 // hardening is the configuration every git call forged makes starts from,

@@ -217,4 +217,7 @@ type FleetMember struct {
 	UpdatedAt *time.Time `json:"updatedAt,omitempty"`
 	// Error says why it did not answer.
 	Error string `json:"error,omitempty"`
+	// Repositories is what repositories it serves (nil when it did not
+	// answer).
+	Repositories *Repositories `json:"repositories,omitempty"`
 }

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/gitops/remoteurl"
 	"github.com/forgedev/forged/internal/kit/strictjson"
 	"github.com/forgedev/forged/internal/kit/text"
 )
@@ -130,6 +131,23 @@ func jsonKind(k reflect.Kind) string {
 	}
 }
 
+// validateLocation checks that the repository is named exactly one way:
+// a clean absolute repo.localPath, or a repo.remote URL remoteurl accepts.
+func (r RepoRef) validateLocation() error {
+	switch {
+	case r.LocalPath != "" && r.Remote != "":
+		return fieldError("repo", "names both localPath and remote; name exactly one")
+	case r.Remote != "":
+		if _, err := remoteurl.Parse(r.Remote); err != nil {
+			return fieldError("repo.remote", "%v", err)
+		}
+		return nil
+	case r.LocalPath == "" || !filepath.IsAbs(r.LocalPath) || filepath.Clean(r.LocalPath) != r.LocalPath:
+		return fieldError("repo.localPath", "must be a clean absolute path (or name repo.remote instead)")
+	}
+	return nil
+}
+
 func fieldError(field, format string, args ...any) error {
 	return failure.New(failure.DispatchInvalid, "field %s: %s", field, fmt.Sprintf(format, args...))
 }
@@ -156,8 +174,8 @@ func (d *Dispatch) Validate() error {
 	if !repoName.MatchString(d.Repo.Name) {
 		return fieldError("repo.name", "must be 1-120 characters of [A-Za-z0-9._/-]")
 	}
-	if d.Repo.LocalPath == "" || !filepath.IsAbs(d.Repo.LocalPath) || filepath.Clean(d.Repo.LocalPath) != d.Repo.LocalPath {
-		return fieldError("repo.localPath", "must be a clean absolute path")
+	if err := d.Repo.validateLocation(); err != nil {
+		return err
 	}
 	if err := validateBranch("repo.defaultBranch", d.Repo.DefaultBranch); err != nil {
 		return err

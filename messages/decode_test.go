@@ -113,6 +113,20 @@ func TestDecodeDispatchRefusals(t *testing.T) {
 		}), "publishGrantHandle"},
 		{"config sha short", mutate(t, func(m map[string]any) { sub(m, "sandbox")["sandboxConfigCommitSha"] = "abc" }), "sandboxConfigCommitSha"},
 		{"relative repo path", mutate(t, func(m map[string]any) { sub(m, "repo")["localPath"] = "repo" }), "repo.localPath"},
+		{"no repo location", mutate(t, func(m map[string]any) { delete(sub(m, "repo"), "localPath") }), "repo.localPath"},
+		{"both repo locations", mutate(t, func(m map[string]any) { sub(m, "repo")["remote"] = "https://github.com/acme/r.git" }), "exactly one"},
+		{"remote ext transport", mutate(t, func(m map[string]any) {
+			delete(sub(m, "repo"), "localPath")
+			sub(m, "repo")["remote"] = "ext::sh -c touch% /tmp/pwned"
+		}), "repo.remote"},
+		{"remote with credentials", mutate(t, func(m map[string]any) {
+			delete(sub(m, "repo"), "localPath")
+			sub(m, "repo")["remote"] = "https://x:secret@github.com/acme/r.git"
+		}), "repo.remote"},
+		{"remote option", mutate(t, func(m map[string]any) {
+			delete(sub(m, "repo"), "localPath")
+			sub(m, "repo")["remote"] = "--upload-pack=touch /tmp/pwned"
+		}), "repo.remote"},
 		{"branch with dots", mutate(t, func(m map[string]any) { sub(m, "lease")["worktreeKey"] = "a..b" }), "lease.worktreeKey"},
 		{"empty argv", mutate(t, func(m map[string]any) { sub(m, "task")["argv"] = []string{} }), "task.argv"},
 		{"worktree key is the default branch", mutate(t, func(m map[string]any) {
@@ -142,6 +156,22 @@ func TestDecodeDispatchRefusals(t *testing.T) {
 			assert.Contains(t, err.Error(), c.field)
 		})
 	}
+}
+
+func TestDecodeDispatchRemote(t *testing.T) {
+	d, err := DecodeDispatch(strings.NewReader(mutate(t, func(m map[string]any) {
+		delete(sub(m, "repo"), "localPath")
+		sub(m, "repo")["remote"] = "HTTPS://GitHub.com/acme/r.git"
+	})))
+	require.NoError(t, err)
+	assert.Equal(t, "HTTPS://GitHub.com/acme/r.git", d.Repo.Remote, "the dispatch keeps its spelling; the mirror key normalises it")
+	assert.Empty(t, d.Repo.LocalPath)
+	_, err = DecodeDispatch(strings.NewReader(mutate(t, func(m map[string]any) {
+		delete(sub(m, "repo"), "localPath")
+		sub(m, "repo")["remote"] = "https://x:secret@github.com/acme/r.git"
+	})))
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "secret", "the refusal never repeats a credential")
 }
 
 func TestDecodeDispatchResultOptions(t *testing.T) {

@@ -54,10 +54,17 @@ type ExecutionRef struct {
 	CredentialMount *CredentialMount `json:"credentialMount,omitempty"`
 }
 
-// RepoRef is the host repository the attempt works on.
+// RepoRef is the repository the attempt works on: exactly one of
+// LocalPath (a repository on the runner's host, under its --repo-root) and
+// Remote (a URL the runner fetches into a mirror of its own, when its
+// operator allows the URL's protocol with --remote-protocols).
 type RepoRef struct {
-	Name          string `json:"name"`
-	LocalPath     string `json:"localPath"`
+	Name      string `json:"name"`
+	LocalPath string `json:"localPath,omitempty"`
+	// Remote is a git URL (see package gitops/remoteurl for what is
+	// accepted); the attempt runs from the member's mirror of it, where
+	// the managed branch lives too (docs/dispatch-and-api.md).
+	Remote        string `json:"remote,omitempty"`
 	DefaultBranch string `json:"defaultBranch"`
 }
 

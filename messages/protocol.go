@@ -100,6 +100,19 @@ type Snapshot struct {
 	// outside authority holds its admission (a fleet member cut off from
 	// etcd); nil while it admits.
 	AdmissionHeld *AdmissionHold `json:"admissionHeld,omitempty"`
+	// Repositories is what repositories the runner can serve (nil from
+	// the supervisor; the runner fills it in).
+	Repositories *Repositories `json:"repositories,omitempty"`
+}
+
+// Repositories is what repositories a runner can serve: the repository
+// roots a repo.localPath must lie under (none: any path), the protocols it
+// fetches a repo.remote over (none: remote fetching is off) and the keys
+// (remoteurl.URL.Key) of the remotes it holds mirrors of.
+type Repositories struct {
+	Roots           []string `json:"roots,omitempty"`
+	RemoteProtocols []string `json:"remoteProtocols,omitempty"`
+	Mirrors         []string `json:"mirrors,omitempty"`
 }
 
 // AdmissionHold is why, and since when, a runner admits no new work.

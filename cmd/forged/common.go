@@ -55,6 +55,7 @@ type runnerFlags struct {
 	cacheBytes     int64
 	requireBounded bool
 	repoRoots      []string
+	remotes        remoteFlags
 	preflight      preflightFlags
 	publish        publishFlags
 	network        networkFlags
@@ -174,6 +175,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&f.cacheBytes, "cache-bytes", caches.DefaultPerAttemptBytes, "size of each per-attempt cache volume, in bytes, when volumes are bounded")
 	cmd.Flags().BoolVar(&f.requireBounded, "require-bounded-storage", false, "refuse every attempt (adoption too) with sandbox_storage_unbounded when attempt volumes are not bounded; sandbox_required attempts always are")
 	cmd.Flags().StringArrayVar(&f.repoRoots, "repo-root", nil, "directory under which every dispatch's repo.localPath must lie, symlinks resolved (repeatable; default: any repository forged can read)")
+	f.remotes.register(cmd)
 	f.imagePolicy.register(cmd)
 	f.preflight.register(cmd)
 	f.publish.register(cmd)
@@ -235,6 +237,10 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 	if err := dockerops.CheckBuildRanges(f.buildNoFile, f.buildMemory, f.buildPIDs); err != nil {
 		return runner.Config{}, err
 	}
+	remotes, err := f.remotes.policy()
+	if err != nil {
+		return runner.Config{}, err
+	}
 	if f.sampleInterval > runner.MaxSampleInterval {
 		return runner.Config{}, fmt.Errorf("--sample-interval %s is above %s: the memory telemetry's samples must be at most %s apart", f.sampleInterval, runner.MaxSampleInterval, runner.MaxSampleInterval)
 	}
@@ -273,6 +279,7 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		CacheBytes:               f.cacheBytes,
 		RequireBoundedStorage:    f.requireBounded,
 		RepoRoots:                f.repoRoots,
+		Remotes:                  remotes,
 	}, nil
 }
 

@@ -276,7 +276,8 @@ func (m *Member) State() *fleetpb.MemberState {
 // free ones (those neither running, starting nor queued), its attempts,
 // its preflight and host capacity, its headroom (what one more attempt may
 // reserve there now, by which placement weighs a dispatch's requested
-// resources), and whether it drains. A snapshot that
+// resources), what repositories it serves (roots, remote protocols,
+// mirrors), and whether it drains. A snapshot that
 // failed gives an entry with Error set, which placement never picks.
 func stateOf(runnerID string, snap messages.Snapshot, snapErr error, draining bool) *fleetpb.MemberState {
 	st := &fleetpb.MemberState{
@@ -306,6 +307,11 @@ func stateOf(runnerID string, snap messages.Snapshot, snapErr error, draining bo
 	}
 	if h := snap.Headroom; h != nil {
 		st.HeadroomKnown, st.HeadroomMemoryBytes, st.HeadroomCpuMillis = true, h.MemoryBytes, h.CPUMillis
+	}
+	if r := snap.Repositories; r != nil {
+		st.RepoRoots = append([]string(nil), r.Roots...)
+		st.RemoteProtocols = append([]string(nil), r.RemoteProtocols...)
+		st.Mirrors = append([]string(nil), r.Mirrors...)
 	}
 	return st
 }

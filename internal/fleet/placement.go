@@ -30,8 +30,10 @@ func (m *Member) place(ctx context.Context, d *messages.Dispatch) (*fleetpb.Memb
 // reservation the member's own admission holds it to).
 //
 // Candidates: the members that answered, pass preflight, are not draining,
-// have a free slot and no attempt waiting in their queue (FIFO: a new one
-// would wait behind it) and, when their budget is known, whose headroom
+// serve the dispatch's repository (serves: its roots hold repo.localPath,
+// or it fetches repo.remote's protocol), have a free slot and no attempt
+// waiting in their queue (FIFO: a new one would wait behind it) and, when
+// their budget is known, whose headroom
 // (what one more attempt may reserve there now, messages.Snapshot.Headroom)
 // holds need: exactly what the member's supervisor would start at once,
 // so the fleet never places what the member would queue or refuse.
@@ -40,7 +42,8 @@ func (m *Member) place(ctx context.Context, d *messages.Dispatch) (*fleetpb.Memb
 // size it could still take after this one, by its tightest resource:
 // min(free slots − 1, (memory headroom − need) / need, (CPU headroom −
 // need) / need), memory and CPU counted only where the budget is known.
-// Most room first; ties: the most free slots, then the lowest runner id,
+// Most room first; ties: the most free slots, then a member already
+// holding repo.remote's mirror (holdsMirror), then the lowest runner id,
 // so that the choice is deterministic. None: capacity_exhausted, saying
 // which resource was short on how many members.
 func choose(dir []*fleetpb.MemberState, fleetName string, d *messages.Dispatch) (*fleetpb.MemberState, *failure.Error) {
@@ -48,7 +51,7 @@ func choose(dir []*fleetpb.MemberState, fleetName string, d *messages.Dispatch) 
 	var fit []*fleetpb.MemberState
 	var short shortfall
 	for _, st := range dir {
-		if why := short.excludes(st, need); why == "" {
+		if why := short.excludes(st, need, d.Repo); why == "" {
 			fit = append(fit, st)
 		}
 	}
@@ -63,6 +66,9 @@ func choose(dir []*fleetpb.MemberState, fleetName string, d *messages.Dispatch) 
 		}
 		if fit[i].GetFreeSlots() != fit[j].GetFreeSlots() {
 			return fit[i].GetFreeSlots() > fit[j].GetFreeSlots()
+		}
+		if a, b := holdsMirror(fit[i], d.Repo), holdsMirror(fit[j], d.Repo); a != b {
+			return a
 		}
 		return fit[i].GetRunnerId() < fit[j].GetRunnerId()
 	})
@@ -95,15 +101,15 @@ func room(st *fleetpb.MemberState, need messages.Reservation) int64 {
 
 // shortfall counts why members were not candidates, for the refusal.
 type shortfall struct {
-	unreachable, preflight, draining, slots, queued, memory, cpu int
+	unreachable, preflight, draining, repository, slots, queued, memory, cpu int
 	// mostMemory and mostCPU are the largest headroom among the members
 	// short of memory or CPU.
 	mostMemory, mostCPU int64
 }
 
-// excludes records and returns why st is not a candidate for need ("" if
-// it is one).
-func (s *shortfall) excludes(st *fleetpb.MemberState, need messages.Reservation) string {
+// excludes records and returns why st is not a candidate for need on repo
+// ("" if it is one).
+func (s *shortfall) excludes(st *fleetpb.MemberState, need messages.Reservation, repo messages.RepoRef) string {
 	switch {
 	case st.GetError() != "":
 		s.unreachable++
@@ -114,6 +120,9 @@ func (s *shortfall) excludes(st *fleetpb.MemberState, need messages.Reservation)
 	case !st.GetPreflightAvailable() || st.GetDiskLow():
 		s.preflight++
 		return "preflight"
+	case !serves(st, repo):
+		s.repository++
+		return "repository"
 	case st.GetFreeSlots() <= 0:
 		s.slots++
 		return "slots"
@@ -152,6 +161,9 @@ func (s shortfall) String(listed int) string {
 	}
 	if s.cpu > 0 {
 		parts = append(parts, fmt.Sprintf("CPU short on %d (the most free: %d millis)", s.cpu, max(s.mostCPU, 0)))
+	}
+	if s.repository > 0 {
+		parts = append(parts, fmt.Sprintf("%d not serving the repository (its roots or remote protocols)", s.repository))
 	}
 	if s.slots > 0 {
 		parts = append(parts, fmt.Sprintf("no free slot on %d", s.slots))

@@ -46,6 +46,9 @@ func memberView(st *fleetpb.MemberState) messages.FleetMember {
 		v.Headroom = &h
 	}
 	v.RunnerInstanceID = st.GetRunnerInstanceId()
+	if st.GetError() == "" {
+		v.Repositories = &messages.Repositories{Roots: st.GetRepoRoots(), RemoteProtocols: st.GetRemoteProtocols(), Mirrors: st.GetMirrors()}
+	}
 	if ms := st.GetUpdatedUnixMillis(); ms > 0 {
 		at := time.UnixMilli(ms).UTC()
 		v.UpdatedAt = &at

@@ -49,11 +49,16 @@ const outsideRoots = "repo.localPath is not inside a repository root this runner
 // symlinks resolved (always, when there are no roots); refused is the
 // refusal when it does not.
 func (roots repoRoots) admit(d *messages.Dispatch) (refused messages.SubmitReply, ok bool) {
+	return roots.admitPath(d, d.Repo.LocalPath)
+}
+
+// admitPath is admit for the repository at path.
+func (roots repoRoots) admitPath(d *messages.Dispatch, path string) (refused messages.SubmitReply, ok bool) {
 	if len(roots) == 0 {
 		return messages.SubmitReply{}, true
 	}
 	refused = messages.SubmitReply{AttemptID: d.AttemptID(), Code: string(failure.RepoOutsideRoots), Message: outsideRoots}
-	resolved, err := filepath.EvalSymlinks(d.Repo.LocalPath)
+	resolved, err := filepath.EvalSymlinks(path)
 	if err != nil || !filepath.IsAbs(resolved) {
 		return refused, false
 	}

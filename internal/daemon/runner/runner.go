@@ -182,6 +182,11 @@ type Config struct {
 	// dispatches are refused with dispatch_repo_outside_roots. Empty
 	// allows any repository forged can read.
 	RepoRoots []string
+	// Remotes is the policy for dispatches naming repo.remote
+	// (--remote-protocols, --remote-fetch-timeout,
+	// --remote-fetch-max-bytes): the zero policy refuses them with
+	// dispatch_remote_refused. Mirrors live in StateRoot/mirrors.
+	Remotes gitops.RemotePolicy
 	// ManagedNamespace is the ref prefix ("refs/heads/…/") every dispatch's
 	// worktree key must lie below; empty means refs/heads/forge/. Other
 	// dispatches are refused with dispatch_invalid.
@@ -222,9 +227,13 @@ type Runner struct {
 	// instanceID is this process's runner instance id (Config.RunnerInstanceID).
 	instanceID string
 	repoRoots  repoRoots
-	images     imagegc.EngineAPI
-	imageRefs  *imagegc.Refs
-	logger     *slog.Logger
+	// remotes is the policy for repo.remote dispatches; stateRoot holds
+	// their mirrors.
+	remotes   gitops.RemotePolicy
+	stateRoot string
+	images    imagegc.EngineAPI
+	imageRefs *imagegc.Refs
+	logger    *slog.Logger
 	// closers release what New opened, newest first; tree is the running
 	// actor tree, nil until start spawned it. See release.
 	closers      closers
@@ -255,8 +264,8 @@ func (r *Runner) Submit(d *messages.Dispatch) (messages.SubmitReply, error) {
 		r.metrics.Submitted(reply)
 		return reply, nil
 	}
-	if refused, ok := r.repoRoots.admit(d); !ok {
-		r.logger.Warn("refused a dispatch outside the repository roots", "attempt", d.AttemptID(), "repo", d.Repo.LocalPath)
+	if refused, ok := admitRepo(d, r.repoRoots, r.remotes); !ok {
+		r.logger.Warn("refused a dispatch's repository", "attempt", d.AttemptID(), "code", refused.Code)
 		r.metrics.Submitted(refused)
 		return refused, nil
 	}
@@ -380,6 +389,7 @@ func (r *Runner) Snapshot() (messages.Snapshot, error) {
 	}
 	snap := res.(messages.Snapshot)
 	snap.AdmissionHeld = r.hold.get()
+	snap.Repositories = r.repositories()
 	return snap, nil
 }
 

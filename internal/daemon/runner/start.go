@@ -48,7 +48,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{logs: logs, metrics: cfg.Metrics, runnerID: cfg.RunnerID, instanceID: cfg.RunnerInstanceID, repoRoots: roots, logger: cfg.Logger, closeTimeout: cfg.CloseTimeout}
+	r := &Runner{logs: logs, metrics: cfg.Metrics, runnerID: cfg.RunnerID, instanceID: cfg.RunnerInstanceID, repoRoots: roots, remotes: cfg.Remotes, stateRoot: cfg.StateRoot, logger: cfg.Logger, closeTimeout: cfg.CloseTimeout}
 	r.closers.push(logs.Close)
 	plan, err := r.build(ctx, cfg, workerDigest)
 	if err == nil {
@@ -193,7 +193,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 	r.imageRefs = imagegc.NewRefs()
 	deps := actors.Deps{
 		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: cfg.StateRoot, ValidateRemote: cfg.ValidateRemote,
-			ManagedNamespace: cfg.ManagedNamespace, PublishPolicy: *cfg.PublishPolicy},
+			ManagedNamespace: cfg.ManagedNamespace, PublishPolicy: *cfg.PublishPolicy, Remotes: cfg.Remotes},
 		Docker:        attemptDocker,
 		Redeemer:      cfg.Redeemer,
 		ProviderAuth:  cfg.ProviderAuth,

@@ -60,6 +60,15 @@ type MemberState struct {
 	// cut_off says the member has not reached etcd for the membership TTL:
 	// it holds its admission (and is listed as draining too).
 	CutOff bool `protobuf:"varint,20,opt,name=cut_off,json=cutOff,proto3" json:"cut_off,omitempty"`
+	// repo_roots are the directories a dispatch's repo.localPath must lie
+	// under on this member (--repo-root); empty: any path.
+	RepoRoots []string `protobuf:"bytes,21,rep,name=repo_roots,json=repoRoots,proto3" json:"repo_roots,omitempty"`
+	// remote_protocols are the protocols the member fetches a dispatch's
+	// repo.remote over (--remote-protocols); empty: it refuses repo.remote.
+	RemoteProtocols []string `protobuf:"bytes,22,rep,name=remote_protocols,json=remoteProtocols,proto3" json:"remote_protocols,omitempty"`
+	// mirrors are the keys (remoteurl.URL.Key) of the remotes the member
+	// holds mirrors of in its state root.
+	Mirrors []string `protobuf:"bytes,23,rep,name=mirrors,proto3" json:"mirrors,omitempty"`
 	// headroom_known says the member's budget is known (its preflight
 	// measured memory and CPU); headroom_memory_bytes and
 	// headroom_cpu_millis are then what one more attempt may reserve there
@@ -243,6 +252,27 @@ func (x *MemberState) GetCutOff() bool {
 		return x.CutOff
 	}
 	return false
+}
+
+func (x *MemberState) GetRepoRoots() []string {
+	if x != nil {
+		return x.RepoRoots
+	}
+	return nil
+}
+
+func (x *MemberState) GetRemoteProtocols() []string {
+	if x != nil {
+		return x.RemoteProtocols
+	}
+	return nil
+}
+
+func (x *MemberState) GetMirrors() []string {
+	if x != nil {
+		return x.Mirrors
+	}
+	return nil
 }
 
 func (x *MemberState) GetHeadroomKnown() bool {
@@ -1020,7 +1050,7 @@ var File_fleet_proto protoreflect.FileDescriptor
 
 const file_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\vfleet.proto\x12\x0fforged.fleet.v1\"\xe0\x06\n" +
+	"\vfleet.proto\x12\x0fforged.fleet.v1\"\xc4\a\n" +
 	"\vMemberState\x12\x1b\n" +
 	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
@@ -1043,7 +1073,11 @@ const file_fleet_proto_rawDesc = "" +
 	"\x13updated_unix_millis\x18\x11 \x01(\x03R\x11updatedUnixMillis\x12\x1b\n" +
 	"\tmember_id\x18\x12 \x01(\tR\bmemberId\x12\x14\n" +
 	"\x05error\x18\x13 \x01(\tR\x05error\x12\x17\n" +
-	"\acut_off\x18\x14 \x01(\bR\x06cutOff\x12%\n" +
+	"\acut_off\x18\x14 \x01(\bR\x06cutOff\x12\x1d\n" +
+	"\n" +
+	"repo_roots\x18\x15 \x03(\tR\trepoRoots\x12)\n" +
+	"\x10remote_protocols\x18\x16 \x03(\tR\x0fremoteProtocols\x12\x18\n" +
+	"\amirrors\x18\x17 \x03(\tR\amirrors\x12%\n" +
 	"\x0eheadroom_known\x18\x1e \x01(\bR\rheadroomKnown\x122\n" +
 	"\x15headroom_memory_bytes\x18\x1f \x01(\x03R\x13headroomMemoryBytes\x12.\n" +
 	"\x13headroom_cpu_millis\x18  \x01(\x03R\x11headroomCpuMillis\x12,\n" +
