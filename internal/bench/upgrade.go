@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/errdefs"
 
 	"github.com/forgedev/forged/internal/images/imagegc"
 )
@@ -139,35 +141,51 @@ func workerOfAnotherDigest(worker, dir string) (string, error) {
 	return out, errors.Join(err, dst.Close())
 }
 
-// agentImages lists the ids of the managed images (agent and project)
-// forged built for this run's project now.
-func (e *Env) agentImages(ctx context.Context) (map[string]bool, error) {
+// agentImages lists the managed images (agent and project) forged built
+// for this run's project now: id → creation time.
+func (e *Env) agentImages(ctx context.Context) (map[string]int64, error) {
 	list, err := e.engine.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("label", imagegc.LabelManaged+"=true"), filters.Arg("label", imagegc.LabelProject+"="+e.project))})
 	if err != nil {
 		return nil, fmt.Errorf("list images: %w", err)
 	}
-	out := make(map[string]bool, len(list))
+	out := make(map[string]int64, len(list))
 	for _, im := range list {
-		out[im.ID] = true
+		out[im.ID] = im.Created
 	}
 	return out, nil
 }
 
 // removeImagesSince removes the managed images that were not in before.
-func (e *Env) removeImagesSince(ctx context.Context, before map[string]bool) error {
+// The engine refuses to remove a parent before its children (an agent
+// image is a child of its project image) and creation times are in
+// seconds, so it goes newest first and in passes: whatever a pass could
+// not remove is tried again while the passes make progress.
+func (e *Env) removeImagesSince(ctx context.Context, before map[string]int64) error {
 	now, err := e.agentImages(ctx)
 	if err != nil {
 		return err
 	}
-	var errs []error
+	var fresh []string
 	for id := range now {
-		if before[id] {
-			continue
-		}
-		if _, err := e.engine.ImageRemove(ctx, id, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
-			errs = append(errs, fmt.Errorf("remove image %s: %w", id, err))
+		if _, ok := before[id]; !ok {
+			fresh = append(fresh, id)
 		}
 	}
-	return errors.Join(errs...)
+	slices.SortFunc(fresh, func(a, b string) int { return cmp.Compare(now[b], now[a]) })
+	for len(fresh) > 0 {
+		var left []string
+		var errs []error
+		for _, id := range fresh {
+			if _, err := e.engine.ImageRemove(ctx, id, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil && !errdefs.IsNotFound(err) {
+				left = append(left, id)
+				errs = append(errs, fmt.Errorf("remove image %s: %w", id, err))
+			}
+		}
+		if len(left) == len(fresh) {
+			return errors.Join(errs...)
+		}
+		fresh = left
+	}
+	return nil
 }
