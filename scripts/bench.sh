@@ -19,6 +19,8 @@ bash scripts/ensure-docker.sh
 
 mkdir -p bin
 CGO_ENABLED=0 go build -trimpath -o bin/forged ./cmd/forged
+# B8: the same source stamped with another version, as a release upgrade is.
+CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=bench-upgrade" -o bin/forged-upgraded ./cmd/forged
 CGO_ENABLED=0 go build -trimpath -buildvcs=false -o bin/forged-worker ./cmd/forged-worker
 go build -o bin/forged-bench ./cmd/forged-bench
 
@@ -27,4 +29,4 @@ notes=()
 scale=()
 [ -n "${FORGED_BENCH_SCALE+set}" ] && scale=(--scale "$FORGED_BENCH_SCALE")
 [ -n "${FORGED_BENCH_CACHE:-}" ] && scale+=(--scale-cache "$FORGED_BENCH_CACHE")
-exec bin/forged-bench --forged bin/forged "${notes[@]}" "${scale[@]}" "$@"
+exec bin/forged-bench --forged bin/forged --upgraded-forged bin/forged-upgraded "${notes[@]}" "${scale[@]}" "$@"

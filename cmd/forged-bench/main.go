@@ -52,6 +52,7 @@ func run() error {
 		"B7: repository sizes, FILESxCOMMITS separated by commas (k: thousand; empty skips B7)")
 	flag.IntVar(&cfg.ScaleRuns, "scale-runs", 3, "B7: attempts (and native floors) at each size")
 	flag.StringVar(&cfg.ScaleCache, "scale-cache", "", "B7: directory that keeps the synthetic repositories between runs (default: the user's cache directory)")
+	flag.StringVar(&cfg.UpgradedForged, "upgraded-forged", "", "B8: another build of forged (scripts/bench.sh builds bin/forged-upgraded with another version); empty skips B8")
 	flag.BoolVar(&smoke, "smoke", false, "a short run that shows every measurement completes (N=1, 3-attempt burst, 9 orphans, 3 queued, no Go benchmarks)")
 	flag.Parse()
 	if smoke {
@@ -77,6 +78,11 @@ func run() error {
 	}
 	if cfg.ForgedBinary, err = filepath.Abs(cfg.ForgedBinary); err != nil {
 		return err
+	}
+	if cfg.UpgradedForged != "" {
+		if cfg.UpgradedForged, err = filepath.Abs(cfg.UpgradedForged); err != nil {
+			return err
+		}
 	}
 	if cfg.WorkDir == "" {
 		if cfg.WorkDir, err = os.MkdirTemp("", "forged-bench-"); err != nil {

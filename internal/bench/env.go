@@ -64,6 +64,10 @@ type Config struct {
 	ScaleSizes []RepoSize
 	ScaleRuns  int
 	ScaleCache string
+	// UpgradedForged is another build of forged (scripts/bench.sh stamps
+	// another version into it) for B8, measured Runs rounds; empty skips
+	// B8.
+	UpgradedForged string
 }
 
 // Env is the set-up shared by every measurement of one run.

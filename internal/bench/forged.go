@@ -43,11 +43,17 @@ const benchCPUMillis = 500
 // the state root's own, so its one-forged-per-context lock meets neither
 // the benchmark's other forged processes nor another forged on the host.
 func (e *Env) forgedCommand(ctx context.Context, stateRoot string, args ...string) (*exec.Cmd, error) {
+	return e.forgedCommandOf(ctx, e.cfg.ForgedBinary, stateRoot, args...)
+}
+
+// forgedCommandOf is forgedCommand for another forged binary (B8's
+// upgraded build).
+func (e *Env) forgedCommandOf(ctx context.Context, binary, stateRoot string, args ...string) (*exec.Cmd, error) {
 	tmp := stateRoot + "-tmp"
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, e.cfg.ForgedBinary, args...)
+	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.WaitDelay = 10 * time.Second
 	return cmd, nil
@@ -155,9 +161,14 @@ type daemon struct {
 
 // startDaemon starts forged daemon and waits until its socket answers.
 func (e *Env) startDaemon(ctx context.Context, stateRoot string, slots, queue int) (*daemon, error) {
+	return e.startDaemonWith(ctx, stateRoot, e.cfg.ForgedBinary, slots, queue)
+}
+
+// startDaemonWith is startDaemon for a forged binary, with extra flags.
+func (e *Env) startDaemonWith(ctx context.Context, stateRoot, binary string, slots, queue int, extra ...string) (*daemon, error) {
 	socket := filepath.Join(stateRoot, "forged.sock")
-	args := append([]string{"daemon", "--socket", socket}, e.forgedFlags(stateRoot, slots, queue)...)
-	cmd, err := e.forgedCommand(context.WithoutCancel(ctx), stateRoot, args...)
+	args := append(append([]string{"daemon", "--socket", socket}, e.forgedFlags(stateRoot, slots, queue)...), extra...)
+	cmd, err := e.forgedCommandOf(context.WithoutCancel(ctx), binary, stateRoot, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,8 @@ type Results struct {
 	B6 map[string]Summary `json:"b6"`
 	// B7: one result per repository size.
 	B7 []ScaleResult `json:"b7,omitempty"`
+	// B8: attempts after upgrades.
+	B8 *UpgradeResult `json:"b8,omitempty"`
 	// GoBenchmarks are the Go benchmarks run for B3, B4 and B5.
 	GoBenchmarks []GoBenchmark `json:"goBenchmarks,omitempty"`
 	// Errors are the measurements that failed; the rest stand.
@@ -89,6 +91,14 @@ func (e *Env) Run(ctx context.Context) *Results {
 	if len(c.ScaleSizes) > 0 {
 		res.B7, err = e.measureScale(ctx)
 		fail("B7", err)
+	}
+	if c.UpgradedForged != "" {
+		c.Log.Info("B8: upgrades", "rounds", c.Runs)
+		b8, err := e.measureUpgrade(ctx)
+		fail("B8", err)
+		if err == nil {
+			res.B8 = &b8
+		}
 	}
 	c.Log.Info("B4: the engine's stop alone")
 	stop, err := e.measureEngineStop(ctx)

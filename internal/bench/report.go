@@ -98,6 +98,19 @@ func (r *Results) Targets() []Target {
 	if len(r.B7) == 0 {
 		add("B7", "at 100k files: workspace + result ≤ 1.5× their floor, attempt ≤ 2× its floor", "not measured", nil)
 	}
+	const b8Goal = "a daemon upgrade keeps the image cache: every first attempt after one hits it"
+	if u := r.B8; u != nil && u.Rounds > 0 {
+		figure := fmt.Sprintf("%d of %d cache hits", u.DaemonUpgradeHits, u.Rounds)
+		if up, warm, ok := pair(u.Attempts, b8DaemonUpgrade, b8Warm); ok {
+			figure += fmt.Sprintf("; %.2f× a warm attempt (%.2f s against %.2f s)", up/warm, up/1000, warm/1000)
+		}
+		if w, warm, ok := pair(u.Attempts, b8WorkerUpgrade, b8Warm); ok {
+			figure += fmt.Sprintf("; a worker upgrade, which rebuilds the image: %.2f× (%.2f s)", w/warm, w/1000)
+		}
+		add("B8", b8Goal, figure, yes(u.DaemonUpgradeHits == u.Rounds))
+	} else {
+		add("B8", b8Goal, "not measured", nil)
+	}
 	if f, c, ok := pair(r.B6, "reaper", "seed CLI"); ok {
 		ratio := f / c
 		add("B6", "reaper ≤ 0.25× the CLI loop", fmt.Sprintf("%.2f× (%.1f s against %.1f s)", ratio, f/1000, c/1000), yes(ratio <= 0.25))
@@ -197,6 +210,11 @@ func (r *Results) WriteMarkdown(w io.Writer, notes string) error {
 	}
 	section("B6: reaper", r.B6, []string{"reaper", "seed CLI"}, "seed CLI")
 	writeScale(&b, r.B7)
+	if u := r.B8; u != nil {
+		section("B8: the first attempt after an upgrade", u.Attempts, []string{b8Warm, b8DaemonUpgrade, b8WorkerUpgrade}, b8Warm)
+		fmt.Fprintf(&b, "\nImage cache hits: %d of %d attempts after a daemon upgrade, %d of %d after a worker upgrade.\n",
+			u.DaemonUpgradeHits, u.Rounds, u.WorkerUpgradeHits, u.Rounds)
+	}
 	other := map[string]Summary{}
 	if r.B4EngineStop != nil {
 		other["B4: the engine's stop alone"] = *r.B4EngineStop
@@ -303,6 +321,14 @@ const methodText = `- **B1, one trivial attempt** (the sample task writes one fi
   attempt's worker may use every core (its CPU request is the host's cores), as the floor's git does. The
   workspace volume is sized for the repository, inodes included (mkfs.ext4 makes one inode per 16 KiB: a 4 GiB
   image has about 262k).
+- **B8, upgrades:** one state root, one slot; each round a daemon of the measured build runs a timed attempt and
+  stops (warm: its image is cached), a daemon of another build of the same source (` + "`scripts/bench.sh`" + ` stamps
+  another version into ` + "`bin/forged-upgraded`" + `; same worker) starts on the same state root and runs one timed
+  attempt, and then a daemon of the measured build with a worker of another digest (the bench's worker with a
+  round-unique trailer, a stand-in for a new worker release) runs one; the images that last attempt built are
+  removed after it. Every timed attempt is the first of its daemon process, so the three differ only in what the
+  image cache holds. Before the worker became a binary of its own, every daemon upgrade cost what the worker
+  upgrade costs here.
 - **The host is shared.** Other work (other developers' test suites on the same 2 cores and the same dockerd) ran
   during this run; the load average above shows how much. Absolute figures move with it; the ratios, taken in the
   same run and interleaved where possible, move less.
