@@ -220,4 +220,16 @@ type FleetMember struct {
 	// Repositories is what repositories it serves (nil when it did not
 	// answer).
 	Repositories *Repositories `json:"repositories,omitempty"`
+	// Services are the catalogue services whose image the member's engine
+	// holds; Toolchains the toolchain images it holds (its preflight).
+	Services   []FleetImage `json:"services,omitempty"`
+	Toolchains []FleetImage `json:"toolchains,omitempty"`
+}
+
+// FleetImage is an image a fleet member holds: a service or toolchain
+// name, its reference and its id.
+type FleetImage struct {
+	Name    string `json:"name"`
+	Ref     string `json:"ref,omitempty"`
+	ImageID string `json:"imageId,omitempty"`
 }

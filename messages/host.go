@@ -51,6 +51,18 @@ type HostReport struct {
 	// exactly that image (ready, missing, mismatch, unknown). A service
 	// that is not ready refuses the attempts declaring it, not the host.
 	Services []ServiceImage `json:"services,omitempty"`
+	// Toolchains are the toolchain images the engine holds (labelled
+	// org.forged.image.name by scripts/images.sh), which a project's
+	// .forge/Dockerfile builds FROM.
+	Toolchains []ToolchainImage `json:"toolchains,omitempty"`
+}
+
+// ToolchainImage is one toolchain image in the engine: its toolchain name
+// (the label), a reference it is tagged with, and its id.
+type ToolchainImage struct {
+	Name    string `json:"name"`
+	Ref     string `json:"ref,omitempty"`
+	ImageID string `json:"imageId"`
 }
 
 // ServiceImage is one service catalogue entry's state.

@@ -277,7 +277,8 @@ func (m *Member) State() *fleetpb.MemberState {
 // its preflight and host capacity, its headroom (what one more attempt may
 // reserve there now, by which placement weighs a dispatch's requested
 // resources), what repositories it serves (roots, remote protocols,
-// mirrors), and whether it drains. A snapshot that
+// mirrors), the services and toolchain images its engine holds, and
+// whether it drains. A snapshot that
 // failed gives an entry with Error set, which placement never picks.
 func stateOf(runnerID string, snap messages.Snapshot, snapErr error, draining bool) *fleetpb.MemberState {
 	st := &fleetpb.MemberState{
@@ -307,6 +308,16 @@ func stateOf(runnerID string, snap messages.Snapshot, snapErr error, draining bo
 	}
 	if h := snap.Headroom; h != nil {
 		st.HeadroomKnown, st.HeadroomMemoryBytes, st.HeadroomCpuMillis = true, h.MemoryBytes, h.CPUMillis
+	}
+	if p := snap.Preflight; p != nil {
+		for _, s := range p.Services {
+			if s.State == "ready" {
+				st.Services = append(st.Services, &fleetpb.ImageRef{Name: s.Service, Ref: s.Ref, ImageId: s.ImageID})
+			}
+		}
+		for _, tc := range p.Toolchains {
+			st.Toolchains = append(st.Toolchains, &fleetpb.ImageRef{Name: tc.Name, Ref: tc.Ref, ImageId: tc.ImageID})
+		}
 	}
 	if r := snap.Repositories; r != nil {
 		st.RepoRoots = append([]string(nil), r.Roots...)

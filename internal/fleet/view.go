@@ -48,10 +48,23 @@ func memberView(st *fleetpb.MemberState) messages.FleetMember {
 	v.RunnerInstanceID = st.GetRunnerInstanceId()
 	if st.GetError() == "" {
 		v.Repositories = &messages.Repositories{Roots: st.GetRepoRoots(), RemoteProtocols: st.GetRemoteProtocols(), Mirrors: st.GetMirrors()}
+		v.Services, v.Toolchains = fleetImages(st.GetServices()), fleetImages(st.GetToolchains())
 	}
 	if ms := st.GetUpdatedUnixMillis(); ms > 0 {
 		at := time.UnixMilli(ms).UTC()
 		v.UpdatedAt = &at
 	}
 	return v
+}
+
+// fleetImages is the API's form of a member's images.
+func fleetImages(refs []*fleetpb.ImageRef) []messages.FleetImage {
+	if len(refs) == 0 {
+		return nil
+	}
+	out := make([]messages.FleetImage, 0, len(refs))
+	for _, r := range refs {
+		out = append(out, messages.FleetImage{Name: r.GetName(), Ref: r.GetRef(), ImageID: r.GetImageId()})
+	}
+	return out
 }

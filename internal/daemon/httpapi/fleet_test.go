@@ -55,7 +55,9 @@ func sampleDirectory() messages.FleetDirectory {
 	return messages.FleetDirectory{Member: true, Fleet: "trial", RunnerID: "r1", Members: []messages.FleetMember{
 		{RunnerID: "r1", Address: "127.0.0.1:7951", MemberID: "trial@a", Slots: 2, FreeSlots: 1, Active: 1, Attempts: []string{"a1"},
 			Draining: true, CutOff: true, PreflightAvailable: true, MemoryAvailableBytes: 1 << 30, CPUAvailableMillis: 2000, DiskFreeBytes: 1 << 35, UpdatedAt: &at,
-			Headroom: &messages.Reservation{MemoryBytes: 1 << 29, CPUMillis: 1000}, RunnerInstanceID: "i1"},
+			Headroom: &messages.Reservation{MemoryBytes: 1 << 29, CPUMillis: 1000}, RunnerInstanceID: "i1",
+			Services:   []messages.FleetImage{{Name: "postgres", Ref: "forged-services/postgres:1", ImageID: "sha256:p"}},
+			Toolchains: []messages.FleetImage{{Name: "go", Ref: "forged-images/go:1", ImageID: "sha256:g"}}},
 		{Address: "127.0.0.1:7952", MemberID: "trial@b", Attempts: []string{}, Error: "did not answer within 5s"},
 	}}
 }

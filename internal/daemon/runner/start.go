@@ -111,6 +111,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		StateRoot:    cfg.StateRoot,
 		Capacity:     policy,
 		Services:     ServiceCheck(cfg.Services, docker),
+		Toolchains:   ToolchainCheck(engine),
 		Disk:         cfg.Disk,
 		Isolation:    docker,
 		Clock:        cfg.Clock,

@@ -29,6 +29,68 @@ const (
 
 // MemberState is one member's entry of the capacity directory: what it
 // publishes under the gossip key "forged.member".
+// ImageRef is an image a member holds: a service or toolchain name, its
+// reference and its id.
+type ImageRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Ref           string                 `protobuf:"bytes,2,opt,name=ref,proto3" json:"ref,omitempty"`
+	ImageId       string                 `protobuf:"bytes,3,opt,name=image_id,json=imageId,proto3" json:"image_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageRef) Reset() {
+	*x = ImageRef{}
+	mi := &file_fleet_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageRef) ProtoMessage() {}
+
+func (x *ImageRef) ProtoReflect() protoreflect.Message {
+	mi := &file_fleet_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageRef.ProtoReflect.Descriptor instead.
+func (*ImageRef) Descriptor() ([]byte, []int) {
+	return file_fleet_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ImageRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ImageRef) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *ImageRef) GetImageId() string {
+	if x != nil {
+		return x.ImageId
+	}
+	return ""
+}
+
 type MemberState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// runner_id is the member's persistent runner id, the fleet identity a
@@ -69,6 +131,13 @@ type MemberState struct {
 	// mirrors are the keys (remoteurl.URL.Key) of the remotes the member
 	// holds mirrors of in its state root.
 	Mirrors []string `protobuf:"bytes,23,rep,name=mirrors,proto3" json:"mirrors,omitempty"`
+	// services are the service catalogue's entries whose pinned image the
+	// member's engine holds (preflight state ready): the services a
+	// contract may declare there.
+	Services []*ImageRef `protobuf:"bytes,24,rep,name=services,proto3" json:"services,omitempty"`
+	// toolchains are the toolchain images the member's engine holds (the
+	// images a project's .forge/Dockerfile builds FROM).
+	Toolchains []*ImageRef `protobuf:"bytes,25,rep,name=toolchains,proto3" json:"toolchains,omitempty"`
 	// headroom_known says the member's budget is known (its preflight
 	// measured memory and CPU); headroom_memory_bytes and
 	// headroom_cpu_millis are then what one more attempt may reserve there
@@ -86,7 +155,7 @@ type MemberState struct {
 
 func (x *MemberState) Reset() {
 	*x = MemberState{}
-	mi := &file_fleet_proto_msgTypes[0]
+	mi := &file_fleet_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -98,7 +167,7 @@ func (x *MemberState) String() string {
 func (*MemberState) ProtoMessage() {}
 
 func (x *MemberState) ProtoReflect() protoreflect.Message {
-	mi := &file_fleet_proto_msgTypes[0]
+	mi := &file_fleet_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -111,7 +180,7 @@ func (x *MemberState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberState.ProtoReflect.Descriptor instead.
 func (*MemberState) Descriptor() ([]byte, []int) {
-	return file_fleet_proto_rawDescGZIP(), []int{0}
+	return file_fleet_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *MemberState) GetRunnerId() string {
@@ -275,6 +344,20 @@ func (x *MemberState) GetMirrors() []string {
 	return nil
 }
 
+func (x *MemberState) GetServices() []*ImageRef {
+	if x != nil {
+		return x.Services
+	}
+	return nil
+}
+
+func (x *MemberState) GetToolchains() []*ImageRef {
+	if x != nil {
+		return x.Toolchains
+	}
+	return nil
+}
+
 func (x *MemberState) GetHeadroomKnown() bool {
 	if x != nil {
 		return x.HeadroomKnown
@@ -312,7 +395,7 @@ type StateRequest struct {
 
 func (x *StateRequest) Reset() {
 	*x = StateRequest{}
-	mi := &file_fleet_proto_msgTypes[1]
+	mi := &file_fleet_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +407,7 @@ func (x *StateRequest) String() string {
 func (*StateRequest) ProtoMessage() {}
 
 func (x *StateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleet_proto_msgTypes[1]
+	mi := &file_fleet_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +420,7 @@ func (x *StateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateRequest.ProtoReflect.Descriptor instead.
 func (*StateRequest) Descriptor() ([]byte, []int) {
-	return file_fleet_proto_rawDescGZIP(), []int{1}
+	return file_fleet_proto_rawDescGZIP(), []int{2}
 }
 
 // SubmitRequest forwards a dispatch to the member its execution.runnerId
@@ -357,7 +440,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_fleet_proto_msgTypes[2]
+	mi := &file_fleet_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -369,7 +452,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleet_proto_msgTypes[2]
+	mi := &file_fleet_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -382,7 +465,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_fleet_proto_rawDescGZIP(), []int{2}
+	return file_fleet_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SubmitRequest) GetDispatchJson() []byte {
@@ -413,7 +496,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_fleet_proto_msgTypes[3]
+	mi := &file_fleet_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +508,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleet_proto_msgTypes[3]
+	mi := &file_fleet_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +521,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_fleet_proto_rawDescGZIP(), []int{3}
+	return file_fleet_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SubmitResponse) GetAttemptId() string {
@@ -493,7 +576,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_fleet_proto_msgTypes[4]
+	mi := &file_fleet_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +588,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleet_proto_msgTypes[4]
+	mi := &file_fleet_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +601,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_fleet_proto_rawDescGZIP(), []int{4}
+	return file_fleet_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CancelRequest) GetAttemptId() string {
@@ -545,7 +628,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_fleet_proto_msgTypes[5]
+	mi := &file_fleet_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +640,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleet_proto_msgTypes[5]
+	mi := &file_fleet_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +653,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_fleet_proto_rawDescGZIP(), []int{5}
+	return file_fleet_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CancelResponse) GetFound() bool {
@@ -596,7 +679,7 @@ type DirectoryRequest struct {
 
 func (x *DirectoryRequest) Reset() {
 	*x = DirectoryRequest{}
-	mi := &file_fleet_proto_msgTypes[6]
+	mi := &file_fleet_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +691,7 @@ func (x *DirectoryRequest) String() string {
 func (*DirectoryRequest) ProtoMessage() {}
 
 func (x *DirectoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleet_proto_msgTypes[6]
+	mi := &file_fleet_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +704,7 @@ func (x *DirectoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirectoryRequest.ProtoReflect.Descriptor instead.
 func (*DirectoryRequest) Descriptor() ([]byte, []int) {
-	return file_fleet_proto_rawDescGZIP(), []int{6}
+	return file_fleet_proto_rawDescGZIP(), []int{7}
 }
 
 type DirectoryResponse struct {
@@ -633,7 +716,7 @@ type DirectoryResponse struct {
 
 func (x *DirectoryResponse) Reset() {
 	*x = DirectoryResponse{}
-	mi := &file_fleet_proto_msgTypes[7]
+	mi := &file_fleet_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +728,7 @@ func (x *DirectoryResponse) String() string {
 func (*DirectoryResponse) ProtoMessage() {}
 
 func (x *DirectoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleet_proto_msgTypes[7]
+	mi := &file_fleet_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +741,7 @@ func (x *DirectoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirectoryResponse.ProtoReflect.Descriptor instead.
 func (*DirectoryResponse) Descriptor() ([]byte, []int) {
-	return file_fleet_proto_rawDescGZIP(), []int{7}
+	return file_fleet_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DirectoryResponse) GetMembers() []*MemberState {
@@ -681,7 +764,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_fleet_proto_msgTypes[8]
+	mi := &file_fleet_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +776,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleet_proto_msgTypes[8]
+	mi := &file_fleet_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +789,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_fleet_proto_rawDescGZIP(), []int{8}
+	return file_fleet_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EventsRequest) GetAttemptId() string {
@@ -739,7 +822,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_fleet_proto_msgTypes[9]
+	mi := &file_fleet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +834,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleet_proto_msgTypes[9]
+	mi := &file_fleet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +847,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_fleet_proto_rawDescGZIP(), []int{9}
+	return file_fleet_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EventsResponse) GetKnown() bool {
@@ -809,7 +892,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_fleet_proto_msgTypes[10]
+	mi := &file_fleet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +904,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleet_proto_msgTypes[10]
+	mi := &file_fleet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +917,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_fleet_proto_rawDescGZIP(), []int{10}
+	return file_fleet_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RenewRequest) GetAttemptId() string {
@@ -874,7 +957,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_fleet_proto_msgTypes[11]
+	mi := &file_fleet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +969,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleet_proto_msgTypes[11]
+	mi := &file_fleet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +982,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_fleet_proto_rawDescGZIP(), []int{11}
+	return file_fleet_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RenewResponse) GetAttemptId() string {
@@ -954,7 +1037,7 @@ type InspectRequest struct {
 
 func (x *InspectRequest) Reset() {
 	*x = InspectRequest{}
-	mi := &file_fleet_proto_msgTypes[12]
+	mi := &file_fleet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1049,7 @@ func (x *InspectRequest) String() string {
 func (*InspectRequest) ProtoMessage() {}
 
 func (x *InspectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleet_proto_msgTypes[12]
+	mi := &file_fleet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1062,7 @@ func (x *InspectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRequest.ProtoReflect.Descriptor instead.
 func (*InspectRequest) Descriptor() ([]byte, []int) {
-	return file_fleet_proto_rawDescGZIP(), []int{12}
+	return file_fleet_proto_rawDescGZIP(), []int{13}
 }
 
 // InspectResponse is the member's tree: tree_json is the JSON array of its
@@ -997,7 +1080,7 @@ type InspectResponse struct {
 
 func (x *InspectResponse) Reset() {
 	*x = InspectResponse{}
-	mi := &file_fleet_proto_msgTypes[13]
+	mi := &file_fleet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1092,7 @@ func (x *InspectResponse) String() string {
 func (*InspectResponse) ProtoMessage() {}
 
 func (x *InspectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleet_proto_msgTypes[13]
+	mi := &file_fleet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1105,7 @@ func (x *InspectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectResponse.ProtoReflect.Descriptor instead.
 func (*InspectResponse) Descriptor() ([]byte, []int) {
-	return file_fleet_proto_rawDescGZIP(), []int{13}
+	return file_fleet_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InspectResponse) GetTreeJson() []byte {
@@ -1050,7 +1133,11 @@ var File_fleet_proto protoreflect.FileDescriptor
 
 const file_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\vfleet.proto\x12\x0fforged.fleet.v1\"\xc4\a\n" +
+	"\vfleet.proto\x12\x0fforged.fleet.v1\"K\n" +
+	"\bImageRef\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x19\n" +
+	"\bimage_id\x18\x03 \x01(\tR\aimageId\"\xb6\b\n" +
 	"\vMemberState\x12\x1b\n" +
 	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
@@ -1077,7 +1164,11 @@ const file_fleet_proto_rawDesc = "" +
 	"\n" +
 	"repo_roots\x18\x15 \x03(\tR\trepoRoots\x12)\n" +
 	"\x10remote_protocols\x18\x16 \x03(\tR\x0fremoteProtocols\x12\x18\n" +
-	"\amirrors\x18\x17 \x03(\tR\amirrors\x12%\n" +
+	"\amirrors\x18\x17 \x03(\tR\amirrors\x125\n" +
+	"\bservices\x18\x18 \x03(\v2\x19.forged.fleet.v1.ImageRefR\bservices\x129\n" +
+	"\n" +
+	"toolchains\x18\x19 \x03(\v2\x19.forged.fleet.v1.ImageRefR\n" +
+	"toolchains\x12%\n" +
 	"\x0eheadroom_known\x18\x1e \x01(\bR\rheadroomKnown\x122\n" +
 	"\x15headroom_memory_bytes\x18\x1f \x01(\x03R\x13headroomMemoryBytes\x12.\n" +
 	"\x13headroom_cpu_millis\x18  \x01(\x03R\x11headroomCpuMillis\x12,\n" +
@@ -1145,30 +1236,33 @@ func file_fleet_proto_rawDescGZIP() []byte {
 	return file_fleet_proto_rawDescData
 }
 
-var file_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_fleet_proto_goTypes = []any{
-	(*MemberState)(nil),       // 0: forged.fleet.v1.MemberState
-	(*StateRequest)(nil),      // 1: forged.fleet.v1.StateRequest
-	(*SubmitRequest)(nil),     // 2: forged.fleet.v1.SubmitRequest
-	(*SubmitResponse)(nil),    // 3: forged.fleet.v1.SubmitResponse
-	(*CancelRequest)(nil),     // 4: forged.fleet.v1.CancelRequest
-	(*CancelResponse)(nil),    // 5: forged.fleet.v1.CancelResponse
-	(*DirectoryRequest)(nil),  // 6: forged.fleet.v1.DirectoryRequest
-	(*DirectoryResponse)(nil), // 7: forged.fleet.v1.DirectoryResponse
-	(*EventsRequest)(nil),     // 8: forged.fleet.v1.EventsRequest
-	(*EventsResponse)(nil),    // 9: forged.fleet.v1.EventsResponse
-	(*RenewRequest)(nil),      // 10: forged.fleet.v1.RenewRequest
-	(*RenewResponse)(nil),     // 11: forged.fleet.v1.RenewResponse
-	(*InspectRequest)(nil),    // 12: forged.fleet.v1.InspectRequest
-	(*InspectResponse)(nil),   // 13: forged.fleet.v1.InspectResponse
+	(*ImageRef)(nil),          // 0: forged.fleet.v1.ImageRef
+	(*MemberState)(nil),       // 1: forged.fleet.v1.MemberState
+	(*StateRequest)(nil),      // 2: forged.fleet.v1.StateRequest
+	(*SubmitRequest)(nil),     // 3: forged.fleet.v1.SubmitRequest
+	(*SubmitResponse)(nil),    // 4: forged.fleet.v1.SubmitResponse
+	(*CancelRequest)(nil),     // 5: forged.fleet.v1.CancelRequest
+	(*CancelResponse)(nil),    // 6: forged.fleet.v1.CancelResponse
+	(*DirectoryRequest)(nil),  // 7: forged.fleet.v1.DirectoryRequest
+	(*DirectoryResponse)(nil), // 8: forged.fleet.v1.DirectoryResponse
+	(*EventsRequest)(nil),     // 9: forged.fleet.v1.EventsRequest
+	(*EventsResponse)(nil),    // 10: forged.fleet.v1.EventsResponse
+	(*RenewRequest)(nil),      // 11: forged.fleet.v1.RenewRequest
+	(*RenewResponse)(nil),     // 12: forged.fleet.v1.RenewResponse
+	(*InspectRequest)(nil),    // 13: forged.fleet.v1.InspectRequest
+	(*InspectResponse)(nil),   // 14: forged.fleet.v1.InspectResponse
 }
 var file_fleet_proto_depIdxs = []int32{
-	0, // 0: forged.fleet.v1.DirectoryResponse.members:type_name -> forged.fleet.v1.MemberState
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	0, // 0: forged.fleet.v1.MemberState.services:type_name -> forged.fleet.v1.ImageRef
+	0, // 1: forged.fleet.v1.MemberState.toolchains:type_name -> forged.fleet.v1.ImageRef
+	1, // 2: forged.fleet.v1.DirectoryResponse.members:type_name -> forged.fleet.v1.MemberState
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_fleet_proto_init() }
@@ -1182,7 +1276,7 @@ func file_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleet_proto_rawDesc), len(file_fleet_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -49,6 +49,9 @@ type Options struct {
 	// Services, when set, reports the service catalogue's state in the
 	// engine (runner wires the catalogue's check here).
 	Services func(ctx context.Context) []ServiceImage
+	// Toolchains, when set, lists the toolchain images in the engine
+	// (runner wires ToolchainCheck here).
+	Toolchains func(ctx context.Context) []ToolchainImage
 	// IsolationFloor is the operator's isolation floor: messages.IsolationRunc
 	// (default) or messages.IsolationGVisor, under which a host without a
 	// working GVisorRuntime is unavailable (SandboxIsolationUnavailable).
@@ -208,6 +211,9 @@ func (c *Checker) Check(ctx context.Context) Report {
 	r.Features.SecurityProfile = securityProfile(r.Features, c.opts.SeccompProfile, c.opts.LSMOption)
 	if c.opts.Services != nil {
 		r.Services = c.opts.Services(ctx)
+	}
+	if c.opts.Toolchains != nil {
+		r.Toolchains = c.opts.Toolchains(ctx)
 	}
 	if r.Engine.Linux {
 		r.Network = c.networkFacts(ctx, info.ID+"/"+r.Engine.ServerVersion, r.Engine.ServerVersion)

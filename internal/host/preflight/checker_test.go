@@ -205,6 +205,8 @@ func TestCheckReportsTheServiceCatalogue(t *testing.T) {
 	r := check(t, rootlessEngine(), bigHost(), Options{Services: func(context.Context) []ServiceImage { return images }})
 	require.True(t, r.Available, "a missing service image refuses the attempts declaring it, not the host")
 	assert.Equal(t, images, r.Services)
+	toolchains := []ToolchainImage{{Name: "go", Ref: "forged-images/go:1", ImageID: "sha256:g"}}
+	assert.Equal(t, toolchains, check(t, rootlessEngine(), bigHost(), Options{Toolchains: func(context.Context) []ToolchainImage { return toolchains }}).Toolchains)
 	withServices := check(t, rootlessEngine(), bigHost(), Options{Capacity: CapacityPolicy{ServiceMemoryBytes: 2 << 30}})
 	assert.Equal(t, int64(2<<30)+r.Memory.PerAttemptBytes, withServices.Memory.PerAttemptBytes, "admission counts service memory")
 }

@@ -10,6 +10,8 @@ type (
 	Report = messages.HostReport
 	// ServiceImage is one service catalogue entry's state.
 	ServiceImage = messages.ServiceImage
+	// ToolchainImage is one toolchain image in the engine.
+	ToolchainImage = messages.ToolchainImage
 	// Platform is the OS forged itself runs on.
 	Platform = messages.HostPlatform
 	// EngineFacts identify the Docker engine that answered.
