@@ -91,3 +91,13 @@ func attemptConfinement(d *messages.Dispatch, conf Confinement) (Confinement, er
 	conf.Isolation, conf.Runtime = messages.IsolationGVisor, conf.GVisorRuntime
 	return conf, nil
 }
+
+// createdRuntime is the OCI runtime registration the attempt's worker
+// container was created with, once it exists ("": not created, or the
+// engine's default runtime). The outcome, the ledger and inspect report it.
+func (a *attemptActor) createdRuntime() string {
+	if a.worker.containerID == "" {
+		return ""
+	}
+	return a.worker.runtime
+}
