@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/internal/state/ledger"
+	"github.com/forgedev/forged/internal/testkit/enginetest"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -237,4 +239,30 @@ func TestGVisorEndToEndSandboxRequiredDemandsGVisorOnARuncFloor(t *testing.T) {
 	out = e.wait(log)
 	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
 	assert.NotContains(t, e.git("show", example.Branch+":kernel.txt"), "Starting gVisor", "the adoption task ran on the host's kernel")
+}
+
+// TestGVisorEndToEndProbeImageIsTheOperators: the probe containers run the
+// operator's image (--gvisor-probe-image): the example's busybox named by
+// its image id works; an image the engine does not hold leaves the
+// gvisor floor unavailable, the reason naming it, and nothing is pulled.
+func TestGVisorEndToEndProbeImageIsTheOperators(t *testing.T) {
+	engine := enginetest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	img, err := engine.ImageInspect(ctx, example.BaseImage)
+	require.NoError(t, err, "build the example image (scripts/example.sh)")
+	e := newE2E(t, runner.Config{Isolation: messages.IsolationGVisor, GVisorProbeImage: img.ID})
+	report := e.runner.Preflight(context.Background())
+	require.True(t, report.Available, "%s: %s", report.Code, report.Reason)
+	assert.True(t, report.Isolation.GVisor.Works, report.Isolation.GVisor.Reason)
+	assert.True(t, report.Isolation.GVisorNetwork.Works, report.Isolation.GVisorNetwork.Reason)
+
+	const missing = "forged-test/no-such-probe:1"
+	m := newE2E(t, runner.Config{Isolation: messages.IsolationGVisor, GVisorProbeImage: missing})
+	report = m.runner.Preflight(context.Background())
+	assert.False(t, report.Available)
+	assert.Equal(t, failure.SandboxIsolationUnavailable, report.Code, report.Reason)
+	assert.Contains(t, report.Reason, missing)
+	_, err = engine.ImageInspect(ctx, missing)
+	assert.True(t, cerrdefs.IsNotFound(err), "the probe image was not pulled: %v", err)
 }
