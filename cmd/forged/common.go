@@ -55,6 +55,9 @@ type runnerFlags struct {
 	cacheBytes     int64
 	requireBounded bool
 	repoRoots      []string
+	// gvisorServices runs an attempt's services under gVisor with its
+	// worker.
+	gvisorServices bool
 	preflight      preflightFlags
 	publish        publishFlags
 	network        networkFlags
@@ -162,6 +165,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.buildPermits, "build-permits", 0, "image builds that may run at once, one per image key (0: one per 2 cores and 4 GiB of memory, 1 to 4)")
 	cmd.Flags().StringVar(&f.managedNS, "managed-namespace", messages.DefaultManagedNamespace, "ref prefix every dispatch's worktreeKey must lie below (refs/heads/…/)")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "debug logging")
+	cmd.Flags().BoolVar(&f.gvisorServices, "gvisor-services", false, "run the services (postgres, redis, the browser) of an attempt that runs under gVisor under gVisor too (the engine's runsc-net runtime), not under runc; their readiness probes and the egress proxy stay under runc (docs/gvisor.md)")
 	cmd.Flags().DurationVar(&f.hardWall, "hard-wall", timelimit.DefaultHardWall, "longest a worker may run (60s to 8h); a dispatch's task timeout can only shorten it")
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", timelimit.DefaultIdle, "longest a worker may go without output (60s up to the hard wall)")
 	cmd.Flags().StringArrayVar(&f.providerAuth, "provider-auth", nil, "PROVIDER=/abs/helper: the helper that writes PROVIDER's credentials for one attempt into its working directory (repeatable)")
@@ -261,6 +265,7 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		AllowGVisorDispatch:      f.preflight.allowGVisorDispatch,
 		SandboxRequiredIsolation: f.preflight.requiredIsolation,
 		GVisorProbeImage:         f.preflight.gvisorProbeImage,
+		GVisorServices:           f.gvisorServices,
 		Capacity:                 f.preflight.policy(f.slots),
 		Disk:                     f.preflight.disk(),
 		SampleInterval:           f.sampleInterval,

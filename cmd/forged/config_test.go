@@ -205,7 +205,7 @@ func TestIsolationFlagIsValidated(t *testing.T) {
 
 // TestGVisorProbeImageIsASetting: the probe image is a flag, a FORGED_*
 // variable and a file key like every setting, and validate refuses what
-// is not an image reference or id.
+// is not an image reference or id; --gvisor-services is a setting too.
 func TestGVisorProbeImageIsASetting(t *testing.T) {
 	settings, err := printConfig(t, nil)
 	require.NoError(t, err)
@@ -219,6 +219,11 @@ func TestGVisorProbeImageIsASetting(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "probe:3", settings["gvisorProbeImage"].Value)
 	assert.Equal(t, config.SourceFile, settings["gvisorProbeImage"].Source)
+
+	settings, err = printConfig(t, map[string]string{"FORGED_GVISOR_SERVICES": "true"})
+	require.NoError(t, err)
+	assert.Equal(t, "true", settings["gvisorServices"].Value, "--gvisor-services is a setting too")
+	assert.Equal(t, config.SourceEnv, settings["gvisorServices"].Source)
 
 	p := preflightFlags{hostReserveBytes: 1, minWorkspaceBytes: 1, diskHigh: 0.9, diskLow: 0.8, isolation: "runc", requiredIsolation: "runc"}
 	for _, ok := range []string{"forged-example/busybox:1", "sha256:" + strings.Repeat("a", 64)} {
