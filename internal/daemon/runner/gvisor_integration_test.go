@@ -150,11 +150,18 @@ func TestGVisorEndToEndDispatchAsksForGVisorOnARuncFloor(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, messages.IsolationGVisor, entry.Isolation)
 	assert.Equal(t, "runsc", entry.WorkerRuntime)
+	// forged inspect shows them as the attempt actor's facts.
+	facts := attemptFacts(e.runner, d.AttemptID())
+	assert.Equal(t, messages.IsolationGVisor, facts["isolation"])
+	assert.Equal(t, "runsc", facts["workerRuntime"])
 	waitForEvent(t, rlog, "task_started")
 	rentry, err := ledger.Store{Root: e.stateRoot}.Read(rd.AttemptID())
 	require.NoError(t, err)
 	assert.Equal(t, messages.IsolationRunc, rentry.Isolation)
 	assert.Empty(t, rentry.WorkerRuntime, "a runc worker runs under the engine's default runtime")
+	rfacts := attemptFacts(e.runner, rd.AttemptID())
+	assert.Equal(t, messages.IsolationRunc, rfacts["isolation"])
+	assert.NotContains(t, rfacts, "workerRuntime")
 
 	out := e.wait(log)
 	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
@@ -265,4 +272,15 @@ func TestGVisorEndToEndProbeImageIsTheOperators(t *testing.T) {
 	assert.Contains(t, report.Reason, missing)
 	_, err = engine.ImageInspect(ctx, missing)
 	assert.True(t, cerrdefs.IsNotFound(err), "the probe image was not pulled: %v", err)
+}
+
+// attemptFacts are the inspect facts of attempt id's actor (forged
+// inspect); nil when it is not in the tree.
+func attemptFacts(r *runner.Runner, id string) map[string]string {
+	for _, reply := range r.Inspect() {
+		if reply.Kind == "attempt" && reply.Facts["attemptId"] == id {
+			return reply.Facts
+		}
+	}
+	return nil
 }
