@@ -51,6 +51,8 @@ func TestGVisorEndToEndExampleRunsUnderRunsc(t *testing.T) {
 	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
 	assert.Equal(t, "hello from the sandbox", e.git("show", example.Branch+":hello.txt"))
 	assert.Contains(t, e.git("show", example.Branch+":kernel.txt"), "Starting gVisor", "the task ran on gVisor's kernel")
+	assert.Equal(t, messages.IsolationGVisor, out.Isolation)
+	assert.Equal(t, "runsc", out.WorkerRuntime)
 	require.NotNil(t, out.Cleanup)
 	assert.Zero(t, out.Cleanup.Remaining)
 }
@@ -74,6 +76,8 @@ func TestGVisorEndToEndRefusesWhatNeedsANetwork(t *testing.T) {
 		out := e.wait(e.submit(d))
 		assert.Equal(t, messages.StatusFailed, out.Status, mode)
 		assert.Equal(t, string(failure.SandboxIsolationNetworkUnsupport), out.Code, "%s: %s", mode, out.Message)
+		assert.Equal(t, messages.IsolationGVisor, out.Isolation, "refused after the isolation decision")
+		assert.Empty(t, out.WorkerRuntime, "no worker was created")
 	}
 
 	require.NoError(t, os.WriteFile(filepath.Join(e.repo, ".forge", "forge.sandbox.yml"), []byte(servicesContract), 0o644))
