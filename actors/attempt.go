@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -274,6 +275,7 @@ func (a *attemptActor) start(ctx actor.Context) {
 		return
 	}
 	a.in.confinement = conf
+	a.in.isolation = cmp.Or(conf.Isolation, messages.IsolationRunc)
 	if err := checkDispatchSupported(a.d, a.deps.Redeemer != nil, conf,
 		networkPolicyConfig{egressEnabled: a.cfg.Egress.Enabled, allowOpenPublic: a.cfg.AllowOpenPublic}); err != nil {
 		a.fail(err)
@@ -430,6 +432,7 @@ func (a *attemptActor) startWorker(ctx actor.Context) {
 		return
 	}
 	a.setPhase(ctx, messages.PhaseRunning)
+	a.worker.runtime = job.spec.Runtime
 	a.worker.pid = a.children.spawn(ctx, newWorkerProps(a.deps.Docker, job), kindWorker)
 }
 

@@ -76,6 +76,8 @@ func (a *attemptActor) outcome(report messages.CleanupReport, degraded bool) mes
 		ResultCommitCount:  a.verdict.imported.Commits,
 		ResultCommits:      a.verdict.imported.Newest,
 		PublishedCommitSHA: a.verdict.published,
+		Isolation:          a.in.isolation,
+		WorkerRuntime:      a.createdRuntime(),
 		Telemetry:          a.worker.telemetry.Telemetry,
 		Degraded:           degraded,
 		Cleanup:            &report,
@@ -115,6 +117,12 @@ func (a *attemptActor) inspect(ctx actor.Context) messages.InspectReply {
 		"network":     cmp.Or(a.sidecars.network, "none"),
 		"tearingDown": strconv.FormatBool(a.tearingDown),
 		"sandboxUser": a.cfg.User.OrImage().String(), // its slot's uid:gid
+	}
+	if a.in.isolation != "" {
+		facts["isolation"] = a.in.isolation
+	}
+	if rt := a.createdRuntime(); rt != "" {
+		facts["workerRuntime"] = rt
 	}
 	if a.sidecars.egressNetworkID != "" {
 		facts["egressNetwork"] = egressNetworkName(a.in.names)

@@ -132,6 +132,9 @@ func (a *attemptActor) onSecretsWritten(ctx actor.Context, msg secretsDone) {
 		def, _ := services.DefinitionFor(s)
 		within := a.cfg.ServiceReadyWithin
 		spec := def.ContainerSpec(shared, a.sidecars.serviceImages[s].ImageID)
+		if rt := serviceRuntime(a.in.confinement); rt != "" {
+			spec.Runtime, spec.PIDs = rt, dockerops.GVisorPIDsLimit(spec.PIDs)
+		}
 		if a.sidecars.openRules != "" {
 			// On the open network: the worker's guard (its services are
 			// as reachable from the task as the task's own code).

@@ -35,6 +35,10 @@ type attemptInput struct {
 	// under them, its isolation resolved once at start
 	// (attemptConfinement).
 	confinement Confinement
+	// isolation is confinement's isolation (messages.IsolationRunc or
+	// IsolationGVisor) once decided, or the ledger's for a re-adopted
+	// attempt; "" before the decision.
+	isolation string
 }
 
 // attemptImage is the sandbox image: the build actor while it resolves
@@ -56,6 +60,9 @@ type attemptWorker struct {
 	controlKey   string
 	packetExpiry time.Time
 	running      bool // the worker reported it started
+	// runtime is the engine's OCI runtime registration the worker is
+	// created with ("": the engine's default).
+	runtime string
 	// What the ledger's adoption record keeps (readopt.go): the sealed
 	// control key, when the container was created, the next event
 	// sequence number not yet delivered, the renewals accepted, and

@@ -157,6 +157,7 @@ func (a *attemptActor) ledgerEntry(state ledger.State) ledger.Entry {
 	planned, created := a.serviceLedger()
 	e.Planned = append(e.Planned, planned...)
 	e.Created = append(e.Created, created...)
+	e.Isolation, e.WorkerRuntime = a.in.isolation, a.createdRuntime()
 	e.PeakMemory = a.worker.telemetry.Telemetry
 	e.Reservation, e.Paths, e.Labels = a.ledgerSnapshot()
 	if state == ledger.Active {

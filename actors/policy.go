@@ -58,6 +58,10 @@ type Confinement struct {
 	RequiredIsolation string
 	GVisorRuntime     string
 	GVisorErr         string
+	// GVisorServices is the operator's choice (--gvisor-services) to run
+	// the services of an attempt under gVisor too, under NetworkRuntime,
+	// when the attempt runs under gVisor (serviceRuntime).
+	GVisorServices bool
 }
 
 // unknownConfinement is assumed without preflight facts: nothing that

@@ -91,3 +91,27 @@ func attemptConfinement(d *messages.Dispatch, conf Confinement) (Confinement, er
 	conf.Isolation, conf.Runtime = messages.IsolationGVisor, conf.GVisorRuntime
 	return conf, nil
 }
+
+// serviceRuntime is the OCI runtime of an attempt's service containers
+// under conf: its network runtime (runsc-net) when the attempt runs under
+// gVisor and the operator chose to run services there too
+// (GVisorServices); "" (the engine's default, runc) otherwise. Readiness
+// probes and the egress proxy always run under the default. A service
+// under gVisor gets its pids limit translated as the worker's
+// (dockerops.GVisorPIDsLimit).
+func serviceRuntime(conf Confinement) string {
+	if gVisorFloor(conf) && conf.GVisorServices {
+		return conf.NetworkRuntime
+	}
+	return ""
+}
+
+// createdRuntime is the OCI runtime registration the attempt's worker
+// container was created with, once it exists ("": not created, or the
+// engine's default runtime). The outcome, the ledger and inspect report it.
+func (a *attemptActor) createdRuntime() string {
+	if a.worker.containerID == "" {
+		return ""
+	}
+	return a.worker.runtime
+}

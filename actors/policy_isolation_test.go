@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/sandbox/contract"
@@ -55,6 +56,22 @@ func TestWorkerRuntimeFollowsTheAttemptNetwork(t *testing.T) {
 	r := Confinement{Isolation: messages.IsolationRunc}
 	assert.Empty(t, workerRuntime(r, ""))
 	assert.Empty(t, workerRuntime(r, "forge-abc-net"))
+}
+
+// TestServiceRuntimeIsTheOperators: services run under the network
+// runtime only for an attempt under gVisor on a runner that chose it
+// (--gvisor-services), whether gVisor is the floor or the dispatch's.
+func TestServiceRuntimeIsTheOperators(t *testing.T) {
+	g := Confinement{Isolation: messages.IsolationGVisor, Runtime: "runsc", NetworkRuntime: "runsc-net"}
+	assert.Empty(t, serviceRuntime(g), "services stay under runc unless the operator chose otherwise")
+	g.GVisorServices = true
+	assert.Equal(t, "runsc-net", serviceRuntime(g))
+	r := Confinement{Isolation: messages.IsolationRunc, GVisorServices: true, OfferGVisor: true, GVisorRuntime: "runsc", NetworkRuntime: "runsc-net"}
+	assert.Empty(t, serviceRuntime(r), "a runc attempt's services run under runc")
+	asked := &messages.Dispatch{Sandbox: messages.SandboxSpec{Isolation: messages.IsolationGVisor}}
+	got, err := attemptConfinement(asked, r)
+	require.NoError(t, err)
+	assert.Equal(t, "runsc-net", serviceRuntime(got), "a dispatch that gets gVisor on a runc floor gets its services there too")
 }
 
 // TestAttemptIsolationPolicy: the isolation an attempt runs under is the

@@ -344,6 +344,7 @@ func (a *attemptActor) startAdopted(ctx actor.Context) {
 	a.in.names, a.in.workDir = names, attemptWorkDir(a.cfg.StateRoot, names.AttemptHex)
 	a.in.prepared, a.in.contract, a.in.security, a.in.provisioned = ad.prepared, ad.contract, ad.security, true
 	a.in.stateDigest = rec.StateDigest
+	a.in.isolation, a.worker.runtime = ad.Entry.Isolation, ad.Entry.WorkerRuntime
 	a.image.id = rec.Image
 	a.worker.containerID, a.worker.controlKey, a.worker.sealedKey = rec.ContainerID, ad.controlKey, rec.SealedControlKey
 	a.worker.createdAt, a.worker.eventSeq, a.worker.renewals, a.worker.renewedAt = rec.WorkerCreatedAt, rec.EventSeq, rec.LeaseRenewals, rec.LeaseRenewedAt

@@ -93,3 +93,30 @@ func TestReadoptedWorkerThatNeverGotItsPacket(t *testing.T) {
 		})
 	}
 }
+
+// TestReadoptedAttemptReportsItsIsolation: a re-adopted attempt's outcome
+// names the isolation and the worker's runtime its ledger recorded (the
+// attempt decided them before the restart).
+func TestReadoptedAttemptReportsItsIsolation(t *testing.T) {
+	root, hostKey, e := adoptable(t)
+	e.Isolation, e.WorkerRuntime = messages.IsolationGVisor, "runsc"
+	require.NoError(t, ledger.Store{Root: root}.Write(e))
+	ad, err := LoadAdoption(root, e, hostKey)
+	require.NoError(t, err)
+	host := &packetHost{fakeHost: newFakeHost(t.TempDir())}
+	sys := actortest.NewSystem(t)
+	probe := sys.NewProbe()
+	cfg := AttemptConfig{StateRoot: root, HostKey: hostKey, WorkerBinary: "/proc/self/exe", WorkerDigest: "d",
+		SampleInterval: time.Hour, Confinement: host.confinementFacts}
+	sys.Spawn(supervisor.Props(supervisor.Config{
+		Slots: 4, QueueLimit: 4, Cleaner: host, Ledgers: ledger.Store{Root: root},
+		Adopt: func(*actor.ActorSystem) []supervisor.Adoption {
+			return []supervisor.Adoption{{Dispatch: ad.Dispatch, Subscriber: probe.PID(), NewAttempt: func(sub, sup *actor.PID) *actor.Props {
+				return AdoptedAttemptProps(ad, sub, sup, cfg, Deps{Git: host, Docker: host})
+			}}}
+		},
+	}))
+	out := actortest.Expect[messages.AttemptFinished](t, probe, within).Outcome
+	assert.Equal(t, messages.IsolationGVisor, out.Isolation)
+	assert.Equal(t, "runsc", out.WorkerRuntime)
+}

@@ -50,6 +50,9 @@ type ServiceSpec struct {
 	// Guard, on an open_public network, is loaded into the service's
 	// network namespace before CreateSidecar returns (netguard.go).
 	Guard *NetGuard
+	// Runtime is the engine's OCI runtime the service runs under ("":
+	// the engine's default, runc).
+	Runtime string
 }
 
 func (s ServiceSpec) validate() error {
@@ -79,7 +82,7 @@ func (s ServiceSpec) sidecar() SidecarSpec {
 		Name: s.Name, Image: s.Image, User: s.User, Cmd: s.Cmd, Env: s.Env, Labels: s.Labels, Tmpfs: s.Tmpfs,
 		Network: s.Network, Aliases: []string{s.Alias}, SecretsVolume: s.SecretsVolume, DNS: []string{SandboxNameserver},
 		MemoryBytes: s.MemoryBytes, NanoCPUs: s.NanoCPUs, PIDs: s.PIDs, CapAdd: s.CapAdd, SecurityOpts: s.SecurityOpts,
-		Guard: s.Guard, Code: failure.SandboxCreateFailed, What: "service",
+		Guard: s.Guard, Runtime: s.Runtime, Code: failure.SandboxCreateFailed, What: "service",
 	}
 }
 

@@ -41,6 +41,13 @@ func TestServiceContainerIsHardenedAndOnlyOnTheAttemptNetwork(t *testing.T) {
 	require.Len(t, net.EndpointsConfig, 1)
 	assert.Equal(t, []string{"postgres"}, net.EndpointsConfig["forge-abc"].Aliases)
 	assert.Empty(t, host.PortBindings, "nothing is published on the host")
+	assert.Empty(t, host.Runtime, "the engine's default runtime unless the spec names one")
+
+	gvisor := serviceSpec()
+	gvisor.Runtime = "runsc-net"
+	_, host, _ = ServiceContainerConfig(gvisor)
+	assert.Equal(t, "runsc-net", host.Runtime)
+	assert.True(t, host.ReadonlyRootfs, "the same hardening under another runtime")
 }
 
 func TestServiceSpecRefusesRootAndMissingLimits(t *testing.T) {

@@ -59,6 +59,9 @@ type SidecarSpec struct {
 	CapAdd, SecurityOpts        []string
 	// Log is its log driver (a zero one is "none": no log kept).
 	Log container.LogConfig
+	// Runtime is the engine's OCI runtime it runs under ("": the
+	// engine's default).
+	Runtime string
 	// Guard, when set, is loaded into its network namespace once it
 	// started (GuardNetns), before CreateSidecar returns.
 	Guard *NetGuard
@@ -106,6 +109,7 @@ func SidecarContainerConfig(spec SidecarSpec) (*container.Config, *container.Hos
 	}
 	host := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(spec.Network),
+		Runtime:        spec.Runtime,
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
 		CapAdd:         slices.Clone(spec.CapAdd),

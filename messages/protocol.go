@@ -156,8 +156,17 @@ type AttemptOutcome struct {
 	WorktreeLeft *WorktreeLeft `json:"worktreeLeft,omitempty"`
 	// PublishedCommitSHA is set when the result was pushed (bridge_push).
 	PublishedCommitSHA string `json:"publishedCommitSha,omitempty"`
-	WorkerExitCode     *int   `json:"workerExitCode,omitempty"`
-	PeakMemoryBytes    uint64 `json:"peakMemoryBytes,omitempty"`
+	// Isolation is the isolation the attempt was decided to run under
+	// (IsolationRunc or IsolationGVisor: the runner's floor, raised by the
+	// dispatch), set once that decision passed; empty for an attempt
+	// refused before it. WorkerRuntime is the engine's OCI runtime
+	// registration its worker container was created with ("runsc", or
+	// "runsc-net" on an attempt network); empty when the worker ran under
+	// the engine's default runtime (runc) or was never created.
+	Isolation       string `json:"isolation,omitempty"`
+	WorkerRuntime   string `json:"workerRuntime,omitempty"`
+	WorkerExitCode  *int   `json:"workerExitCode,omitempty"`
+	PeakMemoryBytes uint64 `json:"peakMemoryBytes,omitempty"`
 	// Causes is the causal chain behind Code when a trusted host failure
 	// decided the outcome: the worker's own account (untrusted evidence,
 	// bounded), e.g. sandbox_child_result_unknown with its summary.

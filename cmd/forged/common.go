@@ -56,6 +56,9 @@ type runnerFlags struct {
 	requireBounded bool
 	repoRoots      []string
 	remotes        remoteFlags
+	// gvisorServices runs an attempt's services under gVisor with its
+	// worker.
+	gvisorServices bool
 	preflight      preflightFlags
 	publish        publishFlags
 	network        networkFlags
@@ -75,9 +78,11 @@ type preflightFlags struct {
 	// floor: to dispatches that ask, and to sandbox_required ones.
 	allowGVisorDispatch bool
 	requiredIsolation   string
-	seccompProfile      string
-	lsmOption           string
-	allowDesktop        bool
+	// gvisorProbeImage is the image of preflight's runsc probe containers.
+	gvisorProbeImage string
+	seccompProfile   string
+	lsmOption        string
+	allowDesktop     bool
 }
 
 func (p *preflightFlags) register(cmd *cobra.Command) {
@@ -90,6 +95,7 @@ func (p *preflightFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&p.isolation, "isolation", messages.IsolationRunc, "the host's isolation floor: runc, or gvisor (every worker runs under the engine's runsc runtime with no network; the host is unavailable while runsc does not work, and services, public_allowlist and open_public are refused; see docs/gvisor.md)")
 	cmd.Flags().BoolVar(&p.allowGVisorDispatch, "allow-gvisor-dispatch", false, "under the runc floor, let a dispatch ask for gVisor (sandbox.isolation gvisor): its worker runs under runsc as under --isolation gvisor, and preflight probes runsc; refused with sandbox_isolation_unavailable while runsc does not work (docs/gvisor.md)")
 	cmd.Flags().StringVar(&p.requiredIsolation, "sandbox-required-isolation", messages.IsolationRunc, "the isolation sandbox_required dispatches demand: runc (the floor), or gvisor (their workers run under runsc, and preflight probes it; refused with sandbox_isolation_unavailable while runsc does not work; docs/gvisor.md)")
+	cmd.Flags().StringVar(&p.gvisorProbeImage, "gvisor-probe-image", preflight.DefaultGVisorProbeImage, "the image of preflight's runsc and runsc-net probe containers, a reference or id the engine holds (it is never pulled), whose dmesg prints the kernel's log (busybox: scripts/example.sh builds the default); see docs/gvisor.md")
 	cmd.Flags().BoolVar(&p.allowDesktop, "allow-docker-desktop", preflight.DesktopAllowedByEnv(), "accept a Docker Desktop engine (macOS, Windows) although it is not rootless; its memory is measured in its VM (default: the seed's "+preflight.DesktopEnv+"=true; untested on a real Mac)")
 	cmd.Flags().StringVar(&p.seccompProfile, "seccomp-profile", "", "absolute path of a seccomp profile for workers (required with sandbox_required)")
 	cmd.Flags().StringVar(&p.lsmOption, "lsm", "", "LSM security option for workers, e.g. apparmor=NAME (required with sandbox_required)")
@@ -125,6 +131,8 @@ func (p *preflightFlags) validate() error {
 		return fmt.Errorf("--isolation %q is neither runc nor gvisor", p.isolation)
 	case !preflight.ValidIsolation(p.requiredIsolation):
 		return fmt.Errorf("--sandbox-required-isolation %q is neither runc nor gvisor: set it (FORGED_SANDBOX_REQUIRED_ISOLATION, sandboxRequiredIsolation) to one of them", p.requiredIsolation)
+	case preflight.CheckProbeImage(p.gvisorProbeImage) != nil:
+		return fmt.Errorf("--gvisor-probe-image: %v", preflight.CheckProbeImage(p.gvisorProbeImage))
 	case p.diskLow < 0 || p.diskLow >= p.diskHigh:
 		return fmt.Errorf("--disk-low-watermark %g must be at least 0 and below the high watermark %g", p.diskLow, p.diskHigh)
 	}
@@ -158,6 +166,7 @@ func (f *runnerFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.buildPermits, "build-permits", 0, "image builds that may run at once, one per image key (0: one per 2 cores and 4 GiB of memory, 1 to 4)")
 	cmd.Flags().StringVar(&f.managedNS, "managed-namespace", messages.DefaultManagedNamespace, "ref prefix every dispatch's worktreeKey must lie below (refs/heads/…/)")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "debug logging")
+	cmd.Flags().BoolVar(&f.gvisorServices, "gvisor-services", false, "run the services (postgres, redis, the browser) of an attempt that runs under gVisor under gVisor too (the engine's runsc-net runtime), not under runc; their readiness probes and the egress proxy stay under runc (docs/gvisor.md)")
 	cmd.Flags().DurationVar(&f.hardWall, "hard-wall", timelimit.DefaultHardWall, "longest a worker may run (60s to 8h); a dispatch's task timeout can only shorten it")
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", timelimit.DefaultIdle, "longest a worker may go without output (60s up to the hard wall)")
 	cmd.Flags().StringArrayVar(&f.providerAuth, "provider-auth", nil, "PROVIDER=/abs/helper: the helper that writes PROVIDER's credentials for one attempt into its working directory (repeatable)")
@@ -261,6 +270,8 @@ func (f *runnerFlags) config(logger *slog.Logger) (runner.Config, error) {
 		Isolation:                f.preflight.isolation,
 		AllowGVisorDispatch:      f.preflight.allowGVisorDispatch,
 		SandboxRequiredIsolation: f.preflight.requiredIsolation,
+		GVisorProbeImage:         f.preflight.gvisorProbeImage,
+		GVisorServices:           f.gvisorServices,
 		Capacity:                 f.preflight.policy(f.slots),
 		Disk:                     f.preflight.disk(),
 		SampleInterval:           f.sampleInterval,

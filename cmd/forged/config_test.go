@@ -179,7 +179,7 @@ func TestContribConfigIsValid(t *testing.T) {
 }
 
 func TestIsolationFlagIsValidated(t *testing.T) {
-	p := preflightFlags{hostReserveBytes: 1, minWorkspaceBytes: 1, diskHigh: 0.9, diskLow: 0.8, requiredIsolation: "runc"}
+	p := preflightFlags{hostReserveBytes: 1, minWorkspaceBytes: 1, diskHigh: 0.9, diskLow: 0.8, requiredIsolation: "runc", gvisorProbeImage: "forged-example/busybox:1"}
 	for _, ok := range []string{"runc", "gvisor"} {
 		p.isolation = ok
 		assert.NoError(t, p.validate(), ok)
@@ -200,5 +200,40 @@ func TestIsolationFlagIsValidated(t *testing.T) {
 		err := p.validate()
 		require.Error(t, err, bad)
 		assert.Contains(t, err.Error(), "--sandbox-required-isolation")
+	}
+}
+
+// TestGVisorProbeImageIsASetting: the probe image is a flag, a FORGED_*
+// variable and a file key like every setting, and validate refuses what
+// is not an image reference or id; --gvisor-services is a setting too.
+func TestGVisorProbeImageIsASetting(t *testing.T) {
+	settings, err := printConfig(t, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "forged-example/busybox:1", settings["gvisorProbeImage"].Value)
+	assert.Equal(t, "FORGED_GVISOR_PROBE_IMAGE", settings["gvisorProbeImage"].Env)
+	settings, err = printConfig(t, map[string]string{"FORGED_GVISOR_PROBE_IMAGE": "registry.example/probe:2"})
+	require.NoError(t, err)
+	assert.Equal(t, "registry.example/probe:2", settings["gvisorProbeImage"].Value)
+	assert.Equal(t, config.SourceEnv, settings["gvisorProbeImage"].Source)
+	settings, err = printConfig(t, nil, "--config", writeConfig(t, "gvisorProbeImage: probe:3\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "probe:3", settings["gvisorProbeImage"].Value)
+	assert.Equal(t, config.SourceFile, settings["gvisorProbeImage"].Source)
+
+	settings, err = printConfig(t, map[string]string{"FORGED_GVISOR_SERVICES": "true"})
+	require.NoError(t, err)
+	assert.Equal(t, "true", settings["gvisorServices"].Value, "--gvisor-services is a setting too")
+	assert.Equal(t, config.SourceEnv, settings["gvisorServices"].Source)
+
+	p := preflightFlags{hostReserveBytes: 1, minWorkspaceBytes: 1, diskHigh: 0.9, diskLow: 0.8, isolation: "runc", requiredIsolation: "runc"}
+	for _, ok := range []string{"forged-example/busybox:1", "sha256:" + strings.Repeat("a", 64)} {
+		p.gvisorProbeImage = ok
+		assert.NoError(t, p.validate(), ok)
+	}
+	for _, bad := range []string{"", "Probe:1", "probe:1 --privileged"} {
+		p.gvisorProbeImage = bad
+		err := p.validate()
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), "--gvisor-probe-image")
 	}
 }

@@ -51,3 +51,15 @@ func TestPrintTreeEscapesFacts(t *testing.T) {
 	assert.Contains(t, s, `run\x1b[2J`)
 	assert.Contains(t, s, `msg\r=\x1b]0;title`)
 }
+
+func TestPrintOutcomeShowsTheIsolation(t *testing.T) {
+	var out bytes.Buffer
+	printOutcome(&out, messages.AttemptOutcome{AttemptID: "a", Status: messages.StatusSucceeded, Isolation: messages.IsolationGVisor, WorkerRuntime: "runsc-net"}, false)
+	assert.Contains(t, out.String(), "isolation:     gvisor (runtime runsc-net)\n")
+	out.Reset()
+	printOutcome(&out, messages.AttemptOutcome{AttemptID: "a", Status: messages.StatusSucceeded, Isolation: messages.IsolationRunc}, false)
+	assert.Contains(t, out.String(), "isolation:     runc\n")
+	out.Reset()
+	printOutcome(&out, messages.AttemptOutcome{AttemptID: "a", Status: messages.StatusFailed, Code: "c"}, false)
+	assert.NotContains(t, out.String(), "isolation", "an attempt refused before the decision names none")
+}

@@ -47,15 +47,16 @@ func preflightCommand() *cobra.Command {
 				return exitError{2}
 			}
 			opts := preflight.Options{
-				AllowRootful:   admission.allowRootful,
-				Endpoint:       cli.DaemonHost(),
-				StateRoot:      stateRoot,
-				Capacity:       admission.policy(maxSlots),
-				Disk:           admission.disk(),
-				IsolationFloor: admission.isolation,
-				ProbeGVisor:    admission.offersGVisor(),
-				SeccompProfile: admission.seccompProfile,
-				LSMOption:      admission.lsmOption,
+				AllowRootful:     admission.allowRootful,
+				Endpoint:         cli.DaemonHost(),
+				StateRoot:        stateRoot,
+				Capacity:         admission.policy(maxSlots),
+				Disk:             admission.disk(),
+				IsolationFloor:   admission.isolation,
+				ProbeGVisor:      admission.offersGVisor(),
+				GVisorProbeImage: admission.gvisorProbeImage,
+				SeccompProfile:   admission.seccompProfile,
+				LSMOption:        admission.lsmOption,
 
 				AllowDockerDesktop: admission.allowDesktop,
 			}

@@ -109,8 +109,21 @@ func serviceReadoptSetup(t *testing.T) (catalogue, stateRoot, lockRoot, repo str
 // sandbox_readopted) and watches it. Only then does the test set the
 // marker the task waits for, through the same redis; the task reads its
 // first key back from the service it used before the kill, and the
-// attempt succeeds with that in its imported result. Nothing is left.
+// attempt succeeds with that in its imported result, its outcome naming
+// the isolation the ledger recorded before the kill. Nothing is left. It
+// runs under runc, and under the gvisor floor with the services under
+// gVisor too (--gvisor-services).
 func TestKill9WhileServicesRunReadoptsThem(t *testing.T) {
+	t.Run("runc", func(t *testing.T) { kill9WhileServicesRun(t, messages.IsolationRunc, "", "runc") })
+	t.Run("gvisor-services", func(t *testing.T) {
+		kill9WhileServicesRun(t, messages.IsolationGVisor, "runsc-net", "runsc-net", "--isolation", "gvisor", "--gvisor-services")
+	})
+}
+
+// kill9WhileServicesRun is TestKill9WhileServicesRunReadoptsThem with the
+// daemon's extra flags: the outcome names isolation and workerRuntime,
+// and the redis container ran under serviceRuntime.
+func kill9WhileServicesRun(t *testing.T, isolation, workerRuntime, serviceRuntime string, flags ...string) {
 	engine := enginetest.Client(t)
 	forged := enginetest.ForgedBinary(t)
 	catalogue, stateRoot, lockRoot, repo, dispatch := serviceReadoptSetup(t)
@@ -118,17 +131,23 @@ func TestKill9WhileServicesRunReadoptsThem(t *testing.T) {
 	require.NoError(t, err)
 	redis := services.ContainerName(names.Prefix, services.Redis)
 
-	d := startDaemon(t, forged, stateRoot, lockRoot, "--service-catalogue", catalogue)
+	args := append([]string{"--service-catalogue", catalogue}, flags...)
+	d := startDaemon(t, forged, stateRoot, lockRoot, args...)
 	d.submit(dispatch)
 	followed := followAcross(t, d.socket, dispatch.AttemptID())
 	d.waitWhere(dispatch.AttemptID(), "the task's key in redis", func(ev messages.Event) bool {
 		return ev.EventType == "task_output" && strings.Contains(ev.Content, "before-written")
 	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := engine.ContainerInspect(ctx, redis)
+	require.NoError(t, err)
+	assert.Equal(t, serviceRuntime, info.HostConfig.Runtime, "redis's runtime")
 	d.kill9()
 	assertAdoptionRecord(t, stateRoot, dispatch.AttemptID())
 	assert.Equal(t, "kept-across-restart\n", redisCommand(t, engine, redis, "GET", "before"), "the task's key is in redis while forged is down")
 
-	restarted := startDaemon(t, forged, stateRoot, lockRoot, "--service-catalogue", catalogue)
+	restarted := startDaemon(t, forged, stateRoot, lockRoot, args...)
 	defer restarted.stop()
 	readopted := false
 	restarted.waitWhere(dispatch.AttemptID(), "redis probed again after the re-adoption", func(ev messages.Event) bool {
@@ -140,6 +159,8 @@ func TestKill9WhileServicesRunReadoptsThem(t *testing.T) {
 	got := <-followed
 	require.NoError(t, got.err, "events %v", got.types)
 	require.Equal(t, messages.StatusSucceeded, got.outcome.Status, "%s: %s; events %v", got.outcome.Code, got.outcome.Message, got.types)
+	assert.Equal(t, isolation, got.outcome.Isolation, "the re-adopted attempt's outcome names the isolation from its ledger")
+	assert.Equal(t, workerRuntime, got.outcome.WorkerRuntime)
 	for i, seq := range got.seqs {
 		require.Equal(t, i+1, seq, "the client got every event once, in sequence: %v", got.seqs)
 	}

@@ -164,6 +164,13 @@ func printOutcome(out io.Writer, o messages.AttemptOutcome, asJSON bool) {
 	if w := o.WorktreeLeft; w != nil {
 		fmt.Fprintf(out, "  worktree left: %s (%s)\n", w.Path, w.Reason)
 	}
+	if o.Isolation != "" {
+		isolation := termsafe.String(o.Isolation)
+		if o.WorkerRuntime != "" {
+			isolation += " (runtime " + termsafe.String(o.WorkerRuntime) + ")"
+		}
+		fmt.Fprintf(out, "  isolation:     %s\n", isolation)
+	}
 	if o.PeakMemoryBytes > 0 {
 		fmt.Fprintf(out, "  peak memory:   %.1f MiB\n", float64(o.PeakMemoryBytes)/(1<<20))
 	}

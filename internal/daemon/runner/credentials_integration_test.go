@@ -110,7 +110,14 @@ func (s *copySpy) CopyDirOut(ctx context.Context, containerID, srcDir, hostDir s
 // /control/output with a link to the secrets mount, where the provider
 // helper put a credential. The host's copy of the output follows no link:
 // the credential never lands in the state root, and the attempt fails.
+// It runs under runc and gVisor.
 func TestEndToEndOutputLinkedToTheSecretsIsNotCopied(t *testing.T) {
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) { outputLinkedToTheSecrets(t, iso.floor) })
+	}
+}
+
+func outputLinkedToTheSecrets(t *testing.T, floor string) {
 	raw := make([]byte, 24)
 	_, err := rand.Read(raw)
 	require.NoError(t, err)
@@ -120,7 +127,7 @@ func TestEndToEndOutputLinkedToTheSecretsIsNotCopied(t *testing.T) {
 	auth, err := providerauth.Parse([]string{"anthropic=" + helper}, 0)
 	require.NoError(t, err)
 	spy := &copySpy{secret: secret}
-	e := newE2E(t, runner.Config{ProviderAuth: auth, WrapDocker: func(d actors.Docker) actors.Docker { spy.Docker = d; return spy }})
+	e := newE2E(t, runner.Config{Isolation: floor, ProviderAuth: auth, WrapDocker: func(d actors.Docker) actors.Docker { spy.Docker = d; return spy }})
 
 	d := e.dispatch([]string{"/bin/sh", "-c", "rm -rf /control/output && ln -s /run/forge-secrets /control/output && ls -l /control/output/"}, 0)
 	d.Execution.Provider, d.Execution.AuthKind = "anthropic", "api_key"

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -15,6 +16,8 @@ import (
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/internal/state/ledger"
+	"github.com/forgedev/forged/internal/testkit/enginetest"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -48,6 +51,8 @@ func TestGVisorEndToEndExampleRunsUnderRunsc(t *testing.T) {
 	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
 	assert.Equal(t, "hello from the sandbox", e.git("show", example.Branch+":hello.txt"))
 	assert.Contains(t, e.git("show", example.Branch+":kernel.txt"), "Starting gVisor", "the task ran on gVisor's kernel")
+	assert.Equal(t, messages.IsolationGVisor, out.Isolation)
+	assert.Equal(t, "runsc", out.WorkerRuntime)
 	require.NotNil(t, out.Cleanup)
 	assert.Zero(t, out.Cleanup.Remaining)
 }
@@ -71,6 +76,8 @@ func TestGVisorEndToEndRefusesWhatNeedsANetwork(t *testing.T) {
 		out := e.wait(e.submit(d))
 		assert.Equal(t, messages.StatusFailed, out.Status, mode)
 		assert.Equal(t, string(failure.SandboxIsolationNetworkUnsupport), out.Code, "%s: %s", mode, out.Message)
+		assert.Equal(t, messages.IsolationGVisor, out.Isolation, "refused after the isolation decision")
+		assert.Empty(t, out.WorkerRuntime, "no worker was created")
 	}
 
 	require.NoError(t, os.WriteFile(filepath.Join(e.repo, ".forge", "forge.sandbox.yml"), []byte(servicesContract), 0o644))
@@ -114,7 +121,8 @@ func TestGVisorEndToEndHostWithoutTheRuntimeIsUnavailable(t *testing.T) {
 // (sandbox.isolation gvisor) runs its worker under runsc, on gVisor's
 // kernel. Where runsc is not registered, such a dispatch is refused with
 // sandbox_isolation_unavailable before anything is created, and the host
-// stays available.
+// stays available. A dispatch asking nothing, run beside it, runs under
+// runc; each attempt's ledger and outcome record its isolation.
 func TestGVisorEndToEndDispatchAsksForGVisorOnARuncFloor(t *testing.T) {
 	e := newE2E(t, runner.Config{Isolation: messages.IsolationRunc, AllowGVisorDispatch: true})
 	report := e.runner.Preflight(context.Background())
@@ -125,6 +133,11 @@ func TestGVisorEndToEndDispatchAsksForGVisorOnARuncFloor(t *testing.T) {
 	d := e.dispatch([]string{"/bin/sh", "-c", "(dmesg 2>&1 | head -1) > kernel.txt; sleep 5"}, 256<<20)
 	d.Sandbox.Isolation = messages.IsolationGVisor
 	log := e.submit(d)
+	// Beside it, in the runner's second slot, a dispatch that asks for
+	// nothing runs under the runc floor, on another branch.
+	rd := e.dispatch([]string{"/bin/sh", "-c", "(dmesg 2>&1 | head -1) > kernel.txt; sleep 5"}, 256<<20)
+	rd.Lease.WorktreeKey = "forge/runc-beside"
+	rlog := e.submit(rd)
 	waitForEvent(t, log, "task_started")
 	names, err := dockerops.NamesFor(d.AttemptID())
 	require.NoError(t, err)
@@ -134,11 +147,38 @@ func TestGVisorEndToEndDispatchAsksForGVisorOnARuncFloor(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "runsc", info.HostConfig.Runtime, "the worker of a dispatch asking for gVisor runs under runsc on a runc floor")
 	assert.Equal(t, "none", string(info.HostConfig.NetworkMode))
+	// The running attempt's ledger records its isolation (the worker's
+	// events are delivered only once a ledger write after the worker's
+	// creation is durable).
+	entry, err := ledger.Store{Root: e.stateRoot}.Read(d.AttemptID())
+	require.NoError(t, err)
+	assert.Equal(t, messages.IsolationGVisor, entry.Isolation)
+	assert.Equal(t, "runsc", entry.WorkerRuntime)
+	// forged inspect shows them as the attempt actor's facts.
+	facts := attemptFacts(e.runner, d.AttemptID())
+	assert.Equal(t, messages.IsolationGVisor, facts["isolation"])
+	assert.Equal(t, "runsc", facts["workerRuntime"])
+	waitForEvent(t, rlog, "task_started")
+	rentry, err := ledger.Store{Root: e.stateRoot}.Read(rd.AttemptID())
+	require.NoError(t, err)
+	assert.Equal(t, messages.IsolationRunc, rentry.Isolation)
+	assert.Empty(t, rentry.WorkerRuntime, "a runc worker runs under the engine's default runtime")
+	rfacts := attemptFacts(e.runner, rd.AttemptID())
+	assert.Equal(t, messages.IsolationRunc, rfacts["isolation"])
+	assert.NotContains(t, rfacts, "workerRuntime")
+
 	out := e.wait(log)
 	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
 	assert.Contains(t, e.git("show", example.Branch+":kernel.txt"), "Starting gVisor", "the task ran on gVisor's kernel")
+	assert.Equal(t, messages.IsolationGVisor, out.Isolation, "the outcome records the isolation")
+	assert.Equal(t, "runsc", out.WorkerRuntime)
 	require.NotNil(t, out.Cleanup)
 	assert.Zero(t, out.Cleanup.Remaining)
+	rout := e.wait(rlog)
+	require.Equal(t, messages.StatusSucceeded, rout.Status, "%s: %s; events %v", rout.Code, rout.Message, eventSummary(rlog))
+	assert.NotContains(t, e.git("show", "forge/runc-beside:kernel.txt"), "Starting gVisor", "the runc task ran on the host's kernel")
+	assert.Equal(t, messages.IsolationRunc, rout.Isolation, "the outcome records the isolation")
+	assert.Empty(t, rout.WorkerRuntime)
 
 	// Without a working runsc the dispatch is refused, never run under runc.
 	n := newE2E(t, runner.Config{Isolation: messages.IsolationRunc, AllowGVisorDispatch: true, GVisorRuntime: "forged-test-runtime-not-registered"})
@@ -151,6 +191,7 @@ func TestGVisorEndToEndDispatchAsksForGVisorOnARuncFloor(t *testing.T) {
 	assert.Equal(t, messages.StatusFailed, out.Status)
 	assert.Equal(t, string(failure.SandboxIsolationUnavailable), out.Code, out.Message)
 	assert.Contains(t, out.Message, "forged-test-runtime-not-registered", "the refusal names the runtime")
+	assert.Empty(t, out.Isolation, "refused at the isolation decision: no isolation is recorded")
 	assert.False(t, n.branchExists(example.Branch))
 }
 
@@ -209,4 +250,41 @@ func TestGVisorEndToEndSandboxRequiredDemandsGVisorOnARuncFloor(t *testing.T) {
 	out = e.wait(log)
 	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
 	assert.NotContains(t, e.git("show", example.Branch+":kernel.txt"), "Starting gVisor", "the adoption task ran on the host's kernel")
+}
+
+// TestGVisorEndToEndProbeImageIsTheOperators: the probe containers run the
+// operator's image (--gvisor-probe-image): the example's busybox named by
+// its image id works; an image the engine does not hold leaves the
+// gvisor floor unavailable, the reason naming it, and nothing is pulled.
+func TestGVisorEndToEndProbeImageIsTheOperators(t *testing.T) {
+	engine := enginetest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	img, err := engine.ImageInspect(ctx, example.BaseImage)
+	require.NoError(t, err, "build the example image (scripts/example.sh)")
+	e := newE2E(t, runner.Config{Isolation: messages.IsolationGVisor, GVisorProbeImage: img.ID})
+	report := e.runner.Preflight(context.Background())
+	require.True(t, report.Available, "%s: %s", report.Code, report.Reason)
+	assert.True(t, report.Isolation.GVisor.Works, report.Isolation.GVisor.Reason)
+	assert.True(t, report.Isolation.GVisorNetwork.Works, report.Isolation.GVisorNetwork.Reason)
+
+	const missing = "forged-test/no-such-probe:1"
+	m := newE2E(t, runner.Config{Isolation: messages.IsolationGVisor, GVisorProbeImage: missing})
+	report = m.runner.Preflight(context.Background())
+	assert.False(t, report.Available)
+	assert.Equal(t, failure.SandboxIsolationUnavailable, report.Code, report.Reason)
+	assert.Contains(t, report.Reason, missing)
+	_, err = engine.ImageInspect(ctx, missing)
+	assert.True(t, cerrdefs.IsNotFound(err), "the probe image was not pulled: %v", err)
+}
+
+// attemptFacts are the inspect facts of attempt id's actor (forged
+// inspect); nil when it is not in the tree.
+func attemptFacts(r *runner.Runner, id string) map[string]string {
+	for _, reply := range r.Inspect() {
+		if reply.Kind == "attempt" && reply.Facts["attemptId"] == id {
+			return reply.Facts
+		}
+	}
+	return nil
 }

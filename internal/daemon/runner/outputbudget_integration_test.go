@@ -18,8 +18,15 @@ import (
 // (issue 28, finding 9: the worker counted content bytes, the host wire
 // bytes, 253 of them for a one-byte line, and 30k lines ended the attempt
 // with sandbox_log_limit).
+// It runs under runc and gVisor.
 func TestManyShortLinesStayWithinTheOutputBudget(t *testing.T) {
-	e := newE2E(t, runner.Config{})
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) { manyShortLines(t, iso.floor) })
+	}
+}
+
+func manyShortLines(t *testing.T, floor string) {
+	e := newE2E(t, runner.Config{Isolation: floor})
 	for _, lines := range []int{30000, 100000} {
 		t.Run(strconv.Itoa(lines), func(t *testing.T) {
 			script := "i=0; while [ $i -lt " + strconv.Itoa(lines) + " ]; do echo x; i=$((i+1)); done"

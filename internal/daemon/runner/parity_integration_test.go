@@ -22,9 +22,18 @@ import (
 // time limits, output kept on a trusted failure, admission by what a
 // dispatch asks for, and the sandbox_metadata event.
 
+// TestEndToEndIdleLimitStopsASilentTask runs under runc and gVisor: the
+// host's idle limit releases the worker by signal, and the worker stops
+// its task and commits what it wrote, either way.
 func TestEndToEndIdleLimitStopsASilentTask(t *testing.T) {
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) { idleLimit(t, iso.floor) })
+	}
+}
+
+func idleLimit(t *testing.T, floor string) {
 	// The idle limit is the operator's minimum, 60 s.
-	e := newE2E(t, runner.Config{Limits: timelimit.Limits{HardWall: 10 * time.Minute, Idle: timelimit.MinIdle}})
+	e := newE2E(t, runner.Config{Isolation: floor, Limits: timelimit.Limits{HardWall: 10 * time.Minute, Idle: timelimit.MinIdle}})
 	d := e.dispatch([]string{"/bin/sh", "-c", "echo starting; echo before the silence > kept.txt; sleep 600"}, 0)
 	started := time.Now()
 	log := e.submit(d)

@@ -98,6 +98,11 @@ type Config struct {
 	// sandbox_isolation_unavailable while runsc does not work.
 	AllowGVisorDispatch      bool
 	SandboxRequiredIsolation string
+	// GVisorServices runs the services (postgres, redis, the browser) of
+	// an attempt that runs under gVisor under GVisorNetworkRuntime too,
+	// not under runc (their readiness probes and the egress proxy stay
+	// under runc). Off by default (docs/gvisor.md).
+	GVisorServices bool
 	// Capacity sizes one attempt and the host's reserve for the preflight
 	// admission; its MaxSlots is Slots.
 	Capacity preflight.CapacityPolicy
@@ -488,7 +493,7 @@ func confinementOf(cache *preflight.Cache, storage error, iso actors.Confinement
 	if !ok {
 		return actors.Confinement{NetworkIsolation: failure.New(failure.SandboxNetworkIsolation, "no preflight report yet"), Storage: storage,
 			Isolation: iso.Isolation, Runtime: iso.Runtime, NetworkRuntimeErr: "no preflight report yet",
-			OfferGVisor: iso.OfferGVisor, RequiredIsolation: iso.RequiredIsolation, GVisorErr: "no preflight report yet"}
+			OfferGVisor: iso.OfferGVisor, RequiredIsolation: iso.RequiredIsolation, GVisorErr: "no preflight report yet", GVisorServices: iso.GVisorServices}
 	}
 	conf := actors.Confinement{
 		Security:          dockerops.EngineSecurity{Known: r.Engine.Reachable, Seccomp: r.Features.Seccomp, LSM: slices.Clone(r.Features.LSM)},
@@ -498,6 +503,7 @@ func confinementOf(cache *preflight.Cache, storage error, iso actors.Confinement
 		Runtime:           iso.Runtime,
 		OfferGVisor:       iso.OfferGVisor,
 		RequiredIsolation: iso.RequiredIsolation,
+		GVisorServices:    iso.GVisorServices,
 	}
 	// A worker under gVisor (the floor, or a dispatch's on a runc floor)
 	// on an attempt network runs under runsc's network registration, once
@@ -525,7 +531,7 @@ func offersGVisor(cfg Config) bool {
 // cfg.GVisorRuntime) under the gvisor floor, the engine's default
 // otherwise.
 func isolationOf(cfg Config) actors.Confinement {
-	policy := actors.Confinement{OfferGVisor: cfg.AllowGVisorDispatch, RequiredIsolation: cfg.SandboxRequiredIsolation}
+	policy := actors.Confinement{OfferGVisor: cfg.AllowGVisorDispatch, RequiredIsolation: cfg.SandboxRequiredIsolation, GVisorServices: cfg.GVisorServices}
 	if cfg.Isolation != messages.IsolationGVisor {
 		policy.Isolation = messages.IsolationRunc
 		return policy

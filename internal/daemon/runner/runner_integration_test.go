@@ -185,8 +185,16 @@ func TestEndToEndOOMIsClassifiedFromInspectedState(t *testing.T) {
 	assert.False(t, e.branchExists(example.Branch))
 }
 
+// TestEndToEndCancellationMidRun runs under runc and gVisor: the release
+// by signal stops the worker either way.
 func TestEndToEndCancellationMidRun(t *testing.T) {
-	e := newE2E(t, runner.Config{})
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) { cancellationMidRun(t, iso.floor) })
+	}
+}
+
+func cancellationMidRun(t *testing.T, floor string) {
+	e := newE2E(t, runner.Config{Isolation: floor})
 	d := e.dispatch([]string{"/bin/sh", "-c", "echo started; sleep 300"}, 0)
 	log := e.submit(d)
 	waitForEvent(t, log, "task_started")
@@ -226,17 +234,31 @@ func (d tamperingDocker) CopyDirOut(ctx context.Context, containerID, srcDir, ho
 	return os.WriteFile(path, raw, 0o600)
 }
 
+// TestEndToEndManifestTamperingIsRefused runs under runc and gVisor.
 func TestEndToEndManifestTamperingIsRefused(t *testing.T) {
-	e := newE2E(t, runner.Config{WrapDocker: func(d actors.Docker) actors.Docker { return tamperingDocker{d} }})
-	d := e.dispatch(nil, 0)
-	out := e.wait(e.submit(d))
-	assert.Equal(t, messages.StatusFailed, out.Status)
-	assert.Equal(t, string(failure.SandboxOutputInvalid), out.Code, out.Message)
-	assert.False(t, e.branchExists(example.Branch), "nothing is imported from a tampered manifest")
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) {
+			e := newE2E(t, runner.Config{Isolation: iso.floor, WrapDocker: func(d actors.Docker) actors.Docker { return tamperingDocker{d} }})
+			d := e.dispatch(nil, 0)
+			out := e.wait(e.submit(d))
+			assert.Equal(t, messages.StatusFailed, out.Status)
+			assert.Equal(t, string(failure.SandboxOutputInvalid), out.Code, out.Message)
+			assert.False(t, e.branchExists(example.Branch), "nothing is imported from a tampered manifest")
+		})
+	}
 }
 
+// TestEndToEndWorkerContainerIsHardened runs under runc and gVisor: the
+// same hardening, under gVisor with the runsc runtime and the translated
+// pids limit.
 func TestEndToEndWorkerContainerIsHardened(t *testing.T) {
-	e := newE2E(t, runner.Config{})
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) { workerHardened(t, iso.floor) })
+	}
+}
+
+func workerHardened(t *testing.T, floor string) {
+	e := newE2E(t, runner.Config{Isolation: floor})
 	d := e.dispatch([]string{"/bin/sh", "-c", "sleep 300"}, 256<<20)
 	log := e.submit(d)
 	waitForEvent(t, log, "task_started")
@@ -252,7 +274,15 @@ func TestEndToEndWorkerContainerIsHardened(t *testing.T) {
 	assert.Equal(t, []string{"ALL"}, []string(host.CapDrop))
 	assert.Contains(t, host.SecurityOpt, "no-new-privileges")
 	require.NotNil(t, host.PidsLimit)
-	assert.Equal(t, int64(example.DefaultPIDs), *host.PidsLimit)
+	if floor == messages.IsolationGVisor {
+		assert.Equal(t, "runsc", host.Runtime)
+		assert.Equal(t, dockerops.GVisorPIDsLimit(example.DefaultPIDs), *host.PidsLimit)
+	} else {
+		engineInfo, err := e.engine.Info(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, engineInfo.DefaultRuntime, host.Runtime, "the engine's default runtime")
+		assert.Equal(t, int64(example.DefaultPIDs), *host.PidsLimit)
+	}
 	assert.Equal(t, int64(256<<20), host.Memory)
 	assert.Equal(t, host.Memory, host.MemorySwap)
 	first := messages.SandboxUser{UID: supervisor.DefaultUIDBase, GID: supervisor.DefaultUIDBase}
@@ -410,9 +440,16 @@ func TestEndToEndBridgePushRefusesAWorkflowResult(t *testing.T) {
 // A hostile task looks for the attempt's fencing token (a credential of
 // the lease renewal and of the publication grant) in its environment and
 // in every environment it can read under /proc, and commits what it
-// found: the token is nowhere.
+// found: the token is nowhere. It runs under runc and gVisor, where the
+// task can read the worker's environment too (docs/gvisor.md).
 func TestEndToEndTheTaskCannotReadTheFencingToken(t *testing.T) {
-	e := newE2E(t, runner.Config{})
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) { fencingTokenHidden(t, iso.floor) })
+	}
+}
+
+func fencingTokenHidden(t *testing.T, floor string) {
+	e := newE2E(t, runner.Config{Isolation: floor})
 	d := e.dispatch([]string{"/bin/sh", "-c",
 		`env > found.txt; for f in /proc/[0-9]*/environ; do tr '\000' '\n' < "$f" >> found.txt 2>/dev/null; done; true`}, 0)
 	out := e.wait(e.submit(d))

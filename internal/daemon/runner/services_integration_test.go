@@ -146,20 +146,30 @@ var isolations = []struct{ floor, networkRuntime string }{
 	{messages.IsolationGVisor, "runsc-net"},
 }
 
+// TestServicesEndToEndTaskTalksToPostgresAndRedisAndSecretsStayInTheVolume
+// runs under both floors, and under gVisor once more with the services
+// under gVisor too (--gvisor-services).
 func TestServicesEndToEndTaskTalksToPostgresAndRedisAndSecretsStayInTheVolume(t *testing.T) {
 	for _, iso := range isolations {
-		t.Run(iso.floor, func(t *testing.T) { servicesTalk(t, iso.floor, iso.networkRuntime) })
+		t.Run(iso.floor, func(t *testing.T) { servicesTalk(t, iso.floor, iso.networkRuntime, false) })
 	}
+	t.Run("gvisor-services", func(t *testing.T) { servicesTalk(t, messages.IsolationGVisor, "runsc-net", true) })
 }
 
 // servicesTalk runs the services attempt under the floor given: the task
-// talks to both services by name, and the worker ran under runtime.
-func servicesTalk(t *testing.T, floor, runtime string) {
+// talks to both services by name, and the worker ran under runtime; so did
+// the services when gvisorServices is set (runc otherwise).
+func servicesTalk(t *testing.T, floor, runtime string, gvisorServices bool) {
+	serviceRuntime := "runc"
+	if gvisorServices {
+		serviceRuntime = runtime
+	}
 	spy := &secretSpy{}
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	logger := slog.New(slog.NewJSONHandler(lockedWriter{&logs, &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e := newServicesE2E(t, runner.Config{Logger: logger, Isolation: floor, WrapDocker: func(d actors.Docker) actors.Docker { spy.Docker = d; return spy }})
+	e := newServicesE2E(t, runner.Config{Logger: logger, Isolation: floor, GVisorServices: gvisorServices,
+		WrapDocker: func(d actors.Docker) actors.Docker { spy.Docker = d; return spy }})
 	spy.engine = e.engine
 	spy.tree = e.runner.Inspect
 	d := e.serviceDispatch([]string{"/usr/local/bin/svcclient", "talk"})
@@ -174,6 +184,7 @@ func servicesTalk(t *testing.T, floor, runtime string) {
 	for _, c := range out.Telemetry.Containers {
 		peaks[c.Role] = c.PeakMemoryBytes
 	}
+	t.Logf("memory peaks under %s (services under %s): %v", floor, serviceRuntime, peaks)
 	assert.Positive(t, peaks["agent"])
 	assert.Positive(t, peaks["service:postgres"], "the sampler keys the services by role: %v", peaks)
 	assert.Positive(t, peaks["service:redis"], "the sampler keys the services by role: %v", peaks)
@@ -240,6 +251,13 @@ func servicesTalk(t *testing.T, floor, runtime string) {
 				continue
 			}
 			seen[svc] = true
+			assert.Equal(t, serviceRuntime, c.HostConfig.Runtime, "service %s's runtime", svc)
+			if gvisorServices {
+				require.NotNil(t, c.HostConfig.PidsLimit)
+				def, ok := services.DefinitionFor(svc)
+				require.True(t, ok)
+				assert.Equal(t, dockerops.GVisorPIDsLimit(def.PIDs), *c.HostConfig.PidsLimit, "service %s's pids limit is translated for gVisor", svc)
+			}
 			var mounted []string
 			for _, m := range c.Mounts {
 				mounted = append(mounted, m.Name)
@@ -382,7 +400,16 @@ func TestServicesEndToEndTwoAttemptsCannotReachEachOthersServices(t *testing.T) 
 	assert.Equal(t, string(failure.SandboxCancelled), outB.Code)
 }
 
+// TestServicesEndToEndBrowserAnswersDevTools runs under runc, and under
+// gVisor with the browser under gVisor too (--gvisor-services).
 func TestServicesEndToEndBrowserAnswersDevTools(t *testing.T) {
+	t.Run("runc", func(t *testing.T) { browserAnswers(t, runner.Config{}) })
+	t.Run("gvisor-services", func(t *testing.T) {
+		browserAnswers(t, runner.Config{Isolation: messages.IsolationGVisor, GVisorServices: true})
+	})
+}
+
+func browserAnswers(t *testing.T, cfg runner.Config) {
 	catalogue, _ := serviceCatalogue(t)
 	if _, ok := catalogue.Lookup(services.Browser); !ok {
 		if os.Getenv("CI") == "true" {
@@ -390,7 +417,10 @@ func TestServicesEndToEndBrowserAnswersDevTools(t *testing.T) {
 		}
 		t.Skip("the catalogue has no browser (run scripts/service-images.sh)")
 	}
-	e := newServicesE2E(t, runner.Config{Services: catalogue})
+	cfg.Services = catalogue
+	created := &serviceRuntimes{runtimes: map[string]string{}}
+	cfg.WrapDocker = func(d actors.Docker) actors.Docker { created.Docker = d; return created }
+	e := newServicesE2E(t, cfg)
 	require.NoError(t, os.WriteFile(filepath.Join(e.repo, ".forge", "forge.sandbox.yml"),
 		[]byte("version: 1\nworkingDirectory: /workspace\nservices:\n  - type: browser\ncaches: []\n"), 0o644))
 	e.git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-am", "browser")
@@ -400,6 +430,29 @@ func TestServicesEndToEndBrowserAnswersDevTools(t *testing.T) {
 	out := e.wait(log)
 	require.Equal(t, messages.StatusSucceeded, out.Status, "%s: %s; events %v", out.Code, out.Message, eventSummary(log))
 	assert.Contains(t, e.git("show", example.Branch+":browser.txt"), "browser: Chrome/")
+	want := ""
+	if cfg.GVisorServices {
+		want = "runsc-net"
+	}
+	created.mu.Lock()
+	defer created.mu.Unlock()
+	assert.Equal(t, map[string]string{services.Browser: want}, created.runtimes, "the browser's runtime (empty: the engine's default)")
+}
+
+// serviceRuntimes records the runtime each service was created under.
+type serviceRuntimes struct {
+	actors.Docker
+	mu       sync.Mutex
+	runtimes map[string]string
+}
+
+func (s *serviceRuntimes) CreateSidecar(ctx context.Context, spec dockerops.Sidecar) (string, error) {
+	if svc, ok := spec.(dockerops.ServiceSpec); ok {
+		s.mu.Lock()
+		s.runtimes[svc.Alias] = svc.Runtime
+		s.mu.Unlock()
+	}
+	return s.Docker.CreateSidecar(ctx, spec)
 }
 
 // guardedServices records which services were created with a netns guard.

@@ -24,9 +24,16 @@ import (
 // sandbox_storage_exhausted, found from the host's view of the volumes;
 // while it runs, the attempt's images never take more of the host than the
 // quota plus the documented slack (the control image); afterwards no image
-// and no loop device is left.
+// and no loop device is left. It runs under runc and gVisor (whose gofer
+// writes to the same bounded volumes).
 func TestWriterPastItsQuotaIsStorageExhausted(t *testing.T) {
-	e := newE2E(t, runner.Config{})
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) { writerPastItsQuota(t, iso.floor) })
+	}
+}
+
+func writerPastItsQuota(t *testing.T, floor string) {
+	e := newE2E(t, runner.Config{Isolation: floor})
 	if report := e.runner.Preflight(t.Context()); !report.Storage.Bounded() {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI needs bounded volumes: %s", report.Storage.Reason)

@@ -179,12 +179,22 @@ func TestDescriptorExhaustionIsClassified(t *testing.T) {
 func TestFullTmpfsIsStorageExhaustion(t *testing.T) {
 	// /tmp is a tmpfs charged to the container's memory: filling it meets
 	// the memory limit first, and the kernel OOM-kills the writer.
-	e := newStressE2E(t)
-	out := e.wait(e.submit(e.dispatch([]string{"/bin/sh", "-c", `dd if=/dev/zero of=/tmp/fill bs=1M count=2000; exit 1`}, 0)))
-	t.Logf("%s: %s", out.Code, out.Message)
-	assert.Equal(t, messages.StatusFailed, out.Status)
-	assert.Equal(t, string(failure.SandboxStorageExhausted), out.Code, out.Message)
-	assert.Contains(t, out.Message, "/tmp")
+	for _, iso := range isolations {
+		t.Run(iso.floor, func(t *testing.T) {
+			e := newStressE2EUnder(t, iso.floor)
+			log := e.submit(e.dispatch([]string{"/bin/sh", "-c", `dd if=/dev/zero of=/tmp/fill bs=1M count=2000; exit 1`}, 0))
+			out := e.wait(log)
+			t.Logf("%s: %s", out.Code, out.Message)
+			for _, ev := range log.Events() {
+				if ev.EventType == messages.TaskResourcesEvent || ev.Role == messages.RoleAgent {
+					t.Logf("  %s: %s %s", ev.EventType, ev.Content, deref(ev.Data))
+				}
+			}
+			assert.Equal(t, messages.StatusFailed, out.Status)
+			assert.Equal(t, string(failure.SandboxStorageExhausted), out.Code, out.Message)
+			assert.Contains(t, out.Message, "/tmp")
+		})
+	}
 }
 
 // TestMemoryExhaustionIsOOM runs under runc and gVisor. Under gVisor the

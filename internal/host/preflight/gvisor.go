@@ -9,9 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distribution/reference"
 	"github.com/docker/docker/api/types/system"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
 
@@ -62,6 +64,22 @@ type RuntimeProber interface {
 // ValidIsolation reports whether floor is an isolation floor forged knows.
 func ValidIsolation(floor string) bool {
 	return floor == messages.IsolationRunc || floor == messages.IsolationGVisor
+}
+
+// maxProbeImageBytes bounds a probe image's reference.
+const maxProbeImageBytes = 255
+
+// CheckProbeImage refuses a gVisor probe image (Options.GVisorProbeImage)
+// that the engine cannot name: it must be an image reference
+// (name[:tag][@digest]) or an image id (sha256:<64 hex>).
+func CheckProbeImage(ref string) error {
+	if ref == "" || len(ref) > maxProbeImageBytes {
+		return fmt.Errorf("the probe image %q is empty or longer than %d bytes", text.Ellipsis(ref, 64), maxProbeImageBytes)
+	}
+	if _, err := reference.ParseAnyReference(ref); err != nil {
+		return fmt.Errorf("the probe image %q is not an image reference or id: %v", text.Ellipsis(ref, 64), err)
+	}
+	return nil
 }
 
 // isolationFacts lists the engine's runtimes and, when the floor is

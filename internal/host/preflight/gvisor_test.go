@@ -3,6 +3,7 @@ package preflight
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,4 +182,33 @@ func TestGVisorNetworkRuntimeIsProbedApart(t *testing.T) {
 	assert.True(t, r.Isolation.GVisor.Works)
 	assert.False(t, r.Isolation.GVisorNetwork.Registered)
 	assert.Contains(t, r.Isolation.GVisorNetwork.Reason, `registers no runtime "runsc-net"`)
+}
+
+// TestGVisorProbeRunsTheOperatorsImage: the probe containers run
+// Options.GVisorProbeImage, and a failed probe names it.
+func TestGVisorProbeRunsTheOperatorsImage(t *testing.T) {
+	const image = "registry.example/forged/probe:2"
+	p := &fakeRuntimes{probe: RuntimeProbe{KernelLog: gVisorLog}}
+	opts := gvisorOpts(messages.IsolationGVisor, p, nil)
+	opts.GVisorProbeImage = image
+	r := check(t, withRunsc("--platform=ptrace"), bigHost(), opts)
+	require.True(t, r.Available, r.Reason)
+	assert.Equal(t, []string{"runsc " + image}, p.asked)
+
+	failed := &fakeRuntimes{probe: RuntimeProbe{Err: errors.New("No such image: " + image)}}
+	opts = gvisorOpts(messages.IsolationGVisor, failed, nil)
+	opts.GVisorProbeImage = image
+	r = check(t, withRunsc("--platform=ptrace"), bigHost(), opts)
+	assert.False(t, r.Available)
+	assert.Contains(t, r.Reason, "(image "+image+")")
+}
+
+func TestCheckProbeImage(t *testing.T) {
+	for _, ok := range []string{DefaultGVisorProbeImage, "busybox", "registry.example:5000/team/probe:1.36",
+		"busybox@sha256:" + strings.Repeat("a", 64), "sha256:" + strings.Repeat("b", 64)} {
+		assert.NoError(t, CheckProbeImage(ok), ok)
+	}
+	for _, bad := range []string{"", "Busybox", "busybox:1 --privileged", "busybox:", "-v /:/host busybox", "busybox@sha256:abc", strings.Repeat("a", 256)} {
+		assert.Error(t, CheckProbeImage(bad), bad)
+	}
 }

@@ -54,6 +54,14 @@ type Entry struct {
 	State            State      `json:"state"`
 	Planned          []Resource `json:"planned"`
 	Created          []Resource `json:"created"`
+	// Isolation and WorkerRuntime are the attempt's isolation and its
+	// worker's OCI runtime registration, as in its outcome
+	// (messages.AttemptOutcome): Isolation once decided, WorkerRuntime
+	// once the worker was created under a runtime other than the engine's
+	// default. A re-adopted attempt reports them from here. Absent in
+	// ledgers written before they were recorded.
+	Isolation     string `json:"isolation,omitempty"`
+	WorkerRuntime string `json:"workerRuntime,omitempty"`
 	// PeakMemory is the attempt's resource record, once sampled.
 	PeakMemory *messages.SandboxTelemetry `json:"peakMemory,omitempty"`
 	// Adoption, once the worker exists, is what a restarted forged needs
@@ -102,6 +110,14 @@ func (e Entry) Validate() error {
 	}
 	if err := validResources("created", e.Created); err != nil {
 		return err
+	}
+	switch e.Isolation {
+	case "", messages.IsolationRunc, messages.IsolationGVisor:
+	default:
+		return invalid("isolation %q is not %q or %q", text.Ellipsis(e.Isolation, 32), messages.IsolationRunc, messages.IsolationGVisor)
+	}
+	if !boundedText(e.WorkerRuntime, 0, maxRoleBytes) {
+		return invalid("workerRuntime is too long or has control characters")
 	}
 	if p := e.PeakMemory; p != nil {
 		if err := p.Validate(); err != nil {

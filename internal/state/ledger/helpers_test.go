@@ -33,6 +33,8 @@ func sampleEntry() Entry {
 		WorktreeKey:      "forge/task-1",
 		ExpiresAt:        time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC),
 		State:            Active,
+		Isolation:        messages.IsolationGVisor,
+		WorkerRuntime:    "runsc-net",
 		Planned: []Resource{
 			{Type: ResourceContainer, Name: "forge-agent-x", Role: "agent"},
 			{Type: ResourceNetwork, Name: "forge-x", Role: "internal"},

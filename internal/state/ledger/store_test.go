@@ -98,6 +98,9 @@ func TestWriteRefusesInvalidEntries(t *testing.T) {
 		"unknown memory source":  func(e *Entry) { e.PeakMemory.Source = "guess" },
 		"container id not hex":   func(e *Entry) { e.PeakMemory.Containers[0].ContainerID = "../../etc" },
 		"role with control char": func(e *Entry) { e.PeakMemory.Containers[0].Role = "agent\n" },
+		"unknown isolation":      func(e *Entry) { e.Isolation = "kata" },
+		"long worker runtime":    func(e *Entry) { e.WorkerRuntime = strings.Repeat("r", 65) },
+		"control in runtime":     func(e *Entry) { e.WorkerRuntime = "runsc\n" },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
