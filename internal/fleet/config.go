@@ -59,7 +59,7 @@ const DefaultRequestTimeout = 5 * time.Second
 // DefaultReturnGrace is the default ReturnGrace: with the membership TTL
 // and the follower's own request it keeps the time from a member's death
 // to its attempts' sandbox_runner_lost under 10 s (docs/fleet.md).
-const DefaultReturnGrace = 3 * time.Second
+const DefaultReturnGrace = 2 * time.Second
 
 // Enabled reports whether any fleet setting is given.
 func (c Config) Enabled() bool {
