@@ -25,6 +25,7 @@ type fleetFlags struct {
 	// etcdCA, etcdCert and etcdKey make the etcd client speak TLS.
 	etcdCA, etcdCert, etcdKey string
 	placement                 bool
+	returnGrace               time.Duration
 }
 
 func (f *fleetFlags) register(cmd *cobra.Command) {
@@ -42,13 +43,14 @@ func (f *fleetFlags) register(cmd *cobra.Command) {
 // registerPlacement adds the daemon's placement switch.
 func (f *fleetFlags) registerPlacement(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.placement, "fleet-placement", false, "place a dispatch whose execution.runnerId is the nil UUID on the member with the most room for its requested resources (default: refused)")
+	cmd.Flags().DurationVar(&f.returnGrace, "fleet-return-grace", fleet.DefaultReturnGrace, "how long this member, as a submitter, waits for a member that left the fleet while running one of its attempts to be listed again (restarted, re-adopting it) before it ends the attempt with sandbox_runner_lost (0: not at all)")
 }
 
 func (f *fleetFlags) config(logger *slog.Logger) fleet.Config {
 	return fleet.Config{Endpoints: f.etcd, Name: f.name, Advertise: f.advertise,
 		CAFile: f.caFile, CertFile: f.cert, KeyFile: f.keyFile,
 		EtcdCAFile: f.etcdCA, EtcdCertFile: f.etcdCert, EtcdKeyFile: f.etcdKey,
-		Placement: f.placement, Logger: logger}
+		Placement: f.placement, ReturnGrace: returnGrace(f.returnGrace), Logger: logger}
 }
 
 func fleetCommand() *cobra.Command {
@@ -109,4 +111,14 @@ func joinFleet(cfg fleet.Config, local fleet.Local, logger *slog.Logger) (*fleet
 	}
 	logger.Warn("forged joined the fleet", "fleet", cfg.Name, "address", member.Address(), "member", member.MemberID(), "runner", local.RunnerID())
 	return member, nil
+}
+
+// returnGrace is fleet.Config's ReturnGrace for the flag's value: the
+// flag's 0 means none, which the config spells negative (its 0 is the
+// default).
+func returnGrace(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

@@ -44,11 +44,22 @@ type Config struct {
 	Fence *Fence
 	// RequestTimeout bounds one request to another member (default 5 s).
 	RequestTimeout time.Duration
+	// ReturnGrace is how long a submitter waits, once a member running
+	// one of its attempts has left the member list, for that runner to be
+	// listed again (a restarted daemon on the same state root, which
+	// re-adopts its attempts) before it declares the attempt lost
+	// (proxy.go). Default DefaultReturnGrace; negative: none.
+	ReturnGrace time.Duration
 	Logger         *slog.Logger
 }
 
 // DefaultRequestTimeout bounds one member-to-member request.
 const DefaultRequestTimeout = 5 * time.Second
+
+// DefaultReturnGrace is the default ReturnGrace: with the membership TTL
+// and the follower's own request it keeps the time from a member's death
+// to its attempts' sandbox_runner_lost under 10 s (docs/fleet.md).
+const DefaultReturnGrace = 2 * time.Second
 
 // Enabled reports whether any fleet setting is given.
 func (c Config) Enabled() bool {

@@ -120,6 +120,12 @@ func Join(cfg Config, local Local) (m *Member, err error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
+	switch {
+	case cfg.ReturnGrace == 0:
+		cfg.ReturnGrace = DefaultReturnGrace
+	case cfg.ReturnGrace < 0:
+		cfg.ReturnGrace = 0
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

@@ -102,11 +102,28 @@ func (m *Member) follow(log *runner.Log, attemptID string, target *fleetpb.Membe
 	defer m.followers.Done()
 	from := int64(0)
 	var silence claimedSilence
+	var away time.Time // when the target was first seen unlisted
 	for {
 		if m.stopping.Load() {
 			return
 		}
 		if !m.topology.contains(target.GetMemberId()) {
+			if away.IsZero() {
+				away = m.clock()
+			}
+			// A member that returns within the grace (its daemon
+			// restarted on the same state root and re-adopted the
+			// attempt) is followed on: it is the same runner, listed
+			// under a new cluster member id.
+			if back := m.returned(target, attemptID, from); back != nil {
+				m.logger.Info("a forwarded attempt's member returned: following it on", "attempt", attemptID, "runner", target.GetRunnerId(), "address", back.GetAddress())
+				target, away = back, time.Time{}
+				continue
+			}
+			if m.clock().Sub(away) < m.cfg.ReturnGrace {
+				time.Sleep(eventsRetry)
+				continue
+			}
 			// The loss is recorded in etcd before the attempt ends here, so
 			// that the member, should it return, finds it and fences the
 			// attempt; a member that claimed it first is waited for.
@@ -161,4 +178,25 @@ func (m *Member) follow(log *runner.Log, attemptID string, target *fleetpb.Membe
 			return
 		}
 	}
+}
+
+// returned looks for the runner that ran a forwarded attempt listed again
+// under another cluster member id (a new process of the same daemon), and
+// returns its state if it answers for the attempt (it re-adopted it, so
+// its log holds the attempt's events by sequence number); nil otherwise.
+func (m *Member) returned(target *fleetpb.MemberState, attemptID string, from int64) *fleetpb.MemberState {
+	if m.cfg.ReturnGrace <= 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.RequestTimeout)
+	defer cancel()
+	st, err := m.Lookup(ctx, target.GetRunnerId())
+	if err != nil || st.GetMemberId() == target.GetMemberId() {
+		return nil
+	}
+	res, err := m.request(ctx, st.GetAddress(), &fleetpb.EventsRequest{AttemptId: attemptID, From: from})
+	if resp, ok := res.(*fleetpb.EventsResponse); err != nil || !ok || !resp.GetKnown() {
+		return nil
+	}
+	return st
 }
