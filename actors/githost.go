@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/gitops/remoteurl"
+	"github.com/forgedev/forged/internal/kit/remoteurl"
 
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/messages"

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/gitops/remoteurl"
+	"github.com/forgedev/forged/internal/kit/remoteurl"
 )
 
 // Mirror defaults.

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/gitops/remoteurl"
+	"github.com/forgedev/forged/internal/kit/remoteurl"
 	"github.com/forgedev/forged/internal/testkit/testremote"
 )
 

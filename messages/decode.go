@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/gitops/remoteurl"
+	"github.com/forgedev/forged/internal/kit/remoteurl"
 	"github.com/forgedev/forged/internal/kit/strictjson"
 	"github.com/forgedev/forged/internal/kit/text"
 )

@@ -61,7 +61,7 @@ type ExecutionRef struct {
 type RepoRef struct {
 	Name      string `json:"name"`
 	LocalPath string `json:"localPath,omitempty"`
-	// Remote is a git URL (see package gitops/remoteurl for what is
+	// Remote is a git URL (see package internal/kit/remoteurl for what is
 	// accepted); the attempt runs from the member's mirror of it, where
 	// the managed branch lives too (docs/dispatch-and-api.md).
 	Remote        string `json:"remote,omitempty"`

@@ -4,7 +4,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/forgedev/forged/gitops/remoteurl"
+	"github.com/forgedev/forged/internal/kit/remoteurl"
 	"github.com/forgedev/forged/internal/fleet/fleetpb"
 	"github.com/forgedev/forged/messages"
 )

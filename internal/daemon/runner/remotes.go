@@ -6,7 +6,7 @@ import (
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
-	"github.com/forgedev/forged/gitops/remoteurl"
+	"github.com/forgedev/forged/internal/kit/remoteurl"
 	"github.com/forgedev/forged/messages"
 )
 
