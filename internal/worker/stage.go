@@ -33,7 +33,8 @@ import (
 //     a symlinked .gitmodules) are skipped and reported.
 //
 // Blobs are hashed by streaming the file and stored only when missing, so
-// memory stays bounded whatever the file sizes.
+// memory stays bounded whatever the file sizes; a file the checkout wrote
+// and nothing changed since is not read at all (statcache.go).
 
 // stager builds the result tree of a workspace.
 type stager struct {
@@ -41,6 +42,9 @@ type stager struct {
 	matcher gitignore.Matcher
 	// skipped lists the paths left out because git refuses their names.
 	skipped []string
+	// hashed counts the files read and hashed (the others' blobs came
+	// from the stat cache).
+	hashed int
 }
 
 // stageTree writes the tree of the working tree and returns its hash and
@@ -54,6 +58,7 @@ func (ws *workspace) stageTree(base *object.Tree) (plumbing.Hash, []string, erro
 	patterns, _ := gitignore.ReadPatterns(ws.fs, nil)
 	s := &stager{ws: ws, matcher: gitignore.NewMatcher(patterns)}
 	h, _, err := s.tree(nil, inputTree, false, true)
+	ws.hashedFiles = s.hashed
 	return h, s.skipped, err
 }
 
@@ -113,8 +118,21 @@ func (s *stager) tree(path []string, input *object.Tree, ignored, root bool) (pl
 		return plumbing.ZeroHash, true, nil
 	}
 	sortTreeEntries(entries)
-	h, err := writeObject(s.ws, &object.Tree{Entries: entries})
+	h, err := s.writeTree(&object.Tree{Entries: entries})
 	return h, false, err
+}
+
+// writeTree stores a tree unless the checkout read it from the input
+// (an unchanged directory): the storage has it, and a receiver too.
+func (s *stager) writeTree(t *object.Tree) (plumbing.Hash, error) {
+	obj := &plumbing.MemoryObject{}
+	if err := t.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if h := obj.Hash(); s.ws.inputObjects[h] {
+		return h, nil
+	}
+	return s.ws.storage.SetEncodedObject(obj)
 }
 
 // entry stages one directory entry; ok is false when it has nothing to
@@ -159,11 +177,15 @@ func (s *stager) entry(p []string, name string, info fs.FileInfo, prev object.Tr
 		h, err := s.ws.storage.SetEncodedObject(obj)
 		return object.TreeEntry{Name: name, Mode: filemode.Symlink, Hash: h}, err == nil, err
 	default:
-		h, err := s.blob(abs, info.Size())
 		fm := filemode.Regular
 		if mode.Perm()&0o100 != 0 {
 			fm = filemode.Executable
 		}
+		if h, ok := s.ws.stats.lookup(strings.Join(p, "/"), statOf(info)); ok {
+			return object.TreeEntry{Name: name, Mode: fm, Hash: h}, true, nil
+		}
+		s.hashed++
+		h, err := s.blob(abs, info.Size())
 		return object.TreeEntry{Name: name, Mode: fm, Hash: h}, err == nil, err
 	}
 }

@@ -25,6 +25,10 @@ const (
 	// largeObjectThreshold keeps bigger objects out of memory: go-git
 	// streams them from disk instead.
 	largeObjectThreshold = 1 << 20
+	// maxOpenPacks keeps that many packs open between object reads:
+	// without it go-git opens the pack (resolving each path component
+	// through billy) for every object, a quarter of a checkout's time.
+	maxOpenPacks = 16
 )
 
 // workspace is the materialised repository: the go-git repository (with
@@ -39,6 +43,14 @@ type workspace struct {
 	fs billy.Filesystem
 	// history caches the commits reachable from the input (inputHistory).
 	history map[plumbing.Hash]bool
+	// inputObjects are the trees and blobs of the input commit's tree, as
+	// the checkout read them (nil when it did not run).
+	inputObjects map[plumbing.Hash]bool
+	// stats is the checkout's stat cache (statcache.go).
+	stats *statCache
+	// hashedFiles is the number of files the last staging read and
+	// hashed; the others' blobs came from the stat cache.
+	hashedFiles int
 }
 
 // materialize prepares the workspace directory, unpacks the input bundle
@@ -90,6 +102,8 @@ func materialize(cfg Config, id messages.SandboxIdentity) (*workspace, error) {
 	if err := ws.checkoutTree(commit); err != nil {
 		return nil, err
 	}
+	// No pack stays open while the task runs; reads reopen them.
+	_ = ws.storage.Close()
 	return ws, nil
 }
 
@@ -139,7 +153,7 @@ func prepareWorkspace(dir string) (string, error) {
 // newStorage opens the object and reference storage of gitDir.
 func newStorage(gitDir string) *filesystem.Storage {
 	return filesystem.NewStorageWithOptions(osfs.New(gitDir), cache.NewObjectLRUDefault(),
-		filesystem.Options{LargeObjectThreshold: largeObjectThreshold})
+		filesystem.Options{LargeObjectThreshold: largeObjectThreshold, MaxOpenDescriptors: maxOpenPacks})
 }
 
 // reopen reads the repository afresh after the task ran: go-git caches the
@@ -153,6 +167,7 @@ func (ws *workspace) reopen() error {
 	if err != nil {
 		return err
 	}
+	_ = ws.storage.Close()
 	ws.storage, ws.repo, ws.history = storage, repo, nil
 	return nil
 }
