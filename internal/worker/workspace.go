@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bufio"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,7 +13,6 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
-	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/forgedev/forged/failure"
@@ -86,8 +86,16 @@ func materialize(cfg Config, id messages.SandboxIdentity) (*workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := packfile.UpdateObjectStorage(ws.storage, br); err != nil {
+	offset, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, failure.Wrap(failure.SandboxInputFailed, err, "input bundle")
+	}
+	if err := unpackInput(f, offset-int64(br.Buffered()), ws); err != nil {
 		return nil, failure.Wrap(failure.SandboxInputFailed, err, "input bundle: unpack objects")
+	}
+	// A fresh storage lists the pack just written.
+	if err := ws.reopen(); err != nil {
+		return nil, failure.Wrap(failure.SandboxInputFailed, err, "open the repository")
 	}
 	commit, err := ws.repo.CommitObject(input)
 	if err != nil {
