@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -55,7 +56,7 @@ func (ws *workspace) stageTree(base *object.Tree) (plumbing.Hash, []string, erro
 	inputTree := base
 	// Unreadable .gitignore files are the task's own doing; stage with
 	// whatever patterns could be read.
-	patterns, _ := gitignore.ReadPatterns(ws.fs, nil)
+	patterns := readIgnorePatterns(ws, nil)
 	s := &stager{ws: ws, matcher: gitignore.NewMatcher(patterns)}
 	h, _, err := s.tree(nil, inputTree, false, true)
 	ws.hashedFiles = s.hashed
@@ -177,6 +178,9 @@ func (s *stager) entry(p []string, name string, info fs.FileInfo, prev object.Tr
 		h, err := s.ws.storage.SetEncodedObject(obj)
 		return object.TreeEntry{Name: name, Mode: filemode.Symlink, Hash: h}, err == nil, err
 	default:
+		if mode.Perm()&0o400 == 0 {
+			fixMode(abs, mode) // see fixPermissions
+		}
 		fm := filemode.Regular
 		if mode.Perm()&0o100 != 0 {
 			fm = filemode.Executable
@@ -259,6 +263,53 @@ func sortTreeEntries(entries []object.TreeEntry) {
 		return e.Name
 	}
 	sort.Slice(entries, func(i, j int) bool { return key(entries[i]) < key(entries[j]) })
+}
+
+// readIgnorePatterns is gitignore.ReadPatterns(ws.fs, path) without an
+// lstat of every entry of the tree (billy's ReadDir makes one; the
+// directory entries' types are enough to find the directories): the
+// .git/info/exclude and .gitignore patterns of the directory at path,
+// then those of its subdirectories that are not ignored, in name order,
+// lowest priority first. An unreadable directory ends its own subtree
+// only (go-git's stops at the first). Unreadable files are the task's
+// own doing: staging goes on with the patterns that could be read.
+func readIgnorePatterns(ws *workspace, path []string) []gitignore.Pattern {
+	ps := readIgnoreFile(ws, path, gitDirName+"/info/exclude")
+	ps = append(ps, readIgnoreFile(ws, path, gitignoreFile)...)
+	entries, err := os.ReadDir(filepath.Join(append([]string{ws.dir}, path...)...))
+	if err != nil {
+		return ps
+	}
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == gitDirName || (len(path) == 0 && e.Name() == lostAndFound) {
+			continue
+		}
+		sub := append(append([]string{}, path...), e.Name())
+		if gitignore.NewMatcher(ps).Match(sub, true) {
+			continue
+		}
+		ps = append(ps, readIgnorePatterns(ws, sub)...)
+	}
+	return ps
+}
+
+// readIgnoreFile reads one ignore file through the workspace's billy
+// filesystem, as go-git does: one pattern a line, comments and blank lines
+// skipped.
+func readIgnoreFile(ws *workspace, path []string, name string) []gitignore.Pattern {
+	f, err := ws.fs.Open(ws.fs.Join(append(append([]string{}, path...), name)...))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var ps []gitignore.Pattern
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if line := sc.Text(); !strings.HasPrefix(line, "#") && strings.TrimSpace(line) != "" {
+			ps = append(ps, gitignore.ParsePattern(line, path))
+		}
+	}
+	return ps
 }
 
 func displayPath(p []string) string {

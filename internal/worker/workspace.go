@@ -20,8 +20,9 @@ import (
 )
 
 const (
-	lostAndFound = "lost+found"
-	gitDirName   = ".git"
+	lostAndFound  = "lost+found"
+	gitDirName    = ".git"
+	gitignoreFile = ".gitignore"
 	// largeObjectThreshold keeps bigger objects out of memory: go-git
 	// streams them from disk instead.
 	largeObjectThreshold = 1 << 20
@@ -264,12 +265,19 @@ func committable(m fs.FileMode) bool {
 	return m.IsRegular() || m.IsDir() || m&fs.ModeSymlink != 0
 }
 
-// fixPermissions makes everything below dir that the worker owns readable
-// (and directories searchable) by the worker again, so that a task which
-// removed its own permissions cannot make staging fail. Directories are
-// fixed before they are read. A top-level lost+found is skipped; errors are
-// ignored (staging reports whatever is still unreadable).
-func fixPermissions(dir string) {
+// fixPermissions makes what staging reads below dir readable by the
+// worker again (and directories searchable), so that a task which removed
+// its own permissions cannot make staging fail: every directory, fixed
+// before it is read, every .gitignore file, and everything in a .git
+// directory. Other files are fixed by the stager when it opens them
+// (stager.blob): most are not opened at all (statcache.go), and an lstat
+// of each here cost as much as the stager's own walk. A top-level
+// lost+found is skipped; errors are ignored (staging reports whatever is
+// still unreadable).
+func fixPermissions(dir string) { fixTree(dir, false) }
+
+// fixTree is fixPermissions; all fixes every file too.
+func fixTree(dir string, all bool) {
 	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d == nil {
 			return nil
@@ -277,17 +285,29 @@ func fixPermissions(dir string) {
 		if d.IsDir() && d.Name() == lostAndFound && filepath.Dir(path) == dir {
 			return fs.SkipDir
 		}
+		if !all && !d.IsDir() && d.Name() != gitignoreFile {
+			return nil
+		}
 		fi, err := d.Info()
 		if err != nil {
 			return nil
 		}
-		mode := fi.Mode()
-		switch {
-		case mode.IsDir() && mode.Perm()&0o500 != 0o500:
-			_ = os.Chmod(path, mode.Perm()|0o500)
-		case mode.IsRegular() && mode.Perm()&0o400 == 0:
-			_ = os.Chmod(path, mode.Perm()|0o400)
+		fixMode(path, fi.Mode())
+		if !all && d.IsDir() && d.Name() == gitDirName {
+			fixTree(path, true)
+			return fs.SkipDir
 		}
 		return nil
 	})
+}
+
+// fixMode makes a directory readable and searchable, a regular file
+// readable, by its owner.
+func fixMode(path string, mode fs.FileMode) {
+	switch {
+	case mode.IsDir() && mode.Perm()&0o500 != 0o500:
+		_ = os.Chmod(path, mode.Perm()|0o500)
+	case mode.IsRegular() && mode.Perm()&0o400 == 0:
+		_ = os.Chmod(path, mode.Perm()|0o400)
+	}
 }
