@@ -315,7 +315,9 @@ const methodText = `- **B1, one trivial attempt** (the sample task writes one fi
   repacked; cached between runs) run the example's one-file task through a daemon with one slot (after one untimed
   attempt that builds the repository's sandbox image), alternating with
   the native git floor of the same work on the host: ` + "`git bundle create`" + ` of main (the input), ` + "`git clone`" + ` of
-  that bundle with checkout, ` + "`git status`" + `, and a one-file commit. forged's workspace step is
+  that bundle with checkout (` + "`--branch main`" + `), ` + "`git status`" + `, and a one-file commit, in the benchmark's work
+  directory: on the host's filesystem, not on a fresh ext4 image as the worker's volume is, which can favour either
+  side (the Go benchmarks of ` + "`internal/worker/scale_bench_test.go`" + ` compare both on the same filesystem). forged's workspace step is
   ` + "`worker_started`" + ` → ` + "`workspace_materialized`" + `, its result step ` + "`task_exited`" + ` → ` + "`output_written`" + ` (status, commit,
   result bundle); their floor is clone + status + commit, and the whole attempt's floor adds the bundle. The
   attempt's worker may use every core (its CPU request is the host's cores), as the floor's git does. The

@@ -180,7 +180,18 @@ func nativeFloor(ctx context.Context, workDir, repo string) ([4]time.Duration, e
 	bundle, clone := filepath.Join(dir, "input.bundle"), filepath.Join(dir, "clone")
 	steps := []func() error{
 		func() error { return floorGit(ctx, dir, repo, "bundle", "create", "--quiet", bundle, "main") },
-		func() error { return floorGit(ctx, dir, "", "clone", "--quiet", bundle, clone) },
+		// --branch: the bundle carries main without HEAD, and a clone
+		// without it checks nothing out (git 2.39: "remote HEAD refers
+		// to nonexistent ref"), which left the floor without its checkout.
+		func() error {
+			if err := floorGit(ctx, dir, "", "clone", "--quiet", "--branch", "main", bundle, clone); err != nil {
+				return err
+			}
+			if _, err := os.Stat(filepath.Join(clone, syntheticPath(0))); err != nil {
+				return fmt.Errorf("the floor's clone checked nothing out: %w", err)
+			}
+			return nil
+		},
 		func() error { return floorGit(ctx, dir, clone, "status", "--porcelain") },
 		func() error {
 			if err := os.WriteFile(filepath.Join(clone, "hello.txt"), []byte("hello from the floor\n"), 0o644); err != nil {

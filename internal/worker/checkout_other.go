@@ -3,13 +3,32 @@
 package worker
 
 import (
+	"io"
+	"io/fs"
 	"os"
-
-	"github.com/go-git/go-git/v5/plumbing/format/index"
 )
 
-// openNoFollow: the worker runs on Linux; elsewhere (tests of the package)
-// O_EXCL alone keeps a write from going through an existing link.
-const openNoFollow = 0
+// createFile creates full exclusively and writes data (or r's content).
+// Off Linux no stat data is kept: the stat cache never trusts a file.
+func createFile(full string, perm uint32, data []byte, r io.Reader) (fileStat, error) {
+	f, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_EXCL, os.FileMode(perm))
+	if err != nil {
+		return fileStat{}, err
+	}
+	if r != nil {
+		_, err = io.Copy(f, r)
+	} else {
+		_, err = f.Write(data)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return fileStat{}, err
+}
 
-func fillStat(*index.Entry, os.FileInfo) {}
+func lstatFile(full string) (fileStat, error) {
+	_, err := os.Lstat(full)
+	return fileStat{}, err
+}
+
+func statOf(fs.FileInfo) fileStat { return fileStat{} }

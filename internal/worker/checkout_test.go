@@ -22,6 +22,11 @@ func TestCheckoutIsWhatGitChecksOut(t *testing.T) {
 	f.host.write("bin/run.sh", "#!/bin/sh\necho run\n")
 	require.NoError(t, os.Chmod(filepath.Join(f.host.dir, "bin/run.sh"), 0o755))
 	f.host.write("deep/a/b/c/d.txt", "deep\n")
+	// Blobs the walk writes itself (over maxQueuedBlobBytes) and one go-git
+	// streams from the pack (over largeObjectThreshold).
+	f.host.write("big/queued-limit.bin", strings.Repeat("0123456789abcdef", maxQueuedBlobBytes/16+1))
+	f.host.write("big/large.bin", strings.Repeat("fedcba9876543210", largeObjectThreshold/16*2+3))
+	f.host.write("empty", "")
 	require.NoError(t, os.Symlink("../deep/a/b/c/d.txt", filepath.Join(f.host.dir, "bin", "link")))
 	f.host.git("add", "-A")
 	f.host.git("update-index", "--add", "--cacheinfo", "160000,0123456789abcdef0123456789abcdef01234567,vendor/lib")
@@ -37,6 +42,13 @@ func TestCheckoutIsWhatGitChecksOut(t *testing.T) {
 		"the index lists the input's tree")
 	assert.Empty(t, git.git("status", "--porcelain", "--ignore-submodules=none"), "git sees a clean checkout")
 	assert.Empty(t, git.git("diff-files", "--name-only"), "the stat data matches: nothing to hash again")
+	for _, name := range []string{"big/queued-limit.bin", "big/large.bin", "empty"} {
+		want, err := os.ReadFile(filepath.Join(f.host.dir, name))
+		require.NoError(t, err)
+		got, err := os.ReadFile(filepath.Join(ws.dir, name))
+		require.NoError(t, err)
+		assert.Equal(t, want, got, name)
+	}
 	target, err := os.Readlink(filepath.Join(ws.dir, "bin", "link"))
 	require.NoError(t, err)
 	assert.Equal(t, "../deep/a/b/c/d.txt", target)

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"time"
 
@@ -263,6 +264,11 @@ func (ws *workspace) inputHistory() (map[plumbing.Hash]bool, error) {
 // knownSet holds the objects of the input commit's tree: a receiver with
 // the input has them.
 func (ws *workspace) knownSet() map[plumbing.Hash]bool {
+	if ws.inputObjects != nil {
+		// As the checkout read them: the same set, without reading
+		// every tree again and probing the storage for every blob.
+		return maps.Clone(ws.inputObjects)
+	}
 	known := map[plumbing.Hash]bool{}
 	if t := ws.treeOf(ws.input); t != nil {
 		_ = ws.walkTree(t.Hash, known, func(plumbing.Hash) {})

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -33,7 +34,8 @@ import (
 //     a symlinked .gitmodules) are skipped and reported.
 //
 // Blobs are hashed by streaming the file and stored only when missing, so
-// memory stays bounded whatever the file sizes.
+// memory stays bounded whatever the file sizes; a file the checkout wrote
+// and nothing changed since is not read at all (statcache.go).
 
 // stager builds the result tree of a workspace.
 type stager struct {
@@ -41,6 +43,9 @@ type stager struct {
 	matcher gitignore.Matcher
 	// skipped lists the paths left out because git refuses their names.
 	skipped []string
+	// hashed counts the files read and hashed (the others' blobs came
+	// from the stat cache).
+	hashed int
 }
 
 // stageTree writes the tree of the working tree and returns its hash and
@@ -51,9 +56,10 @@ func (ws *workspace) stageTree(base *object.Tree) (plumbing.Hash, []string, erro
 	inputTree := base
 	// Unreadable .gitignore files are the task's own doing; stage with
 	// whatever patterns could be read.
-	patterns, _ := gitignore.ReadPatterns(ws.fs, nil)
+	patterns := readIgnorePatterns(ws, nil)
 	s := &stager{ws: ws, matcher: gitignore.NewMatcher(patterns)}
 	h, _, err := s.tree(nil, inputTree, false, true)
+	ws.hashedFiles = s.hashed
 	return h, s.skipped, err
 }
 
@@ -113,8 +119,21 @@ func (s *stager) tree(path []string, input *object.Tree, ignored, root bool) (pl
 		return plumbing.ZeroHash, true, nil
 	}
 	sortTreeEntries(entries)
-	h, err := writeObject(s.ws, &object.Tree{Entries: entries})
+	h, err := s.writeTree(&object.Tree{Entries: entries})
 	return h, false, err
+}
+
+// writeTree stores a tree unless the checkout read it from the input
+// (an unchanged directory): the storage has it, and a receiver too.
+func (s *stager) writeTree(t *object.Tree) (plumbing.Hash, error) {
+	obj := &plumbing.MemoryObject{}
+	if err := t.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if h := obj.Hash(); s.ws.inputObjects[h] {
+		return h, nil
+	}
+	return s.ws.storage.SetEncodedObject(obj)
 }
 
 // entry stages one directory entry; ok is false when it has nothing to
@@ -159,11 +178,18 @@ func (s *stager) entry(p []string, name string, info fs.FileInfo, prev object.Tr
 		h, err := s.ws.storage.SetEncodedObject(obj)
 		return object.TreeEntry{Name: name, Mode: filemode.Symlink, Hash: h}, err == nil, err
 	default:
-		h, err := s.blob(abs, info.Size())
+		if mode.Perm()&0o400 == 0 {
+			fixMode(abs, mode) // see fixPermissions
+		}
 		fm := filemode.Regular
 		if mode.Perm()&0o100 != 0 {
 			fm = filemode.Executable
 		}
+		if h, ok := s.ws.stats.lookup(strings.Join(p, "/"), statOf(info)); ok {
+			return object.TreeEntry{Name: name, Mode: fm, Hash: h}, true, nil
+		}
+		s.hashed++
+		h, err := s.blob(abs, info.Size())
 		return object.TreeEntry{Name: name, Mode: fm, Hash: h}, err == nil, err
 	}
 }
@@ -237,6 +263,53 @@ func sortTreeEntries(entries []object.TreeEntry) {
 		return e.Name
 	}
 	sort.Slice(entries, func(i, j int) bool { return key(entries[i]) < key(entries[j]) })
+}
+
+// readIgnorePatterns is gitignore.ReadPatterns(ws.fs, path) without an
+// lstat of every entry of the tree (billy's ReadDir makes one; the
+// directory entries' types are enough to find the directories): the
+// .git/info/exclude and .gitignore patterns of the directory at path,
+// then those of its subdirectories that are not ignored, in name order,
+// lowest priority first. An unreadable directory ends its own subtree
+// only (go-git's stops at the first). Unreadable files are the task's
+// own doing: staging goes on with the patterns that could be read.
+func readIgnorePatterns(ws *workspace, path []string) []gitignore.Pattern {
+	ps := readIgnoreFile(ws, path, gitDirName+"/info/exclude")
+	ps = append(ps, readIgnoreFile(ws, path, gitignoreFile)...)
+	entries, err := os.ReadDir(filepath.Join(append([]string{ws.dir}, path...)...))
+	if err != nil {
+		return ps
+	}
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == gitDirName || (len(path) == 0 && e.Name() == lostAndFound) {
+			continue
+		}
+		sub := append(append([]string{}, path...), e.Name())
+		if gitignore.NewMatcher(ps).Match(sub, true) {
+			continue
+		}
+		ps = append(ps, readIgnorePatterns(ws, sub)...)
+	}
+	return ps
+}
+
+// readIgnoreFile reads one ignore file through the workspace's billy
+// filesystem, as go-git does: one pattern a line, comments and blank lines
+// skipped.
+func readIgnoreFile(ws *workspace, path []string, name string) []gitignore.Pattern {
+	f, err := ws.fs.Open(ws.fs.Join(append(append([]string{}, path...), name)...))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var ps []gitignore.Pattern
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if line := sc.Text(); !strings.HasPrefix(line, "#") && strings.TrimSpace(line) != "" {
+			ps = append(ps, gitignore.ParsePattern(line, path))
+		}
+	}
+	return ps
 }
 
 func displayPath(p []string) string {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -95,4 +96,76 @@ func TestMainDeletesEverything(t *testing.T) {
 	require.Equal(t, ExitOK, res.code, "stderr: %s", res.stderr)
 	sha := f.fetchResult()
 	assert.Equal(t, "4b825dc642cb6eb9a060e54bf8d69288fbee4904", f.host.git("rev-parse", sha+"^{tree}"))
+}
+
+// What a task took its own permissions from is still staged, and the
+// patterns of an unreadable .gitignore still apply: a directory the worker
+// cannot read or search, a file it cannot read, a .gitignore without read
+// permission, each at any depth. Root reads them anyway: the test shows
+// something only as another user, as the worker runs (10001); for example
+// setpriv --reuid=65534 --regid=65534 --clear-groups on the test binary,
+// with TMPDIR writable by that user.
+func TestStageFixesPermissionsBeforeReading(t *testing.T) {
+	f := newFixture(t)
+	ws, err := materialize(f.cfg, f.pkt.Identity)
+	require.NoError(t, err)
+	write := func(name, content string, perm os.FileMode) {
+		p := filepath.Join(ws.dir, filepath.FromSlash(name))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+		require.NoError(t, os.Chmod(p, perm))
+	}
+	write("deep/er/.gitignore", "*.log\n", 0)
+	write("deep/er/noise.log", "noise\n", 0o644)
+	write("deep/er/kept.txt", "kept\n", 0)
+	write("closed/inside.txt", "inside\n", 0o644)
+	require.NoError(t, os.Chmod(filepath.Join(ws.dir, "closed"), 0))
+	require.NoError(t, os.Chmod(filepath.Join(ws.dir, "sub", "keep.txt"), 0o200))
+	t.Cleanup(func() { _ = os.Chmod(filepath.Join(ws.dir, "closed"), 0o755) })
+
+	res, err := ws.commitResult(testAttemptID, f.pkt.Task, func(string, ...any) {})
+	require.NoError(t, err)
+	git := &hostRepo{t: t, dir: ws.dir, env: f.host.env}
+	commit := res.commit.String()
+	assert.Equal(t, "kept", git.git("show", commit+":deep/er/kept.txt"))
+	assert.Equal(t, "inside", git.git("show", commit+":closed/inside.txt"))
+	assert.Equal(t, "*.log", git.git("show", commit+":deep/er/.gitignore"))
+	assert.Equal(t, "keep", git.git("show", commit+":sub/keep.txt"))
+	assert.NotContains(t, git.git("ls-tree", "-r", "--name-only", commit), "noise.log")
+}
+
+// readIgnorePatterns reads what go-git's gitignore.ReadPatterns reads: the
+// same patterns in the same order, including those of nested directories
+// and not those of ignored ones.
+func TestReadIgnorePatternsIsGoGits(t *testing.T) {
+	f := newFixture(t)
+	ws, err := materialize(f.cfg, f.pkt.Identity)
+	require.NoError(t, err)
+	for name, content := range map[string]string{
+		".gitignore":           "*.tmp\n# comment\n\nbuild/\n!keep.tmp\n",
+		"a/.gitignore":         "*.o\n/only-here\n",
+		"a/b/.gitignore":       "!x.o\n",
+		"build/.gitignore":     "never-read\n",
+		"z/y/.gitignore":       "deep\n",
+		".git/info/exclude":    "excluded\n",
+		"a/.git/info/exclude":  "nested-exclude\n",
+		"a/b/c/d/e/.gitignore": "e-only\n",
+		"a/b/c/d/e/f/g.txt":    "g\n",
+		"plain/file.txt":       "file\n",
+		"plain/sub/.gitignore": "#only a comment\n",
+	} {
+		p := filepath.Join(ws.dir, filepath.FromSlash(name))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	}
+	want, err := gitignore.ReadPatterns(ws.fs, nil)
+	require.NoError(t, err)
+	got := readIgnorePatterns(ws, nil)
+	require.Len(t, got, len(want))
+	for _, p := range [][]string{{"x.tmp"}, {"keep.tmp"}, {"build"}, {"a", "x.o"}, {"a", "b", "x.o"}, {"a", "only-here"},
+		{"only-here"}, {"z", "y", "deep"}, {"excluded"}, {"a", "nested-exclude"}, {"a", "b", "c", "d", "e", "e-only"}, {"never-read"}} {
+		for _, dir := range []bool{false, true} {
+			assert.Equal(t, gitignore.NewMatcher(want).Match(p, dir), gitignore.NewMatcher(got).Match(p, dir), "%v (dir %v)", p, dir)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bufio"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,7 +13,6 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
-	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/forgedev/forged/failure"
@@ -20,11 +20,16 @@ import (
 )
 
 const (
-	lostAndFound = "lost+found"
-	gitDirName   = ".git"
+	lostAndFound  = "lost+found"
+	gitDirName    = ".git"
+	gitignoreFile = ".gitignore"
 	// largeObjectThreshold keeps bigger objects out of memory: go-git
 	// streams them from disk instead.
 	largeObjectThreshold = 1 << 20
+	// maxOpenPacks keeps that many packs open between object reads:
+	// without it go-git opens the pack (resolving each path component
+	// through billy) for every object, a quarter of a checkout's time.
+	maxOpenPacks = 16
 )
 
 // workspace is the materialised repository: the go-git repository (with
@@ -39,6 +44,14 @@ type workspace struct {
 	fs billy.Filesystem
 	// history caches the commits reachable from the input (inputHistory).
 	history map[plumbing.Hash]bool
+	// inputObjects are the trees and blobs of the input commit's tree, as
+	// the checkout read them (nil when it did not run).
+	inputObjects map[plumbing.Hash]bool
+	// stats is the checkout's stat cache (statcache.go).
+	stats *statCache
+	// hashedFiles is the number of files the last staging read and
+	// hashed; the others' blobs came from the stat cache.
+	hashedFiles int
 }
 
 // materialize prepares the workspace directory, unpacks the input bundle
@@ -74,8 +87,16 @@ func materialize(cfg Config, id messages.SandboxIdentity) (*workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := packfile.UpdateObjectStorage(ws.storage, br); err != nil {
+	offset, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, failure.Wrap(failure.SandboxInputFailed, err, "input bundle")
+	}
+	if err := unpackInput(f, offset-int64(br.Buffered()), ws); err != nil {
 		return nil, failure.Wrap(failure.SandboxInputFailed, err, "input bundle: unpack objects")
+	}
+	// A fresh storage lists the pack just written.
+	if err := ws.reopen(); err != nil {
+		return nil, failure.Wrap(failure.SandboxInputFailed, err, "open the repository")
 	}
 	commit, err := ws.repo.CommitObject(input)
 	if err != nil {
@@ -90,6 +111,8 @@ func materialize(cfg Config, id messages.SandboxIdentity) (*workspace, error) {
 	if err := ws.checkoutTree(commit); err != nil {
 		return nil, err
 	}
+	// No pack stays open while the task runs; reads reopen them.
+	_ = ws.storage.Close()
 	return ws, nil
 }
 
@@ -139,7 +162,7 @@ func prepareWorkspace(dir string) (string, error) {
 // newStorage opens the object and reference storage of gitDir.
 func newStorage(gitDir string) *filesystem.Storage {
 	return filesystem.NewStorageWithOptions(osfs.New(gitDir), cache.NewObjectLRUDefault(),
-		filesystem.Options{LargeObjectThreshold: largeObjectThreshold})
+		filesystem.Options{LargeObjectThreshold: largeObjectThreshold, MaxOpenDescriptors: maxOpenPacks})
 }
 
 // reopen reads the repository afresh after the task ran: go-git caches the
@@ -153,6 +176,7 @@ func (ws *workspace) reopen() error {
 	if err != nil {
 		return err
 	}
+	_ = ws.storage.Close()
 	ws.storage, ws.repo, ws.history = storage, repo, nil
 	return nil
 }
@@ -241,12 +265,19 @@ func committable(m fs.FileMode) bool {
 	return m.IsRegular() || m.IsDir() || m&fs.ModeSymlink != 0
 }
 
-// fixPermissions makes everything below dir that the worker owns readable
-// (and directories searchable) by the worker again, so that a task which
-// removed its own permissions cannot make staging fail. Directories are
-// fixed before they are read. A top-level lost+found is skipped; errors are
-// ignored (staging reports whatever is still unreadable).
-func fixPermissions(dir string) {
+// fixPermissions makes what staging reads below dir readable by the
+// worker again (and directories searchable), so that a task which removed
+// its own permissions cannot make staging fail: every directory, fixed
+// before it is read, every .gitignore file, and everything in a .git
+// directory. Other files are fixed by the stager when it opens them
+// (stager.blob): most are not opened at all (statcache.go), and an lstat
+// of each here cost as much as the stager's own walk. A top-level
+// lost+found is skipped; errors are ignored (staging reports whatever is
+// still unreadable).
+func fixPermissions(dir string) { fixTree(dir, false) }
+
+// fixTree is fixPermissions; all fixes every file too.
+func fixTree(dir string, all bool) {
 	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d == nil {
 			return nil
@@ -254,17 +285,29 @@ func fixPermissions(dir string) {
 		if d.IsDir() && d.Name() == lostAndFound && filepath.Dir(path) == dir {
 			return fs.SkipDir
 		}
+		if !all && !d.IsDir() && d.Name() != gitignoreFile {
+			return nil
+		}
 		fi, err := d.Info()
 		if err != nil {
 			return nil
 		}
-		mode := fi.Mode()
-		switch {
-		case mode.IsDir() && mode.Perm()&0o500 != 0o500:
-			_ = os.Chmod(path, mode.Perm()|0o500)
-		case mode.IsRegular() && mode.Perm()&0o400 == 0:
-			_ = os.Chmod(path, mode.Perm()|0o400)
+		fixMode(path, fi.Mode())
+		if !all && d.IsDir() && d.Name() == gitDirName {
+			fixTree(path, true)
+			return fs.SkipDir
 		}
 		return nil
 	})
+}
+
+// fixMode makes a directory readable and searchable, a regular file
+// readable, by its owner.
+func fixMode(path string, mode fs.FileMode) {
+	switch {
+	case mode.IsDir() && mode.Perm()&0o500 != 0o500:
+		_ = os.Chmod(path, mode.Perm()|0o500)
+	case mode.IsRegular() && mode.Perm()&0o400 == 0:
+		_ = os.Chmod(path, mode.Perm()|0o400)
+	}
 }
