@@ -50,7 +50,7 @@ type Config struct {
 	// re-adopts its attempts) before it declares the attempt lost
 	// (proxy.go). Default DefaultReturnGrace; negative: none.
 	ReturnGrace time.Duration
-	Logger         *slog.Logger
+	Logger      *slog.Logger
 }
 
 // DefaultRequestTimeout bounds one member-to-member request.

@@ -4,8 +4,8 @@ import (
 	"path"
 	"strings"
 
-	"github.com/forgedev/forged/internal/kit/remoteurl"
 	"github.com/forgedev/forged/internal/fleet/fleetpb"
+	"github.com/forgedev/forged/internal/kit/remoteurl"
 	"github.com/forgedev/forged/messages"
 )
 

@@ -14,10 +14,10 @@ import (
 	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
-	"github.com/forgedev/forged/internal/kit/remoteurl"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/internal/fleet"
+	"github.com/forgedev/forged/internal/kit/remoteurl"
 	"github.com/forgedev/forged/internal/testkit/enginetest"
 	"github.com/forgedev/forged/messages"
 )

@@ -4,9 +4,9 @@ import (
 	"testing"
 
 	"github.com/forgedev/forged/failure"
-	"github.com/forgedev/forged/internal/kit/remoteurl"
 	"github.com/forgedev/forged/internal/fleet"
 	"github.com/forgedev/forged/internal/fleet/fleetpb"
+	"github.com/forgedev/forged/internal/kit/remoteurl"
 	"github.com/forgedev/forged/messages"
 )
 

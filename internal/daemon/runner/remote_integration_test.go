@@ -11,9 +11,9 @@ import (
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
-	"github.com/forgedev/forged/internal/kit/remoteurl"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
+	"github.com/forgedev/forged/internal/kit/remoteurl"
 	"github.com/forgedev/forged/internal/testkit/testremote"
 	"github.com/forgedev/forged/messages"
 )

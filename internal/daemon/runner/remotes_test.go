@@ -14,8 +14,8 @@ import (
 	"github.com/forgedev/forged/actortest"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
-	"github.com/forgedev/forged/internal/kit/remoteurl"
 	"github.com/forgedev/forged/internal/daemon/metrics"
+	"github.com/forgedev/forged/internal/kit/remoteurl"
 )
 
 // A repo.remote dispatch is admitted only when the operator fetches over
