@@ -113,7 +113,7 @@ func (s *copySpy) CopyDirOut(ctx context.Context, containerID, srcDir, hostDir s
 // It runs under runc and gVisor.
 func TestEndToEndOutputLinkedToTheSecretsIsNotCopied(t *testing.T) {
 	for _, iso := range isolations {
-		t.Run(iso.floor, func(t *testing.T) { outputLinkedToTheSecrets(t, iso.floor) })
+		t.Run(iso.floor, func(t *testing.T) { t.Parallel(); outputLinkedToTheSecrets(t, iso.floor) })
 	}
 }
 

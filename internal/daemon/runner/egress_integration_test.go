@@ -84,7 +84,7 @@ func egressRequests(t *testing.T, log *runner.Log) []string {
 // stack, the proxy by its /etc/hosts name).
 func TestEgressEndToEndTaskReachesOnlyTheAllowlist(t *testing.T) {
 	for _, iso := range isolations {
-		t.Run(iso.floor, func(t *testing.T) { egressAllowlist(t, iso.floor, iso.networkRuntime) })
+		t.Run(iso.floor, func(t *testing.T) { t.Parallel(); egressAllowlist(t, iso.floor, iso.networkRuntime) })
 	}
 }
 

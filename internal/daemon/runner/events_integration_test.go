@@ -47,7 +47,7 @@ true`
 // the worker's memory (docs/gvisor.md, "The worker's /proc").
 func TestTaskCannotForgeRunnerEvents(t *testing.T) {
 	for _, iso := range isolations {
-		t.Run(iso.floor, func(t *testing.T) { taskForgingRunnerEvents(t, iso.floor) })
+		t.Run(iso.floor, func(t *testing.T) { t.Parallel(); taskForgingRunnerEvents(t, iso.floor) })
 	}
 }
 
@@ -103,7 +103,7 @@ func taskForgingRunnerEvents(t *testing.T, floor string) {
 // gVisor.
 func TestMalformedEventsFromTheTaskAreAgentText(t *testing.T) {
 	for _, iso := range isolations {
-		t.Run(iso.floor, func(t *testing.T) { malformedTaskEvents(t, iso.floor) })
+		t.Run(iso.floor, func(t *testing.T) { t.Parallel(); malformedTaskEvents(t, iso.floor) })
 	}
 }
 

@@ -57,7 +57,7 @@ func TestDescriptorExhaustionOfAQuickTaskIsClassified(t *testing.T) {
 // which gVisor's gofer writes to).
 func TestFullWorkspaceOfAQuickTaskIsClassified(t *testing.T) {
 	for _, iso := range isolations {
-		t.Run(iso.floor, func(t *testing.T) { fullWorkspace(t, iso.floor) })
+		t.Run(iso.floor, func(t *testing.T) { t.Parallel(); fullWorkspace(t, iso.floor) })
 	}
 }
 

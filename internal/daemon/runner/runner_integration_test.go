@@ -238,6 +238,7 @@ func (d tamperingDocker) CopyDirOut(ctx context.Context, containerID, srcDir, ho
 func TestEndToEndManifestTamperingIsRefused(t *testing.T) {
 	for _, iso := range isolations {
 		t.Run(iso.floor, func(t *testing.T) {
+			t.Parallel()
 			e := newE2E(t, runner.Config{Isolation: iso.floor, WrapDocker: func(d actors.Docker) actors.Docker { return tamperingDocker{d} }})
 			d := e.dispatch(nil, 0)
 			out := e.wait(e.submit(d))
@@ -253,7 +254,7 @@ func TestEndToEndManifestTamperingIsRefused(t *testing.T) {
 // pids limit.
 func TestEndToEndWorkerContainerIsHardened(t *testing.T) {
 	for _, iso := range isolations {
-		t.Run(iso.floor, func(t *testing.T) { workerHardened(t, iso.floor) })
+		t.Run(iso.floor, func(t *testing.T) { t.Parallel(); workerHardened(t, iso.floor) })
 	}
 }
 
@@ -444,7 +445,7 @@ func TestEndToEndBridgePushRefusesAWorkflowResult(t *testing.T) {
 // task can read the worker's environment too (docs/gvisor.md).
 func TestEndToEndTheTaskCannotReadTheFencingToken(t *testing.T) {
 	for _, iso := range isolations {
-		t.Run(iso.floor, func(t *testing.T) { fencingTokenHidden(t, iso.floor) })
+		t.Run(iso.floor, func(t *testing.T) { t.Parallel(); fencingTokenHidden(t, iso.floor) })
 	}
 }
 

@@ -151,7 +151,7 @@ var isolations = []struct{ floor, networkRuntime string }{
 // under gVisor too (--gvisor-services).
 func TestServicesEndToEndTaskTalksToPostgresAndRedisAndSecretsStayInTheVolume(t *testing.T) {
 	for _, iso := range isolations {
-		t.Run(iso.floor, func(t *testing.T) { servicesTalk(t, iso.floor, iso.networkRuntime, false) })
+		t.Run(iso.floor, func(t *testing.T) { t.Parallel(); servicesTalk(t, iso.floor, iso.networkRuntime, false) })
 	}
 	t.Run("gvisor-services", func(t *testing.T) { servicesTalk(t, messages.IsolationGVisor, "runsc-net", true) })
 }

@@ -28,7 +28,7 @@ import (
 // writes to the same bounded volumes).
 func TestWriterPastItsQuotaIsStorageExhausted(t *testing.T) {
 	for _, iso := range isolations {
-		t.Run(iso.floor, func(t *testing.T) { writerPastItsQuota(t, iso.floor) })
+		t.Run(iso.floor, func(t *testing.T) { t.Parallel(); writerPastItsQuota(t, iso.floor) })
 	}
 }
 
