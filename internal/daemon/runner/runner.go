@@ -89,6 +89,11 @@ type Config struct {
 	GVisorRuntime        string
 	GVisorProbeImage     string
 	GVisorNetworkRuntime string
+	// RuntimeProber runs preflight's gVisor probe containers (nil: the
+	// runner's own engine client). The tests give their runners one that
+	// remembers each runtime's answer: a probe takes seconds, and every
+	// test's runner would pay it again.
+	RuntimeProber preflight.RuntimeProber
 	// AllowGVisorDispatch lets a dispatch ask for gVisor
 	// (sandbox.isolation gvisor) on a runc floor; SandboxRequiredIsolation
 	// (messages.IsolationRunc, "" means it, or messages.IsolationGVisor)

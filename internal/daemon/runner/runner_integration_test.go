@@ -58,6 +58,9 @@ func newE2E(t *testing.T, cfg runner.Config) *e2e {
 		cfg.LockRoot = t.TempDir()
 	}
 	cfg.AllowRootful = true // the test engine runs rootful
+	if cfg.RuntimeProber == nil {
+		cfg.RuntimeProber = sharedProbes
+	}
 	reserve := cfg.Capacity.HostReserveBytes
 	cfg.Capacity = example.SmallHostCapacity()
 	if reserve > 0 {

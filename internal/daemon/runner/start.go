@@ -119,7 +119,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 		IsolationFloor:   cfg.Isolation,
 		GVisorRuntime:    cfg.GVisorRuntime,
 		GVisorProbeImage: cfg.GVisorProbeImage,
-		Runtimes:         docker,
+		Runtimes:         runtimeProber(cfg.RuntimeProber, docker),
 		ProbeGVisor:      offersGVisor(cfg),
 		// Builds run with no network (dockerops.DefaultBuildNetwork): the
 		// seed's enforced build egress.
@@ -339,4 +339,12 @@ func imageSweeper(store *quota.Store) supervisor.ImageSweeper {
 		return nil
 	}
 	return store
+}
+
+// runtimeProber is the configured prober, else the engine client.
+func runtimeProber(configured preflight.RuntimeProber, docker *dockerops.Client) preflight.RuntimeProber {
+	if configured != nil {
+		return configured
+	}
+	return docker
 }
