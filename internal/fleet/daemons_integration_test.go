@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/client"
-	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
@@ -277,18 +276,7 @@ func TestFleetOfDaemons(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	docker, err := dockerops.Connect(ctx, dockerops.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = docker.Close() }()
-	if _, err := example.BuildBaseImage(ctx, docker, "/bin/busybox"); err != nil {
-		t.Fatal(err)
-	}
-	repo := filepath.Join(t.TempDir(), "repo")
-	if err := example.CreateRepo(ctx, repo, example.RepoOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	repo := exampleRepo(ctx, t)
 	dispatch := func(runnerID, script string) *messages.Dispatch {
 		d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: runnerID, RepoPath: repo,
 			Argv: []string{"/bin/sh", "-c", script}, Timeout: 300, MemoryBytes: 256 << 20})

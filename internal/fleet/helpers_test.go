@@ -1,6 +1,7 @@
 package fleet_test
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -17,8 +18,10 @@ import (
 	"time"
 
 	"github.com/forgedev/forged/actortest"
+	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/daemon/runner"
+	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/internal/fleet"
 	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/messages"
@@ -218,3 +221,23 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 
 // fleetName is a fleet name of its own for one test.
 func fleetName() string { return "t" + ids.NewUUID()[:8] }
+
+// exampleRepo builds the example's base image (busybox) on the engine and
+// creates the example repository in a directory of the test's own, and
+// returns its path.
+func exampleRepo(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	docker, err := dockerops.Connect(ctx, dockerops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = docker.Close() }()
+	if _, err := example.BuildBaseImage(ctx, docker, "/bin/busybox"); err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(t.TempDir(), "repo")
+	if err := example.CreateRepo(ctx, repo, example.RepoOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return repo
+}

@@ -8,14 +8,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/daemon/runner"
 	"github.com/forgedev/forged/internal/example"
@@ -191,18 +189,7 @@ func TestFleetPartition(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	docker, err := dockerops.Connect(ctx, dockerops.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = docker.Close() }()
-	if _, err := example.BuildBaseImage(ctx, docker, "/bin/busybox"); err != nil {
-		t.Fatal(err)
-	}
-	repo := filepath.Join(t.TempDir(), "repo")
-	if err := example.CreateRepo(ctx, repo, example.RepoOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	repo := exampleRepo(ctx, t)
 	d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: inside.runnerID, RepoPath: repo,
 		Argv: []string{"/bin/sh", "-c", "sleep 600; echo late > late.txt"}, Timeout: 900, MemoryBytes: 256 << 20})
 	if err != nil {

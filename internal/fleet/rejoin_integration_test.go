@@ -2,12 +2,10 @@ package fleet_test
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/internal/example"
 	"github.com/forgedev/forged/internal/testkit/enginetest"
 	"github.com/forgedev/forged/internal/testkit/etcdtest"
@@ -33,18 +31,7 @@ func TestFleetMemberThatReturnsWithinTheGraceIsFollowedOn(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	docker, err := dockerops.Connect(ctx, dockerops.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = docker.Close() }()
-	if _, err := example.BuildBaseImage(ctx, docker, "/bin/busybox"); err != nil {
-		t.Fatal(err)
-	}
-	repo := filepath.Join(t.TempDir(), "repo")
-	if err := example.CreateRepo(ctx, repo, example.RepoOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	repo := exampleRepo(ctx, t)
 	d, err := example.NewDispatch(example.DispatchOptions{Project: testProject, RunnerID: runs.runnerID, RepoPath: repo,
 		Argv: []string{"/bin/sh", "-c", "sleep 15; echo back > back.txt"}, Timeout: 300, MemoryBytes: 256 << 20})
 	if err != nil {

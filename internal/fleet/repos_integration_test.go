@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/forgedev/forged/dockerops"
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/gitops"
 	"github.com/forgedev/forged/internal/daemon/runner"
@@ -64,18 +63,7 @@ func TestFleetPlacesRemoteDispatchesOnMembersThatFetch(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	docker, err := dockerops.Connect(ctx, dockerops.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = docker.Close() }()
-	if _, err := example.BuildBaseImage(ctx, docker, "/bin/busybox"); err != nil {
-		t.Fatal(err)
-	}
-	repo := filepath.Join(t.TempDir(), "repo")
-	if err := example.CreateRepo(ctx, repo, example.RepoOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	repo := exampleRepo(ctx, t)
 	bare := filepath.Join(served, "app.git")
 	if out, err := exec.Command("git", "clone", "-q", "--bare", repo, bare).CombinedOutput(); err != nil {
 		t.Fatalf("git clone: %v: %s", err, out)
