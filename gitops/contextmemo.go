@@ -61,6 +61,9 @@ type contextMemo struct {
 	Digest       string `json:"digest"`
 }
 
+// newContextMemo is the memo key of tree at when. The object format is
+// SHA-1's: Prepare refuses any other (checkObjectFormat) before it gets
+// here; it is named so that the key stays right once SHA-256 is allowed.
 func newContextMemo(tree string, when time.Time) contextMemo {
 	return contextMemo{Version: contextFormatVersion, Go: runtime.Version(), ObjectFormat: "sha1", Tree: tree, MTime: when.Unix()}
 }
