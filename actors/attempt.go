@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -343,7 +344,7 @@ func (a *attemptActor) onPrepared(ctx actor.Context, msg prepareDone) {
 		attemptID:      a.d.AttemptID(),
 		key:            key,
 		project:        a.d.Repo.Name,
-		contextTarPath: msg.prepared.ContextTarPath,
+		openContext:    openContextOf(a.deps.Git, msg.prepared),
 		labels:         imageLabels(a.d.Repo.Name, key),
 		policy:         a.d.Sandbox.ExecutionPolicy,
 		dockerfile:     msg.prepared.Dockerfile,
@@ -727,4 +728,10 @@ func failureCode(err error) failure.Code {
 		return failure.SandboxCancelled
 	}
 	return failure.SandboxRuntimeFailed
+}
+
+// openContextOf is the build's way to its context: prepared's, written by
+// git (both immutable, safe on the build's goroutine).
+func openContextOf(git Git, prepared *gitops.Prepared) func(context.Context, string) (*os.File, error) {
+	return func(ctx context.Context, dir string) (*os.File, error) { return git.OpenContext(ctx, prepared, dir) }
 }

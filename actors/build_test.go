@@ -150,3 +150,33 @@ func goroutineIn(fn string) bool {
 	buf := make([]byte, 1<<20)
 	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
 }
+
+// The build context is written only by a build: a cache hit never writes
+// it, a miss writes it once, before the build.
+func TestBuildContextIsWrittenOnlyForABuild(t *testing.T) {
+	hit := newFakeHost(t.TempDir())
+	out := newHarness(t, hit, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
+	assert.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+	assert.Zero(t, hit.called("context"), "a cache hit writes no build context")
+
+	miss := newFakeHost(t.TempDir())
+	miss.imageFound = false
+	out = newHarness(t, miss, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
+	assert.Equal(t, messages.StatusSucceeded, out.Status, out.Message)
+	assert.Equal(t, 1, miss.called("context"))
+	assert.Less(t, miss.index("context"), miss.index("build"))
+}
+
+// A build context the git refuses (its digest is not the one the image key
+// was made of, say) fails the attempt with the input's code, and nothing
+// is built under the key.
+func TestBuildRefusesAContextThatIsNotTheKeys(t *testing.T) {
+	host := newFakeHost(t.TempDir())
+	host.imageFound = false
+	host.fail["context"] = failure.New(failure.SandboxInputFailed, "the build context has digest x, not the digest y the image key was made of: refusing to build")
+	out := newHarness(t, host, nil).run(t, testDispatch(time.Now().Add(time.Hour)))
+	assert.Equal(t, messages.StatusFailed, out.Status)
+	assert.Equal(t, string(failure.SandboxInputFailed), out.Code)
+	assert.Contains(t, out.Message, "refusing to build")
+	assert.Zero(t, host.called("build"), "nothing is built")
+}

@@ -28,7 +28,7 @@ import (
 const fakeContainerID = "c0ffee0000000000000000000000000000000000000000000000000000000001"
 
 // fakeHost is a fake Git and Docker with injectable failures, recording
-// the calls it receives. Steps: prepare, lookup, build, volume, create,
+// the calls it receives. Steps: prepare, lookup, context, build, volume, create,
 // copyin, run, inspect, copyout, validate, import, teardown.
 type fakeHost struct {
 	dir string
@@ -178,8 +178,32 @@ func (f *fakeHost) Prepare(_ context.Context, d *messages.Dispatch, workDir stri
 	return &gitops.Prepared{
 		InputCommitSHA: "1111111111111111111111111111111111111111", ConfigCommitSHA: "2222222222222222222222222222222222222222",
 		ContractSource: []byte(f.contract), Dockerfile: []byte(f.dockerfile),
-		BundlePath: bundle, ContextTarPath: bundle, ContextDigest: "abc",
+		BundlePath: bundle, ContextDigest: "abc",
 	}, nil
+}
+
+// OpenContext (step "context") writes a small unlinked tar into dir.
+func (f *fakeHost) OpenContext(_ context.Context, _ *gitops.Prepared, dir string) (*os.File, error) {
+	if err := f.record("context"); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	file, err := os.CreateTemp(dir, "context-*.tar")
+	if err != nil {
+		return nil, err
+	}
+	_ = os.Remove(file.Name())
+	if _, err := file.WriteString("context"); err != nil {
+		_ = file.Close()
+		return nil, err
+	}
+	if _, err := file.Seek(0, io.SeekStart); err != nil {
+		_ = file.Close()
+		return nil, err
+	}
+	return file, nil
 }
 
 func (f *fakeHost) ValidateOutput(_ string, expected messages.SandboxIdentity) (*gitops.Output, error) {

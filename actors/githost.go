@@ -2,6 +2,8 @@ package actors
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/kit/remoteurl"
@@ -79,7 +81,24 @@ func (g GitHost) Prepare(ctx context.Context, d *messages.Dispatch, workDir stri
 		ExecutionPolicy:   d.Sandbox.ExecutionPolicy,
 		ApprovedConfigSHA: d.Sandbox.SandboxConfigCommitSHA,
 		WorkDir:           workDir,
+		ContextMemoDir:    g.contextMemoDir(),
 	})
+}
+
+// contextMemoDir is the state root's memo of build context digests
+// (gitops' contextmemo.go), "" without a state root.
+func (g GitHost) contextMemoDir() string {
+	if g.StateRoot == "" {
+		return ""
+	}
+	return filepath.Join(g.StateRoot, "contexts", "digests")
+}
+
+// OpenContext writes the build context for the build that needs it, from
+// the host repository's objects of the config commit (gitops.OpenContext:
+// without the repository lock, as the commit's objects are immutable).
+func (g GitHost) OpenContext(ctx context.Context, p *gitops.Prepared, dir string) (*os.File, error) {
+	return gitops.OpenContext(ctx, g.Runner, p, dir)
 }
 
 // ValidateOutput validates the worker's output directory.

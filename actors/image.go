@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/forgedev/forged/dockerops"
@@ -22,14 +23,17 @@ import (
 
 // sandboxImageJob describes one attempt's sandbox image.
 type sandboxImageJob struct {
-	attemptID      string
-	key            string
-	project        string
-	contextTarPath string
-	labels         map[string]string
-	policy         string   // the execution policy
-	dockerfile     []byte   // .forge/Dockerfile, as in the build context
-	secrets        []string // the attempt's secret values, redacted from the build log
+	attemptID string
+	key       string
+	project   string
+	// openContext writes the build context into a new unlinked file in
+	// dir and returns it at its start (Git.OpenContext): only a build
+	// calls it.
+	openContext func(ctx context.Context, dir string) (*os.File, error)
+	labels      map[string]string
+	policy      string   // the execution policy
+	dockerfile  []byte   // .forge/Dockerfile, as in the build context
+	secrets     []string // the attempt's secret values, redacted from the build log
 	// The provenance's inputs beside the Dockerfile.
 	configCommit, contextDigest, contractDigest string
 }
@@ -179,9 +183,13 @@ func (b *imageBuilder) build(ctx context.Context, job sandboxImageJob, log *buil
 }
 
 func (b *imageBuilder) buildProject(ctx context.Context, job sandboxImageJob, tag string, log *buildlog.Log, redact func(string) string) (string, error) {
-	tar, err := os.Open(job.contextTarPath)
-	if err != nil {
-		return "", failure.Wrap(failure.SandboxBuildFailed, err, "open build context")
+	tar, err := job.openContext(ctx, contextDir(b.stateRoot))
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return "", failure.Wrap(failure.SandboxCancelled, err, "project image build cancelled")
+	case err != nil:
+		log.Line("forged: " + err.Error())
+		return "", err
 	}
 	defer tar.Close()
 	id, err := b.docker.BuildImage(ctx, dockerops.BuildRequest{
@@ -197,6 +205,15 @@ func (b *imageBuilder) buildProject(ctx context.Context, job sandboxImageJob, ta
 		return "", asBuildFailure(err, "project image")
 	}
 	return id, nil
+}
+
+// contextDir is where builds write their build context (unlinked at once:
+// the directory stays empty).
+func contextDir(stateRoot string) string {
+	if stateRoot == "" {
+		return os.TempDir()
+	}
+	return filepath.Join(stateRoot, "contexts", "tmp")
 }
 
 func asBuildFailure(err error, stage string) error {

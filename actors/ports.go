@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"io"
+	"os"
 	"time"
 
 	"github.com/forgedev/forged/dockerops"
@@ -21,6 +22,10 @@ import (
 // Git is the trusted host-side git work of one attempt.
 type Git interface {
 	Prepare(ctx context.Context, d *messages.Dispatch, workDir string) (*gitops.Prepared, error)
+	// OpenContext writes the prepared attempt's build context into a new
+	// unlinked file in dir and returns it at its start, or refuses a
+	// context whose digest is not p.ContextDigest (gitops.OpenContext).
+	OpenContext(ctx context.Context, p *gitops.Prepared, dir string) (*os.File, error)
 	ValidateOutput(outputDir string, expected messages.SandboxIdentity) (*gitops.Output, error)
 	ImportResult(ctx context.Context, d *messages.Dispatch, out *gitops.Output, assertCurrent func() error) (gitops.ImportReport, error)
 	Publish(ctx context.Context, d *messages.Dispatch, inputSHA, resultSHA string, credential gitops.Credential, assertCurrent func() error) (gitops.PublishResult, error)

@@ -169,7 +169,7 @@ func LoadAdoption(stateRoot string, e ledger.Entry, hostKey []byte) (*Adopted, e
 		return nil, damaged("the control key: %v", err)
 	}
 	prepared := &gitops.Prepared{InputCommitSHA: st.InputCommitSHA, ConfigCommitSHA: st.ConfigCommitSHA, ContractSource: st.ContractSource,
-		ContextDigest: st.ContextDigest, BundlePath: filepath.Join(workDir, "input", "repo.bundle"), ContextTarPath: filepath.Join(workDir, "input", "context.tar")}
+		ContextDigest: st.ContextDigest, BundlePath: filepath.Join(workDir, "input", "repo.bundle")}
 	return &Adopted{Entry: e, Dispatch: d, prepared: prepared, contract: parsed, security: st.Security, controlKey: string(key)}, nil
 }
 

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/forgedev/forged/failure"
 	"github.com/forgedev/forged/internal/kit/text"
+	"github.com/forgedev/forged/messages"
 )
 
 // The build context is written from the config commit's tree objects, not
@@ -59,25 +59,14 @@ type contextEntry struct {
 }
 
 // writeContext writes the build context of commit, the tar described
-// above, to path. Errors are failure.SandboxInputFailed.
-func writeContext(ctx context.Context, git *Runner, repo, commit, path string) error {
+// above, to w, with when as every entry's mtime. Errors are
+// failure.SandboxInputFailed.
+func writeContext(ctx context.Context, git *Runner, repo, commit string, when time.Time, w io.Writer) error {
 	entries, err := listContext(ctx, git, repo, commit)
 	if err != nil {
 		return err
 	}
-	when, err := commitTime(ctx, git, repo, commit)
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return failure.Wrap(failure.SandboxInputFailed, err, "create build context")
-	}
-	err = streamContext(ctx, git, repo, entries, when, f)
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = failure.Wrap(failure.SandboxInputFailed, cerr, "write build context")
-	}
-	return err
+	return streamContext(ctx, git, repo, entries, when, w)
 }
 
 // listContext lists commit's tree recursively, trees included, in tree
@@ -120,17 +109,20 @@ func cleanTreePath(p string) bool {
 	return true
 }
 
-func commitTime(ctx context.Context, git *Runner, repo, commit string) (time.Time, error) {
+// commitTreeTime returns commit's root tree and its commit time, the two
+// the build context depends on.
+func commitTreeTime(ctx context.Context, git *Runner, repo, commit string) (string, time.Time, error) {
 	out, err := git.Run(ctx, repo, RunOpts{Timeout: shortTimeout, Code: failure.SandboxInputFailed},
-		"show", "-s", "--no-show-signature", "--format=%ct", commit, "--")
+		"show", "-s", "--no-show-signature", "--format=%T %ct", commit, "--")
 	if err != nil {
-		return time.Time{}, err
+		return "", time.Time{}, err
 	}
-	secs, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
-	if err != nil {
-		return time.Time{}, failure.Wrap(failure.SandboxInputFailed, err, "config commit %s: unreadable commit time", commit)
+	tree, ct, ok := strings.Cut(strings.TrimSpace(out), " ")
+	secs, err := strconv.ParseInt(ct, 10, 64)
+	if !ok || err != nil || !messages.IsFullSHA(tree) {
+		return "", time.Time{}, failure.New(failure.SandboxInputFailed, "config commit %s: unreadable tree and commit time %q", commit, text.Ellipsis(out, 120))
 	}
-	return time.Unix(secs, 0).UTC(), nil
+	return tree, time.Unix(secs, 0).UTC(), nil
 }
 
 // streamContext writes entries as a tar to w: the blobs come from one

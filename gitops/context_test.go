@@ -59,7 +59,7 @@ func TestPrepareContextIsTheTreeAsCommitted(t *testing.T) {
 
 	p, err := Prepare(testCtx(t), NewRunner(), prepareRequest(t, repo))
 	require.NoError(t, err)
-	headers, files := tarEntries(t, p.ContextTarPath)
+	headers, files := tarEntries(t, contextTar(t, p))
 
 	assert.Equal(t, dockerfile, files[DockerfilePath], "the Dockerfile built is the one checked")
 	assert.Equal(t, string(p.Dockerfile), files[DockerfilePath])

@@ -2,9 +2,6 @@ package gitops
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,9 +22,8 @@ const (
 
 // Input file names inside PrepareRequest.WorkDir.
 const (
-	InputDirName   = "input"
-	InputBundle    = "repo.bundle"
-	ContextTarName = "context.tar"
+	InputDirName = "input"
+	InputBundle  = "repo.bundle"
 )
 
 const (
@@ -38,9 +34,12 @@ const (
 // PrepareRequest describes the inputs of one attempt.
 type PrepareRequest struct {
 	RepoPath, AttemptID, WorktreeKey, BaseBranch, DefaultBranch, ExecutionPolicy, ApprovedConfigSHA string
-	// WorkDir is the attempt-private directory (0700) where the bundle and
-	// the context tar are written.
+	// WorkDir is the attempt-private directory (0700) where the bundle is
+	// written.
 	WorkDir string
+	// ContextMemoDir is the host's directory of build context digests
+	// (contextmemo.go); empty computes the digest every time.
+	ContextMemoDir string
 }
 
 // Prepared is what Prepare produced for the sandbox.
@@ -56,12 +55,13 @@ type Prepared struct {
 	// BundlePath is WorkDir/input/repo.bundle: the full history of the input
 	// commit under the ref refs/forge/inputs/<attemptHex>.
 	BundlePath string
-	// ContextTarPath is WorkDir/input/context.tar, the image build context:
-	// the config commit's tree as committed, written from its objects with
-	// no attribute processing (see context.go).
-	ContextTarPath string
-	// ContextDigest is the lowercase hex sha256 of the context tar.
+	// ContextDigest is the lowercase hex sha256 of the image build context:
+	// the tar of the config commit's tree as committed, written from its
+	// objects with no attribute processing (see context.go) by OpenContext,
+	// only when an image is built (see contextmemo.go).
 	ContextDigest string
+	// context is what OpenContext writes the build context from.
+	context *buildContext
 }
 
 // Prepare captures an attempt's input from the host repository: it
@@ -69,7 +69,8 @@ type Prepared struct {
 // branch, else the base branch, else origin's base branch) and the sandbox
 // config commit (the server-approved one, else the default branch), reads the
 // contract and Dockerfile from the config commit, bundles the input commit
-// and writes the config commit's tree as the build context.
+// and takes the digest of the build context, the config commit's tree (from
+// the memo when the tree is known: the tar is written by OpenContext).
 //
 // Prepare does not lock: the caller holds AcquireRepoLock for RepoPath.
 // The temporary ref it bundles from is deleted before it returns.
@@ -108,18 +109,39 @@ func Prepare(ctx context.Context, git *Runner, req PrepareRequest) (*Prepared, e
 		ContractSource:  files[0],
 		Dockerfile:      files[1],
 		BundlePath:      filepath.Join(inputDir, InputBundle),
-		ContextTarPath:  filepath.Join(inputDir, ContextTarName),
 	}
 	if err := bundleInput(ctx, git, repo, inputRefPrefix+hexID, input, p.BundlePath); err != nil {
 		return nil, err
 	}
-	if err := writeContext(ctx, git, repo, config, p.ContextTarPath); err != nil {
+	if err := p.digestContext(ctx, git, repo, req.ContextMemoDir); err != nil {
 		return nil, err
 	}
-	if p.ContextDigest, err = fileSHA256(p.ContextTarPath); err != nil {
-		return nil, failure.Wrap(failure.SandboxInputFailed, err, "hash build context")
-	}
 	return p, nil
+}
+
+// digestContext sets p's build context and its digest: the memoized one
+// when the config commit's tree and time have one, else computed (the tar
+// streamed into the hash, not written) and memoized.
+func (p *Prepared) digestContext(ctx context.Context, git *Runner, repo, memoDir string) error {
+	tree, when, err := commitTreeTime(ctx, git, repo, p.ConfigCommitSHA)
+	if err != nil {
+		return err
+	}
+	c := &buildContext{repo: repo, commit: p.ConfigCommitSHA, when: when, memoDir: memoDir, memo: newContextMemo(tree, when)}
+	p.context = c
+	if digest, ok := lookupContextMemo(memoDir, c.memo); ok {
+		p.ContextDigest, c.memoized = digest, true
+		return nil
+	}
+	if p.ContextDigest, err = contextDigest(ctx, git, c); err != nil {
+		return err
+	}
+	if memoDir != "" {
+		m := c.memo
+		m.Digest = p.ContextDigest
+		_ = storeContextMemo(memoDir, m) // a cache: the next attempt computes again
+	}
+	return nil
 }
 
 func (req PrepareRequest) validate() (string, error) {
@@ -282,17 +304,4 @@ func bundleInput(ctx context.Context, git *Runner, repo, ref, commit, path strin
 	_, err = git.Run(ctx, repo, RunOpts{Timeout: bundleTimeout, Code: failure.SandboxInputFailed},
 		"bundle", "create", "--quiet", path, ref)
 	return err
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

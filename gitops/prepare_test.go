@@ -68,7 +68,7 @@ func TestPrepareHappyPath(t *testing.T) {
 	assert.Equal(t, []byte(testContract), p.ContractSource)
 	assert.Equal(t, []byte(testDockerfile), p.Dockerfile)
 	assert.Equal(t, filepath.Join(req.WorkDir, "input", "repo.bundle"), p.BundlePath)
-	assert.Equal(t, filepath.Join(req.WorkDir, "input", "context.tar"), p.ContextTarPath)
+	assert.NoFileExists(t, filepath.Join(req.WorkDir, "input", "context.tar"), "the build context is written by the build that needs it")
 
 	info, err := os.Stat(filepath.Join(req.WorkDir, "input"))
 	require.NoError(t, err)
@@ -82,11 +82,12 @@ func TestPrepareHappyPath(t *testing.T) {
 	assert.Equal(t, input+" refs/forge/inputs/"+testAttemptHex, gitT(t, empty, "bundle", "list-heads", p.BundlePath))
 	assert.Empty(t, gitT(t, repo, "for-each-ref", "refs/forge/"), "temporary input ref must be deleted")
 
-	raw, err := os.ReadFile(p.ContextTarPath)
+	tarPath := contextTar(t, p)
+	raw, err := os.ReadFile(tarPath)
 	require.NoError(t, err)
 	sum := sha256.Sum256(raw)
 	assert.Equal(t, hex.EncodeToString(sum[:]), p.ContextDigest)
-	names := tarNames(t, p.ContextTarPath)
+	names := tarNames(t, tarPath)
 	assert.Contains(t, names, ".forge/forge.sandbox.yml")
 	assert.Contains(t, names, "README.md")
 	assert.NotContains(t, names, "work.txt", "the context comes from the config commit")
