@@ -100,6 +100,7 @@ type (
 	provisionDone struct {
 		cacheMounts   []dockerops.CacheMount
 		cachesMissing []string // read-only caches not warmed for the project
+		bundlePlaced  bool     // the control image holds the input bundle
 		err           error
 	}
 	collectDone struct {
@@ -416,6 +417,7 @@ func (a *attemptActor) onProvisioned(ctx actor.Context, msg provisionDone) {
 		return
 	}
 	a.in.cacheMounts = msg.cacheMounts
+	a.in.bundlePlaced = msg.bundlePlaced
 	a.emitCachePolicy(ctx, msg.cachesMissing)
 	if a.needsNetwork() {
 		a.startServices(ctx)

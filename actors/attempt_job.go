@@ -59,12 +59,13 @@ func (a *attemptActor) workerJob() (workerJob, error) {
 			GVisor:          gVisorFloor(conf),
 			Hosts:           a.workerHosts(conf),
 		},
-		bundlePath:  a.in.prepared.BundlePath,
-		startPacket: append(raw, '\n'),
-		eventKey:    messages.EventKey(a.worker.controlKey),
-		storageFull: a.storageFull(),
-		runTimeout:  limits.HardWall + a.cfg.LimitGrace + runMargin,
-		limits:      dockerops.RunLimits{MaxStdoutBytes: messages.WorkerStdoutBudgetBytes},
+		bundlePath:   a.in.prepared.BundlePath,
+		bundlePlaced: a.in.bundlePlaced,
+		startPacket:  append(raw, '\n'),
+		eventKey:     messages.EventKey(a.worker.controlKey),
+		storageFull:  a.storageFull(),
+		runTimeout:   limits.HardWall + a.cfg.LimitGrace + runMargin,
+		limits:       dockerops.RunLimits{MaxStdoutBytes: messages.WorkerStdoutBudgetBytes},
 	}, nil
 }
 

@@ -28,6 +28,9 @@ type attemptInput struct {
 	provisioned bool
 	// cacheMounts are the contract's caches the worker mounts.
 	cacheMounts []dockerops.CacheMount
+	// bundlePlaced: the input bundle was written into the control
+	// volume's image; the worker's start copies it in otherwise.
+	bundlePlaced bool
 	// stateDigest is the digest of the attempt's adoption state file
 	// (readopt.go); "" when it could not be written.
 	stateDigest string

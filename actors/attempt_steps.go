@@ -160,7 +160,7 @@ func provisionStep(ctx context.Context, in provisionInput) provisionDone {
 	if err := <-in.planned; err != nil {
 		return provisionDone{err: failure.Wrap(failure.SandboxCreateFailed, err, "write the attempt's ledger")}
 	}
-	bounded, err := boundVolumes(ctx, in)
+	bounded, bundlePlaced, err := boundVolumes(ctx, in)
 	if err != nil {
 		return provisionDone{err: err}
 	}
@@ -168,7 +168,7 @@ func provisionStep(ctx context.Context, in provisionInput) provisionDone {
 	if in.credentials.ownVolume() {
 		attemptVolumes = append(attemptVolumes, in.names.CredentialsVolume)
 		if bounded != nil && in.credentials.writable() {
-			if bounded[in.names.CredentialsVolume], err = in.volumes.Provision(ctx, in.names.CredentialsVolume, CredentialsVolumeBytes); err != nil {
+			if bounded[in.names.CredentialsVolume], err = in.volumes.ProvisionSpec(ctx, in.names.CredentialsVolume, quota.Spec{Bytes: CredentialsVolumeBytes}); err != nil {
 				return provisionDone{err: err}
 			}
 		}
@@ -204,15 +204,17 @@ func provisionStep(ctx context.Context, in provisionInput) provisionDone {
 	if err == nil {
 		err = ownVolumes(ctx, in, mounts)
 	}
-	return provisionDone{cacheMounts: mounts, cachesMissing: missing, err: err}
+	return provisionDone{cacheMounts: mounts, cachesMissing: missing, bundlePlaced: bundlePlaced, err: err}
 }
 
 // ownVolumes gives the attempt's writable volumes (workspace, control with
-// input/ and output/, each per-attempt cache) to its sandbox user, bounded
-// or plain alike, before the worker exists. The image's user needs none:
-// the engine's copy-up and mkfs give its volumes to it.
+// input/ and output/, each per-attempt cache) to its sandbox user, before
+// the worker exists. The image's user needs none: the engine's copy-up and
+// mkfs give its volumes to it; nor do bounded volumes, whose images are
+// made the sandbox user's (imageOwner), and which all of them are with a
+// volume store.
 func ownVolumes(ctx context.Context, in provisionInput, caches []dockerops.CacheMount) error {
-	if in.user == messages.ImageUser {
+	if in.user == messages.ImageUser || in.volumes != nil {
 		return nil
 	}
 	volumes := []dockerops.OwnedVolume{{Volume: in.names.WorkspaceVolume}, {Volume: in.names.ControlVolume, Dirs: []string{"input", "output"}}}
@@ -238,7 +240,7 @@ func provisionCaches(ctx context.Context, in provisionInput) (mounts []dockerops
 			volume := in.names.CacheVolume(c.Name)
 			var opts map[string]string
 			if in.volumes != nil {
-				if opts, err = in.volumes.Provision(ctx, volume, in.cacheBytes); err != nil {
+				if opts, err = in.volumes.ProvisionSpec(ctx, volume, quota.Spec{Bytes: in.cacheBytes, Owner: imageOwner(in.user)}); err != nil {
 					return nil, nil, err
 				}
 			}
@@ -264,32 +266,49 @@ func provisionCaches(ctx context.Context, in provisionInput) (mounts []dockerops
 
 // boundVolumes makes the fixed-size filesystems of the workspace (the
 // dispatch's workspaceBytes) and of the control volume (the input bundle
-// and the output budget, with input/ and output/ made for the worker), and
-// returns each volume's driver options. Without a volume store the
-// volumes stay plain. The teardown releases whatever was made.
-func boundVolumes(ctx context.Context, in provisionInput) (map[string]map[string]string, error) {
+// and the output budget, with input/ and output/ made for the worker), both
+// owned by the attempt's sandbox user, and returns each volume's driver
+// options. The input bundle is written into the control image
+// (bundlePlaced) when its path can be handed to debugfs. Without a volume
+// store the volumes stay plain. The teardown releases whatever was made.
+func boundVolumes(ctx context.Context, in provisionInput) (opts map[string]map[string]string, bundlePlaced bool, err error) {
 	if in.volumes == nil {
-		return nil, nil
+		return nil, false, nil
 	}
 	info, err := os.Stat(in.bundlePath)
 	if err != nil {
-		return nil, failure.Wrap(failure.SandboxInputFailed, err, "stat input bundle")
+		return nil, false, failure.Wrap(failure.SandboxInputFailed, err, "stat input bundle")
+	}
+	owner := imageOwner(in.user)
+	control := quota.Spec{Bytes: quota.ControlBytes(info.Size(), in.workspaceBytes), Owner: owner, Dirs: []string{"input", "output"}}
+	if quota.Placeable(in.bundlePath) {
+		control.Files = []quota.File{{Dir: "input", Name: gitops.InputBundle, Source: in.bundlePath}}
 	}
 	// The two filesystems are made at once (mkfs and a loop device each).
 	var wsOpts, ctlOpts map[string]string
 	var images errgroup.Group
 	images.Go(func() (err error) {
-		wsOpts, err = in.volumes.Provision(ctx, in.names.WorkspaceVolume, in.workspaceBytes)
+		wsOpts, err = in.volumes.ProvisionSpec(ctx, in.names.WorkspaceVolume, quota.Spec{Bytes: in.workspaceBytes, Owner: owner})
 		return err
 	})
 	images.Go(func() (err error) {
-		ctlOpts, err = in.volumes.Provision(ctx, in.names.ControlVolume, quota.ControlBytes(info.Size(), in.workspaceBytes), "input", "output")
+		ctlOpts, err = in.volumes.ProvisionSpec(ctx, in.names.ControlVolume, control)
 		return err
 	})
 	if err := images.Wait(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return map[string]map[string]string{in.names.WorkspaceVolume: wsOpts, in.names.ControlVolume: ctlOpts}, nil
+	return map[string]map[string]string{in.names.WorkspaceVolume: wsOpts, in.names.ControlVolume: ctlOpts}, len(control.Files) > 0, nil
+}
+
+// imageOwner is the owner of a bounded volume's image for the attempt's
+// sandbox user: the zero user (the store's, the image's user) for the
+// image's user.
+func imageOwner(user messages.SandboxUser) messages.SandboxUser {
+	if user.OrImage() == messages.ImageUser {
+		return messages.SandboxUser{}
+	}
+	return user
 }
 
 // storageFull returns the check the worker runs once the container has

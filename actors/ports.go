@@ -136,8 +136,11 @@ type Docker interface {
 // VolumeStore bounds the attempt's workspace and control volumes with
 // fixed-size filesystems and measures them from the host (quota.Store).
 // Release is the Docker teardown's business (dockerops.Options.VolumeImages).
+// The images are made owned by the attempt's sandbox user and the control
+// volume's holds the input bundle (quota.Spec), so that no engine call is
+// spent on either.
 type VolumeStore interface {
-	Provision(ctx context.Context, volume string, bytes int64, dirs ...string) (map[string]string, error)
+	ProvisionSpec(ctx context.Context, volume string, spec quota.Spec) (map[string]string, error)
 	Usage(ctx context.Context, volume string) (quota.Usage, error)
 }
 

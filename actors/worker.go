@@ -58,9 +58,11 @@ type CancelWorker struct{}
 
 // workerJob is everything the worker actor needs.
 type workerJob struct {
-	spec        dockerops.WorkerSpec
-	bundlePath  string
-	startPacket []byte
+	spec       dockerops.WorkerSpec
+	bundlePath string
+	// bundlePlaced: the control volume already holds the bundle.
+	bundlePlaced bool
+	startPacket  []byte
 	// eventKey authenticates the worker's own events (see
 	// messages.EventVerifier); every other line arrives as the agent's.
 	eventKey []byte
@@ -146,8 +148,12 @@ func (w *workerActor) start(ctx actor.Context) {
 			return WorkerExited{Err: err}
 		}
 		system.Root.Send(self, workerContainerCreated{id: id})
-		if err := copyBundle(runCtx, docker, job, id); err != nil {
-			return WorkerExited{ContainerID: id, Err: err}
+		// A bundle the control volume's image holds is not copied again
+		// (provisionStep).
+		if !job.bundlePlaced {
+			if err := copyBundle(runCtx, docker, job, id); err != nil {
+				return WorkerExited{ContainerID: id, Err: err}
+			}
 		}
 		runCtx, cancel := context.WithTimeout(runCtx, job.runTimeout)
 		defer cancel()

@@ -134,6 +134,10 @@ type Client struct {
 	// hostInterfaces lists the host's interfaces for the isolation probe;
 	// nil means LocalInterfaces (tests substitute their own).
 	hostInterfaces func() ([]HostInterface, error)
+
+	// facts caches imageFacts by image ID (imageFactsCache), shared by
+	// the clients WithVolumeImages derives; nil caches nothing.
+	facts *imageFactsCache
 }
 
 // The engine client serves every narrow interface: an SDK change that
@@ -155,7 +159,7 @@ var (
 // every narrow interface api implements (tests pass fakes that implement
 // only some; Connect passes the engine client, which implements all).
 func newClient(opts Options, api any) *Client {
-	c := &Client{opts: opts.withDefaults()}
+	c := &Client{opts: opts.withDefaults(), facts: &imageFactsCache{}}
 	c.provisioner, _ = api.(provisionAPI)
 	c.creator, _ = api.(workerAPI)
 	c.copier, _ = api.(copyAPI)

@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -103,6 +104,9 @@ func (c *Client) asHelper(ctx context.Context, image string, cfg *container.Conf
 // overrides: its VOLUME paths (cleaned, sorted) and its ENV. Errors carry
 // failure.SandboxCreateFailed.
 func (c *Client) imageFacts(ctx context.Context, ref string) (volumes, env []string, err error) {
+	if f, ok := c.facts.get(ref); ok {
+		return slices.Clone(f.volumes), slices.Clone(f.env), nil
+	}
 	resp, err := call(ctx, c, c.opts.Timeouts.Inspect, readCall, func(ctx context.Context) (image.InspectResponse, error) {
 		return c.creator.ImageInspect(ctx, ref)
 	})
@@ -116,7 +120,64 @@ func (c *Client) imageFacts(ctx context.Context, ref string) (volumes, env []str
 		return nil, nil, nil
 	}
 	volumes, err = declaredVolumes(ref, resp.Config.Volumes)
-	return volumes, slices.Clone(resp.Config.Env), err
+	if err != nil {
+		return nil, nil, err
+	}
+	env = slices.Clone(resp.Config.Env)
+	c.facts.put(ref, imageFactsEntry{volumes: slices.Clone(volumes), env: slices.Clone(env)})
+	return volumes, env, nil
+}
+
+// maxCachedImageFacts bounds imageFactsCache: a daemon runs few images.
+const maxCachedImageFacts = 64
+
+// imageFactsCache keeps the VOLUMEs and ENV of images named by their ID
+// ("sha256:" and 64 hex digits), which is the digest of the very
+// configuration they come from: they cannot change, and every worker
+// create of a burst would otherwise ask the engine again. A reference by
+// name is never cached (a tag moves). A nil cache keeps nothing.
+type imageFactsCache struct {
+	mu      sync.Mutex
+	entries map[string]imageFactsEntry
+}
+
+type imageFactsEntry struct{ volumes, env []string }
+
+func (f *imageFactsCache) get(ref string) (imageFactsEntry, bool) {
+	if f == nil || !isImageID(ref) {
+		return imageFactsEntry{}, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.entries[ref]
+	return e, ok
+}
+
+func (f *imageFactsCache) put(ref string, e imageFactsEntry) {
+	if f == nil || !isImageID(ref) {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.entries == nil || len(f.entries) >= maxCachedImageFacts {
+		f.entries = make(map[string]imageFactsEntry)
+	}
+	f.entries[ref] = e
+}
+
+// isImageID says whether ref is an image ID: "sha256:" and 64 lowercase
+// hex digits.
+func isImageID(ref string) bool {
+	hex, ok := strings.CutPrefix(ref, "sha256:")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for _, r := range hex {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // declaredVolumes checks and cleans an image's VOLUME paths.

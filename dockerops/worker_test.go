@@ -169,6 +169,7 @@ func TestWorkerEnv(t *testing.T) {
 // fakeCreator is a workerAPI whose answers are scripted per call.
 type fakeCreator struct {
 	creates  int
+	inspects int
 	errs     []error // returned by successive creates; nil means success
 	existing container.InspectResponse
 	volumes  map[string]struct{} // the image's VOLUMEs
@@ -185,6 +186,7 @@ func (f *fakeCreator) ContainerCreate(_ context.Context, cfg *container.Config, 
 }
 
 func (f *fakeCreator) ImageInspect(context.Context, string, ...client.ImageInspectOption) (image.InspectResponse, error) {
+	f.inspects++
 	if f.volumes == nil {
 		return image.InspectResponse{ID: "sha256:image"}, nil
 	}
@@ -348,6 +350,30 @@ func TestCreateWorkerCoversImageVolumes(t *testing.T) {
 	_, err = newClient(fastOptions(), f).CreateWorker(context.Background(), testSpec())
 	assert.Equal(t, failure.SandboxCreateFailed, failure.CodeOf(err))
 	assert.Zero(t, f.creates)
+}
+
+// TestCreateWorkerAsksAnImageIDsFactsOnce: the VOLUMEs and ENV of an
+// image named by its ID are asked of the engine once per client (and the
+// clients derived from it); an image named by a tag is asked every time.
+func TestCreateWorkerAsksAnImageIDsFactsOnce(t *testing.T) {
+	f := &fakeCreator{volumes: map[string]struct{}{"/data": {}}}
+	c := newClient(fastOptions(), f)
+	spec := testSpec()
+	spec.Image = "sha256:" + strings.Repeat("ab", 32)
+	for _, client := range []*Client{c, c, c.WithVolumeImages(nil)} {
+		_, err := client.CreateWorker(context.Background(), spec)
+		require.NoError(t, err)
+		assert.Contains(t, f.host.Tmpfs, "/data", "the cached facts still cover the image's VOLUME")
+	}
+	assert.Equal(t, 3, f.creates)
+	assert.Equal(t, 1, f.inspects)
+
+	spec.Image = "forge-agent:latest"
+	for range 2 {
+		_, err := c.CreateWorker(context.Background(), spec)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 3, f.inspects, "a tag may move: asked each time")
 }
 
 // TestGVisorWorkerPIDsCountTheSandboxKernel: under gVisor the container's

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -114,7 +115,49 @@ func validVolumeName(name string) bool {
 // options. Whatever it made is released again when it fails. Errors carry
 // failure.SandboxCreateFailed.
 func (s *Store) Provision(ctx context.Context, volume string, bytes int64, dirs ...string) (map[string]string, error) {
-	opts, err := s.provision(ctx, volume, bytes, dirs)
+	return s.ProvisionSpec(ctx, volume, Spec{Bytes: bytes, Dirs: dirs})
+}
+
+// Spec describes one bounded volume's image.
+type Spec struct {
+	// Bytes is the filesystem's size.
+	Bytes int64
+	// Owner owns the root, each of Dirs and each of Files; the zero user
+	// is the store's (the worker image's user). Setting it here, in the
+	// unmounted image, spares the engine round trips of a helper
+	// container that would give the mounted volume to the owner.
+	Owner messages.SandboxUser
+	// Dirs are made in the root, mode 0755.
+	Dirs []string
+	// Files are host files copied in, mode 0400 (the owner's only).
+	Files []File
+}
+
+// File is a host file Source copied into the image as Dir/Name (Dir one
+// of the Spec's Dirs, or "" for the root). Source is trusted, host-side;
+// Placeable tells whether its path can be handed to debugfs.
+type File struct {
+	Dir, Name, Source string
+}
+
+// Placeable says whether path can be a File's Source: an absolute path
+// without whitespace, quotes, backslashes or control characters (debugfs
+// reads its requests as words).
+func Placeable(path string) bool {
+	if !filepath.IsAbs(path) {
+		return false
+	}
+	for _, r := range path {
+		if r <= ' ' || r == '"' || r == '\'' || r == '\\' || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// ProvisionSpec is Provision with an owner and files (Spec).
+func (s *Store) ProvisionSpec(ctx context.Context, volume string, spec Spec) (map[string]string, error) {
+	opts, err := s.provision(ctx, volume, spec)
 	if err != nil {
 		err = errors.Join(err, s.Release(context.WithoutCancel(ctx), volume))
 		return nil, failure.Wrap(failure.SandboxCreateFailed, err, "bounded volume %s: %v", volume, err)
@@ -122,7 +165,7 @@ func (s *Store) Provision(ctx context.Context, volume string, bytes int64, dirs 
 	return opts, nil
 }
 
-func (s *Store) provision(ctx context.Context, volume string, bytes int64, dirs []string) (map[string]string, error) {
+func (s *Store) provision(ctx context.Context, volume string, spec Spec) (map[string]string, error) {
 	path, err := s.imagePath(volume)
 	if err != nil {
 		return nil, err
@@ -141,14 +184,14 @@ func (s *Store) provision(ctx context.Context, volume string, bytes int64, dirs 
 	if err != nil {
 		return nil, err
 	}
-	err = f.Truncate(max(bytes, minImageBytes)) // sparse: no block is used yet
+	err = f.Truncate(max(spec.Bytes, minImageBytes)) // sparse: no block is used yet
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("size image: %w", err)
 	}
-	if err := s.makeFilesystem(ctx, path, dirs); err != nil {
+	if err := s.makeFilesystem(ctx, path, spec); err != nil {
 		return nil, err
 	}
 	dev, err := attachLoop(path)
@@ -160,15 +203,27 @@ func (s *Store) provision(ctx context.Context, volume string, bytes int64, dirs 
 
 // makeFilesystem runs mkfs.ext4 on the image: no journal (the filesystem
 // lives as long as one attempt), no reserved blocks (the task may use all
-// of it), the root owned by the worker; then edits it with debugfs (see
-// editFilesystem). Neither needs a privilege: both write a file forged
+// of it), the root owned by the spec's owner; then edits it with debugfs
+// (see editFilesystem). Neither needs a privilege: both write a file forged
 // owns, so the ownership is set without chown.
-func (s *Store) makeFilesystem(ctx context.Context, path string, dirs []string) error {
-	owner := strconv.Itoa(s.uid) + ":" + strconv.Itoa(s.gid)
+func (s *Store) makeFilesystem(ctx context.Context, path string, spec Spec) error {
+	uid, gid := s.uid, s.gid
+	if spec.Owner != (messages.SandboxUser{}) {
+		if spec.Owner.UID <= 0 || spec.Owner.GID <= 0 {
+			return fmt.Errorf("owner %s is not unprivileged", spec.Owner)
+		}
+		uid, gid = spec.Owner.UID, spec.Owner.GID
+	}
+	owner := strconv.Itoa(uid) + ":" + strconv.Itoa(gid)
 	args := []string{"-q", "-F", "-t", "ext4", "-m", "0", "-O", "^has_journal", "-E", "root_owner=" + owner, "-L", "forge", path}
-	for _, d := range dirs {
-		if d == "" || strings.ContainsAny(d, "/. \t\n\"") {
+	for _, d := range spec.Dirs {
+		if !plainName(d) {
 			return fmt.Errorf("populate directory %q must be one plain name", d)
+		}
+	}
+	for _, f := range spec.Files {
+		if !fileName(f.Name) || f.Dir != "" && !slices.Contains(spec.Dirs, f.Dir) || !Placeable(f.Source) {
+			return fmt.Errorf("file %q in %q from %q cannot be placed", f.Name, f.Dir, f.Source)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, mkfsTimeout)
@@ -178,23 +233,38 @@ func (s *Store) makeFilesystem(ctx context.Context, path string, dirs []string) 
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("mkfs.ext4: %w: %s", err, strings.TrimSpace(string(out)))
 	}
-	return s.editFilesystem(ctx, path, dirs)
+	return s.editFilesystem(ctx, path, spec.Dirs, spec.Files, uid, gid)
+}
+
+func plainName(name string) bool {
+	return name != "" && !strings.ContainsAny(name, "/. \t\n\"'\\")
+}
+
+// fileName is a plain name that may hold dots, but not lead with one.
+func fileName(name string) bool {
+	return name != "" && name[0] != '.' && !strings.ContainsAny(name, "/ \t\n\"'\\")
 }
 
 // editFilesystem edits the unmounted image with debugfs: it removes the
 // lost+found directory mkfs.ext4 always makes (root's, mode 0700: in the
 // task's /workspace it is a directory the task cannot read, which breaks
 // tools that walk the tree, `go vet ./...`; the filesystem lives for one
-// attempt and is never checked, so nothing needs it), and makes dirs in
-// the root, mode 0755, owned by the worker.
-func (s *Store) editFilesystem(ctx context.Context, path string, dirs []string) error {
+// attempt and is never checked, so nothing needs it), makes dirs in the
+// root, mode 0755, and copies files in, mode 0400, all owned by uid:gid.
+func (s *Store) editFilesystem(ctx context.Context, path string, dirs []string, files []File, uid, gid int) error {
 	if s.debugfs == "" {
 		return errors.New("debugfs not found (install e2fsprogs)")
 	}
 	var script strings.Builder
 	script.WriteString("rmdir lost+found\n")
 	for _, d := range dirs {
-		fmt.Fprintf(&script, "mkdir %s\nsif %s uid %d\nsif %s gid %d\n", d, d, s.uid, d, s.gid)
+		fmt.Fprintf(&script, "mkdir %s\nsif %s uid %d\nsif %s gid %d\n", d, d, uid, d, gid)
+	}
+	for _, f := range files {
+		// debugfs writes into its working directory.
+		dir := "/" + f.Dir
+		fmt.Fprintf(&script, "cd %s\nwrite %s %s\nsif %s uid %d\nsif %s gid %d\nsif %s mode 0100400\ncd /\n",
+			dir, f.Source, f.Name, f.Name, uid, f.Name, gid, f.Name)
 	}
 	cmd := exec.CommandContext(ctx, s.debugfs, "-w", "-f", "-", path)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
@@ -207,7 +277,7 @@ func (s *Store) editFilesystem(ctx context.Context, path string, dirs []string) 
 	// every line but its banner and the echo of each request is an error.
 	for _, line := range strings.Split(string(out), "\n") {
 		line = strings.TrimSpace(line)
-		if line != "" && !strings.HasPrefix(line, "debugfs ") && !strings.HasPrefix(line, "debugfs:") {
+		if line != "" && !strings.HasPrefix(line, "debugfs ") && !strings.HasPrefix(line, "debugfs:") && !strings.HasPrefix(line, "Allocated inode:") {
 			return fmt.Errorf("debugfs: %s", strings.TrimSpace(string(out)))
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/forgedev/forged/messages"
 )
 
 // newImageStore returns a store in a temporary state root, skipping when
@@ -199,4 +201,54 @@ func TestDetectLeavesNoLoopDevice(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "probe images still bound: %v", devs)
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestImageIsTheOwnersWithItsFiles makes a control image for a slot's
+// sandbox user with a host file placed in input/: mounted, the root, its
+// directories and the file are that user's, the file mode 0400 with the
+// host file's bytes. A file that cannot be placed fails the provision and
+// leaves nothing.
+func TestImageIsTheOwnersWithItsFiles(t *testing.T) {
+	s := newImageStore(t)
+	ctx := context.Background()
+	src := filepath.Join(t.TempDir(), "repo.bundle")
+	content := []byte(strings.Repeat("bundle bytes\n", 50000))
+	require.NoError(t, os.WriteFile(src, content, 0o600))
+	owner := messages.SandboxUser{UID: 20003, GID: 20003}
+	opts, err := s.ProvisionSpec(ctx, testVolume, Spec{Bytes: 32 << 20, Owner: owner, Dirs: []string{"input", "output"},
+		Files: []File{{Dir: "input", Name: "repo.bundle", Source: src}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Release(context.Background(), testVolume) })
+
+	mnt := t.TempDir()
+	require.NoError(t, unix.Mount(opts["device"], mnt, "ext4", unix.MS_NODEV|unix.MS_NOSUID|unix.MS_RDONLY, ""))
+	t.Cleanup(func() { _ = unix.Unmount(mnt, 0) })
+	for _, p := range []string{".", "input", "output", "input/repo.bundle"} {
+		var st unix.Stat_t
+		require.NoError(t, unix.Stat(filepath.Join(mnt, p), &st))
+		assert.Equal(t, uint32(owner.UID), st.Uid, p)
+		assert.Equal(t, uint32(owner.GID), st.Gid, p)
+	}
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(filepath.Join(mnt, "input/repo.bundle"), &st))
+	assert.Equal(t, uint32(unix.S_IFREG|0o400), st.Mode)
+	got, err := os.ReadFile(filepath.Join(mnt, "input/repo.bundle"))
+	require.NoError(t, err)
+	assert.Equal(t, content, got)
+	require.NoError(t, unix.Unmount(mnt, 0))
+
+	for _, bad := range []Spec{
+		{Bytes: 16 << 20, Dirs: []string{"input"}, Files: []File{{Dir: "input", Name: "repo.bundle", Source: "relative/path"}}},
+		{Bytes: 16 << 20, Dirs: []string{"input"}, Files: []File{{Dir: "input", Name: "repo.bundle", Source: src + " x"}}},
+		{Bytes: 16 << 20, Dirs: []string{"input"}, Files: []File{{Dir: "elsewhere", Name: "repo.bundle", Source: src}}},
+		{Bytes: 16 << 20, Dirs: []string{"input"}, Files: []File{{Dir: "input", Name: "../repo.bundle", Source: src}}},
+		{Bytes: 16 << 20, Owner: messages.SandboxUser{UID: -1, GID: 5}},
+	} {
+		const other = "forge-0123456789abcdef0123456789abcdef-control"
+		_, err := s.ProvisionSpec(ctx, other, bad)
+		assert.Error(t, err, "%+v", bad)
+		_, statErr := os.Stat(filepath.Join(s.Dir(), other+".img"))
+		assert.True(t, errors.Is(statErr, os.ErrNotExist), "%+v left its image", bad)
+	}
+	assert.Len(t, loopsOf(t, s), 1)
 }
