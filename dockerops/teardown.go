@@ -63,6 +63,9 @@ type labelled struct {
 	kind, id, name string
 	labels         map[string]string
 	created        time.Time // zero when the engine did not say
+	// stopped is a container the list reported created, exited or dead:
+	// nothing runs in it to be given a grace, so it is removed at once.
+	stopped bool
 }
 
 // Teardown removes every container, network and volume labelled with the
@@ -194,7 +197,7 @@ func (c *Client) listLabelled(ctx context.Context, kind string, labels ...string
 				if len(s.Names) > 0 {
 					name = strings.TrimPrefix(s.Names[0], "/")
 				}
-				out = append(out, labelled{kind: kind, id: s.ID, name: name, labels: s.Labels, created: unixTime(s.Created)})
+				out = append(out, labelled{kind: kind, id: s.ID, name: name, labels: s.Labels, created: unixTime(s.Created), stopped: notRunning(s.State)})
 			}
 		case ResourceNetwork:
 			list, err := c.cleaner.NetworkList(ctx, network.ListOptions{Filters: args})
@@ -221,17 +224,32 @@ func (c *Client) listLabelled(ctx context.Context, kind string, labels ...string
 	})
 }
 
+// notRunning reports whether a container list's state names a container
+// with no process: created, exited or dead. A container in any other state
+// (running, paused, restarting, removing, or one this client does not know)
+// is given its stop.
+func notRunning(state string) bool {
+	switch container.ContainerState(state) {
+	case container.StateCreated, container.StateExited, container.StateDead:
+		return true
+	}
+	return false
+}
+
 // removeObject removes one object; "not found" is success. A container is
-// first given StopGrace to stop.
+// first given StopGrace to stop, unless the list that found it said it was
+// not running (the forced removal kills whatever started since).
 func (c *Client) removeObject(ctx context.Context, obj labelled) error {
 	api := c.cleaner
 	var remove func(ctx context.Context) error
 	switch obj.kind {
 	case ResourceContainer:
 		seconds := int(math.Ceil(c.opts.StopGrace.Seconds()))
-		_ = callErr(ctx, c, c.opts.StopGrace+c.opts.Timeouts.Stop, writeCall, func(ctx context.Context) error {
-			return api.ContainerStop(ctx, obj.id, container.StopOptions{Timeout: &seconds})
-		})
+		if !obj.stopped {
+			_ = callErr(ctx, c, c.opts.StopGrace+c.opts.Timeouts.Stop, writeCall, func(ctx context.Context) error {
+				return api.ContainerStop(ctx, obj.id, container.StopOptions{Timeout: &seconds})
+			})
+		}
 		remove = func(ctx context.Context) error {
 			return api.ContainerRemove(ctx, obj.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		}

@@ -53,7 +53,7 @@ func (w *teardownWorld) add(name string, labels map[string]string) {
 	var id string
 	switch {
 	case strings.HasPrefix(name, "ctr-"):
-		id = w.engine.AddContainer(name, labels, nil)
+		id = w.engine.AddContainer(name, labels, fakeengine.Block())
 	case strings.HasPrefix(name, "net-"):
 		id = w.engine.AddNetwork(name, labels)
 	default:
@@ -83,6 +83,7 @@ func (w *teardownWorld) log() []string {
 
 func TestTeardownRemovesInOrderAndIsIdempotent(t *testing.T) {
 	w := newTeardownWorld(t)
+	w.engine.Container(w.ids["ctr-a"]).Start()
 
 	// A cancelled caller context does not prevent the cleanup.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -107,6 +108,26 @@ func TestTeardownRemovesInOrderAndIsIdempotent(t *testing.T) {
 	assert.Empty(t, again.Actions)
 	assert.NotNil(t, again.Actions, "encodes as [] not null")
 	assert.NotEqual(t, report.ReportID, again.ReportID)
+}
+
+// A container that is not running (created, or exited as a worker has by
+// its teardown) is removed without a stop call; a running one beside it is
+// stopped first.
+func TestTeardownStopsOnlyRunningContainers(t *testing.T) {
+	w := newTeardownWorld(t, "ctr-created", "ctr-exited", "ctr-running")
+	w.engine.Container(w.ids["ctr-exited"]).Start()
+	w.engine.Container(w.ids["ctr-exited"]).Stop()
+	require.Equal(t, "exited", string(w.engine.Container(w.ids["ctr-exited"]).State().Status))
+	w.engine.Container(w.ids["ctr-running"]).Start()
+	require.True(t, w.engine.Container(w.ids["ctr-running"]).State().Running)
+
+	report, err := w.client.Teardown(context.Background(), w.owner, "teardown")
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{
+		"remove container ctr-created", "remove container ctr-exited", "stop container ctr-running", "remove container ctr-running",
+	}, w.log())
+	assert.Len(t, report.Actions, 3)
+	w.engine.AssertClean(t, LabelManaged)
 }
 
 func TestTeardownNotFoundIsRemovedAndTransientIsRetried(t *testing.T) {

@@ -197,6 +197,10 @@ func (c *Container) start() {
 	}()
 }
 
+// Start starts the container's program, as the engine's start does (a
+// test seeding a running container).
+func (c *Container) Start() { c.start() }
+
 // Stop stops the container as the engine's stop does once the grace has
 // passed: its program's context ends, and it reports exit 137 unless it
 // had already exited.
