@@ -474,7 +474,7 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 		"runtimeLease":      a.runtimeLease("active"),
 	}))
 	if a.verdict.failure == nil {
-		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.d.AttemptID(), a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval, sampled), kindSampler)
+		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.d.AttemptID(), a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval, sampled, a.discardWorkspace()), kindSampler)
 	}
 }
 

@@ -292,6 +292,20 @@ func boundVolumes(ctx context.Context, in provisionInput) (map[string]map[string
 	return map[string]map[string]string{in.names.WorkspaceVolume: wsOpts, in.names.ControlVolume: ctlOpts}, nil
 }
 
+// discardWorkspace returns what the sampler calls before it releases the
+// worker: the workspace volume's filesystem shut down without write-back
+// (VolumeStore.Discard), or nil without a volume store.
+func (a *attemptActor) discardWorkspace() func(ctx context.Context) error {
+	if a.deps.Volumes == nil {
+		return nil
+	}
+	store, volume := a.deps.Volumes, a.in.names.WorkspaceVolume
+	return func(ctx context.Context) error {
+		_, err := store.Discard(ctx, volume)
+		return err
+	}
+}
+
 // storageFull returns the check the worker runs once the container has
 // exited: a description of every bounded volume the host finds full, or
 // "" (nil without a volume store).

@@ -134,6 +134,10 @@ type Docker interface {
 type VolumeStore interface {
 	Provision(ctx context.Context, volume string, bytes int64, dirs ...string) (map[string]string, error)
 	Usage(ctx context.Context, volume string) (quota.Usage, error)
+	// Discard shuts down the filesystem of a volume nobody will read
+	// again, dropping what it has not written back (quota.Store.Discard);
+	// false when it is not mounted where the host can reach it.
+	Discard(ctx context.Context, volume string) (bool, error)
 }
 
 // Deps are the attempt tree's collaborators.

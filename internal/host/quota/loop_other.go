@@ -16,3 +16,4 @@ func mountedUsage(string) (Usage, bool)                 { return Usage{}, false 
 func Detect(bool) Facts {
 	return Facts{Mechanism: MechanismNone, Reason: "filesystem images are Linux-only"}
 }
+func discard(string) (Usage, error) { return Usage{}, errDiscardNotMounted }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -70,6 +71,9 @@ type Store struct {
 	mkfs     string
 	debugfs  string
 	uid, gid int
+
+	mu        sync.Mutex
+	discarded map[string]Usage // by image path: the usage read as it was discarded
 }
 
 // NewStore returns the store of stateRoot for the detected facts, or nil
@@ -214,6 +218,48 @@ func (s *Store) editFilesystem(ctx context.Context, path string, dirs []string) 
 	return nil
 }
 
+// errDiscardNotMounted: the volume's filesystem is not mounted where this
+// process can reach it (not yet, no longer, or in another mount namespace).
+var errDiscardNotMounted = errors.New("the volume's filesystem is not mounted in this mount namespace")
+
+// Discard ends the life of a volume whose content nobody will read again
+// (a workspace once the worker's output is written to the control volume
+// and the host's last reading is taken): it reads the filesystem's usage
+// through its mount point, then shuts the filesystem down without writing
+// back what is still in memory (ext4's shutdown ioctl, "no log flush").
+// Writes fail from then on, and the unmount that follows the container's
+// exit drops the dirty pages instead of writing them through the loop
+// device: at 100k files, about 0.6 GB and 0.7 s. Usage answers the reading
+// taken here until Release, since the image's superblock is no longer
+// written. It reports false, and changes nothing, when the volume is not
+// mounted in this process's mount namespace (an engine in another one).
+func (s *Store) Discard(_ context.Context, volume string) (bool, error) {
+	path, err := s.imagePath(volume)
+	if err != nil {
+		return false, err
+	}
+	u, err := discard(path)
+	if errors.Is(err, errDiscardNotMounted) {
+		return false, nil
+	}
+	if u.Source != "" {
+		s.mu.Lock()
+		if s.discarded == nil {
+			s.discarded = map[string]Usage{}
+		}
+		s.discarded[path] = u
+		s.mu.Unlock()
+	}
+	return err == nil, err
+}
+
+func (s *Store) discardedUsage(path string) (Usage, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.discarded[path]
+	return u, ok
+}
+
 // Release detaches every loop device backed by the volume's image and
 // removes the image. It is idempotent: nothing to release is success.
 func (s *Store) Release(_ context.Context, volume string) error {
@@ -225,6 +271,9 @@ func (s *Store) Release(_ context.Context, volume string) error {
 }
 
 func (s *Store) release(path string) error {
+	s.mu.Lock()
+	delete(s.discarded, path)
+	s.mu.Unlock()
 	var errs []error
 	loops, err := loopsBackedBy(func(backing string) bool { return backing == path })
 	if err != nil {
@@ -320,6 +369,9 @@ func (s *Store) Usage(ctx context.Context, volume string) (Usage, error) {
 	path, err := s.imagePath(volume)
 	if err != nil {
 		return Usage{}, err
+	}
+	if u, ok := s.discardedUsage(path); ok {
+		return u, nil
 	}
 	var u Usage
 	read := func() error {
