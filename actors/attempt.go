@@ -507,7 +507,7 @@ func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
 			return
 		}
 		in := collectInput{docker: a.deps.Docker, git: a.deps.Git, workDir: a.in.workDir, containerID: a.worker.containerID, identity: a.identity(),
-			recorded: a.recordExitSeen()}
+			recorded: a.recordExitSeen(), dropWorkspace: a.dropWorkspace()}
 		a.step(ctx, "collect", func(stepCtx context.Context) any { return collectStep(stepCtx, in) })
 	})
 }

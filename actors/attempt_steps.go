@@ -306,6 +306,16 @@ func (a *attemptActor) discardWorkspace() func(ctx context.Context) error {
 	}
 }
 
+// dropWorkspace returns what the collect step calls once the worker has
+// exited (VolumeStore.Drop of the workspace), or nil without a store.
+func (a *attemptActor) dropWorkspace() func(ctx context.Context) error {
+	if a.deps.Volumes == nil {
+		return nil
+	}
+	store, volume := a.deps.Volumes, a.in.names.WorkspaceVolume
+	return func(ctx context.Context) error { return store.Drop(ctx, volume) }
+}
+
 // storageFull returns the check the worker runs once the container has
 // exited: a description of every bounded volume the host finds full, or
 // "" (nil without a volume store).
@@ -340,11 +350,24 @@ type collectInput struct {
 	// was seen (readopt.go): nothing is imported before a restart could
 	// know that.
 	recorded <-chan error
+	// dropWorkspace, when set, lets go of the discarded workspace's
+	// filesystem (VolumeStore.Drop): the kernel frees it while the output
+	// is copied out and validated.
+	dropWorkspace func(context.Context) error
 }
 
 // collectStep copies /control/output out of the stopped worker and
 // validates it.
 func collectStep(ctx context.Context, in collectInput) collectDone {
+	if in.dropWorkspace != nil {
+		// Owned by this step, which waits for it: one close(2).
+		dropped := make(chan struct{})
+		go func() {
+			defer close(dropped)
+			_ = in.dropWorkspace(context.WithoutCancel(ctx)) // the release drops it otherwise
+		}()
+		defer func() { <-dropped }()
+	}
 	if in.recorded != nil {
 		<-in.recorded // a failed write costs only the exactness of a re-adoption
 	}

@@ -138,6 +138,9 @@ type VolumeStore interface {
 	// again, dropping what it has not written back (quota.Store.Discard);
 	// false when it is not mounted where the host can reach it.
 	Discard(ctx context.Context, volume string) (bool, error)
+	// Drop lets go of a discarded volume's filesystem, which the kernel
+	// then frees (quota.Store.Drop).
+	Drop(ctx context.Context, volume string) error
 }
 
 // Deps are the attempt tree's collaborators.

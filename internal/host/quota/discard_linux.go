@@ -19,11 +19,12 @@ const (
 )
 
 // discard measures the image's mounted filesystem and shuts it down
-// without writing back its dirty pages (see Store.Discard).
-func discard(image string) (Usage, error) {
+// without writing back its dirty pages (see Store.Discard). It returns a
+// descriptor of the filesystem's root, held open (-1 when it failed).
+func discard(image string) (Usage, int, error) {
 	devs, err := loopsBackedBy(func(b string) bool { return b == image })
 	if err != nil {
-		return Usage{}, err
+		return Usage{}, -1, err
 	}
 	for _, dev := range devs {
 		number, err := os.ReadFile(filepath.Join(sysBlock, filepath.Base(dev), "dev"))
@@ -32,30 +33,34 @@ func discard(image string) (Usage, error) {
 		}
 		want := strings.TrimSpace(string(number))
 		for _, mp := range mountPoints(want) {
-			u, err := shutdownAt(mp, want)
+			u, fd, err := shutdownAt(mp, want)
 			if errors.Is(err, errDiscardNotMounted) {
 				continue // unmounted in between: the next one
 			}
-			return u, err
+			return u, fd, err
 		}
 	}
-	return Usage{}, errDiscardNotMounted
+	return Usage{}, -1, errDiscardNotMounted
 }
 
 // shutdownAt opens the mount point, checks that it is still the root of
 // an ext4 filesystem on the device "major:minor", reads its usage and
-// shuts the filesystem down.
-func shutdownAt(mountPoint, number string) (Usage, error) {
+// shuts the filesystem down. On success the descriptor stays open.
+func shutdownAt(mountPoint, number string) (_ Usage, _ int, err error) {
 	fd, err := unix.Open(mountPoint, discardOpenFlags, 0)
 	if err != nil {
-		return Usage{}, errDiscardNotMounted
+		return Usage{}, -1, errDiscardNotMounted
 	}
-	defer unix.Close(fd)
+	defer func() {
+		if err != nil {
+			unix.Close(fd)
+		}
+	}()
 	var st unix.Stat_t
 	var fs unix.Statfs_t
 	if unix.Fstat(fd, &st) != nil || unix.Fstatfs(fd, &fs) != nil || fs.Type != unix.EXT4_SUPER_MAGIC ||
 		fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)) != number {
-		return Usage{}, errDiscardNotMounted
+		return Usage{}, -1, errDiscardNotMounted
 	}
 	u := Usage{
 		TotalBytes: int64(fs.Blocks) * fs.Bsize, FreeBytes: int64(fs.Bavail) * fs.Bsize,
@@ -63,7 +68,9 @@ func shutdownAt(mountPoint, number string) (Usage, error) {
 	}
 	flag := uint32(ext4GoingNoLogFlush)
 	if err := unix.IoctlSetPointerInt(fd, ext4IocShutdown, int(flag)); err != nil {
-		return u, fmt.Errorf("shut down %s: %w", mountPoint, err)
+		return u, -1, fmt.Errorf("shut down %s: %w", mountPoint, err)
 	}
-	return u, nil
+	return u, fd, nil
 }
+
+func closeHeld(fd int) error { return unix.Close(fd) }

@@ -74,6 +74,7 @@ type Store struct {
 
 	mu        sync.Mutex
 	discarded map[string]Usage // by image path: the usage read as it was discarded
+	held      map[string]int   // by image path: a discarded filesystem's root, open (see Drop)
 }
 
 // NewStore returns the store of stateRoot for the detected facts, or nil
@@ -233,24 +234,61 @@ var errDiscardNotMounted = errors.New("the volume's filesystem is not mounted in
 // taken here until Release, since the image's superblock is no longer
 // written. It reports false, and changes nothing, when the volume is not
 // mounted in this process's mount namespace (an engine in another one).
+//
+// The store then holds the filesystem's root open, so that the engine's
+// unmount after the container's exit only detaches it: the kernel's
+// freeing of the filesystem (its inodes and cached pages, about 0.4 s at
+// 100k files) waits for Drop or Release instead of delaying the engine's
+// report that the container stopped.
 func (s *Store) Discard(_ context.Context, volume string) (bool, error) {
 	path, err := s.imagePath(volume)
 	if err != nil {
 		return false, err
 	}
-	u, err := discard(path)
+	u, fd, err := discard(path)
 	if errors.Is(err, errDiscardNotMounted) {
 		return false, nil
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if u.Source != "" {
-		s.mu.Lock()
 		if s.discarded == nil {
 			s.discarded = map[string]Usage{}
 		}
 		s.discarded[path] = u
-		s.mu.Unlock()
+	}
+	if fd >= 0 {
+		if old, ok := s.held[path]; ok {
+			_ = closeHeld(old)
+		}
+		if s.held == nil {
+			s.held = map[string]int{}
+		}
+		s.held[path] = fd
 	}
 	return err == nil, err
+}
+
+// Drop lets go of a discarded volume's filesystem (see Discard): once the
+// engine has unmounted it, the kernel frees it in this call. Nothing held
+// is success.
+func (s *Store) Drop(_ context.Context, volume string) error {
+	path, err := s.imagePath(volume)
+	if err != nil {
+		return err
+	}
+	return s.drop(path)
+}
+
+func (s *Store) drop(path string) error {
+	s.mu.Lock()
+	fd, ok := s.held[path]
+	delete(s.held, path)
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return closeHeld(fd)
 }
 
 func (s *Store) discardedUsage(path string) (Usage, bool) {
@@ -271,10 +309,13 @@ func (s *Store) Release(_ context.Context, volume string) error {
 }
 
 func (s *Store) release(path string) error {
+	var errs []error
+	if err := s.drop(path); err != nil {
+		errs = append(errs, err)
+	}
 	s.mu.Lock()
 	delete(s.discarded, path)
 	s.mu.Unlock()
-	var errs []error
 	loops, err := loopsBackedBy(func(backing string) bool { return backing == path })
 	if err != nil {
 		errs = append(errs, err)

@@ -203,7 +203,8 @@ func TestDetectLeavesNoLoopDevice(t *testing.T) {
 
 // Discard of a mounted volume reads its usage, then shuts the filesystem
 // down: nothing more is written to it, its unmount writes nothing back,
-// and Usage answers the reading taken at the discard until the release.
+// and Usage answers the reading taken at the discard until the release;
+// the store holds the filesystem until Drop.
 // A volume that is not mounted is left as it is.
 func TestDiscardDropsAMountedVolumesUnwrittenPages(t *testing.T) {
 	s := newImageStore(t)
@@ -235,12 +236,18 @@ func TestDiscardDropsAMountedVolumesUnwrittenPages(t *testing.T) {
 
 	err = os.WriteFile(filepath.Join(mnt, "after"), []byte("x"), 0o644)
 	assert.ErrorIs(t, err, unix.EIO, "a shut-down filesystem takes no more writes")
-	require.NoError(t, unix.Unmount(mnt, 0))
+	// The engine's local driver unmounts lazily; the store's hold keeps
+	// the filesystem until Drop.
+	require.NoError(t, unix.Unmount(mnt, unix.MNT_DETACH))
 	mounted = false
+	assert.Len(t, s.held, 1, "the store holds the filesystem")
 	again, err := s.Usage(ctx, testVolume)
 	require.NoError(t, err)
 	assert.Equal(t, at, again, "the superblock is not written: the discard's reading stands")
 
+	require.NoError(t, s.Drop(ctx, testVolume))
+	assert.Empty(t, s.held)
+	require.NoError(t, s.Drop(ctx, testVolume), "nothing held: success")
 	require.NoError(t, s.Release(ctx, testVolume))
 	assert.Empty(t, loopsOf(t, s))
 	assert.Empty(t, s.discarded, "the release forgets the reading")
