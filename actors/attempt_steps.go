@@ -351,23 +351,14 @@ type collectInput struct {
 	// know that.
 	recorded <-chan error
 	// dropWorkspace, when set, lets go of the discarded workspace's
-	// filesystem (VolumeStore.Drop): the kernel frees it while the output
-	// is copied out and validated.
+	// filesystem (VolumeStore.Drop, which does not wait for the kernel to
+	// free it).
 	dropWorkspace func(context.Context) error
 }
 
 // collectStep copies /control/output out of the stopped worker and
 // validates it.
 func collectStep(ctx context.Context, in collectInput) collectDone {
-	if in.dropWorkspace != nil {
-		// Owned by this step, which waits for it: one close(2).
-		dropped := make(chan struct{})
-		go func() {
-			defer close(dropped)
-			_ = in.dropWorkspace(context.WithoutCancel(ctx)) // the release drops it otherwise
-		}()
-		defer func() { <-dropped }()
-	}
 	if in.recorded != nil {
 		<-in.recorded // a failed write costs only the exactness of a re-adoption
 	}
@@ -375,7 +366,14 @@ func collectStep(ctx context.Context, in collectInput) collectDone {
 	if err := os.RemoveAll(outputDir); err != nil {
 		return collectDone{err: fmt.Errorf("clear output directory: %w", err)}
 	}
-	if err := in.docker.CopyDirOut(ctx, in.containerID, messages.OutputDir, outputDir, maxOutputBytes, maxOutputFiles); err != nil {
+	err := in.docker.CopyDirOut(ctx, in.containerID, messages.OutputDir, outputDir, maxOutputBytes, maxOutputFiles)
+	if in.dropWorkspace != nil {
+		// After the copy: the engine mounts a stopped container's volumes
+		// again for it, and the unmount that ends the copy would free the
+		// workspace (as its last holder) before the copy returns.
+		_ = in.dropWorkspace(ctx) // the release drops it otherwise
+	}
+	if err != nil {
 		return collectDone{err: err}
 	}
 	output, err := in.git.ValidateOutput(outputDir, in.identity)

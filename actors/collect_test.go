@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The collect step lets go of the discarded workspace while it copies the
-// output out, and returns only once that is done, failure or not.
+// The collect step lets go of the discarded workspace once the worker has
+// exited, whether the output's copy succeeds or not.
 func TestCollectStepDropsTheWorkspace(t *testing.T) {
 	host := newFakeHost(t.TempDir())
 	host.fail["copyout"] = errors.New("engine gone")
@@ -18,5 +18,5 @@ func TestCollectStepDropsTheWorkspace(t *testing.T) {
 	done := collectStep(context.Background(), collectInput{docker: host, workDir: t.TempDir(), containerID: fakeContainerID,
 		dropWorkspace: func(context.Context) error { dropped++; return nil }})
 	require.Error(t, done.err)
-	assert.Equal(t, 1, dropped, "dropped before the step returned")
+	assert.Equal(t, 1, dropped, "dropped once")
 }

@@ -139,7 +139,7 @@ type VolumeStore interface {
 	// false when it is not mounted where the host can reach it.
 	Discard(ctx context.Context, volume string) (bool, error)
 	// Drop lets go of a discarded volume's filesystem, which the kernel
-	// then frees (quota.Store.Drop).
+	// then frees, without waiting for that (quota.Store.Drop).
 	Drop(ctx context.Context, volume string) error
 }
 

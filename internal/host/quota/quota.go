@@ -75,6 +75,7 @@ type Store struct {
 	mu        sync.Mutex
 	discarded map[string]Usage // by image path: the usage read as it was discarded
 	held      map[string]int   // by image path: a discarded filesystem's root, open (see Drop)
+	drops     sync.WaitGroup   // Drop's closes in flight (see Close)
 }
 
 // NewStore returns the store of stateRoot for the detected facts, or nil
@@ -269,15 +270,34 @@ func (s *Store) Discard(_ context.Context, volume string) (bool, error) {
 	return err == nil, err
 }
 
-// Drop lets go of a discarded volume's filesystem (see Discard): once the
-// engine has unmounted it, the kernel frees it in this call. Nothing held
-// is success.
+// Drop lets go of a discarded volume's filesystem (see Discard) without
+// waiting: once the engine has unmounted it, the kernel frees it in the
+// close, which runs on a goroutine of the store (Close waits for them).
+// Nothing held is success.
 func (s *Store) Drop(_ context.Context, volume string) error {
 	path, err := s.imagePath(volume)
 	if err != nil {
 		return err
 	}
-	return s.drop(path)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fd, ok := s.held[path]
+	if !ok {
+		return nil
+	}
+	delete(s.held, path)
+	s.drops.Add(1)
+	go func() {
+		defer s.drops.Done()
+		_ = closeHeld(fd) // a close of a directory cannot meaningfully fail
+	}()
+	return nil
+}
+
+// Close waits for the closes Drop started. The store is usable after it.
+func (s *Store) Close() error {
+	s.drops.Wait()
+	return nil
 }
 
 func (s *Store) drop(path string) error {

@@ -246,6 +246,7 @@ func TestDiscardDropsAMountedVolumesUnwrittenPages(t *testing.T) {
 	assert.Equal(t, at, again, "the superblock is not written: the discard's reading stands")
 
 	require.NoError(t, s.Drop(ctx, testVolume))
+	require.NoError(t, s.Close(), "waits for the drop's close")
 	assert.Empty(t, s.held)
 	require.NoError(t, s.Drop(ctx, testVolume), "nothing held: success")
 	require.NoError(t, s.Release(ctx, testVolume))
