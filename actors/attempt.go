@@ -477,7 +477,7 @@ func (a *attemptActor) onWorkerCreated(ctx actor.Context, msg WorkerCreated) {
 		"runtimeLease":      a.runtimeLease("active"),
 	}))
 	if a.verdict.failure == nil {
-		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.d.AttemptID(), a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval, sampled), kindSampler)
+		a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.d.AttemptID(), a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval, sampled, a.discardWorkspace()), kindSampler)
 	}
 }
 
@@ -510,7 +510,7 @@ func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
 			return
 		}
 		in := collectInput{docker: a.deps.Docker, git: a.deps.Git, workDir: a.in.workDir, containerID: a.worker.containerID, identity: a.identity(),
-			recorded: a.recordExitSeen()}
+			recorded: a.recordExitSeen(), dropWorkspace: a.dropWorkspace()}
 		a.step(ctx, "collect", func(stepCtx context.Context) any { return collectStep(stepCtx, in) })
 	})
 }

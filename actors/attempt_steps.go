@@ -311,6 +311,30 @@ func imageOwner(user messages.SandboxUser) messages.SandboxUser {
 	return user
 }
 
+// discardWorkspace returns what the sampler calls before it releases the
+// worker: the workspace volume's filesystem shut down without write-back
+// (VolumeStore.Discard), or nil without a volume store.
+func (a *attemptActor) discardWorkspace() func(ctx context.Context) error {
+	if a.deps.Volumes == nil {
+		return nil
+	}
+	store, volume := a.deps.Volumes, a.in.names.WorkspaceVolume
+	return func(ctx context.Context) error {
+		_, err := store.Discard(ctx, volume)
+		return err
+	}
+}
+
+// dropWorkspace returns what the collect step calls once the worker has
+// exited (VolumeStore.Drop of the workspace), or nil without a store.
+func (a *attemptActor) dropWorkspace() func(ctx context.Context) error {
+	if a.deps.Volumes == nil {
+		return nil
+	}
+	store, volume := a.deps.Volumes, a.in.names.WorkspaceVolume
+	return func(ctx context.Context) error { return store.Drop(ctx, volume) }
+}
+
 // storageFull returns the check the worker runs once the container has
 // exited: a description of every bounded volume the host finds full, or
 // "" (nil without a volume store).
@@ -345,6 +369,10 @@ type collectInput struct {
 	// was seen (readopt.go): nothing is imported before a restart could
 	// know that.
 	recorded <-chan error
+	// dropWorkspace, when set, lets go of the discarded workspace's
+	// filesystem (VolumeStore.Drop, which does not wait for the kernel to
+	// free it).
+	dropWorkspace func(context.Context) error
 }
 
 // collectStep copies /control/output out of the stopped worker and
@@ -357,7 +385,14 @@ func collectStep(ctx context.Context, in collectInput) collectDone {
 	if err := os.RemoveAll(outputDir); err != nil {
 		return collectDone{err: fmt.Errorf("clear output directory: %w", err)}
 	}
-	if err := in.docker.CopyDirOut(ctx, in.containerID, messages.OutputDir, outputDir, maxOutputBytes, maxOutputFiles); err != nil {
+	err := in.docker.CopyDirOut(ctx, in.containerID, messages.OutputDir, outputDir, maxOutputBytes, maxOutputFiles)
+	if in.dropWorkspace != nil {
+		// After the copy: the engine mounts a stopped container's volumes
+		// again for it, and the unmount that ends the copy would free the
+		// workspace (as its last holder) before the copy returns.
+		_ = in.dropWorkspace(ctx) // the release drops it otherwise
+	}
+	if err != nil {
 		return collectDone{err: err}
 	}
 	output, err := in.git.ValidateOutput(outputDir, in.identity)

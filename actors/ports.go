@@ -142,6 +142,13 @@ type Docker interface {
 type VolumeStore interface {
 	ProvisionSpec(ctx context.Context, volume string, spec quota.Spec) (map[string]string, error)
 	Usage(ctx context.Context, volume string) (quota.Usage, error)
+	// Discard shuts down the filesystem of a volume nobody will read
+	// again, dropping what it has not written back (quota.Store.Discard);
+	// false when it is not mounted where the host can reach it.
+	Discard(ctx context.Context, volume string) (bool, error)
+	// Drop lets go of a discarded volume's filesystem, which the kernel
+	// then frees, without waiting for that (quota.Store.Drop).
+	Drop(ctx context.Context, volume string) error
 }
 
 // Deps are the attempt tree's collaborators.

@@ -380,7 +380,7 @@ func (a *attemptActor) startAdopted(ctx actor.Context) {
 	}
 	a.worker.pid = a.children.spawn(ctx, newAdoptedWorkerProps(a.deps.Docker, job), kindWorker)
 	a.sampler = a.children.spawn(ctx, newMemorySamplerProps(a.d.AttemptID(), a.deps.Docker, a.deps.Kernel, a.cfg.Clock, a.cfg.SampleInterval,
-		append([]SampledContainer{{ID: rec.ContainerID, Name: names.Container, Role: roleAgent}}, sampledSidecars...)), kindSampler)
+		append([]SampledContainer{{ID: rec.ContainerID, Name: names.Container, Role: roleAgent}}, sampledSidecars...), a.discardWorkspace()), kindSampler)
 	a.writeLedger(ledger.Active)
 }
 

@@ -150,7 +150,7 @@ type roundDone struct {
 	final   bool
 }
 
-type releaseDone struct{ err error }
+type releaseDone struct{ err, discardErr error }
 
 // memorySampler watches the attempt's containers: on its own timer (re-
 // armed after each round, so rounds never overlap), and once more when the
@@ -166,6 +166,9 @@ type memorySampler struct {
 	clk        clock.Clock
 	interval   time.Duration
 	containers []*samplerState
+	// discard, when set, ends the workspace's filesystem without writing
+	// it back, just before the release (see release).
+	discard func(context.Context) error
 
 	runCtx       context.Context
 	cancel       context.CancelFunc
@@ -182,12 +185,16 @@ type memorySampler struct {
 	worker       *messages.TaskResources
 }
 
-func newMemorySamplerProps(attemptID string, docker SamplerDocker, kernel KernelCounters, clk clock.Clock, interval time.Duration, containers []SampledContainer) *actor.Props {
+// newMemorySamplerProps samples the containers of one attempt; discard,
+// when not nil, is called after the last reading and before the release
+// (the workspace's filesystem, see VolumeStore.Discard).
+func newMemorySamplerProps(attemptID string, docker SamplerDocker, kernel KernelCounters, clk clock.Clock, interval time.Duration, containers []SampledContainer,
+	discard func(context.Context) error) *actor.Props {
 	if kernel == nil {
 		kernel = HostKernel{}
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		s := &memorySampler{attemptID: attemptID, docker: docker, kernel: kernel, clk: clk, interval: interval}
+		s := &memorySampler{attemptID: attemptID, docker: docker, kernel: kernel, clk: clk, interval: interval, discard: discard}
 		for _, c := range containers {
 			s.containers = append(s.containers, &samplerState{SampledContainer: c, storage: map[string]messages.StorageObservation{}})
 		}
@@ -218,6 +225,9 @@ func (s *memorySampler) Receive(ctx actor.Context) {
 		s.released = "released"
 		if msg.err != nil {
 			s.released = "release failed: " + msg.err.Error()
+		}
+		if msg.discardErr != nil {
+			s.released += "; the workspace was not discarded: " + msg.discardErr.Error()
 		}
 	case asyncPanic:
 		if msg.Step != sampleStep {
@@ -446,17 +456,28 @@ func (s *memorySampler) next(ctx actor.Context) {
 	s.timer = s.clk.AfterFunc(s.interval, func() { system.Root.Send(self, sampleTick{}) })
 }
 
-// release tells the worker the last reading is taken.
+// release tells the worker the last reading is taken. The workspace is
+// discarded first: the worker's output is on the control volume by now and
+// the last reading has measured the workspace, so nothing will read it
+// again, and its unwritten pages would otherwise be written back through
+// the loop device when the engine unmounts it after the worker's exit,
+// before the engine reports the container stopped (about 0.7 s at 100k
+// files). A failed discard only costs that time.
 func (s *memorySampler) release(ctx actor.Context) {
 	agent := s.role(roleAgent)
 	if agent == nil {
 		return
 	}
-	docker, id := s.docker, agent.ID
+	docker, id, discard := s.docker, agent.ID, s.discard
 	runAsync(ctx, s.runCtx, "release worker", func(runCtx context.Context) any {
 		callCtx, cancel := context.WithTimeout(runCtx, releaseTimeout)
 		defer cancel()
-		return releaseDone{err: docker.ReleaseWorker(callCtx, id)}
+		var done releaseDone
+		if discard != nil {
+			done.discardErr = discard(callCtx)
+		}
+		done.err = docker.ReleaseWorker(callCtx, id)
+		return done
 	})
 }
 

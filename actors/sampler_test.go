@@ -113,7 +113,7 @@ func spawnSampler(t *testing.T, docker SamplerDocker, kernel KernelCounters, clk
 	sys := actortest.NewSystem(t, opts...)
 	system := sys.ActorSystem
 	pid := sys.Spawn(newMemorySamplerProps("attempt-x", docker, kernel, clk, 250*time.Millisecond,
-		[]SampledContainer{{ID: fakeContainerID, Name: "forge-agent-x", Role: roleAgent}}))
+		[]SampledContainer{{ID: fakeContainerID, Name: "forge-agent-x", Role: roleAgent}}, nil))
 	return system, pid
 }
 
@@ -244,7 +244,7 @@ func TestSamplerSendsItsReadingsToTheAttempt(t *testing.T) {
 		switch msg := ctx.Message().(type) {
 		case *actor.Started:
 			ctx.Spawn(newMemorySamplerProps("attempt-x", &samplerDocker{stats: 1 << 20}, kernel, clk, 250*time.Millisecond,
-				[]SampledContainer{{ID: fakeContainerID, Name: "forge-agent-x", Role: roleAgent, LimitBytes: 128 << 20}}))
+				[]SampledContainer{{ID: fakeContainerID, Name: "forge-agent-x", Role: roleAgent, LimitBytes: 128 << 20}}, nil))
 		case messages.MemorySampled:
 			samples <- msg
 		}
@@ -268,4 +268,40 @@ func TestSamplerSendsItsReadingsToTheAttempt(t *testing.T) {
 	second := next()
 	assert.Equal(t, uint64(50<<20), second.Sample.UsageBytes)
 	assert.Equal(t, first.Sample.At.Add(250*time.Millisecond), second.Sample.At)
+}
+
+// The workspace is discarded once, after the last reading and before the
+// release (the worker's exit unmounts it); a failed discard still releases.
+func TestSamplerDiscardsTheWorkspaceBetweenTheLastReadingAndTheRelease(t *testing.T) {
+	for _, discardErr := range []error{nil, errors.New("shutdown refused")} {
+		clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+		kernel := &fakeKernel{reading: cgroups.Reading{MemoryPeakBytes: 20 << 20, PeakKnown: true}}
+		docker := &samplerDocker{stats: 1 << 20}
+		var mu sync.Mutex
+		var discards, releasedBefore, readsBefore int
+		discard := func(context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
+			discards++
+			releasedBefore = docker.releases()
+			kernel.mu.Lock()
+			readsBefore = kernel.reads
+			kernel.mu.Unlock()
+			return discardErr
+		}
+		sys := actortest.NewSystem(t, actortest.WithClock(clk))
+		pid := sys.Spawn(newMemorySamplerProps("attempt-x", docker, kernel, clk, 250*time.Millisecond,
+			[]SampledContainer{{ID: fakeContainerID, Name: "forge-agent-x", Role: roleAgent}}, discard))
+		require.Eventually(t, func() bool { kernel.mu.Lock(); defer kernel.mu.Unlock(); return kernel.reads >= 1 }, within, time.Millisecond)
+		kernel.mu.Lock()
+		readsAtOutput := kernel.reads
+		kernel.mu.Unlock()
+		sys.ActorSystem.Root.Send(pid, workerEvent(outputWrittenEvent, nil))
+		require.Eventually(t, func() bool { return docker.releases() == 1 }, within, time.Millisecond, "released (discard error: %v)", discardErr)
+		mu.Lock()
+		assert.Equal(t, 1, discards)
+		assert.Zero(t, releasedBefore, "discarded before the release")
+		assert.Greater(t, readsBefore, readsAtOutput, "discarded after the last reading")
+		mu.Unlock()
+	}
 }

@@ -315,9 +315,13 @@ const methodText = `- **B1, one trivial attempt** (the sample task writes one fi
   repacked; cached between runs) run the example's one-file task through a daemon with one slot (after one untimed
   attempt that builds the repository's sandbox image), alternating with
   the native git floor of the same work on the host: ` + "`git bundle create`" + ` of main (the input), ` + "`git clone`" + ` of
-  that bundle with checkout (` + "`--branch main`" + `), ` + "`git status`" + `, and a one-file commit, in the benchmark's work
-  directory: on the host's filesystem, not on a fresh ext4 image as the worker's volume is, which can favour either
-  side (the Go benchmarks of ` + "`internal/worker/scale_bench_test.go`" + ` compare both on the same filesystem). forged's workspace step is
+  that bundle with checkout (` + "`--branch main`" + `), ` + "`git status`" + `, and a one-file commit. The bundle is made in the
+  benchmark's work directory; the clone, status and commit run, when the benchmark runs as root, at the root of a
+  fresh ext4 image without a journal on a loop device, made for each run by the code that makes the worker's
+  workspace volume (` + "`quota.Store.Provision`" + `: the same mkfs.ext4 options, the same size) and mounted nodev,nosuid,
+  then unmounted and removed (neither timed). Without root they run in the work directory, on the host's
+  filesystem, which can favour either side (the B7 table's "floor on" column says which was used; the Go
+  benchmarks of ` + "`internal/worker/scale_bench_test.go`" + ` compare both on the same filesystem). forged's workspace step is
   ` + "`worker_started`" + ` → ` + "`workspace_materialized`" + `, its result step ` + "`task_exited`" + ` → ` + "`output_written`" + ` (status, commit,
   result bundle); their floor is clone + status + commit, and the whole attempt's floor adds the bundle. The
   attempt's worker may use every core (its CPU request is the host's cores), as the floor's git does. The
@@ -343,20 +347,20 @@ func writeScale(b *strings.Builder, results []ScaleResult) {
 		return
 	}
 	fmt.Fprintf(b, "\n## B7: repository scale\n\nMedians over the runs (N each); the floor is the host's git doing the same work.\n\n")
-	fmt.Fprintf(b, "| repository | pack | workspace volume | N | workspace | result | steps | their floor (clone + status + commit) | × | attempt | its floor (+ bundle) | × |\n")
-	fmt.Fprintf(b, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(b, "| repository | pack | workspace volume | N | workspace | result | steps | their floor (clone + status + commit) | × | attempt | its floor (+ bundle) | × | floor on |\n")
+	fmt.Fprintf(b, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, s := range results {
 		if s.Error != "" {
-			fmt.Fprintf(b, "| %s | failed: %s | | | | | | | | | | |\n", s.Size, strings.ReplaceAll(text.EllipsisTail(s.Error, 300), "\n", " "))
+			fmt.Fprintf(b, "| %s | failed: %s | | | | | | | | | | | |\n", s.Size, strings.ReplaceAll(text.EllipsisTail(s.Error, 300), "\n", " "))
 			continue
 		}
-		fmt.Fprintf(b, "| %s | %.1f MiB | %d GiB | %d | %s | %s | %s | %s (%s + %s + %s) | %.2f | %s | %s (%s) | %.2f |\n",
+		fmt.Fprintf(b, "| %s | %.1f MiB | %d GiB | %d | %s | %s | %s | %s (%s + %s + %s) | %.2f | %s | %s (%s) | %.2f | %s |\n",
 			s.Size, float64(s.PackBytes)/(1<<20), s.WorkspaceBytes>>30, s.Attempt.N,
 			fmtFigure(s.Workspace.Median, "ms"), fmtFigure(s.Result.Median, "ms"), fmtFigure(s.StepsMedian(), "ms"),
 			fmtFigure(s.StepsFloor(), "ms"), fmtFigure(s.FloorClone.Median, "ms"), fmtFigure(s.FloorStatus.Median, "ms"), fmtFigure(s.FloorCommit.Median, "ms"),
 			s.StepsMedian()/s.StepsFloor(),
 			fmtFigure(s.Attempt.Median, "ms"), fmtFigure(s.AttemptFloor(), "ms"), fmtFigure(s.FloorBundle.Median, "ms"),
-			s.Attempt.Median/s.AttemptFloor())
+			s.Attempt.Median/s.AttemptFloor(), s.FloorFilesystem)
 	}
 	for _, s := range results {
 		if len(s.Timeline) == 0 {

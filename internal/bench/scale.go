@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,6 +36,10 @@ type ScaleResult struct {
 	FloorClone  Summary `json:"floorClone"`
 	FloorStatus Summary `json:"floorStatus"`
 	FloorCommit Summary `json:"floorCommit"`
+	// FloorFilesystem is where the floor's clone, status and commit ran:
+	// "ext4 image" (a fresh one per run, made as the workspace volume is),
+	// or "work directory (why not an image)" on the host's filesystem.
+	FloorFilesystem string `json:"floorFilesystem,omitempty"`
 	// Timeline is the event timeline of the attempt of median duration.
 	Timeline []TimelineStep `json:"timeline,omitempty"`
 	Error    string         `json:"error,omitempty"`
@@ -76,11 +81,19 @@ func (e *Env) measureScale(ctx context.Context) ([]ScaleResult, error) {
 		return nil, err
 	}
 	defer func() { _ = d.stop() }()
+	vols, err := newFloorVolumes(e.cfg.WorkDir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = vols.Close() }()
+	if vols.store == nil {
+		e.cfg.Log.Warn("B7: the native floor runs on the host's filesystem, not on an ext4 image as the workspace", "reason", vols.reason)
+	}
 	var out []ScaleResult
 	var firstErr error
 	for _, size := range e.cfg.ScaleSizes {
 		e.cfg.Log.Info("B7: repository scale", "files", size.Files, "commits", size.Commits, "runs", e.cfg.ScaleRuns)
-		res, err := e.measureScaleOne(ctx, d, size)
+		res, err := e.measureScaleOne(ctx, d, vols, size)
 		if err != nil {
 			res.Error = err.Error()
 			if firstErr == nil {
@@ -92,8 +105,8 @@ func (e *Env) measureScale(ctx context.Context) ([]ScaleResult, error) {
 	return out, firstErr
 }
 
-func (e *Env) measureScaleOne(ctx context.Context, d *daemon, size RepoSize) (ScaleResult, error) {
-	res := ScaleResult{Size: size}
+func (e *Env) measureScaleOne(ctx context.Context, d *daemon, vols *floorVolumes, size RepoSize) (ScaleResult, error) {
+	res := ScaleResult{Size: size, FloorFilesystem: vols.Where()}
 	repo, err := syntheticRepo(ctx, e.cfg.ScaleCache, size)
 	if err != nil {
 		return res, err
@@ -138,7 +151,7 @@ func (e *Env) measureScaleOne(ctx context.Context, d *daemon, size RepoSize) (Sc
 		attempts, workspace, result = append(attempts, took), append(workspace, ws), append(result, rs)
 		timelines = append(timelines, timed{took, steps})
 
-		f, err := nativeFloor(ctx, e.cfg.WorkDir, repo)
+		f, err := nativeFloor(ctx, e.cfg.WorkDir, repo, vols, res.WorkspaceBytes)
 		if err != nil {
 			return res, fmt.Errorf("native floor: %w", err)
 		}
@@ -168,16 +181,24 @@ func stepBetween(steps []TimelineStep, from, to string) (time.Duration, bool) {
 
 // nativeFloor does the attempt's git work with the host's git and nothing
 // else, and times each step: the input bundle (`git bundle create` of
-// main, as forged's preparation bundles the input's history), `git clone`
-// of it with checkout, `git status`, and a commit of one new file.
-func nativeFloor(ctx context.Context, workDir, repo string) ([4]time.Duration, error) {
-	var took [4]time.Duration
+// main, as forged's preparation bundles the input's history, in the work
+// directory), `git clone` of it with checkout, `git status`, and a commit
+// of one new file. The clone goes to the root of a fresh volume of
+// workspaceBytes (vols: an ext4 image as the worker's workspace, when it
+// can), unmounted and removed afterwards whatever happened; the volume's
+// making and unmounting are not timed.
+func nativeFloor(ctx context.Context, workDir, repo string, vols *floorVolumes, workspaceBytes int64) (took [4]time.Duration, err error) {
 	dir, err := os.MkdirTemp(workDir, "floor-")
 	if err != nil {
 		return took, err
 	}
 	defer os.RemoveAll(dir)
-	bundle, clone := filepath.Join(dir, "input.bundle"), filepath.Join(dir, "clone")
+	clone, release, err := vols.Mount(ctx, workDir, workspaceBytes)
+	if err != nil {
+		return took, err
+	}
+	defer func() { err = errors.Join(err, release()) }()
+	bundle := filepath.Join(dir, "input.bundle")
 	steps := []func() error{
 		func() error { return floorGit(ctx, dir, repo, "bundle", "create", "--quiet", bundle, "main") },
 		// --branch: the bundle carries main without HEAD, and a clone

@@ -147,6 +147,7 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 	if store != nil {
 		volumes = store
 		docker = docker.WithVolumeImages(store)
+		r.closers.push(store.Close) // the drops of discarded workspaces in flight
 	} else {
 		cfg.Logger.Warn("attempt volumes are not bounded", "reason", first.Storage.Reason)
 	}

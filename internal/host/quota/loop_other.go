@@ -16,3 +16,5 @@ func mountedUsage(string) (Usage, bool)                 { return Usage{}, false 
 func Detect(bool) Facts {
 	return Facts{Mechanism: MechanismNone, Reason: "filesystem images are Linux-only"}
 }
+func discard(string) (Usage, int, error) { return Usage{}, -1, errDiscardNotMounted }
+func closeHeld(int) error                { return errUnsupported }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -71,6 +72,11 @@ type Store struct {
 	mkfs     string
 	debugfs  string
 	uid, gid int
+
+	mu        sync.Mutex
+	discarded map[string]Usage // by image path: the usage read as it was discarded
+	held      map[string]int   // by image path: a discarded filesystem's root, open (see Drop)
+	drops     sync.WaitGroup   // Drop's closes in flight (see Close)
 }
 
 // NewStore returns the store of stateRoot for the detected facts, or nil
@@ -284,6 +290,104 @@ func (s *Store) editFilesystem(ctx context.Context, path string, dirs []string, 
 	return nil
 }
 
+// errDiscardNotMounted: the volume's filesystem is not mounted where this
+// process can reach it (not yet, no longer, or in another mount namespace).
+var errDiscardNotMounted = errors.New("the volume's filesystem is not mounted in this mount namespace")
+
+// Discard ends the life of a volume whose content nobody will read again
+// (a workspace once the worker's output is written to the control volume
+// and the host's last reading is taken): it reads the filesystem's usage
+// through its mount point, then shuts the filesystem down without writing
+// back what is still in memory (ext4's shutdown ioctl, "no log flush").
+// Writes fail from then on, and the unmount that follows the container's
+// exit drops the dirty pages instead of writing them through the loop
+// device: at 100k files, about 0.6 GB and 0.7 s. Usage answers the reading
+// taken here until Release, since the image's superblock is no longer
+// written. It reports false, and changes nothing, when the volume is not
+// mounted in this process's mount namespace (an engine in another one).
+//
+// The store then holds the filesystem's root open, so that the engine's
+// unmount after the container's exit only detaches it: the kernel's
+// freeing of the filesystem (its inodes and cached pages, about 0.4 s at
+// 100k files) waits for Drop or Release instead of delaying the engine's
+// report that the container stopped.
+func (s *Store) Discard(_ context.Context, volume string) (bool, error) {
+	path, err := s.imagePath(volume)
+	if err != nil {
+		return false, err
+	}
+	u, fd, err := discard(path)
+	if errors.Is(err, errDiscardNotMounted) {
+		return false, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u.Source != "" {
+		if s.discarded == nil {
+			s.discarded = map[string]Usage{}
+		}
+		s.discarded[path] = u
+	}
+	if fd >= 0 {
+		if old, ok := s.held[path]; ok {
+			_ = closeHeld(old)
+		}
+		if s.held == nil {
+			s.held = map[string]int{}
+		}
+		s.held[path] = fd
+	}
+	return err == nil, err
+}
+
+// Drop lets go of a discarded volume's filesystem (see Discard) without
+// waiting: once the engine has unmounted it, the kernel frees it in the
+// close, which runs on a goroutine of the store (Close waits for them).
+// Nothing held is success.
+func (s *Store) Drop(_ context.Context, volume string) error {
+	path, err := s.imagePath(volume)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fd, ok := s.held[path]
+	if !ok {
+		return nil
+	}
+	delete(s.held, path)
+	s.drops.Add(1)
+	go func() {
+		defer s.drops.Done()
+		_ = closeHeld(fd) // a close of a directory cannot meaningfully fail
+	}()
+	return nil
+}
+
+// Close waits for the closes Drop started. The store is usable after it.
+func (s *Store) Close() error {
+	s.drops.Wait()
+	return nil
+}
+
+func (s *Store) drop(path string) error {
+	s.mu.Lock()
+	fd, ok := s.held[path]
+	delete(s.held, path)
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return closeHeld(fd)
+}
+
+func (s *Store) discardedUsage(path string) (Usage, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.discarded[path]
+	return u, ok
+}
+
 // Release detaches every loop device backed by the volume's image and
 // removes the image. It is idempotent: nothing to release is success.
 func (s *Store) Release(_ context.Context, volume string) error {
@@ -296,6 +400,12 @@ func (s *Store) Release(_ context.Context, volume string) error {
 
 func (s *Store) release(path string) error {
 	var errs []error
+	if err := s.drop(path); err != nil {
+		errs = append(errs, err)
+	}
+	s.mu.Lock()
+	delete(s.discarded, path)
+	s.mu.Unlock()
 	loops, err := loopsBackedBy(func(backing string) bool { return backing == path })
 	if err != nil {
 		errs = append(errs, err)
@@ -390,6 +500,9 @@ func (s *Store) Usage(ctx context.Context, volume string) (Usage, error) {
 	path, err := s.imagePath(volume)
 	if err != nil {
 		return Usage{}, err
+	}
+	if u, ok := s.discardedUsage(path); ok {
+		return u, nil
 	}
 	var u Usage
 	read := func() error {

@@ -252,3 +252,56 @@ func TestImageIsTheOwnersWithItsFiles(t *testing.T) {
 	}
 	assert.Len(t, loopsOf(t, s), 1)
 }
+
+// Discard of a mounted volume reads its usage, then shuts the filesystem
+// down: nothing more is written to it, its unmount writes nothing back,
+// and Usage answers the reading taken at the discard until the release;
+// the store holds the filesystem until Drop.
+// A volume that is not mounted is left as it is.
+func TestDiscardDropsAMountedVolumesUnwrittenPages(t *testing.T) {
+	s := newImageStore(t)
+	ctx := context.Background()
+	const size = 64 << 20
+	opts, err := s.Provision(ctx, testVolume, size)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Release(context.Background(), testVolume) })
+	done, err := s.Discard(ctx, testVolume)
+	require.NoError(t, err)
+	assert.False(t, done, "not mounted: nothing to discard")
+
+	mnt := t.TempDir()
+	require.NoError(t, unix.Mount(opts["device"], mnt, "ext4", unix.MS_NODEV|unix.MS_NOSUID, ""))
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			_ = unix.Unmount(mnt, 0)
+		}
+	})
+	require.NoError(t, os.WriteFile(filepath.Join(mnt, "big"), make([]byte, 8<<20), 0o644))
+	done, err = s.Discard(ctx, testVolume)
+	require.NoError(t, err)
+	assert.True(t, done)
+	at, err := s.Usage(ctx, testVolume)
+	require.NoError(t, err)
+	assert.Equal(t, "statfs", at.Source)
+	assert.Less(t, at.FreeBytes, at.TotalBytes-(8<<20), "the reading counts the file written")
+
+	err = os.WriteFile(filepath.Join(mnt, "after"), []byte("x"), 0o644)
+	assert.ErrorIs(t, err, unix.EIO, "a shut-down filesystem takes no more writes")
+	// The engine's local driver unmounts lazily; the store's hold keeps
+	// the filesystem until Drop.
+	require.NoError(t, unix.Unmount(mnt, unix.MNT_DETACH))
+	mounted = false
+	assert.Len(t, s.held, 1, "the store holds the filesystem")
+	again, err := s.Usage(ctx, testVolume)
+	require.NoError(t, err)
+	assert.Equal(t, at, again, "the superblock is not written: the discard's reading stands")
+
+	require.NoError(t, s.Drop(ctx, testVolume))
+	require.NoError(t, s.Close(), "waits for the drop's close")
+	assert.Empty(t, s.held)
+	require.NoError(t, s.Drop(ctx, testVolume), "nothing held: success")
+	require.NoError(t, s.Release(ctx, testVolume))
+	assert.Empty(t, loopsOf(t, s))
+	assert.Empty(t, s.discarded, "the release forgets the reading")
+}
