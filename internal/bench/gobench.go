@@ -24,9 +24,9 @@ type goBenchmarkSpec struct {
 
 // goBenchmarks are run in this order.
 var goBenchmarks = []goBenchmarkSpec{
-	{"B3", "BenchmarkSpikeFidelity", "./runner/", 10},
+	{"B3", "BenchmarkSpikeFidelity", "./internal/daemon/runner/", 10},
 	{"B4", "BenchmarkLeaseWatchdogReaction", "./actors/", 200},
-	{"B4", "BenchmarkLeaseExpiryToWorkerStopped", "./runner/", 5},
+	{"B4", "BenchmarkLeaseExpiryToWorkerStopped", "./internal/daemon/runner/", 5},
 	{"B5", "BenchmarkAttemptTreeHeap", "./actors/", 200},
 	{"B5", "BenchmarkAdmissionRate", "./supervisor/", 200000},
 }

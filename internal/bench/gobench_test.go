@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,4 +29,25 @@ func TestParseBenchLine(t *testing.T) {
 	require.False(t, ok)
 	_, _, ok = parseBenchLine("BenchmarkLeaseWatchdogReaction-2 --- FAIL\n", "BenchmarkLeaseWatchdogReaction")
 	require.False(t, ok)
+}
+
+// Every Go benchmark the report runs names a package of the repository
+// that declares it (a package moved under internal/ once left B3 and B4
+// "not measured" in a full run).
+func TestGoBenchmarksNameTheirPackages(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	for _, b := range goBenchmarks {
+		dir := filepath.Join(root, filepath.FromSlash(b.Package))
+		files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+		require.NoError(t, err)
+		require.NotEmpty(t, files, "%s: no test files in %s", b.Name, b.Package)
+		found := false
+		for _, f := range files {
+			src, err := os.ReadFile(f)
+			require.NoError(t, err)
+			found = found || strings.Contains(string(src), "\nfunc "+b.Name+"(b *testing.B)")
+		}
+		require.True(t, found, "%s is not declared in %s", b.Name, b.Package)
+	}
 }
