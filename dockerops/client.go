@@ -138,6 +138,9 @@ type Client struct {
 	// facts caches imageFacts by image ID (imageFactsCache), shared by
 	// the clients WithVolumeImages derives; nil caches nothing.
 	facts *imageFactsCache
+	// live caches the engine's live-restore answer (liveRestoreCache),
+	// shared like facts; nil caches nothing.
+	live *liveRestoreCache
 }
 
 // The engine client serves every narrow interface: an SDK change that
@@ -159,7 +162,7 @@ var (
 // every narrow interface api implements (tests pass fakes that implement
 // only some; Connect passes the engine client, which implements all).
 func newClient(opts Options, api any) *Client {
-	c := &Client{opts: opts.withDefaults(), facts: &imageFactsCache{}}
+	c := &Client{opts: opts.withDefaults(), facts: &imageFactsCache{}, live: &liveRestoreCache{}}
 	c.provisioner, _ = api.(provisionAPI)
 	c.creator, _ = api.(workerAPI)
 	c.copier, _ = api.(copyAPI)
