@@ -69,6 +69,16 @@ type ContainerCounters interface {
 	StatFS(path string) (cgroups.FSUsage, error)
 }
 
+// CounterWatcher is ContainerCounters that watches the count of forks
+// refused at pids.max more closely than the sampler's ticks
+// (cgroups.Container has it): WatchEvents calls changed with the count
+// each time it grows, until ctx ends or the cgroup is gone. A sandbox that
+// dies whole at its pids limit (gVisor) takes its cgroup, and the count,
+// with it well within a sampling interval.
+type CounterWatcher interface {
+	WatchEvents(ctx context.Context, changed func(pidsMaxEvents uint64)) error
+}
+
 // HostKernel reads the kernel's counters through this host's /proc and
 // cgroup mounts: it works where forged runs on the engine's host with
 // access to them (a rootful local engine); elsewhere Open fails and the
@@ -106,6 +116,13 @@ type SamplerReport struct {
 }
 
 type sampleTick struct{}
+
+// countersChanged: a container's count of forks refused at pids.max grew
+// (CounterWatcher); the sampler keeps it and reads as soon as it can.
+type countersChanged struct {
+	id            string
+	pidsMaxEvents uint64
+}
 
 // samplerState is one container's record.
 type samplerState struct {
@@ -174,6 +191,7 @@ type memorySampler struct {
 	cancel       context.CancelFunc
 	timer        clock.Timer
 	busy         bool
+	pending      bool // a round is wanted as soon as the one in flight ends
 	finalWanted  bool // the worker's output is written: read, then release
 	finalTaken   bool
 	closing      bool // a report is requested: one closing round, then answer
@@ -216,6 +234,24 @@ func (s *memorySampler) Receive(ctx actor.Context) {
 		s.round(ctx, false)
 	case sampleTick:
 		s.timer = nil
+		if s.busy { // a tick already sent when an early round stopped the timer
+			s.pending = true
+			return
+		}
+		s.round(ctx, false)
+	case countersChanged:
+		if c := s.container(msg.id); c != nil && msg.pidsMaxEvents > c.last.PidsMaxEvents {
+			// The kernel's counter only grows: a later reading has at least this.
+			c.last.PidsMaxEvents, c.last.PidsKnown = msg.pidsMaxEvents, true
+		}
+		if s.busy || s.closing {
+			s.pending = !s.closing
+			return
+		}
+		if s.timer != nil {
+			s.timer.Stop()
+			s.timer = nil
+		}
 		s.round(ctx, false)
 	case WorkerOutput:
 		s.onWorkerEvent(ctx, msg.Event)
@@ -375,6 +411,7 @@ func (s *memorySampler) onRound(ctx actor.Context, msg roundDone) {
 		}
 		if r.opened != nil {
 			c.counters = r.opened
+			s.watch(ctx, c.ID, r.opened)
 		}
 		if r.openErr != nil {
 			// A container just started can be between cgroups for a moment:
@@ -448,12 +485,34 @@ func (s *memorySampler) next(ctx actor.Context) {
 		}
 		s.waiting = nil
 		return
+	case s.pending && !s.closing:
+		s.pending = false
+		if s.timer != nil {
+			s.timer.Stop()
+			s.timer = nil
+		}
+		s.round(ctx, false)
+		return
 	}
 	if s.timer != nil || s.closing {
 		return
 	}
 	system, self := ctx.ActorSystem(), ctx.Self()
 	s.timer = s.clk.AfterFunc(s.interval, func() { system.Root.Send(self, sampleTick{}) })
+}
+
+// watch starts the closer watch of a container's refused forks, when its
+// counters have one: a goroutine of the sampler's, which ends with its run
+// context (cancelled when the sampler stops) or with the cgroup.
+func (s *memorySampler) watch(ctx actor.Context, id string, counters ContainerCounters) {
+	w, ok := counters.(CounterWatcher)
+	if !ok {
+		return
+	}
+	system, self, runCtx := ctx.ActorSystem(), ctx.Self(), s.runCtx
+	go func() {
+		_ = w.WatchEvents(runCtx, func(n uint64) { system.Root.Send(self, countersChanged{id: id, pidsMaxEvents: n}) })
+	}()
 }
 
 // release tells the worker the last reading is taken. The workspace is

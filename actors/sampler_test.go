@@ -305,3 +305,76 @@ func TestSamplerDiscardsTheWorkspaceBetweenTheLastReadingAndTheRelease(t *testin
 		mu.Unlock()
 	}
 }
+
+// watchingKernel is fakeKernel with the kernel's notifications: the test
+// fires them, and sees the watch end with the sampler.
+type watchingKernel struct {
+	*fakeKernel
+	fire    chan uint64
+	started chan struct{}
+	ended   chan struct{}
+}
+
+func (k *watchingKernel) Open(pid int, id string) (ContainerCounters, error) {
+	if _, err := k.fakeKernel.Open(pid, id); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func (k *watchingKernel) WatchEvents(ctx context.Context, changed func(uint64)) error {
+	defer close(k.ended)
+	close(k.started)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case n := <-k.fire:
+			changed(n)
+		}
+	}
+}
+
+func (k *watchingKernel) readCount() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.reads
+}
+
+// A refused fork the watch sees is kept, and read at once, not at the
+// next tick (the clock never moves here): a sandbox that then dies whole,
+// its cgroup with it, keeps its pids.max count. The watch ends with the
+// sampler.
+func TestSamplerReadsAtOnceWhenTheKernelNotifiesAnEvent(t *testing.T) {
+	clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	kernel := &watchingKernel{fakeKernel: &fakeKernel{reading: cgroups.Reading{MemoryPeakBytes: 20 << 20, PeakKnown: true, PidsKnown: true}},
+		fire: make(chan uint64), started: make(chan struct{}), ended: make(chan struct{})}
+	system, pid := spawnSampler(t, &samplerDocker{}, kernel, clk)
+	select {
+	case <-kernel.started:
+	case <-time.After(within):
+		t.Fatal("the sampler did not watch the counters it opened")
+	}
+	require.Eventually(t, func() bool { return kernel.readCount() >= 1 }, within, time.Millisecond, "the first round")
+
+	kernel.set(func(k *fakeKernel) { k.reading.PidsMaxEvents = 5 })
+	kernel.fire <- 5
+	require.Eventually(t, func() bool { return kernel.readCount() >= 2 }, within, time.Millisecond, "read on the notification, no tick")
+	// The sandbox dies whole: its cgroup is gone before any reading sees
+	// the next refusals, which only the watch saw.
+	kernel.set(func(k *fakeKernel) { k.gone = true })
+	kernel.fire <- 9
+	require.Eventually(t, func() bool { return kernel.readCount() >= 3 }, within, time.Millisecond, "the notification's round finds the cgroup gone")
+
+	rep := report(t, system, pid)
+	require.NotNil(t, rep.Telemetry)
+	assert.Equal(t, uint64(9), rep.Kernel.PidsMaxEvents)
+	assert.True(t, rep.Kernel.PidsKnown)
+
+	system.Root.Stop(pid)
+	select {
+	case <-kernel.ended:
+	case <-time.After(within):
+		t.Fatal("the watch outlived the sampler")
+	}
+}
