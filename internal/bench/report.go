@@ -335,9 +335,9 @@ const methodText = `- **B1, one trivial attempt** (the sample task writes one fi
   removed after it. Every timed attempt is the first of its daemon process, so the three differ only in what the
   image cache holds. Before the worker became a binary of its own, every daemon upgrade cost what the worker
   upgrade costs here.
-- **The host is shared.** Other work (other developers' test suites on the same 2 cores and the same dockerd) ran
-  during this run; the load average above shows how much. Absolute figures move with it; the ratios, taken in the
-  same run and interleaved where possible, move less.
+- **The host may be shared.** Other work on the same cores and the same dockerd (other developers' test suites, on
+  this project's machines) may run during a run; the load average above, at its start and its end, shows how much.
+  Absolute figures move with it; the ratios, taken in the same run and interleaved where possible, move less.
 `
 
 // writeScale writes B7's tables: per size, forged's steps against the
