@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/internal/kit/text"
 	"github.com/forgedev/forged/messages"
 )
@@ -144,7 +145,7 @@ type imageFactsCache struct {
 type imageFactsEntry struct{ volumes, env []string }
 
 func (f *imageFactsCache) get(ref string) (imageFactsEntry, bool) {
-	if f == nil || !isImageID(ref) {
+	if f == nil || !ids.IsImageID(ref) {
 		return imageFactsEntry{}, false
 	}
 	f.mu.Lock()
@@ -154,7 +155,7 @@ func (f *imageFactsCache) get(ref string) (imageFactsEntry, bool) {
 }
 
 func (f *imageFactsCache) put(ref string, e imageFactsEntry) {
-	if f == nil || !isImageID(ref) {
+	if f == nil || !ids.IsImageID(ref) {
 		return
 	}
 	f.mu.Lock()
@@ -163,21 +164,6 @@ func (f *imageFactsCache) put(ref string, e imageFactsEntry) {
 		f.entries = make(map[string]imageFactsEntry)
 	}
 	f.entries[ref] = e
-}
-
-// isImageID says whether ref is an image ID: "sha256:" and 64 lowercase
-// hex digits.
-func isImageID(ref string) bool {
-	hex, ok := strings.CutPrefix(ref, "sha256:")
-	if !ok || len(hex) != 64 {
-		return false
-	}
-	for _, r := range hex {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // declaredVolumes checks and cleans an image's VOLUME paths.

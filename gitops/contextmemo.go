@@ -93,7 +93,7 @@ func lookupContextMemo(dir string, key contextMemo) (string, bool) {
 		return "", false
 	}
 	var m contextMemo
-	if err := json.Unmarshal(data, &m); err != nil || !m.sameKey(key) || !isSHA256Hex(m.Digest) {
+	if err := json.Unmarshal(data, &m); err != nil || !m.sameKey(key) || len(m.Digest) != 64 || !isLowerHex(m.Digest) {
 		return "", false
 	}
 	return m.Digest, true
@@ -145,18 +145,6 @@ func pruneContextMemos(dir string) error {
 		_ = os.Remove(filepath.Join(dir, m.name))
 	}
 	return nil
-}
-
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // buildContext is what the lazy context needs: the host repository and the

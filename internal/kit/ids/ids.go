@@ -1,7 +1,7 @@
 // Package ids makes and checks the identifiers forged handles: the random
 // ones it mints itself (report ids, runner ids, the example's dispatch
 // ids), the hex form of an attempt id that names its directories and
-// volumes, and the Docker engine's container ids.
+// volumes, and the Docker engine's container and image ids.
 package ids
 
 import (
@@ -31,9 +31,17 @@ func UUIDFromHex(h string) (string, bool) {
 // IsEngineID reports whether s is a Docker engine id as forged accepts
 // one: 12 to 64 lowercase hex digits (a container id or its short form).
 func IsEngineID(s string) bool {
-	if len(s) < 12 || len(s) > 64 {
-		return false
-	}
+	return len(s) >= 12 && len(s) <= 64 && lowerHex(s)
+}
+
+// IsImageID reports whether s is a Docker image id: "sha256:" and 64
+// lowercase hex digits, the digest of the image's configuration.
+func IsImageID(s string) bool {
+	h, ok := strings.CutPrefix(s, "sha256:")
+	return ok && len(h) == 64 && lowerHex(h)
+}
+
+func lowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
 			return false

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/forgedev/forged/failure"
+	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/internal/kit/text"
 )
 
@@ -20,10 +21,7 @@ const (
 	maxRefBytes       = 255
 )
 
-var (
-	imageIDPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-	refPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$`)
-)
+var refPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$`)
 
 // Entry is one catalogue line: the service, the image reference operators
 // know it by, and the image id it is pinned to.
@@ -84,7 +82,7 @@ func Parse(r io.Reader) (*Catalogue, error) {
 		if len(e.Ref) > maxRefBytes || !refPattern.MatchString(e.Ref) {
 			return nil, fmt.Errorf("line %d: image reference %q is not a local name[:tag]", line, text.Clip(e.Ref, 64))
 		}
-		if !imageIDPattern.MatchString(e.ImageID) {
+		if !ids.IsImageID(e.ImageID) {
 			return nil, fmt.Errorf("line %d: image id %q is not sha256:<64 hex>", line, text.Clip(e.ImageID, 80))
 		}
 		if _, dup := c.entries[e.Service]; dup {

@@ -3,6 +3,7 @@ package services
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -64,7 +65,7 @@ func FuzzParse(f *testing.F) {
 			if _, ok := definitions[e.Service]; !ok && e.Service != Browser && e.Service != Egress {
 				t.Fatalf("unknown service accepted: %q", e.Service)
 			}
-			if !imageIDPattern.MatchString(e.ImageID) {
+			if !pinnedImageID.MatchString(e.ImageID) {
 				t.Fatalf("unpinned image accepted: %q", e.ImageID)
 			}
 		}
@@ -130,3 +131,6 @@ func TestVerifyEgressChecksTheProxysPinnedImage(t *testing.T) {
 	_, err = c.Verify(context.Background(), fakeImages{"forged-services/egress:1": idA}, []string{Egress})
 	assert.Equal(t, failure.SandboxServicesUnsupported, failure.CodeOf(err))
 }
+
+// pinnedImageID is an image id as the catalogue must pin it.
+var pinnedImageID = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)

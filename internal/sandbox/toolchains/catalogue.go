@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/forgedev/forged/internal/kit/ids"
 	"github.com/forgedev/forged/internal/kit/text"
 )
 
@@ -37,7 +38,6 @@ type Image struct {
 var (
 	imageName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 	imageRef  = regexp.MustCompile(`^forged-images/[a-z0-9][a-z0-9-]{0,62}:[0-9a-f]{16}$`)
-	imageID   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	debPkg    = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]{0,99}$`)
 )
 
@@ -87,7 +87,7 @@ func parseCatalogueLine(line string) (Image, error) {
 		return Image{}, fmt.Errorf("invalid image name %q", text.Ellipsis(img.Name, maxQuotedBytes))
 	case !imageRef.MatchString(img.Ref) || !strings.HasPrefix(img.Ref, "forged-images/"+img.Name+":"):
 		return Image{}, fmt.Errorf("invalid reference %q for %s", text.Ellipsis(img.Ref, maxQuotedBytes), img.Name)
-	case !imageID.MatchString(img.ID):
+	case !ids.IsImageID(img.ID):
 		return Image{}, fmt.Errorf("invalid image id %q", text.Ellipsis(img.ID, maxQuotedBytes))
 	}
 	size, err := strconv.ParseInt(f[3], 10, 64)
