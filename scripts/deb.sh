@@ -6,6 +6,8 @@
 #
 # The package holds:
 #   /usr/bin/forged, /usr/bin/forged-worker   static binaries (CGO off)
+#   /usr/bin/forged-fleet                     forged's fleet build (-tags fleet),
+#                                             which forged hands fleet commands to
 #   /lib/systemd/system/forged.service        contrib/forged.service
 #   /usr/lib/tmpfiles.d/forged.conf           contrib/forged.tmpfiles.conf
 #   /etc/forged/forged.yaml                   contrib/forged.yaml (a conffile)
@@ -55,6 +57,9 @@ for bin in forged forged-worker; do
   CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=$version" \
     -o "$root/usr/bin/$bin" "./cmd/$bin"
 done
+# The fleet build: forged given fleet settings runs it (docs/fleet.md).
+CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags fleet -ldflags "-s -w -X main.version=$version" \
+  -o "$root/usr/bin/forged-fleet" ./cmd/forged
 # The unit as shipped in contrib/ names /usr/local/bin (a manual
 # install); the package installs to /usr/bin.
 install -d -m0755 "$root/lib/systemd/system" "$root/usr/lib/tmpfiles.d" "$root/etc/forged" \
@@ -65,12 +70,13 @@ install -m0640 contrib/forged.yaml "$root/etc/forged/forged.yaml"
 install -m0644 contrib/grafana/forged-dashboard.json "$root/usr/share/forged/grafana/"
 install -m0644 contrib/prometheus/forged-alerts.yml contrib/prometheus/forged-alerts.test.yml "$root/usr/share/forged/prometheus/"
 chmod 0644 "$root/lib/systemd/system/forged.service"
-chmod 0755 "$root/usr/bin/forged" "$root/usr/bin/forged-worker"
+chmod 0755 "$root/usr/bin/forged" "$root/usr/bin/forged-worker" "$root/usr/bin/forged-fleet"
 cat >"$root/usr/share/doc/forged/README.Debian" <<'DOC'
 forged for Debian
 =================
 
-The package installs forged and forged-worker in /usr/bin, the systemd
+The package installs forged, forged-worker and forged-fleet (forged's
+fleet build, which forged runs when given fleet settings) in /usr/bin, the systemd
 unit forged.service (not enabled), /etc/forged/forged.yaml, and the
 Grafana dashboard and Prometheus alert rules in /usr/share/forged/.
 It creates the forged system user and group, and the state root

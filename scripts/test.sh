@@ -46,6 +46,8 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
+# cmd/forged's fleet build (forged-fleet) compiles fleet_linked.go.
+go vet -tags fleet ./cmd/forged/
 # Product code never runs the docker CLI. The one exemption is the
 # benchmark's seed baseline (internal/bench/seedcli.go), which measures the
 # seed's fork-per-step sequence against forged.

@@ -13,9 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/forgedev/forged/internal/daemon/httpapi"
-	"github.com/forgedev/forged/internal/daemon/metrics"
 	"github.com/forgedev/forged/internal/daemon/runner"
-	"github.com/forgedev/forged/internal/fleet"
 	"github.com/forgedev/forged/internal/images/imagegc"
 	"github.com/forgedev/forged/internal/kit/bearer"
 )
@@ -35,6 +33,10 @@ func daemonCommand() *cobra.Command {
 		Use:   "daemon",
 		Short: "Serve the forged HTTP API on a unix socket",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if fleetSettings.enabled() && !fleetLinked {
+				// Before anything starts: the fleet build runs it.
+				return execFleetBuild()
+			}
 			logger := newLogger(flags.logLevel())
 			ctx, stop := interruptible(cmd, 0)
 			defer stop()
@@ -78,12 +80,9 @@ func daemonCommand() *cobra.Command {
 				defer metricsListener.Close()
 			}
 			cfg.Readopt = true
-			fleetCfg := fleetSettings.config(logger)
-			if fleetCfg.Enabled() {
-				// Every branch this member moves is claimed in the fleet
-				// first: an attempt declared lost is fenced (docs/fleet.md).
-				fleetCfg.Fence = fleet.NewFence()
-				cfg.Fence = fleetCfg.Fence.Check
+			membership, err := fleetSettings.prepareDaemon(&cfg, logger)
+			if err != nil {
+				return err
 			}
 			r, err := runner.New(ctx, cfg)
 			if err != nil {
@@ -95,19 +94,10 @@ func daemonCommand() *cobra.Command {
 					_ = r.Close()
 				}
 			}()
-			member, err := joinFleet(fleetCfg, r, logger)
+			served, err := membership.join(r, logger)
+			defer membership.leave()
 			if err != nil {
 				return err
-			}
-			var served httpapi.Runner = r
-			if member != nil {
-				defer member.Leave()
-				served = fleet.Routed{Runner: r, Member: member}
-				// The metrics name the member (docs/fleet.md, Metrics).
-				id := metrics.FleetMember{Fleet: fleetCfg.Name, RunnerID: r.RunnerID(), Address: member.Address()}
-				if err := r.Metrics().JoinedFleet(id, member.MemberCount); err != nil {
-					return fmt.Errorf("fleet: metrics: %w", err)
-				}
 			}
 			var metricsDone chan error
 			if metricsListener != nil {
@@ -158,9 +148,7 @@ func daemonCommand() *cobra.Command {
 			// the next start's reaper. Cancel what runs and let every
 			// attempt tear down before the actor system stops.
 			stop()
-			if member != nil {
-				member.SetDraining(true)
-			}
+			membership.setDraining(true)
 			drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
 			defer cancel()
 			if err := r.Drain(drainCtx, "the daemon is shutting down"); err != nil {

@@ -1,23 +1,15 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"log/slog"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/forgedev/forged/internal/fleet"
-	preflightpkg "github.com/forgedev/forged/internal/host/preflight"
-	"github.com/forgedev/forged/internal/kit/termsafe"
 )
 
 // fleetFlags are a member's fleet settings (docs/fleet.md), shared by
 // `forged daemon` (which joins) and `forged fleet` (which asks a member).
+// Every build takes them; only the fleet build (fleetLinked) acts on them,
+// and the lean build hands a command that uses them to it (fleet_exec.go).
 type fleetFlags struct {
 	etcd                  []string
 	name, advertise       string
@@ -27,6 +19,11 @@ type fleetFlags struct {
 	placement                 bool
 	returnGrace               time.Duration
 }
+
+// defaultFleetReturnGrace is the fleet's DefaultReturnGrace, spelled here
+// so that the lean build need not link the fleet for a flag's default
+// (TestFleetDefaultsAreTheFleets keeps the two equal).
+const defaultFleetReturnGrace = 2 * time.Second
 
 func (f *fleetFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVar(&f.etcd, "fleet-etcd", nil, "etcd client URLs of the fleet (comma-separated); with --fleet-name and --fleet-advertise the daemon joins the fleet (default: it runs alone)")
@@ -43,14 +40,13 @@ func (f *fleetFlags) register(cmd *cobra.Command) {
 // registerPlacement adds the daemon's placement switch.
 func (f *fleetFlags) registerPlacement(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.placement, "fleet-placement", false, "place a dispatch whose execution.runnerId is the nil UUID on the member with the most room for its requested resources (default: refused)")
-	cmd.Flags().DurationVar(&f.returnGrace, "fleet-return-grace", fleet.DefaultReturnGrace, "how long this member, as a submitter, waits for a member that left the fleet while running one of its attempts to be listed again (restarted, re-adopting it) before it ends the attempt with sandbox_runner_lost (0: not at all)")
+	cmd.Flags().DurationVar(&f.returnGrace, "fleet-return-grace", defaultFleetReturnGrace, "how long this member, as a submitter, waits for a member that left the fleet while running one of its attempts to be listed again (restarted, re-adopting it) before it ends the attempt with sandbox_runner_lost (0: not at all)")
 }
 
-func (f *fleetFlags) config(logger *slog.Logger) fleet.Config {
-	return fleet.Config{Endpoints: f.etcd, Name: f.name, Advertise: f.advertise,
-		CAFile: f.caFile, CertFile: f.cert, KeyFile: f.keyFile,
-		EtcdCAFile: f.etcdCA, EtcdCertFile: f.etcdCert, EtcdKeyFile: f.etcdKey,
-		Placement: f.placement, ReturnGrace: returnGrace(f.returnGrace), Logger: logger}
+// enabled reports whether any setting that makes a daemon a fleet member
+// is given (the fleet's Config.Enabled).
+func (f *fleetFlags) enabled() bool {
+	return len(f.etcd) > 0 || f.name != "" || f.advertise != ""
 }
 
 func fleetCommand() *cobra.Command {
@@ -60,38 +56,10 @@ func fleetCommand() *cobra.Command {
 		Use:   "fleet",
 		Short: "List the fleet's members, their capacity and running attempts, as the member at --fleet-advertise sees them",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			defer cancel()
-			members, err := fleet.QueryDirectory(ctx, flags.config(nil))
-			if err != nil {
-				return err
+			if !fleetLinked {
+				return execFleetBuild()
 			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(members)
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "RUNNER\tADDRESS\tSLOTS\tFREE\tACTIVE\tQUEUED\tHEADROOM\tPREFLIGHT\tDRAINING\tATTEMPTS")
-			for _, m := range members {
-				if m.GetError() != "" {
-					fmt.Fprintf(w, "?\t%s\t-\t-\t-\t-\t-\tunreachable: %s\t-\t-\n", termsafe.String(m.GetAddress()), termsafe.String(m.GetError()))
-					continue
-				}
-				preflight := "ok"
-				if !m.GetPreflightAvailable() {
-					preflight = termsafe.String(m.GetPreflightCode())
-				}
-				// What one more attempt may reserve there (placement weighs
-				// a dispatch's requested resources against it).
-				headroom := "-"
-				if m.GetHeadroomKnown() {
-					headroom = fmt.Sprintf("%s/%dm", preflightpkg.FormatBytes(max(m.GetHeadroomMemoryBytes(), 0)), max(m.GetHeadroomCpuMillis(), 0))
-				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%t\t%s\n", m.GetRunnerId(), termsafe.String(m.GetAddress()),
-					m.GetSlots(), m.GetFreeSlots(), m.GetActive(), m.GetQueued(), headroom, preflight, m.GetDraining(), strings.Join(m.GetAttempts(), ","))
-			}
-			return w.Flush()
+			return listFleet(cmd, &flags, asJSON)
 		},
 	}
 	flags.register(cmd)
@@ -99,21 +67,7 @@ func fleetCommand() *cobra.Command {
 	return cmd
 }
 
-// joinFleet joins the fleet when any fleet setting is given (nil, nil when
-// none is: the daemon runs alone, as without a fleet).
-func joinFleet(cfg fleet.Config, local fleet.Local, logger *slog.Logger) (*fleet.Member, error) {
-	if !cfg.Enabled() {
-		return nil, nil
-	}
-	member, err := fleet.Join(cfg, local)
-	if err != nil {
-		return nil, err
-	}
-	logger.Warn("forged joined the fleet", "fleet", cfg.Name, "address", member.Address(), "member", member.MemberID(), "runner", local.RunnerID())
-	return member, nil
-}
-
-// returnGrace is fleet.Config's ReturnGrace for the flag's value: the
+// returnGrace is the fleet Config's ReturnGrace for the flag's value: the
 // flag's 0 means none, which the config spells negative (its 0 is the
 // default).
 func returnGrace(d time.Duration) time.Duration {

@@ -66,7 +66,7 @@ func TestDebianPackageInstallsIntoAFreshRoot(t *testing.T) {
 dpkg -i /pkg/` + filepath.Base(deb) + ` >/dev/null
 echo "user $(getent passwd forged | cut -d: -f1,6,7)"
 echo "group $(getent group forged | cut -d: -f1)"
-for f in /usr/bin/forged /usr/bin/forged-worker /lib/systemd/system/forged.service /usr/lib/tmpfiles.d/forged.conf \
+for f in /usr/bin/forged /usr/bin/forged-worker /usr/bin/forged-fleet /lib/systemd/system/forged.service /usr/lib/tmpfiles.d/forged.conf \
   /etc/forged/forged.yaml /var/lib/forged /var/lib/forged/build-logs /run/lock/forged \
   /usr/share/forged/grafana/forged-dashboard.json /usr/share/forged/prometheus/forged-alerts.yml; do
   echo "stat $(stat -c '%a %U:%G' "$f") $f"
@@ -74,6 +74,7 @@ done
 echo "exec $(grep '^ExecStart=' /lib/systemd/system/forged.service)"
 echo "version $(setpriv --reuid forged --regid forged --init-groups forged --version)"
 setpriv --reuid forged --regid forged --init-groups forged --help | grep -q 'Run sandbox attempts' && echo "help ok"
+echo "fleet $(forged fleet 2>&1 || true)"
 echo "conffiles $(dpkg-query -W -f='${Conffiles}' forged | awk '{print $1}')"
 dpkg -r forged >/dev/null
 echo "removed $(test -e /usr/bin/forged && echo binary-left || echo binary-gone) $(test -e /etc/forged/forged.yaml && echo conffile-kept || echo conffile-gone)"
@@ -118,6 +119,7 @@ echo "purged $(test -e /etc/forged/forged.yaml && echo conffile-left || echo con
 		"group forged",
 		"stat 755 root:root /usr/bin/forged\n",
 		"stat 755 root:root /usr/bin/forged-worker\n",
+		"stat 755 root:root /usr/bin/forged-fleet\n",
 		"stat 644 root:root /lib/systemd/system/forged.service\n",
 		"stat 644 root:root /usr/lib/tmpfiles.d/forged.conf\n",
 		"stat 640 root:forged /etc/forged/forged.yaml\n",
@@ -128,6 +130,8 @@ echo "purged $(test -e /etc/forged/forged.yaml && echo conffile-left || echo con
 		"stat 644 root:root /usr/share/forged/prometheus/forged-alerts.yml\n",
 		"exec ExecStart=/usr/bin/forged daemon --config /etc/forged/forged.yaml\n",
 		"version forged version 1.2.3~test\n",
+		// forged hands a fleet command to forged-fleet, which answers.
+		"fleet forged: config: fleetAdvertise: name the member to ask",
 		"help ok\n",
 		"conffiles /etc/forged/forged.yaml\n",
 		"removed binary-gone conffile-kept\n",

@@ -76,7 +76,7 @@ func notRaceBuilt(t *testing.T, binary string) {
 }
 
 func newTestFleet(t *testing.T, slots ...int) *testFleet {
-	f := &testFleet{t: t, forged: enginetest.ForgedBinary(t), etcd: etcdtest.Start(t), ca: newTestCA(t), name: fleetName()}
+	f := &testFleet{t: t, forged: enginetest.ForgedFleetBinary(t), etcd: etcdtest.Start(t), ca: newTestCA(t), name: fleetName()}
 	notRaceBuilt(t, f.forged)
 	for i, n := range slots {
 		var extra []string

@@ -75,7 +75,7 @@ func TestEtcdOverTLS(t *testing.T) {
 func TestFleetOfDaemonsOverEtcdTLS(t *testing.T) {
 	etcdCA := newTestCA(t)
 	serverCert, serverKey := etcdCA.member(t, "etcd")
-	f := &testFleet{t: t, forged: enginetest.ForgedBinary(t), ca: newTestCA(t), name: fleetName(),
+	f := &testFleet{t: t, forged: enginetest.ForgedFleetBinary(t), ca: newTestCA(t), name: fleetName(),
 		etcd: etcdtest.Start(t, etcdtest.WithTLS(etcdtest.TLS{CAFile: etcdCA.file, CertFile: serverCert, KeyFile: serverKey, ClientCertAuth: true}))}
 	notRaceBuilt(t, f.forged)
 	for i := range 2 {

@@ -165,7 +165,7 @@ func TestFleetPartition(t *testing.T) {
 	link := newNetnsLink(t)
 	etcd := etcdtest.Start(t)
 	etcdVia := forward(t, link.hostIP+":0", strings.TrimPrefix(etcd.Endpoint(), "http://"))
-	f := &testFleet{t: t, forged: enginetest.ForgedBinary(t), etcd: etcd, ca: newTestCA(t), name: fleetName()}
+	f := &testFleet{t: t, forged: enginetest.ForgedFleetBinary(t), etcd: etcd, ca: newTestCA(t), name: fleetName()}
 	notRaceBuilt(t, f.forged)
 	newMember := func(name, advertise, endpoint string, wrap ...string) *member {
 		m := &member{t: t, forged: f.forged, stateRoot: t.TempDir(), lockRoot: t.TempDir(), advertise: advertise, wrap: wrap}

@@ -21,7 +21,7 @@ import (
 // that a slow restart on a loaded machine cannot decide the test.
 func TestFleetMemberThatReturnsWithinTheGraceIsFollowedOn(t *testing.T) {
 	engine := enginetest.Client(t)
-	f := &testFleet{t: t, forged: enginetest.ForgedBinary(t), etcd: etcdtest.Start(t), ca: newTestCA(t), name: fleetName()}
+	f := &testFleet{t: t, forged: enginetest.ForgedFleetBinary(t), etcd: etcdtest.Start(t), ca: newTestCA(t), name: fleetName()}
 	notRaceBuilt(t, f.forged)
 	submitter := f.newMember(1, "--fleet-return-grace", "2m")
 	f.members = append(f.members, submitter)

@@ -150,6 +150,20 @@ func ForgedBinary(t testing.TB) string {
 	return binary
 }
 
+// ForgedFleetBinary is ForgedBinary with forged's fleet build
+// (forged-fleet, `go build -tags fleet`) beside it. It returns the lean
+// forged's path: given fleet settings, it runs the fleet build, as an
+// installed forged does (docs/fleet.md).
+func ForgedFleetBinary(t testing.TB) string {
+	t.Helper()
+	binary := ForgedBinary(t)
+	fleetBinary := testbin.Build(t, "forged-fleet", "", "-trimpath", "-tags", "fleet", forgedPackage)
+	if filepath.Dir(fleetBinary) != filepath.Dir(binary) {
+		t.Fatalf("forged-fleet (%s) is not beside forged (%s)", fleetBinary, binary)
+	}
+	return binary
+}
+
 // ForgedBinaryVersion builds a forged binary stamped with version (its
 // main.version) into a directory of the test's own, with the shared
 // forged-worker beside it, and returns its path: two such builds are two
