@@ -192,6 +192,9 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 	if cfg.WrapDocker != nil {
 		attemptDocker = cfg.WrapDocker(docker)
 	}
+	if cfg.WrapVolumes != nil && volumes != nil {
+		volumes = cfg.WrapVolumes(volumes)
+	}
 	r.imageRefs = imagegc.NewRefs()
 	deps := actors.Deps{
 		Git: actors.GitHost{Runner: gitops.NewRunner(), StateRoot: cfg.StateRoot, ValidateRemote: cfg.ValidateRemote,
