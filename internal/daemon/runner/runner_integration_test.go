@@ -313,13 +313,23 @@ func workerHardened(t *testing.T, floor string) {
 	assert.True(t, *host.Init)
 	assert.Equal(t, "none", host.LogConfig.Type)
 	// No services or egress: loopback only, and no attempt network exists.
+	// Under runc the engine makes no network sandbox for it (the agent
+	// image carries the engine's /etc files: dockerops.SandboxEtcLabel),
+	// and runc gives it a namespace of its own with the loopback up
+	// (dockerops' TestIntegrationNetworkNoneIsLoopbackOnly).
 	assert.Equal(t, "none", string(host.NetworkMode))
 	assert.Equal(t, []string{dockerops.SandboxNameserver}, host.DNS)
 	var networks []string
 	for name := range info.NetworkSettings.Networks {
 		networks = append(networks, name)
 	}
-	assert.Equal(t, []string{"none"}, networks)
+	if floor == messages.IsolationGVisor {
+		assert.False(t, info.Config.NetworkDisabled)
+		assert.Equal(t, []string{"none"}, networks)
+	} else {
+		assert.True(t, info.Config.NetworkDisabled)
+		assert.Empty(t, networks)
+	}
 	attemptNetworks, err := e.engine.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", dockerops.LabelAttemptID+"="+d.AttemptID()))})
 	require.NoError(t, err)
 	assert.Empty(t, attemptNetworks, "no attempt network is created")
