@@ -510,7 +510,7 @@ func (a *attemptActor) onWorkerExited(ctx actor.Context, msg WorkerExited) {
 			return
 		}
 		in := collectInput{docker: a.deps.Docker, git: a.deps.Git, workDir: a.in.workDir, containerID: a.worker.containerID, identity: a.identity(),
-			recorded: a.recordExitSeen(), dropWorkspace: a.dropWorkspace()}
+			recorded: a.recordExitSeen(), dropWorkspace: a.dropWorkspace(), copyOut: a.copyOutput(msg.ExitCode)}
 		a.step(ctx, "collect", func(stepCtx context.Context) any { return collectStep(stepCtx, in) })
 	})
 }

@@ -335,6 +335,22 @@ func (a *attemptActor) dropWorkspace() func(ctx context.Context) error {
 	return func(ctx context.Context) error { return store.Drop(ctx, volume) }
 }
 
+// copyOutput returns the collect step's copy of the output directory out
+// of the control volume's image (VolumeStore.CopyDirOut) for a worker that
+// exited 0, or nil: without a volume store, and after any other exit,
+// whose diagnosis keeps what the engine's copy tells (an engine that went
+// away while it stopped the worker fails that copy, and so names itself).
+func (a *attemptActor) copyOutput(workerExit int) func(ctx context.Context, hostDir string) (bool, error) {
+	if a.deps.Volumes == nil || workerExit != 0 {
+		return nil
+	}
+	store, volume := a.deps.Volumes, a.in.names.ControlVolume
+	dir := strings.TrimPrefix(messages.OutputDir, messages.ControlDir+"/")
+	return func(ctx context.Context, hostDir string) (bool, error) {
+		return store.CopyDirOut(ctx, volume, dir, hostDir, maxOutputBytes, maxOutputFiles)
+	}
+}
+
 // storageFull returns the check the worker runs once the container has
 // exited: a description of every bounded volume the host finds full, or
 // "" (nil without a volume store).
@@ -373,6 +389,10 @@ type collectInput struct {
 	// filesystem (VolumeStore.Drop, which does not wait for the kernel to
 	// free it).
 	dropWorkspace func(context.Context) error
+	// copyOut, when set, copies the output directory out of the control
+	// volume's image into hostDir without the engine; false leaves the copy
+	// to the engine (VolumeStore.CopyDirOut).
+	copyOut func(ctx context.Context, hostDir string) (bool, error)
 }
 
 // collectStep copies /control/output out of the stopped worker and
@@ -385,7 +405,20 @@ func collectStep(ctx context.Context, in collectInput) collectDone {
 	if err := os.RemoveAll(outputDir); err != nil {
 		return collectDone{err: fmt.Errorf("clear output directory: %w", err)}
 	}
-	err := in.docker.CopyDirOut(ctx, in.containerID, messages.OutputDir, outputDir, maxOutputBytes, maxOutputFiles)
+	// The control volume's image is read directly when it can be (no
+	// engine call: the engine's copy re-executes dockerd and mounts the
+	// stopped container's volumes again); the engine's copy otherwise,
+	// which also gives the verdict on anything unusual the task left.
+	copied := false
+	if in.copyOut != nil {
+		copied, _ = in.copyOut(ctx, outputDir) // an error only means the engine's copy is taken
+	}
+	var err error
+	if !copied {
+		err = in.docker.CopyDirOut(ctx, in.containerID, messages.OutputDir, outputDir, maxOutputBytes, maxOutputFiles)
+	} else {
+		err = stillThere(ctx, in.docker, in.containerID)
+	}
 	if in.dropWorkspace != nil {
 		// After the copy: the engine mounts a stopped container's volumes
 		// again for it, and the unmount that ends the copy would free the
@@ -397,6 +430,19 @@ func collectStep(ctx context.Context, in collectInput) collectDone {
 	}
 	output, err := in.git.ValidateOutput(outputDir, in.identity)
 	return collectDone{output: output, err: err}
+}
+
+// stillThere asks the engine what its copy of the output would also have
+// told: that it answers and that the worker container still exists (an
+// inspect: no re-execution, no mount). An engine that went away while the
+// worker ran fails the attempt as it did when the copy needed it, and a
+// container that is gone is output missing, as the copy says.
+func stillThere(ctx context.Context, docker SandboxDocker, containerID string) error {
+	_, err := docker.InspectState(ctx, containerID)
+	if err != nil && dockerops.IsNotFound(err) {
+		return failure.Wrap(failure.SandboxOutputMissing, err, "the worker container is gone: %v", err)
+	}
+	return err
 }
 
 // importInput is what the import step reads. fence is safe for concurrent

@@ -100,6 +100,7 @@ type SandboxDocker interface {
 	CreateVolume(ctx context.Context, name string, labels map[string]string) error
 	CreateVolumeWithOptions(ctx context.Context, name string, labels, driverOpts map[string]string) error
 	CopyDirOut(ctx context.Context, containerID, srcDir, hostDir string, maxBytes int64, maxFiles int) error
+	InspectState(ctx context.Context, id string) (dockerops.ContainerState, error)
 	Teardown(ctx context.Context, owner dockerops.Ownership, source string) (dockerops.CleanupReport, error)
 	LoadVolume(ctx context.Context, image, name, volume string, labels map[string]string, files []dockerops.VolumeFile, uid, gid int) error
 	OwnVolumes(ctx context.Context, image, name string, labels map[string]string, volumes []dockerops.OwnedVolume, user messages.SandboxUser) error
@@ -149,6 +150,11 @@ type VolumeStore interface {
 	// Drop lets go of a discarded volume's filesystem, which the kernel
 	// then frees, without waiting for that (quota.Store.Drop).
 	Drop(ctx context.Context, volume string) error
+	// CopyDirOut copies a directory of a volume whose filesystem the
+	// engine has unmounted into hostDir without the engine
+	// (quota.Store.CopyDirOut); false when it cannot say as plainly as the
+	// engine's copy would, which the caller then takes.
+	CopyDirOut(ctx context.Context, volume, dir, hostDir string, maxBytes int64, maxFiles int) (bool, error)
 }
 
 // Deps are the attempt tree's collaborators.

@@ -141,6 +141,10 @@ type Client struct {
 	// live caches the engine's live-restore answer (liveRestoreCache),
 	// shared like facts; nil caches nothing.
 	live *liveRestoreCache
+	// sandboxEtc is the host directory of the /etc files a worker on
+	// network none is given instead of the engine's network sandbox
+	// (WithSandboxEtc); "" leaves the sandbox to the engine.
+	sandboxEtc string
 }
 
 // The engine client serves every narrow interface: an SDK change that

@@ -59,5 +59,7 @@
 // containers (which run the worker too) and containers adopted after a
 // daemon restart (whose lease updates exec the worker) would need the same
 // path. Baking keeps one mechanism, the one already confined and tested;
-// the worker's digest changes only with the worker itself.
+// the worker's digest changes only with the worker itself. (The one host
+// path a worker mounts, WithSandboxEtc's /etc files, is mounted only when
+// the bounded volume store's loop devices show the engine on this host.)
 package dockerops

@@ -180,7 +180,13 @@ func provisionIsolated(t *testing.T, script string) *sandbox {
 
 func provisionWith(t *testing.T, script string, isolated bool, tweak func(*WorkerSpec)) *sandbox {
 	t.Helper()
-	c := requireEngine(t)
+	return provisionOn(t, requireEngine(t), script, isolated, tweak)
+}
+
+// provisionOn is provisionWith on the client c (one derived from the
+// engine's, say).
+func provisionOn(t *testing.T, c *Client, script string, isolated bool, tweak func(*WorkerSpec)) *sandbox {
+	t.Helper()
 	image := agentImage(t)
 	ctx := testCtx(t)
 	d := testDispatch()

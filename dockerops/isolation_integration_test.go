@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -152,6 +153,23 @@ func TestIntegrationTaskReachesNoHostAddress(t *testing.T) {
 				targets := hostTargets(t, h)
 				token := "none-" + ids.NewUUID()
 				s := provision(t, probeScript(targets, h.port, token), func(spec *WorkerSpec) { spec.Runtime, spec.GVisor = rt.none, rt.none != "" })
+				lines := run(t, s)
+				assert.Empty(t, h.received(token), "the listener heard the task (targets %v)", targets)
+				for _, l := range lines {
+					assert.NotContains(t, l, "REACHED")
+					assert.NotEqual(t, "RESOLVED", l, "a name resolved without any network")
+				}
+			})
+
+			t.Run("network none without the engine's sandbox", func(t *testing.T) {
+				etc, err := requireEngine(t).WithSandboxEtc(filepath.Join(t.TempDir(), "sandbox-etc"))
+				require.NoError(t, err)
+				targets := hostTargets(t, h)
+				token := "nosandbox-" + ids.NewUUID()
+				s := provisionOn(t, etc, probeScript(targets, h.port, token), false, func(spec *WorkerSpec) { spec.Runtime, spec.GVisor = rt.none, rt.none != "" })
+				inspected, err := s.c.raw.ContainerInspect(testCtx(t), s.container)
+				require.NoError(t, err)
+				assert.Equal(t, rt.none == "", inspected.Config.NetworkDisabled, "under runc only")
 				lines := run(t, s)
 				assert.Empty(t, h.received(token), "the listener heard the task (targets %v)", targets)
 				for _, l := range lines {

@@ -72,6 +72,46 @@ func TestIntegrationWorkerHardening(t *testing.T) {
 	}, mounts)
 }
 
+// TestIntegrationNetworkNoneIsLoopbackOnly: a worker on network none
+// created without a network sandbox (WithSandboxEtc: NetworkDisabled, and
+// the /etc files mounted read-only) has a network namespace of its own
+// whose only interface is the loopback, up, with 127.0.0.1 reachable;
+// /etc/hosts names localhost and /etc/resolv.conf only the loopback
+// nameserver, as the engine's own files for network none do, and the task
+// cannot write either.
+func TestIntegrationNetworkNoneIsLoopbackOnly(t *testing.T) {
+	etc, err := requireEngine(t).WithSandboxEtc(filepath.Join(t.TempDir(), "sandbox-etc"))
+	require.NoError(t, err)
+	s := provisionOn(t, etc, strings.Join([]string{
+		"set -e",
+		"ls /sys/class/net",
+		"cat /sys/class/net/lo/flags",
+		// The client retries until the listener is up; the listener prints
+		// what it received and exits.
+		"(for i in $(seq 1000); do echo over-loopback | nc 127.0.0.1 7777 2>/dev/null && break; done) &",
+		"nc -l -p 7777 127.0.0.1",
+		"cat /etc/resolv.conf",
+		"grep -c '^127.0.0.1[[:space:]]localhost$' /etc/hosts",
+		"readlink /proc/self/ns/net",
+		"if echo x >> /etc/hosts; then echo hosts-writable; fi 2>/dev/null",
+	}, "\n"), false, nil)
+	ctx := testCtx(t)
+	info, err := s.c.raw.ContainerInspect(ctx, s.container)
+	require.NoError(t, err)
+	assert.True(t, info.Config.NetworkDisabled)
+	assert.Equal(t, "none", string(info.HostConfig.NetworkMode))
+	assert.Empty(t, info.NetworkSettings.Networks, "no network sandbox")
+
+	lines, res, err := s.run(t, ctx, "", RunLimits{})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode, "%s %q", res.Stderr, lines)
+	host, err := os.Readlink("/proc/self/ns/net")
+	require.NoError(t, err)
+	require.Len(t, lines, 6, "%q", lines)
+	assert.Equal(t, []string{"lo", "0x9", "over-loopback", "nameserver " + SandboxNameserver, "1"}, lines[:5], "lo only, up (IFF_UP|IFF_LOOPBACK)")
+	assert.NotEqual(t, host, lines[5], "a network namespace of its own")
+}
+
 func TestIntegrationCopyDirOut(t *testing.T) {
 	s := provision(t, strings.Join([]string{
 		"mkdir -p /control/output/logs/deep",

@@ -337,6 +337,10 @@ func (c *Client) CreateWorker(ctx context.Context, spec WorkerSpec) (string, err
 		host.ExtraHosts = slices.Clone(extraHosts)
 		coverVolumes(host, volumes, workerVolumeTmpfsOptions(spec.Resources.WorkerMemoryLimitBytes, spec.User.OrImage()))
 		notFromImage(cfg, imageEnv, inheritable)
+		if c.withoutNetworkSandbox(spec) {
+			cfg.NetworkDisabled = true
+			host.Mounts = append(host.Mounts, c.sandboxEtcMounts()...)
+		}
 		resp, err := c.creator.ContainerCreate(ctx, cfg, host, net, nil, spec.Name)
 		if err == nil {
 			return resp.ID, nil

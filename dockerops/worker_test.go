@@ -2,6 +2,8 @@ package dockerops
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -174,11 +176,12 @@ type fakeCreator struct {
 	existing container.InspectResponse
 	volumes  map[string]struct{} // the image's VOLUMEs
 	host     *container.HostConfig
+	cfg      *container.Config
 }
 
 func (f *fakeCreator) ContainerCreate(_ context.Context, cfg *container.Config, host *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
 	f.creates++
-	f.host = host
+	f.host, f.cfg = host, cfg
 	if f.creates <= len(f.errs) && f.errs[f.creates-1] != nil {
 		return container.CreateResponse{}, f.errs[f.creates-1]
 	}
@@ -374,6 +377,72 @@ func TestCreateWorkerAsksAnImageIDsFactsOnce(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Equal(t, 3, f.inspects, "a tag may move: asked each time")
+}
+
+// TestCreateWorkerWithSandboxEtcLeavesNetworkNoneToTheRuntime: with
+// WithSandboxEtc, a worker on network none is created without a network
+// sandbox (NetworkDisabled) and with the engine's /etc files for network
+// none mounted read-only from the host directory, still with network mode
+// none and the loopback nameserver; under gVisor, on an attempt network
+// or without WithSandboxEtc the engine makes its sandbox as before.
+func TestCreateWorkerWithSandboxEtcLeavesNetworkNoneToTheRuntime(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sandbox-etc")
+	for name, tc := range map[string]struct {
+		etc      bool
+		mutate   func(*WorkerSpec)
+		disabled bool
+	}{
+		"network none":    {etc: true, disabled: true},
+		"no sandbox etc":  {},
+		"gVisor":          {etc: true, mutate: func(s *WorkerSpec) { s.Runtime, s.GVisor = "runsc", true }},
+		"attempt network": {etc: true, mutate: func(s *WorkerSpec) { s.Network = "forge-net" }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeCreator{}
+			c := newClient(fastOptions(), f)
+			if tc.etc {
+				var err error
+				c, err = c.WithSandboxEtc(dir)
+				require.NoError(t, err)
+			}
+			spec := testSpec()
+			if tc.mutate != nil {
+				tc.mutate(&spec)
+			}
+			_, err := c.CreateWorker(context.Background(), spec)
+			require.NoError(t, err)
+			assert.Equal(t, tc.disabled, f.cfg.NetworkDisabled)
+			var binds []mount.Mount
+			for _, m := range f.host.Mounts {
+				if m.Type == mount.TypeBind {
+					binds = append(binds, m)
+				}
+			}
+			if !tc.disabled {
+				assert.Empty(t, binds)
+				return
+			}
+			assert.Equal(t, []mount.Mount{
+				{Type: mount.TypeBind, Source: filepath.Join(dir, "hosts"), Target: "/etc/hosts", ReadOnly: true},
+				{Type: mount.TypeBind, Source: filepath.Join(dir, "resolv.conf"), Target: "/etc/resolv.conf", ReadOnly: true},
+			}, binds)
+			assert.Equal(t, container.NetworkMode("none"), f.host.NetworkMode)
+			assert.Equal(t, []string{SandboxNameserver}, f.host.DNS)
+		})
+	}
+	hosts, err := os.ReadFile(filepath.Join(dir, "hosts"))
+	require.NoError(t, err)
+	assert.Contains(t, string(hosts), "127.0.0.1\tlocalhost\n")
+	resolv, err := os.ReadFile(filepath.Join(dir, "resolv.conf"))
+	require.NoError(t, err)
+	assert.Equal(t, "nameserver 127.0.0.1\n", string(resolv))
+	for _, p := range []string{dir, filepath.Join(dir, "hosts"), filepath.Join(dir, "resolv.conf")} {
+		info, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o644), info.Mode().Perm()&^0o111, p)
+	}
+	_, err = newClient(fastOptions(), &fakeCreator{}).WithSandboxEtc("relative")
+	assert.Error(t, err)
 }
 
 // TestGVisorWorkerPIDsCountTheSandboxKernel: under gVisor the container's

@@ -95,6 +95,27 @@ type copySpy struct {
 func (s *copySpy) CopyDirOut(ctx context.Context, containerID, srcDir, hostDir string, maxBytes int64, maxFiles int) error {
 	err := s.Docker.CopyDirOut(ctx, containerID, srcDir, hostDir, maxBytes, maxFiles)
 	s.copies.Add(1)
+	s.watch(hostDir)
+	return err
+}
+
+// volumeCopySpy is copySpy's eye on the copy out of the control volume's
+// image.
+type volumeCopySpy struct {
+	actors.VolumeStore
+	spy *copySpy
+}
+
+func (v volumeCopySpy) CopyDirOut(ctx context.Context, volume, dir, hostDir string, maxBytes int64, maxFiles int) (bool, error) {
+	copied, err := v.VolumeStore.CopyDirOut(ctx, volume, dir, hostDir, maxBytes, maxFiles)
+	if copied {
+		v.spy.copies.Add(1)
+	}
+	v.spy.watch(hostDir)
+	return copied, err
+}
+
+func (s *copySpy) watch(hostDir string) {
 	_ = filepath.WalkDir(hostDir, func(path string, entry fs.DirEntry, walkErr error) error {
 		if walkErr == nil && entry.Type().IsRegular() {
 			if content, err := os.ReadFile(path); err == nil && strings.Contains(string(content), s.secret) {
@@ -103,7 +124,6 @@ func (s *copySpy) CopyDirOut(ctx context.Context, containerID, srcDir, hostDir s
 		}
 		return nil
 	})
-	return err
 }
 
 // TestEndToEndOutputLinkedToTheSecretsIsNotCopied: a hostile task replaces
@@ -127,7 +147,8 @@ func outputLinkedToTheSecrets(t *testing.T, floor string) {
 	auth, err := providerauth.Parse([]string{"anthropic=" + helper}, 0)
 	require.NoError(t, err)
 	spy := &copySpy{secret: secret}
-	e := newE2E(t, runner.Config{Isolation: floor, ProviderAuth: auth, WrapDocker: func(d actors.Docker) actors.Docker { spy.Docker = d; return spy }})
+	e := newE2E(t, runner.Config{Isolation: floor, ProviderAuth: auth, WrapDocker: func(d actors.Docker) actors.Docker { spy.Docker = d; return spy },
+		WrapVolumes: func(v actors.VolumeStore) actors.VolumeStore { return volumeCopySpy{VolumeStore: v, spy: spy} }})
 
 	d := e.dispatch([]string{"/bin/sh", "-c", "rm -rf /control/output && ln -s /run/forge-secrets /control/output && ls -l /control/output/"}, 0)
 	d.Execution.Provider, d.Execution.AuthKind = "anthropic", "api_key"

@@ -436,7 +436,8 @@ func gitStdin(t *testing.T, dir, stdin string, args ...string) string {
 // bombDocker stands in for a worker the task subverted: after the output
 // is copied out, it replaces the result bundle with a delta bomb (a few
 // kilobytes whose deltas resolve to 16 GiB) and rewrites the manifest to
-// match, as the worker's own words would.
+// match, as the worker's own words would; bombVolumes does so when the
+// output is read from the control volume's image instead.
 type bombDocker struct {
 	actors.Docker
 }
@@ -445,6 +446,22 @@ func (d bombDocker) CopyDirOut(ctx context.Context, containerID, srcDir, hostDir
 	if err := d.Docker.CopyDirOut(ctx, containerID, srcDir, hostDir, maxBytes, maxFiles); err != nil {
 		return err
 	}
+	return plantDeltaBomb(hostDir)
+}
+
+type bombVolumes struct {
+	actors.VolumeStore
+}
+
+func (v bombVolumes) CopyDirOut(ctx context.Context, volume, dir, hostDir string, maxBytes int64, maxFiles int) (bool, error) {
+	copied, err := v.VolumeStore.CopyDirOut(ctx, volume, dir, hostDir, maxBytes, maxFiles)
+	if !copied || err != nil {
+		return copied, err
+	}
+	return true, plantDeltaBomb(hostDir)
+}
+
+func plantDeltaBomb(hostDir string) error {
 	path := filepath.Join(hostDir, messages.ManifestFile)
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -513,7 +530,8 @@ func deltaBombPack() []byte {
 // TestEndToEndDeltaBombIsRefused: the import refuses the bomb from its
 // delta headers, in bounded memory, and nothing moves.
 func TestEndToEndDeltaBombIsRefused(t *testing.T) {
-	e := newE2E(t, runner.Config{WrapDocker: func(d actors.Docker) actors.Docker { return bombDocker{d} }})
+	e := newE2E(t, runner.Config{WrapDocker: func(d actors.Docker) actors.Docker { return bombDocker{d} },
+		WrapVolumes: func(v actors.VolumeStore) actors.VolumeStore { return bombVolumes{v} }})
 	out := e.wait(e.submit(e.dispatch(nil, 0)))
 	assert.Equal(t, messages.StatusFailed, out.Status)
 	assert.Equal(t, string(failure.SandboxOutputInvalid), out.Code, out.Message)

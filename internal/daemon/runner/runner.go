@@ -74,6 +74,9 @@ type Config struct {
 	// WrapDocker, when set, wraps the Docker client the attempts use. It
 	// exists for fault-injection tests against the real engine.
 	WrapDocker func(actors.Docker) actors.Docker
+	// WrapVolumes, when set, wraps the bounded volume store the attempts
+	// use (none without one), for the same tests.
+	WrapVolumes func(actors.VolumeStore) actors.VolumeStore
 	// AllowRootful accepts a Docker engine that does not run rootless.
 	AllowRootful bool
 	// Isolation is the host's isolation floor: messages.IsolationRunc

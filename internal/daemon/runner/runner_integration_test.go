@@ -211,7 +211,8 @@ func cancellationMidRun(t *testing.T, floor string) {
 }
 
 // tamperingDocker rewrites the worker's manifest after it is copied out,
-// as a compromised sandbox could.
+// as a compromised sandbox could; tamperingVolumes does so when the output
+// is read from the control volume's image instead.
 type tamperingDocker struct {
 	actors.Docker
 }
@@ -220,6 +221,22 @@ func (d tamperingDocker) CopyDirOut(ctx context.Context, containerID, srcDir, ho
 	if err := d.Docker.CopyDirOut(ctx, containerID, srcDir, hostDir, maxBytes, maxFiles); err != nil {
 		return err
 	}
+	return tamperManifest(hostDir)
+}
+
+type tamperingVolumes struct {
+	actors.VolumeStore
+}
+
+func (v tamperingVolumes) CopyDirOut(ctx context.Context, volume, dir, hostDir string, maxBytes int64, maxFiles int) (bool, error) {
+	copied, err := v.VolumeStore.CopyDirOut(ctx, volume, dir, hostDir, maxBytes, maxFiles)
+	if !copied || err != nil {
+		return copied, err
+	}
+	return true, tamperManifest(hostDir)
+}
+
+func tamperManifest(hostDir string) error {
 	path := filepath.Join(hostDir, messages.ManifestFile)
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -242,7 +259,8 @@ func TestEndToEndManifestTamperingIsRefused(t *testing.T) {
 	for _, iso := range isolations {
 		t.Run(iso.floor, func(t *testing.T) {
 			t.Parallel()
-			e := newE2E(t, runner.Config{Isolation: iso.floor, WrapDocker: func(d actors.Docker) actors.Docker { return tamperingDocker{d} }})
+			e := newE2E(t, runner.Config{Isolation: iso.floor, WrapDocker: func(d actors.Docker) actors.Docker { return tamperingDocker{d} },
+				WrapVolumes: func(v actors.VolumeStore) actors.VolumeStore { return tamperingVolumes{v} }})
 			d := e.dispatch(nil, 0)
 			out := e.wait(e.submit(d))
 			assert.Equal(t, messages.StatusFailed, out.Status)
@@ -295,13 +313,23 @@ func workerHardened(t *testing.T, floor string) {
 	assert.True(t, *host.Init)
 	assert.Equal(t, "none", host.LogConfig.Type)
 	// No services or egress: loopback only, and no attempt network exists.
+	// Under runc the engine makes no network sandbox for it (the agent
+	// image carries the engine's /etc files: dockerops.SandboxEtcLabel),
+	// and runc gives it a namespace of its own with the loopback up
+	// (dockerops' TestIntegrationNetworkNoneIsLoopbackOnly).
 	assert.Equal(t, "none", string(host.NetworkMode))
 	assert.Equal(t, []string{dockerops.SandboxNameserver}, host.DNS)
 	var networks []string
 	for name := range info.NetworkSettings.Networks {
 		networks = append(networks, name)
 	}
-	assert.Equal(t, []string{"none"}, networks)
+	if floor == messages.IsolationGVisor {
+		assert.False(t, info.Config.NetworkDisabled)
+		assert.Equal(t, []string{"none"}, networks)
+	} else {
+		assert.True(t, info.Config.NetworkDisabled)
+		assert.Empty(t, networks)
+	}
 	attemptNetworks, err := e.engine.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", dockerops.LabelAttemptID+"="+d.AttemptID()))})
 	require.NoError(t, err)
 	assert.Empty(t, attemptNetworks, "no attempt network is created")

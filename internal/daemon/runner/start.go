@@ -26,6 +26,11 @@ import (
 	"github.com/forgedev/forged/supervisor"
 )
 
+// SandboxEtcDir is the directory under the state root of the /etc/hosts
+// and /etc/resolv.conf a worker on network none is given instead of the
+// engine's network sandbox (dockerops.Client.WithSandboxEtc).
+const SandboxEtcDir = "sandbox-etc"
+
 // rootlessMaxUID is the last container uid a rootless engine maps with
 // the usual subordinate range of 65536 ids (/etc/subuid).
 const rootlessMaxUID = 65536
@@ -147,6 +152,14 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 	if store != nil {
 		volumes = store
 		docker = docker.WithVolumeImages(store)
+		// The store's loop devices are mounted by the engine, so it runs
+		// on this host: a worker on network none can be given its /etc
+		// files from here instead of the engine's network sandbox.
+		if etc, err := docker.WithSandboxEtc(filepath.Join(cfg.StateRoot, SandboxEtcDir)); err != nil {
+			cfg.Logger.Warn("workers on network none keep the engine's network sandbox", "err", err)
+		} else {
+			docker = etc
+		}
 		r.closers.push(store.Close) // the drops of discarded workspaces in flight
 	} else {
 		cfg.Logger.Warn("attempt volumes are not bounded", "reason", first.Storage.Reason)
@@ -191,6 +204,9 @@ func (r *Runner) build(ctx context.Context, cfg Config, workerDigest string) (st
 	var attemptDocker actors.Docker = docker
 	if cfg.WrapDocker != nil {
 		attemptDocker = cfg.WrapDocker(docker)
+	}
+	if cfg.WrapVolumes != nil && volumes != nil {
+		volumes = cfg.WrapVolumes(volumes)
 	}
 	r.imageRefs = imagegc.NewRefs()
 	deps := actors.Deps{

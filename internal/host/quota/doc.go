@@ -56,6 +56,13 @@
 // FullSlackBytes free blocks, or no free inode, is full. Nothing the task
 // prints takes part in that verdict.
 //
+// # Reading the output
+//
+// CopyDirOut reads a directory of a volume's image with debugfs once the
+// engine has unmounted it (the superblock's valid bit), for the collect
+// step: no engine call and no mount. It declines, for the engine's copy to
+// judge, anything but plain regular files within the bounds.
+//
 // # Release
 //
 // Release detaches every loop device backed by a volume's image (found by

@@ -305,3 +305,113 @@ func TestDiscardDropsAMountedVolumesUnwrittenPages(t *testing.T) {
 	assert.Empty(t, loopsOf(t, s))
 	assert.Empty(t, s.discarded, "the release forgets the reading")
 }
+
+// CopyDirOut reads a directory of an unmounted image with debugfs, and
+// declines (false, nothing left in the host directory) whenever the
+// engine's copy must judge: the filesystem still mounted, the directory a
+// link or missing, or anything in it but plain regular files within the
+// bounds.
+func TestCopyDirOutReadsAnUnmountedImageOnlyWhenPlain(t *testing.T) {
+	s := newImageStore(t)
+	ctx := context.Background()
+	const volume = "forge-0123456789abcdef0123456789abcdef-control"
+	opts, err := s.ProvisionSpec(ctx, volume, Spec{Bytes: 32 << 20, Dirs: []string{"input", "output"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Release(context.Background(), volume) })
+	mnt := t.TempDir()
+	mount := func() {
+		t.Helper()
+		require.NoError(t, unix.Mount(opts["device"], mnt, "ext4", unix.MS_NODEV|unix.MS_NOSUID, ""))
+	}
+	unmount := func() {
+		t.Helper()
+		require.NoError(t, unix.Unmount(mnt, 0))
+	}
+	copyOut := func(maxBytes int64, maxFiles int) (bool, string) {
+		t.Helper()
+		host := filepath.Join(t.TempDir(), "output")
+		ok, err := s.CopyDirOut(ctx, volume, "output", host, maxBytes, maxFiles)
+		require.NoError(t, err)
+		if !ok {
+			entries, _ := os.ReadDir(host)
+			assert.Empty(t, entries, "a declined copy leaves nothing")
+		}
+		return ok, host
+	}
+
+	mount()
+	bundle := []byte(strings.Repeat("bundle\n", 100000))
+	require.NoError(t, os.WriteFile(filepath.Join(mnt, "output", "result.bundle"), bundle, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(mnt, "output", "result.json"), []byte(`{"ok":true}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(mnt, "output", "empty"), nil, 0o644))
+	ok, _ := copyOut(1<<30, 64)
+	assert.False(t, ok, "a mounted filesystem is not read")
+	unmount()
+
+	ok, host := copyOut(1<<30, 64)
+	require.True(t, ok)
+	entries, err := os.ReadDir(host)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		info, err := e.Info()
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), info.Mode(), e.Name())
+	}
+	assert.Equal(t, []string{"empty", "result.bundle", "result.json"}, names)
+	got, err := os.ReadFile(filepath.Join(host, "result.bundle"))
+	require.NoError(t, err)
+	assert.Equal(t, bundle, got)
+	info, err := os.Stat(host)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeDir|0o700, info.Mode())
+
+	total := int64(len(bundle) + len(`{"ok":true}`))
+	ok, _ = copyOut(total-1, 64)
+	assert.False(t, ok, "over the byte bound")
+	ok, _ = copyOut(total, 2)
+	assert.False(t, ok, "over the file bound")
+	ok, _ = copyOut(total, 3)
+	assert.True(t, ok, "at both bounds")
+
+	for name, unusual := range map[string]func(){
+		"nothing unusual": nil,
+		"symbolic link":   func() { require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(mnt, "output", "link"))) },
+		"hard link": func() {
+			require.NoError(t, os.Link(filepath.Join(mnt, "output", "empty"), filepath.Join(mnt, "input", "again")))
+		},
+		"directory": func() { require.NoError(t, os.Mkdir(filepath.Join(mnt, "output", "sub"), 0o755)) },
+		"fifo":      func() { require.NoError(t, unix.Mkfifo(filepath.Join(mnt, "output", "fifo"), 0o644)) },
+		"name with a space": func() {
+			require.NoError(t, os.WriteFile(filepath.Join(mnt, "output", "a b"), nil, 0o644))
+		},
+		"name with a newline": func() {
+			require.NoError(t, os.WriteFile(filepath.Join(mnt, "output", "a\nb"), nil, 0o644))
+		},
+		"option-like name": func() { require.NoError(t, os.WriteFile(filepath.Join(mnt, "output", "-p"), nil, 0o644)) },
+		"output is a link": func() {
+			require.NoError(t, os.Rename(filepath.Join(mnt, "output"), filepath.Join(mnt, "real")))
+			require.NoError(t, os.Symlink("real", filepath.Join(mnt, "output")))
+		},
+		"output is missing": func() { require.NoError(t, os.Rename(filepath.Join(mnt, "output"), filepath.Join(mnt, "real"))) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			mount()
+			require.NoError(t, os.RemoveAll(filepath.Join(mnt, "real")))
+			require.NoError(t, os.RemoveAll(filepath.Join(mnt, "output")))
+			require.NoError(t, os.RemoveAll(filepath.Join(mnt, "input", "again")))
+			require.NoError(t, os.Mkdir(filepath.Join(mnt, "output"), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(mnt, "output", "empty"), nil, 0o644))
+			if unusual != nil {
+				unusual()
+			}
+			unmount()
+			ok, _ := copyOut(1<<30, 64)
+			assert.Equal(t, unusual == nil, ok)
+		})
+	}
+
+	_, err = s.CopyDirOut(ctx, "not-forged", "output", t.TempDir(), 1, 1)
+	assert.Error(t, err, "a foreign volume name")
+}
