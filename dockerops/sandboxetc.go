@@ -83,9 +83,10 @@ func writeIfChanged(path string, content []byte) error {
 }
 
 // withoutNetworkSandbox says whether the worker's network none is left to
-// the runtime (WithSandboxEtc).
+// the runtime (WithSandboxEtc). A worker given host aliases keeps the
+// engine's sandbox: only the engine writes them into its /etc/hosts.
 func (c *Client) withoutNetworkSandbox(spec WorkerSpec) bool {
-	return c.sandboxEtc != "" && spec.Network == "" && spec.NetnsContainer == "" && !spec.GVisor
+	return c.sandboxEtc != "" && spec.Network == "" && spec.NetnsContainer == "" && !spec.GVisor && len(spec.Hosts) == 0
 }
 
 // sandboxEtcMounts mounts the files of WithSandboxEtc read-only over the
