@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/docker/docker/api/types/mount"
+
+	"github.com/forgedev/forged/internal/kit/atomicfile"
 )
 
 // sandboxEtcFiles are the files the engine writes for a container on
@@ -53,7 +55,7 @@ func (c *Client) WithSandboxEtc(dir string) (*Client, error) {
 	return &cp, nil
 }
 
-// writeIfChanged writes content to path (0644) by a rename, unless it
+// writeIfChanged replaces path with content (0644, atomicfile), unless it
 // already holds exactly that: a running worker's mount keeps the file it
 // was given.
 func writeIfChanged(path string, content []byte) error {
@@ -62,24 +64,7 @@ func writeIfChanged(path string, content []byte) error {
 			return nil
 		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(content)
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-	}
-	return err
+	return atomicfile.Write(path, content, 0o644)
 }
 
 // withoutNetworkSandbox says whether the worker's network none is left to

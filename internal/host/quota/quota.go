@@ -235,11 +235,17 @@ func (s *Store) makeFilesystem(ctx context.Context, path string, spec Spec) erro
 	ctx, cancel := context.WithTimeout(ctx, mkfsTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, s.mkfs, args...)
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	cmd.Env = toolEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("mkfs.ext4: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return s.editFilesystem(ctx, path, spec.Dirs, spec.Files, uid, gid)
+}
+
+// toolEnv is the whole environment of the e2fsprogs tools forged runs:
+// the system's directories and the C locale, whose messages it parses.
+func toolEnv(extra ...string) []string {
+	return append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}, extra...)
 }
 
 func plainName(name string) bool {
@@ -273,7 +279,7 @@ func (s *Store) editFilesystem(ctx context.Context, path string, dirs []string, 
 			dir, f.Source, f.Name, f.Name, uid, f.Name, gid, f.Name)
 	}
 	cmd := exec.CommandContext(ctx, s.debugfs, "-w", "-f", "-", path)
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	cmd.Env = toolEnv()
 	cmd.Stdin = strings.NewReader(script.String())
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -238,7 +238,7 @@ func (s *Store) debugfsRead(ctx context.Context, image, workDir, requests string
 		cmd = exec.CommandContext(ctx, s.debugfs, "-R", requests, image)
 	}
 	cmd.Dir = workDir
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "PAGER=__none__", "DEBUGFS_PAGER=__none__"}
+	cmd.Env = toolEnv("PAGER=__none__", "DEBUGFS_PAGER=__none__")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
