@@ -39,7 +39,7 @@ func Dir() (string, error) {
 			dirErr = fmt.Errorf("test binaries: %w", err)
 			return
 		}
-		Sweep(root, alive)
+		Sweep(root, Running)
 		dir = filepath.Join(root, strconv.Itoa(os.Getpid()))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			dirErr = fmt.Errorf("test binaries: %w", err)
@@ -69,9 +69,10 @@ func Sweep(root string, isRunning func(pid int) bool) []string {
 	return removed
 }
 
-// alive reports whether a process with pid exists (a pid reused by
-// another process keeps a stale directory until that one ends: harmless).
-func alive(pid int) bool {
+// Running reports whether a process with pid exists (a pid reused by
+// another process keeps what a sweep would remove until that one ends:
+// harmless).
+func Running(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }

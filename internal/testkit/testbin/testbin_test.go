@@ -42,13 +42,13 @@ func TestDirIsThisProcesssAndKeptAcrossCalls(t *testing.T) {
 	info, err := os.Stat(first)
 	require.NoError(t, err)
 	assert.True(t, info.IsDir())
-	assert.True(t, alive(os.Getpid()))
+	assert.True(t, Running(os.Getpid()))
 }
 
-func TestAliveIsFalseForAnEndedProcess(t *testing.T) {
+func TestRunningIsFalseForAnEndedProcess(t *testing.T) {
 	cmd := exec.Command("true")
 	require.NoError(t, cmd.Run())
-	assert.False(t, alive(cmd.Process.Pid), "pid %d has ended", cmd.Process.Pid)
+	assert.False(t, Running(cmd.Process.Pid), "pid %d has ended", cmd.Process.Pid)
 }
 
 func TestBuildBuildsOncePerProcessIntoItsDirectory(t *testing.T) {
